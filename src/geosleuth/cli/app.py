@@ -1,0 +1,22 @@
+"""The ``geosleuth`` command: one typer app, one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from geosleuth.cli import data, eval, locate, score, tools
+
+app = typer.Typer(
+    name="geosleuth",
+    help="Agentic image geolocation: locate, score, evaluate, train.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+for module in (score, tools, locate, eval, data):
+    module.register(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,217 @@
+"""Records shared by parsing, metrics, tools, the agent, evaluation and training.
+
+Pydantic models so that every record round-trips through JSON (trajectory JSONL, run dirs).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LEVELS: tuple[str, ...] = ("country", "admin1", "city", "admin2", "town", "street", "poi")
+"""Place hierarchy, coarse to fine (DESIGN.md)."""
+
+
+class ParseStatus(StrEnum):
+    """Outcome of turning model text into a prediction."""
+
+    OK = "ok"  # coordinates (and/or the requested answer) found
+    PARTIAL = "partial"  # some fields (e.g. only a country) but no coordinates
+    FAILED = "failed"  # text present, nothing usable
+    EMPTY = "empty"  # no text at all
+
+
+class Prediction(BaseModel):
+    """One parsed answer. Coordinates are WGS-84; ``None`` means the model did not say."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lat: float | None = None
+    lon: float | None = None
+    country: str | None = None
+    country_code: str | None = None  # ISO 3166-1 alpha-2 when the country text resolved
+    admin1: str | None = None
+    city: str | None = None
+    admin2: str | None = None
+    town: str | None = None
+    street: str | None = None
+    poi: str | None = None
+    address: str | None = None
+    choice: str | None = None  # multiple-choice letter ("A") when the task is one
+    confidence: float | None = None
+    radius_km: float | None = None  # uncertainty radius when the producer gives one
+    raw: str = ""
+    status: ParseStatus = ParseStatus.EMPTY
+    format: str | None = None  # which answer format matched ("json", "answer_lines", …)
+    coords_source: Literal["model", "geocoded", "exif", "aggregate"] | None = None
+    recovered: list[str] = Field(default_factory=list)  # what robust parsing repaired
+    evidence: list[str] = Field(default_factory=list)
+
+    @property
+    def has_coords(self) -> bool:
+        return self.lat is not None and self.lon is not None
+
+    def level(self, name: str) -> str | None:
+        """Text at one hierarchy level; ``country`` prefers the resolved code's input text."""
+        return getattr(self, name, None)
+
+
+class Place(BaseModel):
+    """A gazetteer or provider place."""
+
+    id: str
+    name: str
+    lat: float
+    lon: float
+    country_code: str | None = None
+    country: str | None = None
+    admin1: str | None = None
+    admin2: str | None = None
+    population: int = 0
+    kind: str = "city"  # city | admin | country | poi | …
+    address: str | None = None
+    score: float | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReversePlace(BaseModel):
+    """What is at a point: country by polygon, admin levels and nearest city by gazetteer."""
+
+    lat: float
+    lon: float
+    country_code: str | None = None
+    country: str | None = None
+    admin1: str | None = None
+    admin2: str | None = None
+    city: str | None = None
+    city_distance_km: float | None = None
+    on_land: bool | None = None  # False when the country came from the nearest-polygon fallback
+
+
+class Sample(BaseModel):
+    """One benchmark item."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    image: str | None = None  # path to the image file
+    lat: float | None = None
+    lon: float | None = None
+    labels: dict[str, str] = Field(default_factory=dict)  # level -> text (country, admin1, city, …)
+    answer_type: Literal["coordinates", "level", "choice"] = "coordinates"
+    answer_level: str | None = None  # WhereStreet: level the answer is given at
+    hint: str | None = None
+    hint_level: str | None = None
+    choices: list[str] = Field(default_factory=list)
+    answer: str | None = None  # correct choice letter or reference answer text
+    key_clues: list[str] = Field(default_factory=list)
+    clue_weights: list[float] = Field(default_factory=list)
+    split: str | None = None
+    data_source: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as the trajectory keeps it."""
+
+    id: str = ""
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    ok: bool = True
+    error: str | None = None
+    result_text: str = ""
+    result_images: list[str] = Field(default_factory=list)  # paths beside the JSONL
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    provider: str | None = None
+
+
+class Turn(BaseModel):
+    """One generate → act step."""
+
+    index: int
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    latency_s: float = 0.0
+    usage: Usage = Field(default_factory=Usage)
+    note: str | None = None  # e.g. "reminder sent", "final-answer nudge"
+
+
+class TrajectoryStatus(StrEnum):
+    OK = "ok"
+    PARSE_FAILED = "parse_failed"
+    MODEL_ERROR = "model_error"
+    TOOL_ERROR = "tool_error"
+    TIMEOUT = "timeout"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    NO_EVIDENCE = "no_evidence"
+    INPUT_ERROR = "input_error"
+
+
+class Trajectory(BaseModel):
+    """One JSONL record per trajectory (DESIGN.md): shared by eval, export and the web app."""
+
+    sample_id: str
+    model: str
+    prompt_style: str | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)  # OpenAI format, images by path
+    turns: list[Turn] = Field(default_factory=list)
+    prediction: Prediction | None = None
+    status: TrajectoryStatus = TrajectoryStatus.OK
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    image_scale: float | None = None  # resized / original, for zoom mapping
+    samples: list[Trajectory] = Field(default_factory=list)  # the N trajectories when N > 1
+    aggregator: str | None = None  # "verifier:<model>" | "medoid" when samples were aggregated
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def usage(self) -> Usage:
+        u = Usage()
+        for t in self.turns:
+            u.prompt_tokens += t.usage.prompt_tokens
+            u.completion_tokens += t.usage.completion_tokens
+        return u
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        return [c for t in self.turns for c in t.tool_calls]
+
+
+class Task(BaseModel):
+    """What the agent may see of a sample: the image and the question, never its ground truth."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    image: str | None = None
+    answer_type: Literal["coordinates", "level", "choice"] = "coordinates"
+    answer_level: str | None = None
+    hint: str | None = None
+    hint_level: str | None = None
+    choices: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def from_sample(cls, sample: Sample) -> Task:
+        return cls(
+            id=sample.id,
+            image=sample.image,
+            answer_type=sample.answer_type,
+            answer_level=sample.answer_level,
+            hint=sample.hint,
+            hint_level=sample.hint_level,
+            choices=list(sample.choices),
+        )
