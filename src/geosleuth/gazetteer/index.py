@@ -150,7 +150,7 @@ class Gazetteer:
         for idx, is_primary in candidates.items():
             pop = float(self.population[idx])
             score = np.log10(pop + 10.0) + (1.0 if is_primary else 0.0)
-            score += 0.5 if self.kind[idx] == "city" else 0.0
+            score += 1.0 if self.kind[idx] == "city" else 0.0  # a bare name usually means the town
             a1 = normalize(admin1_of.get(idx) or "")
             score += 3.0 * sum(1 for keys in admin1_keys if a1 and a1 in keys)
             scored.append((score, idx))

@@ -1,0 +1,47 @@
+"""CLI: the offline gazetteer (build it ahead of time, look places up)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+gazetteer_app = typer.Typer(help="Offline gazetteer: build, search, reverse.", no_args_is_help=True)
+
+
+@gazetteer_app.command("build")
+def build() -> None:
+    """Build the index now (it is otherwise built on first use) and print where it lives."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    typer.echo(str(get_gazetteer(progress=True).data_dir))
+
+
+@gazetteer_app.command("search")
+def search(
+    query: str,
+    country: Annotated[str | None, typer.Option(help="Restrict to a country (any name or code).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100)] = 5,
+) -> None:
+    """Forward geocoding: a place name or comma-separated address to ranked places (JSON)."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    places = get_gazetteer(progress=True).search(query, country=country, limit=limit)
+    typer.echo(json.dumps([p.model_dump(exclude_none=True) for p in places], ensure_ascii=False, indent=2))
+
+
+@gazetteer_app.command("reverse")
+def reverse(
+    lat: Annotated[float, typer.Argument(min=-90, max=90)],
+    lon: Annotated[float, typer.Argument(min=-180, max=180)],
+) -> None:
+    """Reverse geocoding: country (by border polygon), admin levels and nearest town (JSON)."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    place = get_gazetteer(progress=True).reverse(lat, lon)
+    typer.echo(json.dumps(place.model_dump(exclude_none=True), ensure_ascii=False, indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(gazetteer_app, name="gazetteer")

@@ -1,0 +1,101 @@
+"""The offline gazetteer: forward, reverse, names in text, batch reverse geocoding."""
+
+import numpy as np
+import pytest
+
+from geosleuth.core.geo import haversine_km
+from geosleuth.gazetteer import get_gazetteer
+
+REF = {"zurich": (47.3769, 8.5417), "tokyo": (35.6895, 139.6917), "moscow": (55.7558, 37.6173),
+       "sao_paulo": (-23.5505, -46.6333), "springfield_il": (39.7817, -89.6501)}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gz():
+    return get_gazetteer()
+
+
+@pytest.mark.parametrize(
+    ("query", "ref"),
+    [("Zürich", "zurich"), ("Zurich", "zurich"), ("東京", "tokyo"), ("Москва", "moscow"),
+     ("São Paulo", "sao_paulo"), ("Sao Paulo", "sao_paulo"), ("Springfield, Illinois", "springfield_il"),
+     ("Springfield, IL", "springfield_il")],
+)  # fmt: skip
+def test_forward_multilingual_within_25km(gz, query, ref):
+    top = gz.search(query)[0]
+    assert haversine_km(top.lat, top.lon, *REF[ref]) < 25
+
+
+def test_ambiguous_names_rank_by_population_and_filter_by_country(gz):
+    springfields = gz.search("Springfield", limit=5)
+    pops = [p.population for p in springfields if p.kind == "city"]
+    assert pops == sorted(pops, reverse=True)
+    assert all(p.country_code == "AU" for p in gz.search("Springfield", country="Australia"))
+    assert gz.search("Paris, Texas")[0].admin1 == "Texas"
+    assert gz.search("Paris")[0].country_code == "FR"
+    assert gz.search("") == [] and gz.search("qqqxxyyzz") == []
+
+
+@pytest.mark.parametrize(
+    ("lat", "lon", "code"),
+    [(48.8566, 2.3522, "FR"), (38.9072, -77.0369, "US"), (35.6762, 139.6503, "JP"), (-35.2809, 149.13, "AU"),
+     (47.56, 7.59, "CH"),  # Basel, metres from France and Germany
+     (47.5947, 7.6206, "DE"),  # Weil am Rhein, across the Rhine
+     (47.5893, 7.5830, "FR"),  # Huningue, the French corner
+     (32.52, -117.04, "MX"),  # Tijuana, next to San Diego
+     (41.9029, 12.4534, "VA"), (36.14, -5.35, "GI"), (42.5063, 1.5218, "AD"),
+     (54.0, 7.9, "DE"),  # North Sea off Heligoland: nearest polygon, not on land
+     (-33.92, 18.35, "ZA")],  # off Cape Town
+)  # fmt: skip
+def test_reverse_country_by_polygon(gz, lat, lon, code):
+    assert gz.reverse(lat, lon).country_code == code
+
+
+def test_reverse_admin_levels_and_coast_flag(gz):
+    r = gz.reverse(47.3769, 8.5417)
+    assert (r.country_code, r.admin1) == ("CH", "Zurich") and r.on_land
+    assert r.city_distance_km is not None and r.city_distance_km < 5
+    assert gz.reverse(54.0, 7.9).on_land is False
+
+
+def test_reverse_batch_handles_nan_and_matches_single(gz):
+    out = gz.reverse_batch([48.8566, np.nan, 51.5074], [2.3522, 0.0, -0.1278])
+    assert out["country_code"].tolist() == ["FR", "", "GB"]
+    assert np.isnan(out["city_distance_km"][1])
+
+
+def test_reverse_geocoder_semantics_match_package(gz):
+    import reverse_geocoder as rg
+
+    rng = np.random.default_rng(3)
+    lat, lon = rng.uniform(-60, 70, 300), rng.uniform(-180, 180, 300)
+    ours = gz.reverse_geocoder_batch(lat, lon)
+    ref = rg.RGeocoder(mode=1, verbose=False).query(list(zip(lat, lon)))
+    assert ours["country_code"].tolist() == [r["cc"] for r in ref]
+    assert ours["city"].tolist() == [r["name"] for r in ref]
+
+
+def test_match_names_in_text(gz):
+    found = {m.place.name for m in gz.match_names("Willkommen in Luzern, Tel. 041 227 17 17")}
+    assert "Luzern" in found
+    cjk = {m.place.country_code for m in gz.match_names("東京都渋谷区")}
+    assert "JP" in cjk
+
+
+def test_nearest_bbox_suggest_and_get(gz):
+    near = gz.nearest(47.3769, 8.5417, k=3)
+    assert len(near) == 3 and near[0].extra["distance_km"] < 3
+    box = gz.places_in_bbox(45.8, 5.9, 47.8, 10.5, limit=5)
+    assert {p.country_code for p in box} <= {"CH", "FR", "DE", "IT", "AT", "LI"} and len(box) == 5
+    # Antimeridian-crossing box (Fiji) returns places on both sides.
+    fiji = gz.places_in_bbox(-20, 177, -15, -178, limit=50)
+    assert any(p.lon > 0 for p in fiji)
+    assert gz.suggest("Lond")[0].name == "London"
+    assert gz.get(gz.search("Zürich")[0].id) is not None
+    assert gz.get("geonames:0") is None
+
+
+def test_country_shapes(gz):
+    shapes = gz.country_shapes()
+    assert shapes["CH"].contains(__import__("shapely").Point(8.5417, 47.3769))
+    assert len(shapes) > 200
