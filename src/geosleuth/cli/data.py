@@ -1,9 +1,395 @@
-"""CLI: data commands."""
+"""CLI: ``geosleuth data …`` — training data: verl / SFT export, synthesis, filtering, sampling, MCQ."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
 import typer
+
+data_app = typer.Typer(
+    name="data",
+    help="Training data: export for verl / SFT, synthesise, filter by difficulty, sample, build MCQ.",
+    no_args_is_help=True,
+)
+
+T = TypeVar("T")
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    """Known failure kinds become one line on stderr and exit 1, never a traceback."""
+    from geosleuth.eval.datasets import DatasetError
+
+    try:
+        return fn()
+    except (ValueError, OSError, KeyError, DatasetError) as exc:
+        raise _fail(str(exc).strip("'\"")) from None
+
+
+def _load_samples(dataset: Path, fmt: str, images: Path | None) -> list[Any]:
+    from geosleuth.eval.datasets import load_dataset
+
+    ds = load_dataset(dataset, fmt, images, check_images=False)
+    for problem in ds.problems[:5]:
+        typer.echo(f"skipped {problem}", err=True)
+    if not ds.samples:
+        raise ValueError(f"{dataset}: no usable samples")
+    return ds.samples
+
+
+def _write_samples(path: Path, samples: list[Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(s.model_dump_json() + "\n" for s in samples), encoding="utf-8")
+
+
+def _tool_schemas(names: str | None, settings: Path | None) -> list[dict[str, Any]]:
+    """OpenAI schemas of the chosen geosleuth tools (all registered ones when ``names`` is None)."""
+    if names == "":
+        return []
+    try:
+        from geosleuth.tools import build_registry
+    except ImportError:
+        raise ValueError("the geosleuth tool registry is not available in this installation") from None
+    from geosleuth.tools.config import ToolSettings
+
+    registry = build_registry(ToolSettings.load(settings))
+    chosen = [n.strip() for n in names.split(",") if n.strip()] if names else registry.names()
+    return registry.subset(chosen).schemas()
+
+
+DatasetArg = Annotated[Path, typer.Argument(help="Dataset file or folder (any format `eval` reads).")]
+FormatOpt = Annotated[str, typer.Option("--format", help="Dataset format (auto-detected by default).")]
+ImagesOpt = Annotated[Path | None, typer.Option("--images", help="Image folder, when not beside the table.")]
+
+
+@data_app.command("export-verl")
+def export_verl_cmd(
+    dataset: DatasetArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+    style: Annotated[str, typer.Option(help="Agent prompt style for the system / user text.")] = "spotagent",
+    tools: Annotated[
+        str | None, typer.Option(help="Comma-separated tool names (default: the style's tools; '' for none).")
+    ] = None,
+    tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
+    pixel_budget: Annotated[
+        int, typer.Option(help="Pixels the model sees (processor max_pixels).")
+    ] = 2_000_000,
+    embed_images: Annotated[bool, typer.Option(help="Embed image bytes (portable across nodes).")] = True,
+    data_source: Annotated[
+        str | None, typer.Option(help="data_source column (default: the sample's).")
+    ] = None,
+) -> None:
+    """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom."""
+    from geosleuth.agent.prompting import load_style
+    from geosleuth.training.export_verl import VerlExportOptions, export_verl
+
+    def run() -> None:
+        samples = _load_samples(dataset, fmt, images)
+        names = tools if tools is not None else ",".join(load_style(style).tools)
+        options = VerlExportOptions(
+            style=style,
+            schemas=tuple(_tool_schemas(names, tool_settings)),
+            pixel_budget=pixel_budget,
+            embed_images=embed_images,
+            data_source=data_source,
+        )
+        report = export_verl(samples, out, options)
+        for f in report.failed:
+            typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
+        typer.echo(f"wrote {report.written} rows to {out} ({len(report.failed)} failed)")
+
+    _guard(run)
+
+
+@data_app.command("export-sft")
+def export_sft_cmd(
+    source: Annotated[Path, typer.Argument(help="Run directory or trajectories JSONL.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="trl | llamafactory | swift")] = "trl",
+    tool_format: Annotated[str, typer.Option(help="hermes (Qwen <tool_call>) | openai (native)")] = "hermes",
+    max_km: Annotated[
+        float | None, typer.Option(help="Keep only trajectories whose answer is within this distance.")
+    ] = None,
+    samples: Annotated[
+        Path | None, typer.Option(help="Ground truth JSONL (default: RUN_DIR/samples.jsonl).")
+    ] = None,
+) -> None:
+    """Trajectories -> chat SFT records, loss on assistant turns only."""
+    from geosleuth.training.export_sft import export_sft
+    from geosleuth.training.filtering import read_samples, read_trajectories, truth_of
+
+    if fmt not in ("trl", "llamafactory", "swift"):
+        raise _fail(f"unknown --format {fmt!r}; use trl, llamafactory or swift")
+    if tool_format not in ("hermes", "openai"):
+        raise _fail(f"unknown --tool-format {tool_format!r}; use hermes or openai")
+
+    def run() -> None:
+        path = source / "trajectories.jsonl" if source.is_dir() else source
+        records = read_trajectories(path)
+        trajs = [r for r in records if not isinstance(r, dict)]
+        for bad in (r for r in records if isinstance(r, dict)):
+            typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
+        if max_km is not None:
+            truth_file = samples or (source / "samples.jsonl" if source.is_dir() else None)
+            trajs = _within(trajs, read_samples(truth_file), max_km, truth_of)
+        report = export_sft(trajs, out, fmt, tool_format, base_dir=path.parent)  # type: ignore[arg-type]
+        typer.echo(f"wrote {report.written} records to {out} ({len(report.skipped)} skipped)")
+
+    _guard(run)
+
+
+def _within(
+    trajs: list[Any], samples: dict[str, Any], max_km: float, truth_of: Callable[..., Any]
+) -> list[Any]:
+    from geosleuth.core.geo import haversine_km
+
+    kept = []
+    for t in trajs:
+        truth = truth_of(t, samples)
+        p = t.prediction
+        if truth is None:
+            raise ValueError(f"--max-km needs ground truth; none for sample {t.sample_id}")
+        if p is not None and p.has_coords and float(haversine_km(p.lat, p.lon, *truth)) <= max_km:
+            kept.append(t)
+    return kept
+
+
+@data_app.command("filter")
+def filter_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="An eval run with K samples per image.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Output folder (default RUN_DIR/filter).")
+    ] = None,
+    samples: Annotated[
+        Path | None, typer.Option(help="Ground truth JSONL (default RUN_DIR/samples.jsonl).")
+    ] = None,
+    thresholds: Annotated[
+        str, typer.Option(help="Comma-separated km thresholds, strict to loose.")
+    ] = "1,25,200,750",
+) -> None:
+    """Keep images with 0 < pass@K < K per threshold; write curriculum phases strict -> loose."""
+    from geosleuth.training.filtering import (
+        filter_trajectories,
+        read_samples,
+        read_trajectories,
+        write_filter_outputs,
+    )
+
+    def run() -> None:
+        traj_path = run_dir / "trajectories.jsonl"
+        if not traj_path.exists():
+            raise ValueError(f"{run_dir}: no trajectories.jsonl (is this an eval run directory?)")
+        truth_path = samples or run_dir / "samples.jsonl"
+        truth = read_samples(truth_path if truth_path.exists() else None)
+        ts = [float(x) for x in thresholds.split(",") if x.strip()]
+        result = filter_trajectories(read_trajectories(traj_path), truth, ts)
+        report = write_filter_outputs(result, out or run_dir / "filter", truth)
+        typer.echo(
+            json.dumps({k: report[k] for k in ("images", "kept", "dropped", "phases", "regimes")}, indent=2)
+        )
+
+    _guard(run)
+
+
+@data_app.command("sample")
+def sample_cmd(
+    dataset: DatasetArg,
+    size: Annotated[int, typer.Option("--size", "-n", help="How many samples to draw.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Samples JSONL to write.")],
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same subset).")] = 0,
+    road_csv: Annotated[
+        Path | None, typer.Option(help="CSV with columns country,road_km (else a population/area proxy).")
+    ] = None,
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+) -> None:
+    """Stratified subset: country quotas (road 0.5 / pop. 0.2 / area 0.3), then 1° cells by log population."""
+    from geosleuth.training.sampling import read_road_csv, stratified_sample
+
+    def run() -> None:
+        rows = _load_samples(dataset, fmt, images)
+        result = stratified_sample(
+            rows,
+            size,
+            seed,
+            cells=_gazetteer_cells(),
+            road_km=read_road_csv(road_csv) if road_csv else None,
+            country_of=_country_of,
+        )
+        _write_samples(out, result.chosen)
+        quotas = {c: q for c, q in sorted(result.quotas.items(), key=lambda kv: -kv[1]) if q}
+        typer.echo(
+            json.dumps({"written": len(result.chosen), "failed": len(result.failed), "quotas": quotas})
+        )
+
+    _guard(run)
+
+
+def _gazetteer_cells() -> dict[tuple[int, int], float]:
+    import numpy as np
+
+    from geosleuth.training.sampling import cell_population
+
+    try:
+        from geosleuth.gazetteer import get_gazetteer
+    except ImportError:
+        raise ValueError("the gazetteer is unavailable: cell populations cannot be computed") from None
+
+    lat, lon, pop, _ = get_gazetteer().all_places()
+    return cell_population(np.asarray(lat, float), np.asarray(lon, float), np.asarray(pop, float))
+
+
+def _country_of(samples: Any) -> list[str | None]:
+    """Label first, else the gazetteer's reverse geocoding of the coordinates."""
+    from geosleuth.core.countries import resolve_country
+
+    codes = [resolve_country(s.labels["country"]) if s.labels.get("country") else None for s in samples]
+    missing = [i for i, c in enumerate(codes) if c is None]
+    if missing:
+        try:
+            from geosleuth.gazetteer import get_gazetteer
+        except ImportError:
+            raise ValueError(
+                f"{len(missing)} samples have no country label and the gazetteer is unavailable"
+            ) from None
+        rev = get_gazetteer().reverse_batch(
+            [samples[i].lat for i in missing], [samples[i].lon for i in missing]
+        )
+        for i, code in zip(missing, rev["country_code"], strict=True):
+            codes[i] = str(code) if code else None
+    return codes
+
+
+@data_app.command("build-mcq")
+def build_mcq_cmd(
+    dataset: DatasetArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Samples JSONL to write (answer_type=choice).")],
+    seed: Annotated[int, typer.Option(help="Shuffling seed.")] = 0,
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+) -> None:
+    """4-way country questions; distractors from neighbours / the UN sub-region, then wider regions."""
+    from geosleuth.training.mcq import build_mcq
+
+    def run() -> None:
+        questions, failed = build_mcq(_load_samples(dataset, fmt, images), seed)
+        for f in failed[:20]:
+            typer.echo(f"skipped {f['sample_id']}: {f['reason']}", err=True)
+        _write_samples(out, questions)
+        typer.echo(f"wrote {len(questions)} questions to {out} ({len(failed)} skipped)")
+
+    _guard(run)
+
+
+@data_app.command("verl-tool-config")
+def verl_tool_config_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="YAML file to write.")],
+    tools: Annotated[
+        str | None, typer.Option(help="Comma-separated tool names (default: the style's).")
+    ] = None,
+    style: Annotated[str, typer.Option(help="Prompt style whose tools are the default.")] = "spotagent",
+    tool_settings: Annotated[
+        Path | None, typer.Option(help="Tool settings file the tools will load.")
+    ] = None,
+    max_text_chars: Annotated[int, typer.Option(help="Truncate tool text here, with a notice.")] = 4000,
+    bbox_convention: Annotated[str | None, typer.Option(help="absolute | relative1000")] = None,
+) -> None:
+    """verl tool-config YAML (multi_turn.tool_config_path) for geosleuth tools."""
+    from geosleuth.agent.prompting import load_style
+    from geosleuth.training.tool_config import dump_tool_config, tool_config
+
+    def run() -> None:
+        names = tools if tools is not None else ",".join(load_style(style).tools)
+        schemas = _tool_schemas(names, tool_settings)
+        if not schemas:
+            raise ValueError("no tools selected")
+        if any(s["function"]["name"] == "exif_gps" for s in schemas):
+            typer.echo(
+                "warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer",
+                err=True,
+            )
+        settings = tool_settings.resolve() if tool_settings else None
+        doc = tool_config(schemas, settings, max_text_chars, bbox_convention=bbox_convention)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump_tool_config(doc), encoding="utf-8")
+        typer.echo(f"wrote {len(schemas)} tools to {out}")
+
+    _guard(run)
 
 
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
+    app.add_typer(data_app, name="data")
+
+
+def _registry(tool_settings: Path | None, registry_factory: str | None) -> Any:
+    from geosleuth.training.verl_tools import shared_registry
+
+    try:
+        return shared_registry(str(tool_settings) if tool_settings else None, registry_factory)
+    except ImportError as exc:
+        raise ValueError(f"tools are not available: {exc}") from None
+
+
+@data_app.command("synthesize")
+def synthesize_cmd(
+    dataset: DatasetArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (resumable).")],
+    observer_model: Annotated[str, typer.Option(help="Observer VLM (sees the image).")],
+    planner_model: Annotated[str, typer.Option(help="Planner LLM (calls tools, concludes).")],
+    observer_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL of the observer.")
+    ] = None,
+    planner_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL of the planner.")
+    ] = None,
+    tools: Annotated[
+        str, typer.Option(help="Comma-separated tool names.")
+    ] = "image_zoom_in_tool,web_search,geocode",
+    delta_km: Annotated[
+        float, typer.Option(help="Keep trajectories whose answer is within this distance.")
+    ] = 5.0,
+    max_steps: Annotated[int, typer.Option(help="Planner steps before giving up.")] = 6,
+    concurrency: Annotated[int, typer.Option(help="Samples in flight.")] = 4,
+    limit: Annotated[int | None, typer.Option(help="Only the first N samples.")] = None,
+    tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
+    registry_factory: Annotated[
+        str | None, typer.Option(help="module:function(settings_path) -> ToolRegistry, for custom tools.")
+    ] = None,
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+) -> None:
+    """Cold-start trajectories: observer VLM + planner LLM + real tools, kept only if verified."""
+    import asyncio
+
+    from geosleuth.agent.client import ChatClient
+    from geosleuth.training.synthesis import SynthesisConfig, Synthesizer
+
+    async def go(samples: list[Any], registry: Any) -> dict[str, Any]:
+        config = SynthesisConfig(
+            tools=tuple(t.strip() for t in tools.split(",") if t.strip()),
+            max_steps=max_steps,
+            delta_km=delta_km,
+            concurrency=concurrency,
+        )
+        async with (
+            ChatClient(observer_model, observer_url) as observer,
+            ChatClient(planner_model, planner_url) as planner,
+        ):
+            return await Synthesizer(config, registry, observer, planner, out).run(samples)
+
+    def run() -> None:
+        samples = _load_samples(dataset, fmt, images)[:limit]
+        report = asyncio.run(go(samples, _registry(tool_settings, registry_factory)))
+        typer.echo(json.dumps(report, indent=2))
+
+    _guard(run)

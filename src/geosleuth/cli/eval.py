@@ -1,9 +1,266 @@
-"""CLI: eval commands."""
+"""CLI: `eval`, `report`, `compare` and `datasets validate`.
+
+Heavy modules are imported inside the commands so that `geosleuth --help` stays fast. Every
+expected failure (bad dataset, bad config, unusable run dir) is a message and exit code 2.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+datasets_app = typer.Typer(help="Inspect benchmark datasets.", no_args_is_help=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _split_list(value: str | None) -> list[str] | None:
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def _judge_settings(model: str | None, base_url: str | None, key_env: str | None, tasks: str | None) -> Any:
+    if not model:
+        if tasks or base_url:
+            raise ValueError("--judges / --judge-base-url need --judge-model")
+        return None
+    from geosleuth.eval.config import JudgeSettings
+
+    values: dict[str, Any] = {"model": model, "api_key_env": key_env}
+    if base_url:
+        values["base_url"] = base_url
+    if tasks:
+        values["tasks"] = _split_list(tasks)
+    return JudgeSettings.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
+    metrics = summary.get("metrics", {})
+    parts = []
+    for name, metric in metrics.items():
+        value = metric.get("value") if isinstance(metric, dict) else metric
+        if value is None:
+            continue
+        parts.append(f"{name}={100 * value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
+    typer.echo(
+        f"{summary['n_finished']}/{summary['n_samples']} finished, {summary['n_failed']} failed/missing"
+    )
+    typer.echo("  ".join(parts))
+    typer.echo(f"report: {run_dir / 'summary.md'}  html: {run_dir / 'html' / 'index.html'}")
+
+
+def eval_command(
+    dataset: Annotated[
+        str | None, typer.Argument(help="Dataset file or folder (omit with --resume).")
+    ] = None,
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Run directory.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name at the OpenAI-compatible endpoint.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
+    prompt: Annotated[str | None, typer.Option(help="Prompt style.")] = None,
+    tools: Annotated[str | None, typer.Option(help="Comma-separated tool names.")] = None,
+    samples: Annotated[int | None, typer.Option(help="Trajectories per image (N).")] = None,
+    verifier: Annotated[
+        str | None, typer.Option(help="Verifier model that aggregates N trajectories.")
+    ] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Maximum agent turns.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per sample.")] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the run in --out (re-running there does too).")
+    ] = False,
+    retry_failed: Annotated[bool, typer.Option(help="Re-run only the samples recorded as failed.")] = False,
+    config: Annotated[Path | None, typer.Option(help="YAML or TOML file with any of these settings.")] = None,
+    format: Annotated[str | None, typer.Option(help="Dataset format (auto-detected by default).")] = None,
+    images: Annotated[str | None, typer.Option(help="Image folder, when not beside the table.")] = None,
+    split: Annotated[str | None, typer.Option(help="Dataset split.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (choice shuffling, bootstrap).")] = None,
+    protocol: Annotated[str | None, typer.Option(help="Scoring protocol.")] = None,
+    breakdown: Annotated[list[str] | None, typer.Option(help="Extra breakdown field (repeatable).")] = None,
+    backend: Annotated[str | None, typer.Option(help="local or ray.")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address.")] = None,
+    shards: Annotated[int | None, typer.Option(help="Ray shards (default: one per endpoint or CPU).")] = None,
+    agent_fn: Annotated[
+        str | None, typer.Option(help="module:function replacing the built-in agent.")
+    ] = None,
+    skip_invalid: Annotated[bool, typer.Option(help="Evaluate valid rows when some rows are bad.")] = False,
+    judge_model: Annotated[str | None, typer.Option(help="Judge model (enables LLM judges).")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="Judge endpoint base URL.")] = None,
+    judges: Annotated[str | None, typer.Option(help="Judges to run: levels,path,clues,shapley.")] = None,
+    report: Annotated[bool, typer.Option(help="Write the report at the end.")] = True,
+) -> None:
+    """Run the agent over a benchmark into a resumable run directory, then report."""
+    from geosleuth.eval.config import ConfigError, read_config_file, read_manifest, resolve_config
+    from geosleuth.eval.datasets import DatasetError
+    from geosleuth.eval.run import execute, prepare_run
+    from geosleuth.eval.store import RunDirError
+
+    try:
+        file_values = read_config_file(config) if config else {}
+        if resume and dataset is None and "dataset" not in file_values:
+            if not out:
+                _fail("--resume without a dataset needs --out RUN_DIR")
+            file_values = {**read_manifest(Path(out))["config"], **file_values}
+        flags = {
+            "dataset": dataset,
+            "out": out,
+            "model": model,
+            "base_url": base_url,
+            "api_key_env": api_key_env,
+            "prompt": prompt,
+            "tools": _split_list(tools),
+            "samples": samples,
+            "verifier": verifier,
+            "max_turns": max_turns,
+            "concurrency": concurrency,
+            "limit": limit,
+            "timeout_s": timeout,
+            "format": format,
+            "images": images,
+            "split": split,
+            "seed": seed,
+            "protocol": protocol,
+            "breakdowns": breakdown or None,
+            "backend": backend,
+            "ray_address": ray_address,
+            "shards": shards,
+            "agent_fn": agent_fn,
+            "skip_invalid": skip_invalid or None,
+            "report": None if report else False,
+            "judge": _judge_settings(judge_model, judge_base_url, None, judges),
+        }
+        cfg = resolve_config(file_values, flags)
+        prepared = prepare_run(cfg)
+    except (ConfigError, DatasetError, RunDirError, ValueError) as exc:
+        _fail(str(exc))
+    if prepared.dataset.problems:
+        typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
+    every = max(1, len(prepared.samples) // 20)
+
+    def progress(trajectory: Any, stats: Any) -> None:
+        if stats.done % every == 0 or stats.done + stats.skipped == stats.total:
+            typer.echo(f"[{stats.done + stats.skipped}/{stats.total}] {stats.failed} failed", err=True)
+
+    try:
+        stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
+    except (ValueError, RunDirError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo("interrupted: finished samples are saved; re-run the same command to resume", err=True)
+        raise typer.Exit(130) from None
+    typer.echo(
+        f"ran {stats.done} sample(s) in {stats.wall_s:.1f} s "
+        f"({stats.skipped} already done, {stats.failed} failed)",
+        err=True,
+    )
+    if cfg.judge is not None:
+        _run_judges(prepared.run_dir, cfg.judge)
+    if cfg.report:
+        from geosleuth.eval.report import write_report
+
+        _print_headline(write_report(prepared.run_dir), prepared.run_dir)
+
+
+def _run_judges(run_dir: Path, settings: Any) -> None:
+    from geosleuth.eval.judges import run_judges
+    from geosleuth.eval.run import read_samples
+    from geosleuth.eval.store import read_trajectories
+
+    added = asyncio.run(run_judges(run_dir, read_samples(run_dir), read_trajectories(run_dir), settings))
+    typer.echo(f"judged {added} item(s)", err=True)
+
+
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory written by `geosleuth eval`.")],
+    protocol: Annotated[str | None, typer.Option(help="Scoring protocol (default: the run's).")] = None,
+    breakdown: Annotated[list[str] | None, typer.Option(help="Extra breakdown field (repeatable).")] = None,
+    html: Annotated[bool, typer.Option(help="Write the offline HTML report.")] = True,
+    plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    judge_model: Annotated[str | None, typer.Option(help="Judge model: run LLM judges first.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="Judge endpoint base URL.")] = None,
+    judge_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable with the judge's key.")
+    ] = None,
+    judges: Annotated[str | None, typer.Option(help="Judges to run: levels,path,clues,shapley.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")] = False,
+) -> None:
+    """Metrics, tool-use statistics, plots and the HTML report of a run directory."""
+    from geosleuth.eval.report import write_report
+    from geosleuth.eval.store import RunDirError
+
+    try:
+        settings = _judge_settings(judge_model, judge_base_url, judge_key_env, judges)
+        if settings is not None:
+            _run_judges(run_dir, settings)
+        summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots)
+    except (RunDirError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_headline(summary, run_dir)
+
+
+def compare_command(
+    runs: Annotated[list[Path], typer.Argument(help="Two or more run directories.")],
+    out: Annotated[Path | None, typer.Option(help="Write compare.json and compare.md here.")] = None,
+    protocol: Annotated[str | None, typer.Option(help="Scoring protocol for all runs.")] = None,
+) -> None:
+    """Runs side by side on their common samples, with paired significance tests."""
+    from geosleuth.eval.compare import compare_markdown, compare_runs
+    from geosleuth.eval.store import RunDirError
+
+    if len(runs) < 2:
+        _fail("compare needs at least two run directories")
+    try:
+        result = compare_runs(runs, protocol)
+    except (RunDirError, ValueError) as exc:
+        _fail(str(exc))
+    text = compare_markdown(result)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.json").write_text(
+            json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        (out / "compare.md").write_text(text, encoding="utf-8")
+    typer.echo(text)
+
+
+@datasets_app.command("validate")
+def validate_command(
+    path: Annotated[str, typer.Argument(help="Dataset file or folder.")],
+    format: Annotated[str, typer.Option(help="Dataset format.")] = "auto",
+    images: Annotated[str | None, typer.Option(help="Image folder.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for multiple-choice shuffling.")] = 0,
+) -> None:
+    """Check every row (images exist, coordinates valid, ids unique); exit 1 on bad rows."""
+    from geosleuth.eval.datasets import DatasetError, load_dataset
+
+    try:
+        dataset = load_dataset(path, format, images, seed=seed)
+    except DatasetError as exc:
+        _fail(str(exc))
+    typer.echo(
+        f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s)"
+    )
+    typer.echo(f"fingerprint {dataset.fingerprint}")
+    for problem in dataset.problems:
+        typer.echo(f"  {problem}")
+    if dataset.problems:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
+    app.command("eval")(eval_command)
+    app.command("report")(report_command)
+    app.command("compare")(compare_command)
+    app.add_typer(datasets_app, name="datasets")

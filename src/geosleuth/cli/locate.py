@@ -1,9 +1,235 @@
-"""CLI: locate commands."""
+"""CLI: ``geosleuth locate IMAGE…`` — locate photos with a VLM agent, or offline from their clues."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from geosleuth.core.records import Trajectory
+
+FAILED = ("input_error", "model_error", "timeout")
+STYLE_HELP = "Prompt style: geovista | thinking_with_map | spotagent | direct."
 
 
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
+    app.command("locate")(locate)
+
+
+def locate(
+    images: Annotated[
+        list[Path], typer.Argument(help="Image files (JPEG, PNG, WebP, …).", show_default=False)
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help="Model name or server URL; without it the offline clue pipeline runs."
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL).")
+    ] = None,
+    tools: Annotated[
+        str | None, typer.Option("--tools", help="Comma-separated tool names (default: the style's tools).")
+    ] = None,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)] = "geovista",
+    samples: Annotated[
+        int, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image.")
+    ] = 1,
+    verifier: Annotated[
+        str | None,
+        typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
+    ] = None,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")] = None,
+    tool_calling: Annotated[
+        str | None, typer.Option("--tool-calling", help="native | text (default: the style's).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print predictions and trajectory summaries as JSON.")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write trajectories.jsonl and tool images here.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Images processed at once.")] = 8,
+    no_ocr: Annotated[bool, typer.Option("--no-ocr", help="Offline pipeline: use EXIF only.")] = False,
+    geocode: Annotated[
+        bool,
+        typer.Option(
+            "--geocode/--no-geocode", help="Geocode answers that name a place but give no coordinates."
+        ),
+    ] = True,
+) -> None:
+    """Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image."""
+    from pydantic import ValidationError
+
+    from geosleuth.agent import AgentConfig, load_style
+
+    try:
+        config = AgentConfig(
+            model=model,
+            base_url=base_url,
+            prompt_style=prompt,
+            tools=[t.strip() for t in tools.split(",") if t.strip()] if tools is not None else None,
+            samples=samples,
+            verifier_model=verifier,
+            max_turns=max_turns,
+            temperature=temperature,
+            tool_calling=tool_calling,
+            offline_use_ocr=not no_ocr,
+            geocode_answers=geocode,
+        )
+        if model is not None:
+            load_style(prompt)
+        elif samples > 1:
+            raise ValueError("--samples and --verifier need --model (the offline pipeline is deterministic)")
+    except (ValidationError, ValueError) as exc:
+        typer.echo(f"error: {_first_error(exc)}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        trajectories = _run(images, config, out, concurrency)
+    except (KeyError, ValueError, ImportError, OSError) as exc:
+        typer.echo(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", err=True)
+        raise typer.Exit(2) from None
+    if out is not None:
+        from geosleuth.agent import write_trajectories
+
+        write_trajectories(out / "trajectories.jsonl", trajectories, append=False)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [summary(p, t) for p, t in zip(images, trajectories, strict=True)],
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+    else:
+        _print(images, trajectories, out)
+    if trajectories and all(t.status in FAILED for t in trajectories):
+        raise typer.Exit(1)
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        e = errors()[0]
+        where = ".".join(str(x) for x in e.get("loc", ()))
+        return f"{where}: {e['msg']}" if where else str(e["msg"])
+    return str(exc)
+
+
+def _run(images: list[Path], config: Any, out: Path | None, concurrency: int) -> list[Trajectory]:
+    import asyncio
+
+    from geosleuth.agent import run_tasks
+    from geosleuth.core.records import Task
+
+    seen: dict[str, int] = {}
+    tasks = []
+    for path in images:
+        base = path.stem or "image"
+        seen[base] = seen.get(base, 0) + 1
+        tasks.append(Task(id=base if seen[base] == 1 else f"{base}-{seen[base]}", image=str(path)))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(run_tasks(tasks, config, artifacts_dir=out, concurrency=concurrency))
+
+
+def summary(image: Path, t: Trajectory) -> dict[str, Any]:
+    """What ``--json`` prints per image: the prediction and a compact trajectory summary."""
+    return {
+        "image": str(image),
+        "sample_id": t.sample_id,
+        "status": str(t.status),
+        "error": t.error,
+        "model": t.model,
+        "prediction": t.prediction.model_dump(exclude={"raw"}, exclude_none=True) if t.prediction else None,
+        "turns": len(t.turns),
+        "tool_calls": [
+            {
+                "name": c.name,
+                "arguments": c.arguments,
+                "ok": c.ok,
+                "error": c.error,
+                "latency_s": round(c.latency_s, 4),
+            }
+            for c in t.tool_calls
+        ],
+        "tokens": t.usage.total_tokens,
+        "samples": len(t.samples),
+        "aggregator": t.aggregator,
+        "seconds": round((t.finished_at or 0) - (t.started_at or 0), 3),
+    }
+
+
+def _print(images: list[Path], trajectories: list[Trajectory], out: Path | None) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    for image, t in zip(images, trajectories, strict=True):
+        _print_one(console, image, t)
+    if out is not None:
+        console.print(f"[dim]trajectories written to {out / 'trajectories.jsonl'}[/dim]")
+
+
+def _print_one(console: Console, image: Path, t: Trajectory) -> None:
+    from rich.markup import escape
+
+    console.rule(f"[bold]{escape(str(image))}[/bold]")
+    if t.status in FAILED:
+        console.print(f"[red]error ({t.status}):[/red] {escape(t.error or '')}")
+        return
+    p = t.prediction
+    if p is None or not (p.has_coords or p.country or p.city):
+        console.print(f"[yellow]cannot locate[/yellow] ({t.status}): {escape(t.error or 'no usable answer')}")
+    else:
+        if p.has_coords:
+            console.print(f"[bold green]{p.lat:.5f}, {p.lon:.5f}[/bold green]")
+        place = ", ".join(
+            x for x in (p.street, p.town, p.city, p.admin2, p.admin1, p.country or p.country_code) if x
+        )
+        if place:
+            console.print(f"place: {escape(place)}")
+        bits = []
+        if p.confidence is not None:
+            bits.append(f"confidence {p.confidence:.2f}")
+        if p.radius_km is not None:
+            bits.append(f"± {p.radius_km:g} km")
+        if p.coords_source:
+            bits.append(f"coordinates from {p.coords_source}")
+        if bits:
+            console.print(", ".join(bits))
+        for e in p.evidence:
+            console.print(f"  • {escape(e)}")
+        if t.status != "ok":
+            console.print(f"[yellow]status: {t.status}[/yellow] {escape(t.error or '')}")
+    _print_trace(console, t)
+
+
+def _print_trace(console: Console, t: Trajectory) -> None:
+    from rich.markup import escape
+
+    if t.samples:
+        console.print(f"[dim]{len(t.samples)} samples aggregated by {t.aggregator}:[/dim]")
+        for i, s in enumerate(t.samples, 1):
+            p = s.prediction
+            where = f"{p.lat:.4f}, {p.lon:.4f}" if p is not None and p.has_coords else "no coordinates"
+            console.print(f"[dim]  sample {i}: {where} ({s.status}, {len(s.turns)} turns)[/dim]")
+        return
+    console.print(f"[dim]trace ({t.model}, {len(t.turns)} turn(s), {t.usage.total_tokens} tokens):[/dim]")
+    for turn in t.turns:
+        text = " ".join(turn.text.split())
+        if text:
+            console.print(f"[dim]  {turn.index}: {escape(text[:160])}{'…' if len(text) > 160 else ''}[/dim]")
+        for c in turn.tool_calls:
+            args = json.dumps(c.arguments, ensure_ascii=False)[:80]
+            first = (c.result_text or c.error or "").strip().splitlines()
+            outcome = "ok" if c.ok else "error"
+            line = f"     → {c.name}({args}) {outcome}: {first[0][:100] if first else ''}"
+            console.print(f"[dim]{escape(line)}[/dim]")

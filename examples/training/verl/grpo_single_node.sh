@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Agentic GRPO with verl on one node (8 GPUs), geosleuth tools and a geographic reward.
+# Run prepare_data.sh first. Values are starting points in the range of the published
+# recipes (GeoVista / SpotAgent / Thinking with Map style): group size 8, KL 0.001,
+# lr 1e-6, up to 6 tool turns, long responses, tool responses up to 4k tokens.
+set -euo pipefail
+DATA="${DATA:-$HOME/data/geosleuth}"
+MODEL="${MODEL:-Qwen/Qwen2.5-VL-7B-Instruct}"
+REWARD="${REWARD:-step}"                # step | piecewise | spatial | hierarchical | geo_similarity
+GEOSLEUTH_REWARD="$(python3 -c 'import geosleuth.training.verl_reward as m; print(m.__file__)')"
+NNODES="${NNODES:-1}"
+GPUS="${GPUS_PER_NODE:-8}"
+
+python3 -m verl.trainer.main_ppo \
+  algorithm.adv_estimator=grpo \
+  algorithm.use_kl_in_reward=False \
+  data.train_files="$DATA/train.parquet" \
+  data.val_files="$DATA/${VAL_FILE:-train.parquet}" \
+  data.image_key=images \
+  data.return_raw_chat=True \
+  data.train_batch_size=128 \
+  data.max_prompt_length=4096 \
+  data.max_response_length=16384 \
+  data.filter_overlong_prompts=True \
+  actor_rollout_ref.model.path="$MODEL" \
+  actor_rollout_ref.model.use_remove_padding=True \
+  actor_rollout_ref.model.enable_gradient_checkpointing=True \
+  actor_rollout_ref.actor.optim.lr=1e-6 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \
+  actor_rollout_ref.actor.use_kl_loss=True \
+  actor_rollout_ref.actor.kl_loss_coef=0.001 \
+  actor_rollout_ref.actor.kl_loss_type=low_var_kl \
+  actor_rollout_ref.actor.entropy_coeff=0 \
+  actor_rollout_ref.actor.loss_agg_mode=token-mean \
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \
+  actor_rollout_ref.rollout.name=vllm \
+  actor_rollout_ref.rollout.mode=async \
+  actor_rollout_ref.rollout.n=8 \
+  actor_rollout_ref.rollout.temperature=1.0 \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \
+  actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent \
+  actor_rollout_ref.rollout.multi_turn.enable=True \
+  actor_rollout_ref.rollout.multi_turn.format=hermes \
+  actor_rollout_ref.rollout.multi_turn.max_assistant_turns=7 \
+  actor_rollout_ref.rollout.multi_turn.max_user_turns=6 \
+  actor_rollout_ref.rollout.multi_turn.max_parallel_calls=1 \
+  actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4096 \
+  actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=right \
+  actor_rollout_ref.rollout.multi_turn.tool_config_path="$DATA/tools.yaml" \
+  reward.custom_reward_function.path="$GEOSLEUTH_REWARD" \
+  reward.custom_reward_function.name=compute_score \
+  +reward.custom_reward_function.reward_kwargs.reward="$REWARD" \
+  trainer.logger='["console"]' \
+  trainer.project_name=geosleuth \
+  trainer.experiment_name="grpo-$REWARD" \
+  trainer.n_gpus_per_node="$GPUS" \
+  trainer.nnodes="$NNODES" \
+  trainer.save_freq=50 \
+  trainer.test_freq=25 \
+  trainer.total_epochs=2 "$@"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build the verl inputs for agentic GRPO: parquet rows + tool-config YAML.
+#   DATASET=path/to/train.csv VAL=path/to/val.csv OUT=~/data/geosleuth bash prepare_data.sh
+set -euo pipefail
+: "${DATASET:?set DATASET to a training set any geosleuth loader reads}"
+OUT="${OUT:-$HOME/data/geosleuth}"
+STYLE="${STYLE:-spotagent}"              # prompt style: its tools and answer format
+TOOLS="${TOOLS:-image_zoom_in_tool,web_search,geocode}"
+SETTINGS="${TOOL_SETTINGS:-}"            # tool settings file (providers, cache); keys come from the environment
+PIXELS="${PIXEL_BUDGET:-2000000}"        # must match the processor's max_pixels in the launch script
+mkdir -p "$OUT"
+
+settings_args=()
+if [[ -n "$SETTINGS" ]]; then settings_args=(--tool-settings "$SETTINGS"); fi
+
+# Optional: a geographically balanced subset, and only images of useful difficulty.
+if [[ -n "${SAMPLE_SIZE:-}" ]]; then
+  geosleuth data sample "$DATASET" --size "$SAMPLE_SIZE" --seed 0 -o "$OUT/train_sampled.jsonl"
+  DATASET="$OUT/train_sampled.jsonl"
+fi
+
+geosleuth data export-verl "$DATASET" -o "$OUT/train.parquet" --style "$STYLE" --tools "$TOOLS" \
+  --pixel-budget "$PIXELS" "${settings_args[@]}"
+if [[ -n "${VAL:-}" ]]; then
+  geosleuth data export-verl "$VAL" -o "$OUT/val.parquet" --style "$STYLE" --tools "$TOOLS" \
+    --pixel-budget "$PIXELS" "${settings_args[@]}"
+fi
+# Tool text is truncated by geosleuth (with a notice) at 4000 characters; keep verl's own
+# limit (multi_turn.max_tool_response_length) at least that large.
+geosleuth data verl-tool-config -o "$OUT/tools.yaml" --tools "$TOOLS" --max-text-chars 4000 "${settings_args[@]}"

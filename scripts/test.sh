@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh machine, then run the whole suite.
+# Idempotent: re-running reuses .venv and skips what is already installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch==2.13.0 resolves to the CPU wheel on this machine image; verl's own pins would pull
+# vLLM and CUDA, so it is installed without dependencies (its runtime deps are the `verl` extra).
+.venv/bin/python -m pip install -q -e '.[all,train,verl,ray,browser]'
+.venv/bin/python -m pip install -q --no-deps 'verl==0.9.1'
+
+# Headless Chromium for the HTML-report test (Debian's package; Playwright drives it).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: chromium could not be installed; the browser test will be skipped" >&2
+  else
+    echo "warning: chromium not installed and no root to install it; the browser test will be skipped" >&2
+  fi
+fi
+
+# Build the offline gazetteer once, up front, so its one-time cost is not charged to a test.
+.venv/bin/geosleuth gazetteer build >/dev/null
+
+exec .venv/bin/python -m pytest -m "slow or not slow" "$@"

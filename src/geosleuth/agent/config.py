@@ -1,0 +1,63 @@
+"""`AgentConfig`: everything that decides how one image is located.
+
+Settings left as ``None`` take the prompt style's default (tools, calling mode, bbox
+convention, turn budget), so ``AgentConfig(model="qwen2.5-vl", prompt_style="spotagent")``
+reproduces that paper's setup and any field can still be overridden.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from geosleuth.agent.images import DEFAULT_PIXEL_BUDGET
+
+
+class AgentConfig(BaseModel):
+    """How the agent runs; ``model=None`` selects the offline clue pipeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None  # model name, or a server URL whose first listed model is used
+    base_url: str | None = None  # default: $OPENAI_BASE_URL, then api.openai.com
+    api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key (never the key)
+    prompt_style: str = "geovista"
+    tools: list[str] | None = None  # None: the style's tools
+    tool_calling: Literal["native", "text"] | None = None  # None: the style's mode
+    tool_result_role: Literal["user", "tool"] = "user"  # where tool images go (vLLM rejects them in "tool")
+    bbox_convention: Literal["absolute", "relative1000"] | None = None
+    max_turns: int | None = Field(default=None, ge=1)  # None: the style's budget (8 when unset)
+    max_tool_calls: int | None = Field(default=None, ge=0)  # all tools together
+    tool_call_limits: dict[str, int] = Field(default_factory=dict)  # per tool name
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=600.0, gt=0)  # wall clock per trajectory
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    retry_backoff_s: float = Field(default=1.0, ge=0)
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_tokens: int | None = None  # per completion
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific request fields
+    samples: int = Field(default=1, ge=1)
+    verifier_model: str | None = None  # None with samples > 1: geodesic medoid aggregation
+    verifier_base_url: str | None = None
+    cluster_radius_km: float = Field(default=25.0, gt=0)
+    pixel_budget: int = Field(default=DEFAULT_PIXEL_BUDGET, ge=0)
+    image_format: Literal["JPEG", "PNG"] = "JPEG"
+    nudge_turns_left: int = Field(
+        default=1, ge=0
+    )  # send the final-answer nudge this many turns before the end
+    tool_settings: Any = None  # passed to geosleuth.tools.build_registry
+    offline_use_ocr: bool = True
+    geocode_answers: bool = False  # answers naming a place but no coordinates get the gazetteer's
+
+    @model_validator(mode="after")
+    def _check(self) -> AgentConfig:
+        if self.verifier_model and self.samples < 2:
+            raise ValueError("a verifier needs samples >= 2")
+        if self.model is not None and not self.model.strip():
+            raise ValueError("model name is empty")
+        return self

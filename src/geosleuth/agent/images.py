@@ -1,0 +1,105 @@
+"""Loading query images safely and preparing them for a VLM request.
+
+Every way an input file can be bad (missing, empty, truncated, a decompression bomb, not an
+image) becomes an `ImageInputError` with a message a user can act on; the CLI and the
+evaluation runner record it per image instead of crashing.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+MAX_INPUT_PIXELS = 150_000_000
+"""Refuse images larger than this before decoding (decompression-bomb guard, under Pillow's limit)."""
+
+DEFAULT_PIXEL_BUDGET = 2_000_000
+
+
+class ImageInputError(ValueError):
+    """A query image that cannot be used; the message names the file and the reason."""
+
+
+def load_image(path: str | Path, max_pixels: int = MAX_INPUT_PIXELS) -> Image.Image:
+    """Open, size-check and fully decode an image (EXIF orientation applied), or explain why not."""
+    p = Path(path)
+    if not p.exists():
+        raise ImageInputError(f"{p}: file not found")
+    if p.is_dir():
+        raise ImageInputError(f"{p}: is a directory, not an image")
+    if p.stat().st_size == 0:
+        raise ImageInputError(f"{p}: file is empty (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore", Image.DecompressionBombWarning
+            )  # the explicit check below decides
+            img = Image.open(p)
+            w, h = img.size
+            if w * h > max_pixels:
+                raise ImageInputError(
+                    f"{p}: image is {w}x{h} = {w * h:,} pixels, above the {max_pixels:,}-pixel safety limit "
+                    "(possible decompression bomb)"
+                )
+            img.load()
+    except ImageInputError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise ImageInputError(f"{p}: refused as a possible decompression bomb ({exc})") from None
+    except UnidentifiedImageError:
+        raise ImageInputError(
+            f"{p}: not a supported image format (PNG, JPEG, WebP, GIF, TIFF, BMP, …)"
+        ) from None
+    except OSError as exc:
+        raise ImageInputError(f"{p}: image data is damaged or truncated ({exc})") from None
+    except (ValueError, SyntaxError) as exc:
+        raise ImageInputError(f"{p}: image cannot be decoded ({exc})") from None
+    return ImageOps.exif_transpose(img)
+
+
+@dataclass
+class PreparedImage:
+    """An image as sent to the model: the (downscaled) pixels, its data URL and the scale used."""
+
+    image: Image.Image
+    data_url: str
+    scale: float  # sent size / original size (1.0 when not downscaled)
+    original_size: tuple[int, int]
+
+
+def fit_to_budget(img: Image.Image, pixel_budget: int) -> tuple[Image.Image, float]:
+    """Downscale so that width × height ≤ budget, keeping the aspect ratio; return the scale."""
+    w, h = img.size
+    if pixel_budget <= 0 or w * h <= pixel_budget:
+        return img, 1.0
+    scale = math.sqrt(pixel_budget / (w * h))
+    nw, nh = max(1, int(w * scale)), max(1, int(h * scale))
+    return img.resize((nw, nh), Image.Resampling.LANCZOS), nw / w
+
+
+def encode_data_url(img: Image.Image, fmt: str = "JPEG", quality: int = 90) -> str:
+    """Base64 data URL; deterministic for the same pixels so servers can reuse prefix caches."""
+    buf = io.BytesIO()
+    if fmt == "JPEG":
+        if img.mode not in ("RGB", "L"):
+            img = img.convert("RGB")
+        img.save(buf, format="JPEG", quality=quality)
+        mime = "image/jpeg"
+    else:
+        img.save(buf, format="PNG")
+        mime = "image/png"
+    return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+
+
+def prepare_image(
+    img: Image.Image, pixel_budget: int = DEFAULT_PIXEL_BUDGET, fmt: str = "JPEG"
+) -> PreparedImage:
+    """Downscale to the pixel budget and encode once, so N samples share identical bytes."""
+    small, scale = fit_to_budget(img, pixel_budget)
+    return PreparedImage(small, encode_data_url(small, fmt), scale, img.size)

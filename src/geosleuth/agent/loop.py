@@ -1,0 +1,367 @@
+"""The think–act–observe loop as a small explicit state machine.
+
+``GENERATE`` asks the model for the next message and decides what it is: tool calls go to
+``ACT``; a parsable final answer, or a second turn with neither, goes to ``DONE``. ``ACT``
+runs the turn's calls concurrently, appends the observations (wrapped in
+``<tool_response>`` as configured) and returns to ``GENERATE``. Budgets (turns, tool calls
+per tool and in total, tokens, wall clock) end the loop with an explicit status; a
+final-answer nudge goes out when a budget is nearly spent. Nothing the model writes can
+crash the loop: bad calls become error observations the model reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from geosleuth.agent.client import ChatChoice, ChatClient, ModelError
+from geosleuth.agent.config import AgentConfig
+from geosleuth.agent.images import PreparedImage
+from geosleuth.agent.prompting import PromptStyle, build_prompts, common, render
+from geosleuth.agent.toolcalls import ParsedCall, parse_native, parse_text_calls
+from geosleuth.agent.trajectory import ImageStore
+from geosleuth.core.parsing import parse_answer
+from geosleuth.core.records import (
+    ParseStatus,
+    Prediction,
+    Task,
+    ToolCallRecord,
+    Trajectory,
+    TrajectoryStatus,
+    Turn,
+)
+from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
+
+_ANSWERED = (ParseStatus.OK, ParseStatus.PARTIAL)
+
+
+class State(StrEnum):
+    GENERATE = "generate"
+    ACT = "act"
+    DONE = "done"
+
+
+class AgentLoop:
+    """One trajectory for one task; `run` returns the recorded `Trajectory`."""
+
+    def __init__(
+        self,
+        task: Task,
+        config: AgentConfig,
+        style: PromptStyle,
+        client: ChatClient,
+        registry: ToolRegistry,
+        image: Image.Image,
+        prepared: PreparedImage,
+        store: ImageStore,
+        *,
+        sample_index: int = 0,
+    ) -> None:
+        self.task = task
+        self.config = config
+        self.client = client
+        self.registry = registry
+        self.store = store
+        self.tool_calling = config.tool_calling or style.tool_calling
+        self.max_turns = config.max_turns or style.max_turns
+        self.max_tool_calls = (
+            config.max_tool_calls if config.max_tool_calls is not None else style.max_tool_calls
+        )
+        bbox = config.bbox_convention or style.bbox_convention
+        self.schemas = registry.schemas()
+        self.seed = None if config.seed is None else config.seed + sample_index
+        system, user = build_prompts(style, task, self.schemas, self.tool_calling, bbox, prepared.image.size)
+        query_ref = store.add_encoded(
+            str(Path(task.image).resolve()) if task.image else "query", prepared.data_url
+        )
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": query_ref}},
+                    {"type": "text", "text": user},
+                ],
+            },
+        ]
+        self.ctx = ToolContext(
+            image=image,
+            image_path=task.image,
+            model_scale=prepared.scale,
+            bbox_convention=bbox,
+            artifacts_dir=store.artifacts_dir,
+            settings=config.tool_settings,
+        )
+        self.traj = Trajectory(
+            sample_id=task.id,
+            model=client.model,
+            prompt_style=style.name,
+            image_scale=prepared.scale,
+            metadata={
+                "tool_schemas": self.schemas,
+                "tool_calling": self.tool_calling,
+                "bbox_convention": bbox,
+                "answer_protocol": style.protocol,
+                "sample_index": sample_index,
+                "image_size_sent": list(prepared.image.size),
+                "image_size_original": list(prepared.original_size),
+            },
+        )
+        self.calls_per_tool: Counter[str] = Counter()
+        self.total_calls = 0
+        self.reminded = False
+        self.pending: list[ParsedCall] = []
+        self.pending_native = False
+
+    # -- driver ----------------------------------------------------------------------------
+
+    async def run(self) -> Trajectory:
+        self.traj.started_at = time.time()
+        state = State.GENERATE
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                while state is not State.DONE:
+                    state = await (self._generate() if state is State.GENERATE else self._act())
+        except TimeoutError:
+            self._finish(TrajectoryStatus.TIMEOUT, f"trajectory exceeded {self.config.timeout_s:g} s")
+        self.traj.messages = self.messages
+        self.traj.finished_at = time.time()
+        return self.traj
+
+    def _finish(
+        self, status: TrajectoryStatus, error: str | None = None, prediction: Prediction | None = None
+    ) -> State:
+        self.traj.status = status
+        self.traj.error = error
+        if prediction is not None:
+            self.traj.prediction = prediction
+        return State.DONE
+
+    # -- states ----------------------------------------------------------------------------
+
+    async def _generate(self) -> State:
+        native_tools = self.schemas if self.tool_calling == "native" and self.schemas else None
+        try:
+            resp = await self.client.complete(
+                self.messages,
+                native_tools,
+                temperature=self.config.temperature,
+                top_p=self.config.top_p,
+                top_k=self.config.top_k,
+                max_tokens=self.config.max_tokens,
+                seed=self.seed,
+                extra_body=self.config.extra_body or None,
+                image_urls=self.store.data_urls,
+            )
+        except ModelError as exc:
+            return self._finish(TrajectoryStatus.MODEL_ERROR, str(exc))
+        choice = resp.first
+        turn = Turn(
+            index=len(self.traj.turns),
+            text=choice.content,
+            reasoning=choice.reasoning,
+            latency_s=resp.latency_s,
+            usage=resp.usage,
+        )
+        self.traj.turns.append(turn)
+        calls = self._calls(choice)
+        if calls:
+            self.pending, self.pending_native = calls, bool(choice.tool_calls)
+            spent = self._budget_spent()
+            if spent:
+                self._append_assistant(choice.content, calls, self.pending_native)
+                turn.tool_calls = [_not_run(c, f"{spent}; the call was not run") for c in calls]
+                answer = parse_answer(choice.content, "robust", choices=self.task.choices or None)
+                return self._finish(
+                    TrajectoryStatus.BUDGET_EXHAUSTED,
+                    f"still calling tools when the budget ran out ({spent})",
+                    answer if _is_answer(answer) else None,
+                )
+            return State.ACT
+        return await self._on_text(turn, choice.content)
+
+    def _budget_spent(self) -> str | None:
+        """Why no further turn may start (turns or tokens used up), or None."""
+        if len(self.traj.turns) >= self.max_turns:
+            return f"turn budget of {self.max_turns} spent"
+        budget = self.config.max_total_tokens
+        if budget and self.traj.usage.total_tokens >= budget:
+            return f"token budget of {budget} spent"
+        return None
+
+    def _calls(self, choice: ChatChoice) -> list[ParsedCall]:
+        if choice.tool_calls:
+            return parse_native(choice.tool_calls)
+        if not self.schemas:
+            return []
+        return parse_text_calls(choice.content, self.registry.names())
+
+    async def _on_text(self, turn: Turn, text: str) -> State:
+        """A turn without tool calls: the final answer, a reminder, or a parse failure."""
+        self.messages.append({"role": "assistant", "content": text})
+        prediction = parse_answer(text, "robust", choices=self.task.choices or None)
+        if self.config.geocode_answers and _is_answer(prediction) and not prediction.has_coords:
+            prediction = await asyncio.to_thread(_geocoded, text, self.task.choices or None)
+        if _is_answer(prediction):
+            return self._finish(TrajectoryStatus.OK, prediction=prediction)
+        if not self.reminded and len(self.traj.turns) < self.max_turns:
+            self.reminded = True
+            turn.note = "reminder sent"
+            self.messages.append({"role": "user", "content": common()["reminder"]})
+            return State.GENERATE
+        return self._finish(TrajectoryStatus.PARSE_FAILED, "no final answer could be parsed", prediction)
+
+    async def _act(self) -> State:
+        calls, native = self.pending, self.pending_native
+        turn = self.traj.turns[-1]
+        results = await asyncio.gather(*(self._run_call(c) for c in calls))
+        records = []
+        for j, (call, result) in enumerate(zip(calls, results, strict=True)):
+            refs = []
+            for k, img in enumerate(result.images):  # PNG + JPEG encoding off the event loop
+                refs.append(await asyncio.to_thread(self.store.add, img, f"t{turn.index}_c{j}_{k}"))
+            records.append(
+                ToolCallRecord(
+                    id=call.id,
+                    name=call.name,
+                    arguments=call.arguments if call.arguments is not None else {"_raw": call.raw},
+                    ok=result.ok,
+                    error=result.error,
+                    result_text=result.text,
+                    result_images=refs,
+                    latency_s=result.latency_s,
+                    cache_hit=result.cache_hit,
+                    provider=result.provider,
+                )
+            )
+        turn.tool_calls = records
+        self._append_assistant(turn.text, calls, native)
+        nudge = self._nudge_reason()
+        if nudge:
+            turn.note = "final-answer nudge"
+        self._append_observations(records, native, nudge)
+        return State.GENERATE
+
+    async def _run_call(self, call: ParsedCall) -> ToolResult:
+        """Budget checks, then the registry (which turns every tool failure into a result)."""
+        if call.error:
+            return ToolResult.failure(f'{call.error}. Call format: {{"name": <tool>, "arguments": {{…}}}}')
+        if call.name in self.registry:
+            limit = self.config.tool_call_limits.get(call.name)
+            if limit is not None and self.calls_per_tool[call.name] >= limit:
+                return ToolResult.failure(
+                    f"{call.name} may be called at most {limit} times; answer with what you have"
+                )
+            if self.max_tool_calls is not None and self.total_calls >= self.max_tool_calls:
+                return ToolResult.failure(
+                    f"tool-call budget of {self.max_tool_calls} calls is spent; give your final answer"
+                )
+            self.calls_per_tool[call.name] += 1
+            self.total_calls += 1
+        return await self.registry.call(call.name, call.arguments, self.ctx)
+
+    # -- messages --------------------------------------------------------------------------
+
+    def _nudge_reason(self) -> str | None:
+        turns_left = self.max_turns - len(self.traj.turns)
+        if turns_left <= self.config.nudge_turns_left:
+            return f"{turns_left} turn(s) left"
+        if self.max_tool_calls is not None and self.total_calls >= self.max_tool_calls:
+            return f"all {self.max_tool_calls} tool calls used"
+        budget = self.config.max_total_tokens
+        used = self.traj.usage.total_tokens
+        if (
+            budget and used + self.traj.turns[-1].usage.total_tokens >= budget
+        ):  # the next turn costs at least as much
+            return f"{used} of {budget} tokens used"
+        return None
+
+    def _append_assistant(self, text: str, calls: list[ParsedCall], native: bool) -> None:
+        if not native:
+            self.messages.append({"role": "assistant", "content": text})
+            return
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json},
+                    }
+                    for c in calls
+                ],
+            }
+        )
+
+    def _append_observations(self, records: list[ToolCallRecord], native: bool, nudge: str | None) -> None:
+        """Tool results into the conversation in the configured style."""
+        nudge_text = render(common()["nudge"], reason=nudge) if nudge else None
+        if not native:
+            parts: list[dict[str, Any]] = []
+            for r in records:
+                parts.append({"type": "text", "text": f"<tool_response>\n{_result_text(r)}"})
+                parts.extend({"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images)
+                parts.append({"type": "text", "text": "\n</tool_response>"})
+            if nudge_text:
+                parts.append({"type": "text", "text": nudge_text})
+            self.messages.append({"role": "user", "content": parts})
+            return
+        in_tool_role = self.config.tool_result_role == "tool"
+        wrapped: list[dict[str, Any]] = []
+        for r in records:
+            images = [{"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images]
+            content: Any = _result_text(r)
+            if images and in_tool_role:
+                content = [{"type": "text", "text": content}, *images]
+            elif images:
+                wrapped.append({"type": "text", "text": f"<tool_response>\n[{r.name} result {r.id}]"})
+                wrapped.extend(images)
+                wrapped.append({"type": "text", "text": "\n</tool_response>"})
+            self.messages.append({"role": "tool", "tool_call_id": r.id, "content": content})
+        if nudge_text:
+            wrapped.append({"type": "text", "text": nudge_text})
+        if wrapped:
+            self.messages.append({"role": "user", "content": wrapped})
+
+
+def _is_answer(prediction: Prediction) -> bool:
+    """A final answer names coordinates, a choice or a place level; robust parsing alone
+    reads any prose as an "address", which is thinking out loud, not an answer."""
+    if prediction.status not in _ANSWERED:
+        return False
+    return prediction.has_coords or bool(
+        prediction.choice or prediction.country or prediction.city or prediction.admin1
+    )
+
+
+def _geocoded(text: str, choices: list[str] | None) -> Prediction:
+    """Parse again with the offline gazetteer as geocoder (coords_source becomes "geocoded")."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    return parse_answer(text, "robust", geocoder=get_gazetteer(), choices=choices)
+
+
+def _result_text(record: ToolCallRecord) -> str:
+    if record.result_text:
+        return record.result_text
+    if record.result_images:
+        return f"({len(record.result_images)} image(s))"
+    return "(no output)" if record.ok else f"Error: {record.error}"
+
+
+def _not_run(call: ParsedCall, reason: str) -> ToolCallRecord:
+    return ToolCallRecord(
+        id=call.id,
+        name=call.name,
+        arguments=call.arguments if call.arguments is not None else {"_raw": call.raw},
+        ok=False,
+        error=reason,
+    )

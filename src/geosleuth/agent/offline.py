@@ -1,0 +1,414 @@
+"""The offline clue pipeline: locate an image with no model and no network.
+
+Order of evidence: EXIF GPS first (when present it wins and the output says so); otherwise
+the text in the image (OCR) gives country clues (phone numbers, domains, currencies,
+script, language, country-specific patterns), place names matched against the gazetteer,
+and the area served by a phone number's area code. Candidates are scored by how many
+independent clues agree; the best becomes the prediction with a confidence, an uncertainty
+radius and the evidence used. With no usable clue the answer is "cannot locate"
+(status ``no_evidence``), never a default location.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from PIL import Image
+
+from geosleuth.agent.config import AgentConfig
+from geosleuth.agent.images import ImageInputError, load_image
+from geosleuth.core.geo import haversine_km
+from geosleuth.core.records import (
+    ParseStatus,
+    Place,
+    Prediction,
+    ReversePlace,
+    Task,
+    ToolCallRecord,
+    Trajectory,
+    TrajectoryStatus,
+    Turn,
+)
+
+MODEL_NAME = "offline-clues"
+AGREE_KM = 30.0  # candidates closer than this support each other
+MIN_NAME_CHARS = 4
+CITY_RADIUS_KM = 10.0
+MIN_COUNTRY_VOTE = 0.5  # a country-only answer needs more than, say, "the text is English"
+BIG_PLACE = 100_000  # a name match with no country clue counts only for places this large
+
+
+class Gazetteer(Protocol):
+    def search(self, query: str, country: str | None = None, limit: int = 10) -> list[Place]: ...
+
+    def reverse(self, lat: float, lon: float) -> ReversePlace: ...
+
+    def match_names(self, text: str, min_population: int = 0) -> list[Any]: ...
+
+
+@dataclass
+class Candidate:
+    """One possible location with the clues behind it."""
+
+    lat: float
+    lon: float
+    label: str
+    score: float
+    country_code: str | None
+    radius_km: float
+    evidence: list[str] = field(default_factory=list)
+    level: str = "city"  # "country" when only country-level clues placed it
+
+
+@dataclass
+class Step:
+    """One pipeline step, recorded as a tool call in the trajectory."""
+
+    name: str
+    arguments: dict[str, Any]
+    text: str
+    latency_s: float
+    ok: bool = True
+    error: str | None = None
+
+
+@dataclass
+class OfflineResult:
+    prediction: Prediction | None
+    steps: list[Step]
+    candidates: list[Candidate]
+
+
+def _timed(steps: list[Step], name: str, arguments: dict[str, Any], fn: Callable[[], Any]) -> Any:
+    """Run one step; a failing step is recorded and the pipeline goes on."""
+    start = time.perf_counter()
+    try:
+        out = fn()
+    except Exception as exc:  # an optional engine (OCR) missing or failing must not end the run
+        steps.append(
+            Step(name, arguments, "", time.perf_counter() - start, False, f"{type(exc).__name__}: {exc}")
+        )
+        return None
+    steps.append(Step(name, arguments, "", time.perf_counter() - start))
+    return out
+
+
+def _exif_prediction(lat: float, lon: float, gaz: Gazetteer | None) -> Prediction:
+    pred = Prediction(
+        lat=lat,
+        lon=lon,
+        confidence=0.99,
+        radius_km=0.05,
+        status=ParseStatus.OK,
+        format="exif",
+        coords_source="exif",
+        evidence=[
+            f"EXIF GPS position {lat:.6f}, {lon:.6f} recorded by the camera: used as is, other clues ignored"
+        ],
+    )
+    return _with_address(pred, gaz)
+
+
+def _with_address(pred: Prediction, gaz: Gazetteer | None, level: str = "city") -> Prediction:
+    """Fill the address hierarchy from the gazetteer without moving the coordinates."""
+    if gaz is None or pred.lat is None or pred.lon is None:
+        return pred
+    try:
+        rev = gaz.reverse(pred.lat, pred.lon)
+    except Exception:  # reverse geocoding is a nicety; the coordinates stand on their own
+        return pred
+    if level == "country":
+        return pred.model_copy(
+            update={"country_code": pred.country_code or rev.country_code, "country": rev.country}
+        )
+    return pred.model_copy(
+        update={
+            "country_code": rev.country_code or pred.country_code,
+            "country": rev.country or pred.country,
+            "admin1": rev.admin1,
+            "admin2": rev.admin2,
+            "city": pred.city or rev.city,
+        }
+    )
+
+
+def _population_weight(pop: int) -> float:
+    return min(1.0, math.log10(max(pop, 0) + 10) / 7)
+
+
+def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list[Candidate]:
+    """Place names found in the text, weighted by population and agreement with country clues."""
+    best: dict[str, Candidate] = {}
+    for m in gaz.match_names(text):
+        place: Place = m.place
+        if len(m.text.strip()) < MIN_NAME_CHARS:
+            continue
+        country_support = votes.get(place.country_code or "", 0.0)
+        if country_support <= 0 and place.population < BIG_PLACE:
+            continue
+        score = 0.4 * _population_weight(place.population) + 0.3 * min(country_support, 2.0)
+        if place.kind == "country":
+            continue
+        cand = Candidate(
+            place.lat,
+            place.lon,
+            _place_label(place),
+            score,
+            place.country_code,
+            CITY_RADIUS_KM,
+            [f"place name {m.text!r} in the text matches {_place_label(place)} (pop. {place.population:,})"],
+        )
+        if place.id not in best or best[place.id].score < score:
+            best[place.id] = cand
+    return list(best.values())
+
+
+def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Candidate]:
+    """Area codes name the town or region they serve (phonenumbers' offline geocoding data)."""
+    import phonenumbers
+    from phonenumbers import geocoder as phone_geocoder
+
+    from geosleuth.core.countries import resolve_country
+
+    out = []
+    for region in [None, *regions]:
+        for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+            cc = phonenumbers.region_code_for_number(match.number)
+            area = phone_geocoder.description_for_number(match.number, "en", region=None)
+            if not area or not cc or resolve_country(area) == cc:  # nationwide numbers name only the country
+                continue
+            found = [p for p in gaz.search(area, country=cc, limit=5) if p.kind != "country"]
+            if not found:
+                continue
+            p = next((x for x in found if x.kind == "city"), found[0])  # the town, not its canton
+            out.append(
+                Candidate(
+                    p.lat,
+                    p.lon,
+                    _place_label(p),
+                    1.0,
+                    p.country_code,
+                    25.0,
+                    [f"phone number {match.raw_string!r} has the area code of {area} ({cc})"],
+                )
+            )
+        if out:
+            break
+    return out
+
+
+def _country_candidate(votes: dict[str, float], gaz: Gazetteer) -> Candidate | None:
+    """Only country-level clues: the country's main place, with a country-sized radius."""
+    from geosleuth.core.countries import country_info, country_name
+
+    cc, weight = next(iter(votes.items()))
+    if weight < MIN_COUNTRY_VOTE:
+        return None
+    places = [p for p in gaz.search(country_name(cc), country=cc, limit=5) if p.kind == "country"]
+    if not places:
+        return None
+    info = country_info(cc)
+    area = getattr(info, "area_km2", None) or 100_000.0
+    radius = max(50.0, math.sqrt(float(area) / math.pi))
+    label = country_name(cc)
+    evidence = [f"only country-level clues: {label}; the point is the country's reference location"]
+    return Candidate(
+        places[0].lat, places[0].lon, label, 0.3 * min(weight, 2.0), cc, radius, evidence, "country"
+    )
+
+
+def _place_label(p: Place) -> str:
+    return ", ".join(x for x in (p.name, p.admin1, p.country or p.country_code) if x)
+
+
+def _combine(candidates: list[Candidate]) -> list[Candidate]:
+    """Candidates near each other support each other: add a share of their neighbours' scores."""
+    if len(candidates) < 2:
+        return candidates
+    lat = [c.lat for c in candidates]
+    lon = [c.lon for c in candidates]
+    dist = haversine_km([[v] for v in lat], [[v] for v in lon], [lat], [lon])
+    out = []
+    for i, c in enumerate(candidates):
+        support = [candidates[j] for j in range(len(candidates)) if j != i and dist[i][j] <= AGREE_KM]
+        evidence = list(c.evidence)
+        for s in support:
+            evidence += [e for e in s.evidence if e not in evidence]
+        radius = c.radius_km if not support else min(c.radius_km, min(s.radius_km for s in support))
+        score = c.score + 0.5 * sum(s.score for s in support)
+        out.append(replace(c, score=score, radius_km=radius, evidence=evidence))
+    return sorted(out, key=lambda c: -c.score)
+
+
+def locate_offline(
+    image: Image.Image,
+    image_path: str | None,
+    *,
+    use_ocr: bool = True,
+    gazetteer: Gazetteer | None = None,
+    ocr: Callable[[Image.Image], Any] | None = None,
+) -> OfflineResult:
+    """The whole pipeline on one decoded image (blocking: OCR and gazetteer lookups)."""
+    from geosleuth.tools.clues import country_votes, extract_clues
+    from geosleuth.tools.exif import read_exif
+
+    steps: list[Step] = []
+    loaded: list[Gazetteer | None] = [gazetteer] if gazetteer is not None else []
+
+    def gaz() -> Gazetteer | None:
+        """Load the gazetteer only once a clue needs it (a blank image never pays for it)."""
+        if not loaded:
+            loaded.append(_timed(steps, "gazetteer", {}, _default_gazetteer))
+        return loaded[0]
+
+    exif = _timed(steps, "exif_gps", {}, lambda: read_exif(image, image_path))
+    if exif is not None:
+        steps[0].text = exif.describe()
+        if exif.lat is not None and exif.lon is not None:
+            return OfflineResult(_exif_prediction(exif.lat, exif.lon, gaz()), steps, [])
+    if not use_ocr:
+        return OfflineResult(None, steps, [])
+    if ocr is None:
+        from geosleuth.tools.ocr import run_ocr
+
+        ocr = run_ocr
+    report = _timed(steps, "ocr", {}, lambda: ocr(image))
+    text = report.text if report is not None else ""
+    if report is not None:
+        steps[-1].text = report.describe()
+    if not text.strip():
+        return OfflineResult(None, steps, [])
+    clues = extract_clues(text)
+    votes = country_votes(clues)
+    clues = extract_clues(text, regions=list(votes)[:3])  # national phone formats of likely countries
+    votes = country_votes(clues)
+    steps.append(
+        Step(
+            "clues",
+            {},
+            "\n".join(f"{c.kind} {c.text!r} → {'/'.join(c.countries)} ({c.detail})" for c in clues),
+            0.0,
+        )
+    )
+    candidates: list[Candidate] = []
+    g = gaz()
+    if g is not None:
+        regions = list(votes)[:3]
+        for name, finder in (
+            ("phone_area", lambda: _phone_candidates(text, regions, g)),
+            ("place_names", lambda: _name_candidates(text, votes, g)),
+        ):
+            found = _timed(steps, name, {}, finder) or []
+            steps[-1].text = "\n".join(
+                f"{c.label} ({c.lat:.4f}, {c.lon:.4f}): {'; '.join(c.evidence)}" for c in found
+            )
+            candidates += found
+        if not candidates and votes:
+            top = {"country": next(iter(votes))}
+            country = _timed(steps, "country", top, lambda: _country_candidate(votes, g))
+            candidates += [country] if country else []
+    ranked = _combine(candidates)
+    if not ranked:
+        return OfflineResult(None, steps, [])
+    best = ranked[0]
+    steps.append(
+        Step(
+            "candidates",
+            {},
+            "\n".join(f"{c.score:.2f} {c.label} ({c.lat:.4f}, {c.lon:.4f})" for c in ranked[:10]),
+            0.0,
+        )
+    )
+    clue_evidence = [
+        f"{c.kind} {c.text!r} points to {'/'.join(c.countries[:4])}"
+        for c in clues
+        if best.country_code in c.countries
+    ]
+    rivals = sum(
+        c.score for c in ranked[1:] if float(haversine_km(best.lat, best.lon, c.lat, c.lon)) > AGREE_KM
+    )
+    confidence = round(min(0.95, best.score / (best.score + 1.0)) * best.score / (best.score + rivals), 3)
+    pred = Prediction(
+        lat=best.lat,
+        lon=best.lon,
+        city=best.label.split(",")[0] if best.level == "city" else None,
+        country_code=best.country_code,
+        confidence=confidence,
+        radius_km=best.radius_km,
+        status=ParseStatus.OK,
+        format="offline_clues",
+        coords_source="geocoded",
+        evidence=best.evidence + clue_evidence,
+    )
+    return OfflineResult(_with_address(pred, g, best.level), steps, ranked)
+
+
+def _default_gazetteer() -> Gazetteer:
+    from geosleuth.gazetteer import get_gazetteer
+
+    return get_gazetteer()
+
+
+def _summary(result: OfflineResult) -> str:
+    pred = result.prediction
+    if pred is None:
+        return (
+            "Cannot locate this image: no GPS metadata and no usable clue "
+            "(readable place name, phone number, domain, …)."
+        )
+    where = ", ".join(x for x in (pred.city, pred.admin1, pred.country or pred.country_code) if x)
+    return (
+        f"Located at {pred.lat:.5f}, {pred.lon:.5f} ({where}); "
+        f"confidence {pred.confidence}, ±{pred.radius_km:g} km."
+    )
+
+
+async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | None = None) -> Trajectory:
+    """The offline pipeline as a `Trajectory` (one turn; each step recorded as a tool call)."""
+    started = time.time()
+    traj = Trajectory(sample_id=task.id, model=MODEL_NAME, prompt_style="offline", started_at=started)
+    try:
+        if not task.image:
+            raise ImageInputError(f"task {task.id} has no image")
+        image = await asyncio.to_thread(load_image, task.image)
+    except ImageInputError as exc:
+        traj.status, traj.error, traj.finished_at = TrajectoryStatus.INPUT_ERROR, str(exc), time.time()
+        return traj
+    start = time.perf_counter()
+    result = await asyncio.to_thread(locate_offline, image, task.image, use_ocr=config.offline_use_ocr)
+    summary = _summary(result)
+    traj.turns = [
+        Turn(
+            index=0,
+            text=summary,
+            latency_s=time.perf_counter() - start,
+            tool_calls=[
+                ToolCallRecord(
+                    id=f"step_{i}",
+                    name=s.name,
+                    arguments=s.arguments,
+                    ok=s.ok,
+                    error=s.error,
+                    result_text=s.text,
+                    latency_s=s.latency_s,
+                )
+                for i, s in enumerate(result.steps)
+            ],
+        )
+    ]
+    traj.messages = [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": task.image}}]},
+        {"role": "assistant", "content": summary},
+    ]
+    traj.prediction = result.prediction
+    traj.status = TrajectoryStatus.OK if result.prediction is not None else TrajectoryStatus.NO_EVIDENCE
+    traj.error = None if result.prediction is not None else "cannot locate: no usable clue"
+    traj.metadata = {"candidates": [c.__dict__ for c in result.candidates[:10]]}
+    traj.finished_at = time.time()
+    return traj

@@ -1,0 +1,132 @@
+"""Prompt styles as data files (``agent/prompts/<style>.yaml``), rendered with the tool list.
+
+A style file names its default tools, tool-calling mode, bbox convention, turn budget and the
+answer protocol the parser should expect; ``common.yaml`` holds the text every style shares.
+Placeholders are ``{{name}}`` so the JSON examples in prompts need no escaping.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from geosleuth.core.records import Task
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+class PromptStyle(BaseModel):
+    """One published prompting style."""
+
+    name: str
+    description: str = ""
+    tools: list[str] = Field(default_factory=list)
+    tool_calling: Literal["native", "text"] = "text"
+    bbox_convention: Literal["absolute", "relative1000"] = "absolute"
+    max_turns: int = 8
+    max_tool_calls: int | None = None
+    protocol: str | None = None
+    system: str
+    user: str
+
+
+def render(template: str, **values: Any) -> str:
+    """Fill ``{{name}}`` placeholders; unknown ones are left visible so a typo shows up in tests."""
+    return _PLACEHOLDER.sub(
+        lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template
+    )
+
+
+def _read(name: str) -> dict[str, Any]:
+    text = resources.files("geosleuth.agent").joinpath("prompts", f"{name}.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"prompt file {name}.yaml is not a mapping")
+    return data
+
+
+def available_styles() -> list[str]:
+    """Style names shipped with the package (the verifier and shared text are not styles)."""
+    folder = resources.files("geosleuth.agent").joinpath("prompts")
+    names = (p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(n for n in names if n not in {"common", "verifier"})
+
+
+@lru_cache(maxsize=32)
+def load_style(name: str) -> PromptStyle:
+    """A style by name; the error lists the available ones."""
+    if name not in available_styles():
+        raise ValueError(f"unknown prompt style {name!r}; available: {', '.join(available_styles())}")
+    return PromptStyle.model_validate(_read(name))
+
+
+@lru_cache(maxsize=1)
+def common() -> dict[str, str]:
+    return {k: str(v) for k, v in _read("common").items()}
+
+
+@lru_cache(maxsize=1)
+def verifier_prompt() -> dict[str, str]:
+    return {k: str(v) for k, v in _read("verifier").items()}
+
+
+def tools_section(schemas: list[dict[str, Any]], tool_calling: str) -> str:
+    """The tool list rendered from the registry's schemas for the chosen calling mode."""
+    if not schemas:
+        return ""
+    if tool_calling == "text":
+        lines = "\n".join(json.dumps(s, ensure_ascii=False) for s in schemas)
+        return render(common()["tools_text"], tool_schemas=lines).strip()
+    listing = "\n".join(f"- {s['function']['name']}: {s['function'].get('description', '')}" for s in schemas)
+    return render(common()["tools_native"], tool_list=listing).strip()
+
+
+def task_extra(task: Task) -> str:
+    """What the task adds to the question: choices, the answer level, a hint."""
+    c = common()
+    parts = []
+    if task.choices:
+        letters = "\n".join(f"{chr(65 + i)}. {choice}" for i, choice in enumerate(task.choices))
+        parts.append(render(c["task_choice"], choices=letters).strip())
+    if task.answer_level:
+        parts.append(render(c["task_level"], level=task.answer_level))
+    if task.hint:
+        parts.append(render(c["task_hint"], hint=task.hint))
+    return "\n".join(parts)
+
+
+def build_prompts(
+    style: PromptStyle,
+    task: Task,
+    schemas: list[dict[str, Any]],
+    tool_calling: str,
+    bbox_convention: str,
+    image_size: tuple[int, int],
+) -> tuple[str, str]:
+    """System and user text for one trajectory."""
+    c = common()
+    has_zoom = any("bbox_2d" in s["function"].get("parameters", {}).get("properties", {}) for s in schemas)
+    bbox_note = ""
+    if has_zoom:
+        bbox_note = render(
+            c[f"bbox_{bbox_convention}"], image_width=image_size[0], image_height=image_size[1]
+        )
+    system = render(
+        style.system,
+        tools_section=tools_section(schemas, tool_calling),
+        bbox_note=bbox_note,
+        tool_output_notice=c["tool_output_notice"] if schemas else "",
+    )
+    user = render(style.user, task_extra=task_extra(task))
+    return _tidy(system), _tidy(user)
+
+
+def _tidy(text: str) -> str:
+    """Collapse the blank lines left by empty sections."""
+    return re.sub(r"\n{3,}", "\n\n", text).strip()

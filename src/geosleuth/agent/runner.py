@@ -1,0 +1,214 @@
+"""Entry points: one task → one `Trajectory` (N samples aggregated when asked), many tasks concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from PIL import Image
+
+from geosleuth.agent.client import ChatClient, ModelError
+from geosleuth.agent.config import AgentConfig
+from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
+from geosleuth.agent.loop import AgentLoop
+from geosleuth.agent.prompting import PromptStyle, load_style
+from geosleuth.agent.scaling import medoid_aggregate, verify
+from geosleuth.agent.trajectory import ImageStore, safe_name
+from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
+from geosleuth.tools.base import ToolRegistry
+
+
+def input_error(task: Task, model: str, message: str) -> Trajectory:
+    """The record of a task that could not start (bad image, unreachable model listing, …)."""
+    now = time.time()
+    return Trajectory(
+        sample_id=task.id,
+        model=model,
+        status=TrajectoryStatus.INPUT_ERROR,
+        error=message,
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def build_tool_registry(config: AgentConfig, style: PromptStyle) -> ToolRegistry:
+    """The configured tools (the style's by default) from the tools package."""
+    names = config.tools if config.tools is not None else style.tools
+    if not names:
+        return ToolRegistry()
+    from geosleuth.tools import build_registry
+
+    return build_registry(config.tool_settings, names=list(names))
+
+
+def make_client(config: AgentConfig, model: str | None = None, base_url: str | None = None) -> ChatClient:
+    """A chat client for the configured endpoint (``--model URL`` means that server's first model)."""
+    name = model or config.model or ""
+    url = base_url or config.base_url
+    if name.startswith(("http://", "https://")):
+        url, name = name, ""
+    return ChatClient(
+        name,
+        url,
+        api_key_env=config.api_key_env,
+        timeout_s=config.request_timeout_s,
+        max_retries=config.max_retries,
+        backoff_s=config.retry_backoff_s,
+    )
+
+
+async def _ensure_model_name(client: ChatClient) -> None:
+    if not client.model:
+        models = await client.list_models()
+        if not models:
+            raise ModelError(f"the server at {client.base_url} lists no models")
+        client.model = models[0]
+
+
+async def _load(task: Task, config: AgentConfig) -> tuple[Image.Image, PreparedImage]:
+    if not task.image:
+        raise ImageInputError(f"task {task.id} has no image")
+    img = await asyncio.to_thread(load_image, task.image)
+    prepared = await asyncio.to_thread(prepare_image, img, config.pixel_budget, config.image_format)
+    return img, prepared
+
+
+async def run_task(
+    task: Task,
+    config: AgentConfig,
+    *,
+    artifacts_dir: Path | None = None,
+    client: ChatClient | None = None,
+    registry: ToolRegistry | None = None,
+    verifier_client: ChatClient | None = None,
+) -> Trajectory:
+    """Locate one task's image; never raises for a bad image or a failing model (see the status).
+
+    ``client`` / ``registry`` let a caller share one connection pool and one tool set across
+    many tasks; ``artifacts_dir`` is where tool images are written (the JSONL's directory).
+    """
+    if config.model is None:
+        from geosleuth.agent.offline import run_offline
+
+        return await run_offline(task, config, artifacts_dir=artifacts_dir)
+    style = load_style(config.prompt_style)
+    tools = registry if registry is not None else build_tool_registry(config, style)
+    own_client = client is None
+    chat = client or make_client(config)
+    try:
+        try:
+            await _ensure_model_name(chat)
+            img, prepared = await _load(task, config)
+        except (ImageInputError, ModelError) as exc:
+            return input_error(task, chat.model or str(config.model), str(exc))
+        loops = [
+            AgentLoop(
+                task,
+                config,
+                style,
+                chat,
+                tools,
+                img,
+                prepared,
+                ImageStore(
+                    artifacts_dir,
+                    safe_name(task.id) + (f"/s{i}" if config.samples > 1 else ""),
+                    config.pixel_budget,
+                    config.image_format,
+                ),
+                sample_index=i,
+            )
+            for i in range(config.samples)
+        ]
+        trajectories = list(await asyncio.gather(*(loop.run() for loop in loops)))
+        if config.samples == 1:
+            return trajectories[0]
+        return await _aggregate(task, config, chat, trajectories, prepared, verifier_client)
+    finally:
+        if own_client:
+            await chat.aclose()
+
+
+async def _aggregate(
+    task: Task,
+    config: AgentConfig,
+    chat: ChatClient,
+    trajectories: list[Trajectory],
+    prepared: PreparedImage,
+    verifier_client: ChatClient | None,
+) -> Trajectory:
+    """One record holding the N samples and the aggregate answer."""
+    metadata: dict[str, object] = {"samples": len(trajectories)}
+    prediction = None
+    aggregator = "medoid"
+    if config.verifier_model:
+        own = verifier_client is None
+        vclient = verifier_client or make_client(
+            config, config.verifier_model, config.verifier_base_url or config.base_url
+        )
+        try:
+            await _ensure_model_name(vclient)
+            prediction, log = await verify(
+                task, trajectories, vclient, prepared, max_tokens=config.max_tokens
+            )
+        except ModelError as exc:
+            prediction, log = None, {"model": config.verifier_model, "error": str(exc)}
+        finally:
+            if own:
+                await vclient.aclose()
+        metadata["verifier"] = log
+        aggregator = f"verifier:{vclient.model}" if prediction is not None else "medoid (verifier failed)"
+    if prediction is None:
+        prediction = medoid_aggregate(trajectories, config.cluster_radius_km)
+    ok = prediction is not None
+    return Trajectory(
+        sample_id=task.id,
+        model=chat.model,
+        prompt_style=trajectories[0].prompt_style,
+        prediction=prediction,
+        status=TrajectoryStatus.OK if ok else trajectories[0].status,
+        error=None if ok else f"none of the {len(trajectories)} samples produced coordinates",
+        started_at=min(t.started_at or 0.0 for t in trajectories),
+        finished_at=time.time(),
+        image_scale=prepared.scale,
+        samples=trajectories,
+        aggregator=aggregator,
+        metadata=metadata,
+    )
+
+
+async def run_tasks(
+    tasks: Sequence[Task],
+    config: AgentConfig,
+    *,
+    artifacts_dir: Path | None = None,
+    concurrency: int = 16,
+    registry: ToolRegistry | None = None,
+) -> list[Trajectory]:
+    """Many tasks with one shared client and tool set, at most ``concurrency`` at a time, in input order."""
+    if config.model is None:
+        chat = None
+        tools = registry
+    else:
+        chat = make_client(config)
+        tools = (
+            registry if registry is not None else build_tool_registry(config, load_style(config.prompt_style))
+        )
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(task: Task) -> Trajectory:
+        async with gate:
+            return await run_task(task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools)
+
+    try:
+        return list(await asyncio.gather(*(one(t) for t in tasks)))
+    finally:
+        if chat is not None:
+            await chat.aclose()
+
+
+def run_task_sync(task: Task, config: AgentConfig, *, artifacts_dir: Path | None = None) -> Trajectory:
+    """`run_task` for synchronous callers (scripts, notebooks without a running loop)."""
+    return asyncio.run(run_task(task, config, artifacts_dir=artifacts_dir))

@@ -1,0 +1,147 @@
+"""Parallel test-time scaling: aggregate N independent trajectories into one answer.
+
+Two aggregators. `medoid_aggregate` is model-free: the geodesic medoid of the largest
+cluster of predicted coordinates, with the cluster's share of all samples as confidence.
+`verify` asks an LLM verifier that sees the image, the task and each trajectory's evidence
+and answer. The verifier can never see ground truth or anything scored against it: it is
+given a `Task` (which has no ground-truth fields) and `verifier_view` of each trajectory,
+an allow-list of what the agent itself produced; trajectory metadata, where evaluation keeps
+distances and rewards, is never read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from geosleuth.agent.client import ChatClient, ModelError
+from geosleuth.agent.images import PreparedImage
+from geosleuth.agent.prompting import load_style, render, task_extra, verifier_prompt
+from geosleuth.core.geo import haversine_km
+from geosleuth.core.parsing import parse_answer
+from geosleuth.core.records import ParseStatus, Prediction, Task, Trajectory
+
+_ANSWER_FIELDS = (
+    "lat",
+    "lon",
+    "country",
+    "admin1",
+    "city",
+    "admin2",
+    "town",
+    "street",
+    "poi",
+    "address",
+    "choice",
+)
+_RESULT_CHARS = 800
+_ANSWER_CHARS = 1500
+
+
+def medoid_aggregate(trajectories: list[Trajectory], radius_km: float = 25.0) -> Prediction | None:
+    """Geodesic medoid of the largest cluster (points within ``radius_km`` of a centre)."""
+    preds = [t.prediction for t in trajectories if t.prediction is not None and t.prediction.has_coords]
+    if not preds:
+        return None
+    lat = np.array([p.lat for p in preds], dtype=float)
+    lon = np.array([p.lon for p in preds], dtype=float)
+    dist = haversine_km(lat[:, None], lon[:, None], lat[None, :], lon[None, :])
+    close = dist <= radius_km
+    sizes = close.sum(axis=1)
+    spread = np.where(close, dist, 0.0).sum(axis=1)
+    centre = int(np.lexsort((spread, -sizes))[0])
+    members = np.flatnonzero(close[centre])
+    within = dist[np.ix_(members, members)].sum(axis=1)
+    medoid = int(members[int(np.argmin(within))])
+    share = len(members) / len(trajectories)
+    radius = float(dist[medoid, members].max()) if len(members) > 1 else radius_km
+    chosen = preds[medoid]
+    return chosen.model_copy(
+        update={
+            "confidence": share,
+            "radius_km": round(max(radius, 0.001), 3),
+            "coords_source": "aggregate",
+            "evidence": [
+                *chosen.evidence,
+                f"{len(members)} of {len(trajectories)} samples within {radius_km:g} km (geodesic medoid)",
+            ],
+        }
+    )
+
+
+def verifier_view(trajectory: Trajectory) -> dict[str, Any]:
+    """What the verifier may read of a trajectory: the agent's own evidence and answer, nothing else."""
+    evidence = []
+    for turn in trajectory.turns:
+        for call in turn.tool_calls:
+            evidence.append(
+                {
+                    "tool": call.name,
+                    "arguments": call.arguments,
+                    "ok": call.ok,
+                    "result": (call.result_text or call.error or "")[:_RESULT_CHARS],
+                }
+            )
+    answer: dict[str, Any] = {}
+    if trajectory.prediction is not None:
+        answer = {
+            k: getattr(trajectory.prediction, k) for k in _ANSWER_FIELDS if getattr(trajectory.prediction, k)
+        }
+    final_text = trajectory.turns[-1].text[-_ANSWER_CHARS:] if trajectory.turns else ""
+    return {"evidence": evidence, "answer": answer, "final_text": final_text}
+
+
+def verifier_messages(task: Task, trajectories: list[Trajectory], image_url: str) -> list[dict[str, Any]]:
+    """The verifier request: image + task + each candidate's `verifier_view`."""
+    prompt = verifier_prompt()
+    question = load_style("direct").user
+    task_text = render(question, task_extra=task_extra(task)).strip()
+    blocks = []
+    for i, traj in enumerate(trajectories, 1):
+        view = verifier_view(traj)
+        blocks.append(f"### Candidate {i}\n{json.dumps(view, ensure_ascii=False, indent=1)}")
+    user = render(prompt["user"], task_text=task_text, candidates="\n\n".join(blocks)).strip()
+    return [
+        {"role": "system", "content": prompt["system"].strip()},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": image_url}},
+                {"type": "text", "text": user},
+            ],
+        },
+    ]
+
+
+async def verify(
+    task: Task,
+    trajectories: list[Trajectory],
+    client: ChatClient,
+    image: PreparedImage,
+    *,
+    max_tokens: int | None = None,
+    temperature: float | None = 0.0,
+) -> tuple[Prediction | None, dict[str, Any]]:
+    """Ask the verifier; return its parsed prediction (None when unusable) and a log record."""
+    messages = verifier_messages(task, trajectories, image.data_url)
+    log: dict[str, Any] = {"model": client.model}
+    try:
+        resp = await client.complete(messages, max_tokens=max_tokens, temperature=temperature)
+    except ModelError as exc:
+        log["error"] = str(exc)
+        return None, log
+    text = resp.first.content
+    log.update(text=text, latency_s=resp.latency_s, usage=resp.usage.model_dump())
+    pred = parse_answer(text, "robust", choices=task.choices or None)
+    if pred.status is not ParseStatus.OK or not pred.has_coords:
+        log["error"] = "verifier answer had no coordinates"
+        return None, log
+    pred = pred.model_copy(
+        update={
+            "coords_source": "aggregate",
+            "evidence": [*pred.evidence, f"verifier {client.model} over {len(trajectories)} samples"],
+        }
+    )
+    return pred, log

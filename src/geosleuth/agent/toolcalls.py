@@ -1,0 +1,147 @@
+"""Tool calls out of model output: native ``tool_calls`` and calls written in the text.
+
+Text styles understood: ``<tool_call>{"name": …, "arguments": …}</tool_call>`` (Qwen family;
+an unclosed final block counts, since servers often stop at the closing tag) and the
+``name(arg=value, …)`` call style, inside ``<tool_call>`` tags or on its own line when
+``name`` is a known tool. A call that cannot be read is kept with an ``error`` so the loop
+can show the model what went wrong instead of failing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosleuth.agent.client import RawToolCall
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S | re.I)
+_FENCE = re.compile(r"^```(?:json|python)?\s*|\s*```$", re.S)
+_CALL_LINE = re.compile(r"^\s*`?(?P<name>[A-Za-z_]\w*)\((?P<args>.*)\)`?\s*$", re.M)
+
+
+@dataclass
+class ParsedCall:
+    """One tool call ready to run, or with ``error`` set when it could not be understood."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw: str
+    error: str | None = None
+
+    @property
+    def arguments_json(self) -> str:
+        """Arguments as the JSON string OpenAI messages carry (the raw text if unparsable)."""
+        if self.arguments is None:
+            return self.raw
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+def _lenient_json(text: str) -> Any:
+    """json.loads, then Python-literal syntax (single quotes, True/None, trailing commas)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        pass
+    return json.loads(re.sub(r",\s*([}\]])", r"\1", text))
+
+
+def decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Arguments as a dict, or an error message the model can act on."""
+    if raw is None or raw == "":
+        return {}, None
+    value = raw
+    for _ in range(2):  # some servers double-encode: "{\"bbox_2d\": …}"
+        if not isinstance(value, str):
+            break
+        try:
+            value = _lenient_json(value.strip())
+        except ValueError as exc:
+            return None, f"arguments are not valid JSON ({exc.__class__.__name__}: {exc}): {raw!s:.200}"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}: {raw!s:.200}"
+    return value, None
+
+
+def parse_native(calls: Sequence[RawToolCall]) -> list[ParsedCall]:
+    """Native ``tool_calls`` from the response message."""
+    out = []
+    for call in calls:
+        args, err = decode_arguments(call.arguments)
+        raw = (
+            call.arguments
+            if isinstance(call.arguments, str)
+            else json.dumps(call.arguments, ensure_ascii=False)
+        )
+        if not call.name:
+            err = err or "tool call has no function name"
+        out.append(ParsedCall(call.id, call.name, args, raw or "", err))
+    return out
+
+
+def _call_style(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``name(a=1, b="x")`` → (name, kwargs), or None when it is not that shape."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
+        return None
+    try:
+        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
+    except (ValueError, SyntaxError, TypeError, RecursionError):
+        return None
+    return node.func.id, kwargs
+
+
+def _tagged_call(body: str, index: int) -> ParsedCall:
+    body = _FENCE.sub("", body.strip())
+    call_id = f"text_call_{index}"
+    if not body.startswith(("{", "[")):
+        parsed = _call_style(body)
+        if parsed is not None:
+            return ParsedCall(call_id, parsed[0], parsed[1], body)
+    try:
+        obj = _lenient_json(body)
+    except ValueError as exc:
+        return ParsedCall(call_id, "", None, body, f"tool call is not valid JSON ({exc}): {body:.200}")
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return ParsedCall(call_id, "", None, body, 'tool call must be {"name": …, "arguments": {…}}')
+    raw_args = obj.get("arguments", obj.get("parameters", {}))
+    args, err = decode_arguments(raw_args)
+    return ParsedCall(call_id, obj["name"], args, body, err)
+
+
+def parse_text_calls(text: str, known_tools: Collection[str]) -> list[ParsedCall]:
+    """Calls written in the text: tagged blocks first, else ``name(...)`` lines of known tools."""
+    if not text:
+        return []
+    blocks = [m.group(1) for m in _TAGGED.finditer(text) if m.group(1).strip()]
+    if blocks:
+        return [_tagged_call(b, i) for i, b in enumerate(blocks)]
+    calls = []
+    for m in _CALL_LINE.finditer(text):
+        if m.group("name") not in known_tools:
+            continue
+        parsed = _call_style(f"{m.group('name')}({m.group('args')})")
+        if parsed is None:
+            calls.append(
+                ParsedCall(
+                    f"text_call_{len(calls)}",
+                    m.group("name"),
+                    None,
+                    m.group(0).strip(),
+                    "cannot read this call; write name(arg=value, …) with literal values",
+                )
+            )
+        else:
+            calls.append(ParsedCall(f"text_call_{len(calls)}", parsed[0], parsed[1], m.group(0).strip()))
+    return calls

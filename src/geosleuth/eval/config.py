@@ -1,0 +1,167 @@
+"""Evaluation configuration (flags or a YAML / TOML file) and the run manifest saved beside it.
+
+The manifest records what produced a run (resolved config, package version, model and
+provider names, dataset fingerprint) and never a secret: values under key-like names are
+redacted before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+import geosleuth
+from geosleuth.eval.store import RunDirError, write_atomic
+
+MANIFEST = "run.json"
+SAMPLES = "samples.jsonl"
+_SECRET = re.compile(r"(api[_-]?key|secret|password|token|authorization|bearer)", re.IGNORECASE)
+
+
+class ConfigError(Exception):
+    """The configuration file or flags are invalid."""
+
+
+class Price(BaseModel):
+    """USD per million tokens."""
+
+    prompt: float = 0.0
+    completion: float = 0.0
+
+
+class JudgeSettings(BaseModel):
+    """An OpenAI-compatible model used as judge / verifier of free-text answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str | None = None  # name of the environment variable holding the key
+    temperature: float = 0.0
+    timeout_s: float = 60.0
+    max_retries: int = 2
+    concurrency: int = 8
+    tasks: list[Literal["levels", "path", "clues", "shapley"]] = Field(default_factory=lambda: ["levels"])
+
+
+class EvalConfig(BaseModel):
+    """Everything `geosleuth eval` needs; each field has a flag of the same name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str
+    out: str
+    format: str = "auto"
+    images: str | None = None
+    split: str | None = None
+    seed: int = 0
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    prompt: str | None = None
+    tools: list[str] | None = None
+    samples: int = 1
+    verifier: str | None = None
+    max_turns: int | None = None
+    agent: dict[str, Any] = Field(default_factory=dict)  # further AgentConfig fields, passed through
+    agent_fn: str | None = None  # "module:function", an async (Task) -> Trajectory replacing the agent
+    concurrency: int = 8
+    limit: int | None = None
+    timeout_s: float | None = None
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    shards: int | None = None
+    endpoints: list[str] = Field(default_factory=list)  # one base_url per Ray shard, round robin
+    protocol: str | None = None
+    breakdowns: list[str] = Field(default_factory=list)
+    prices: dict[str, Price] = Field(default_factory=dict)  # model name -> price
+    judge: JudgeSettings | None = None
+    skip_invalid: bool = False
+    report: bool = True
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A YAML or TOML mapping; an ``eval`` table, if present, is used."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return dict(data.get("eval", data))
+
+
+def resolve_config(file_values: dict[str, Any], flags: dict[str, Any]) -> EvalConfig:
+    """Config file values overridden by every flag the user actually gave (not ``None``)."""
+    merged = {**file_values, **{k: v for k, v in flags.items() if v is not None}}
+    try:
+        return EvalConfig.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid eval config: {problems}") from exc
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Copy of a JSON-like value with secret-looking entries replaced (``*_env`` names are kept)."""
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if value and _SECRET.search(key) and not key.endswith("_env"):
+        return "<redacted>"
+    return value
+
+
+def build_manifest(config: EvalConfig, dataset_info: dict[str, Any]) -> dict[str, Any]:
+    """The provenance record of a run."""
+    providers = sorted({str(v) for k, v in config.agent.items() if "provider" in k and isinstance(v, str)})
+    return {
+        "geosleuth_version": geosleuth.__version__,
+        "python": platform.python_version(),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": config.model or ("offline-pipeline" if not config.agent_fn else config.agent_fn),
+        "verifier": config.verifier,
+        "judge_model": config.judge.model if config.judge else None,
+        "providers": providers,
+        "dataset": dataset_info,
+        "config": redact(config.model_dump(mode="json")),
+    }
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Save the manifest; on resume the dataset must be the one the run started with."""
+    path = run_dir / MANIFEST
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        old = previous.get("dataset", {}).get("fingerprint")
+        new = manifest["dataset"].get("fingerprint")
+        if old and new and old != new:
+            raise RunDirError(
+                f"{run_dir} was started on a different dataset ({old[:19]}… vs {new[:19]}…); "
+                "use a new --out directory"
+            )
+        manifest = {**manifest, "created_at": previous.get("created_at", manifest["created_at"])}
+        manifest["resumed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / MANIFEST
+    if not path.exists():
+        raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,519 @@
+"""Benchmark loaders: every released layout becomes a list of ``Sample`` records.
+
+Bad rows are reported up front (``DatasetProblem``) instead of surfacing mid-run; nothing is
+downloaded here: data lives wherever the user says.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from geosleuth.core.records import LEVELS, Sample
+
+IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+_ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "index", "idx")
+_IMAGE_KEYS = ("image", "image_path", "img_path", "img", "file", "filename", "file_name", "path")
+_LAT_KEYS = ("lat", "latitude", "LAT", "Latitude", "gps_lat")
+_LON_KEYS = ("lon", "lng", "longitude", "LON", "Longitude", "gps_lon", "long")
+_LEVEL_ALIASES: dict[str, tuple[str, ...]] = {
+    "country": ("country", "nation", "country_name"),
+    "admin1": ("admin1", "province_or_state", "province", "state", "region"),
+    "city": ("city",),
+    "admin2": ("admin2", "sub-region", "sub_region", "county", "district", "area"),
+    "town": ("town", "subdistrict"),
+    "street": ("street",),
+    "poi": ("poi",),
+}
+
+
+class DatasetError(Exception):
+    """The dataset as a whole cannot be read (missing file, unknown format)."""
+
+
+@dataclass(frozen=True)
+class DatasetProblem:
+    """One bad row, reported before any sample runs."""
+
+    row: int
+    sample_id: str | None
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"row {self.row}" + (f" (id {self.sample_id})" if self.sample_id else "")
+        return f"{where}: {self.problem}"
+
+
+@dataclass
+class Dataset:
+    """Loaded samples plus the rows that were rejected and a content fingerprint."""
+
+    name: str
+    source: str
+    format: str
+    samples: list[Sample]
+    problems: list[DatasetProblem] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_samples(self.samples)
+
+
+def fingerprint_samples(samples: Iterable[Sample]) -> str:
+    """SHA-256 over the samples (sorted by id) and their image file sizes, so edits are caught."""
+    digest = hashlib.sha256()
+    for sample in sorted(samples, key=lambda s: s.id):
+        digest.update(sample.model_dump_json().encode())
+        if sample.image:
+            path = Path(sample.image)
+            digest.update(str(path.stat().st_size if path.is_file() else -1).encode())
+    return "sha256:" + digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- raw rows
+
+
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a JSON / JSONL / CSV / TSV file as dicts (a JSON file holds a list of objects)."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield {"__error__": f"line {number} is not JSON: {exc.msg}"}
+                    continue
+                yield row if isinstance(row, dict) else {"__error__": f"line {number} is not an object"}
+    elif suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            data = data.get("data") or data.get("samples") or list(data.values())
+        if not isinstance(data, list):
+            raise DatasetError(f"{path}: expected a JSON list of objects")
+        for row in data:
+            yield row if isinstance(row, dict) else {"__error__": "entry is not an object"}
+    elif suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            yield from csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
+    else:
+        raise DatasetError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .tsv)")
+
+
+def _first(row: dict[str, Any], keys: Iterable[str]) -> Any:
+    for key in keys:
+        value = row.get(key)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def _float(value: Any, name: str) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} {value!r} is not a number") from None
+    if math.isnan(number):
+        return None
+    return number
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+class ImageResolver:
+    """Turns the image reference of a row into a path: relative to a root, by id, or by stem."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self._by_stem: dict[str, Path] | None = None
+
+    def _index(self) -> dict[str, Path]:
+        if self._by_stem is None:
+            self._by_stem = {}
+            if self.root is not None and self.root.is_dir():
+                for path in self.root.rglob("*"):
+                    if path.suffix.lower() in IMAGE_SUFFIXES:
+                        self._by_stem.setdefault(path.stem, path)
+        return self._by_stem
+
+    def resolve(self, reference: str | None, sample_id: str) -> str | None:
+        if reference:
+            path = Path(reference).expanduser()
+            if not path.is_absolute() and self.root is not None:
+                path = self.root / path
+            if path.is_file() or self.root is None:
+                return str(path)
+            found = self._index().get(Path(reference).stem)
+            return str(found) if found else str(path)
+        if self.root is None:
+            return None
+        found = self._index().get(Path(sample_id).stem)
+        return str(found) if found else None
+
+
+# ----------------------------------------------------------------------------- row adapters
+
+RowAdapter = Callable[[dict[str, Any], int, ImageResolver], Sample]
+
+
+def _labels(row: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    nested = row.get("labels")
+    if isinstance(nested, dict):
+        labels.update({k: str(v) for k, v in nested.items() if v not in (None, "")})
+    for level, aliases in _LEVEL_ALIASES.items():
+        value = _first(row, aliases)
+        if value is not None and level not in labels and not isinstance(value, dict | list):
+            labels[level] = str(value)
+    return labels
+
+
+def _sample_id(row: dict[str, Any], index: int) -> str:
+    value = _first(row, _ID_KEYS)
+    if value is None:
+        image = _first(row, _IMAGE_KEYS)
+        return Path(str(image)).stem if isinstance(image, str) else str(index)
+    return str(value)
+
+
+def generic_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """Any row with an id, an image reference and coordinates / labels under common names."""
+    sample_id = _sample_id(row, index)
+    image = _first(row, _IMAGE_KEYS)
+    known = set(Sample.model_fields)
+    extra = {k: v for k, v in row.items() if k not in known and k not in _LAT_KEYS + _LON_KEYS}
+    data = {k: _maybe_json(v) for k, v in row.items() if k in known and v not in (None, "")}
+    data.update(
+        id=sample_id,
+        image=images.resolve(str(image) if image is not None else None, sample_id),
+        lat=_float(_first(row, _LAT_KEYS), "latitude"),
+        lon=_float(_first(row, _LON_KEYS), "longitude"),
+        labels=_labels(row),
+    )
+    metadata = dict(data.get("metadata") or {})
+    metadata.update({k: v for k, v in extra.items() if k not in _ID_KEYS + _IMAGE_KEYS})
+    data["metadata"] = metadata
+    for key in ("key_clues", "choices"):
+        if isinstance(data.get(key), str):
+            data[key] = [part.strip() for part in data[key].split("|") if part.strip()]
+    if isinstance(data.get("clue_weights"), str):
+        data["clue_weights"] = [float(x) for x in data["clue_weights"].split("|") if x.strip()]
+    return Sample.model_validate(data)
+
+
+def im2gps_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """IM2GPS3K / YFCC4K: ``IMG_ID, LAT, LON`` (+ scene labels); the image is named by IMG_ID."""
+    image_id = str(_first(row, ("IMG_ID", "img_id", "id", "image")) or index)
+    scene = {k: v for k, v in row.items() if k not in ("IMG_ID", "LAT", "LON", "AUTHOR")}
+    return Sample(
+        id=Path(image_id).stem,
+        image=images.resolve(image_id, image_id),
+        lat=_float(_first(row, ("LAT", "lat", "latitude")), "latitude"),
+        lon=_float(_first(row, ("LON", "lon", "longitude")), "longitude"),
+        metadata=scene,
+    )
+
+
+def osv5m_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """OSV-5M test CSV: ``id, latitude, longitude, country, region, sub-region, city, …``."""
+    sample_id = str(row.get("id") or index)
+    labels = {
+        level: str(row[key])
+        for level, key in (
+            ("country", "country"),
+            ("admin1", "region"),
+            ("admin2", "sub-region"),
+            ("city", "city"),
+        )
+        if row.get(key) not in (None, "")
+    }
+    skip = {"id", "latitude", "longitude", "country", "region", "sub-region", "city"}
+    return Sample(
+        id=sample_id,
+        image=images.resolve(None, sample_id),
+        lat=_float(row.get("latitude"), "latitude"),
+        lon=_float(row.get("longitude"), "longitude"),
+        labels=labels,
+        split="test",
+        data_source="osv5m",
+        metadata={k: v for k, v in row.items() if k not in skip},
+    )
+
+
+def geobench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """GeoBench-style: metadata JSON with a location and ``{country, province_or_state, city}``."""
+    meta = _maybe_json(row.get("metadata")) or {}
+    if not isinstance(meta, dict):
+        raise ValueError("metadata is not a JSON object")
+    location = _maybe_json(meta.get("location") or row.get("location")) or {}
+    if isinstance(location, list | tuple) and len(location) == 2:
+        location = {"lat": location[0], "lon": location[1]}
+    if not isinstance(location, dict):
+        raise ValueError("location is neither an object nor a [lat, lon] pair")
+    merged = {**row, **meta, **location}
+    sample_id = _sample_id(row, index)
+    data_type = _first(merged, ("data_type", "type", "image_type"))
+    return Sample(
+        id=sample_id,
+        image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
+        lat=_float(_first(merged, _LAT_KEYS), "latitude"),
+        lon=_float(_first(merged, _LON_KEYS), "longitude"),
+        labels=_labels(merged),
+        data_source=str(row.get("data_source") or "geobench"),
+        metadata={"data_type": data_type} if data_type else {},
+    )
+
+
+def map_bench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """Map-benchmark rows ``{image, latitude, longitude, city, country}``."""
+    sample_id = _sample_id(row, index)
+    return Sample(
+        id=sample_id,
+        image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
+        lat=_float(_first(row, _LAT_KEYS), "latitude"),
+        lon=_float(_first(row, _LON_KEYS), "longitude"),
+        labels={k: str(row[k]) for k in ("city", "country") if row.get(k) not in (None, "")},
+        split=row.get("split"),
+        data_source=row.get("data_source"),
+    )
+
+
+def where_country_row(row: dict[str, Any], index: int, images: ImageResolver, seed: int = 0) -> Sample:
+    """WhereCountry: the nation plus three distractors, shuffled into A–D by (seed, id)."""
+    sample_id = _sample_id(row, index)
+    nation = _first(row, ("nation", "country", "answer"))
+    distractors = _maybe_json(_first(row, ("distractors", "options", "wrong_options")))
+    if isinstance(distractors, str):
+        distractors = [part.strip() for part in distractors.split("|") if part.strip()]
+    if distractors is None:
+        distractors = [row[k] for k in ("distractor1", "distractor2", "distractor3") if row.get(k)]
+    if not nation:
+        raise ValueError("no nation / answer")
+    if not isinstance(distractors, list) or len(distractors) != 3:
+        raise ValueError(f"expected 3 distractors, got {distractors!r}")
+    options = [str(nation), *(str(d) for d in distractors)]
+    if len(set(options)) != 4:
+        raise ValueError(f"options are not distinct: {options}")
+    random.Random(f"{seed}:{sample_id}").shuffle(options)
+    return Sample(
+        id=sample_id,
+        image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
+        lat=_float(_first(row, _LAT_KEYS), "latitude"),
+        lon=_float(_first(row, _LON_KEYS), "longitude"),
+        labels={"country": str(nation)},
+        answer_type="choice",
+        choices=options,
+        answer=CHOICE_LETTERS[options.index(str(nation))],
+        data_source="wherecountry",
+    )
+
+
+def where_street_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """WhereStreet: answer text at a level (or coordinates), optional hint, key clues, Shapley weights."""
+    sample_id = _sample_id(row, index)
+    level = _first(row, ("level", "answer_level"))
+    lat = _float(_first(row, _LAT_KEYS), "latitude")
+    lon = _float(_first(row, _LON_KEYS), "longitude")
+    clues = _maybe_json(_first(row, ("key_clues", "clues")) or [])
+    weights = _maybe_json(_first(row, ("clue_weights", "shapley", "shapley_values")) or [])
+    if isinstance(clues, str):
+        clues = [part.strip() for part in clues.split("|") if part.strip()]
+    if isinstance(weights, str):
+        weights = [float(part) for part in weights.split("|") if part.strip()]
+    if isinstance(weights, dict):
+        weights = [float(weights.get(clue, 0.0)) for clue in clues]
+    coordinates = level in (None, "coordinates") and lat is not None
+    if not coordinates and level not in LEVELS:
+        raise ValueError(f"answer level {level!r} is not one of {', '.join(LEVELS)} or 'coordinates'")
+    answer = _first(row, ("answer", "answer_text", "label"))
+    if not coordinates and not answer:
+        raise ValueError("a level answer needs answer text")
+    labels = _labels(row)
+    if not coordinates:
+        labels[str(level)] = str(answer)
+    return Sample(
+        id=sample_id,
+        image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
+        lat=lat,
+        lon=lon,
+        labels=labels,
+        answer_type="coordinates" if coordinates else "level",
+        answer_level=None if coordinates else str(level),
+        answer=None if coordinates else str(answer),
+        hint=_first(row, ("hint",)),
+        hint_level=_first(row, ("hint_level",)),
+        key_clues=[str(c) for c in clues],
+        clue_weights=[float(w) for w in weights],
+        data_source="wherestreet",
+    )
+
+
+ADAPTERS: dict[str, RowAdapter] = {
+    "generic": generic_row,
+    "im2gps3k": im2gps_row,
+    "yfcc4k": im2gps_row,
+    "osv5m": osv5m_row,
+    "geobench": geobench_row,
+    "mapbench": map_bench_row,
+    "wherecountry": where_country_row,
+    "wherestreet": where_street_row,
+}
+FORMATS: tuple[str, ...] = (*ADAPTERS, "hf")
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def validate_sample(sample: Sample, check_images: bool = True) -> list[str]:
+    """Problems with one sample: missing image, coordinates out of range, inconsistent answers."""
+    problems: list[str] = []
+    if check_images and (not sample.image or not Path(sample.image).is_file()):
+        problems.append(f"image not found: {sample.image or '(none given)'}")
+    if (sample.lat is None) != (sample.lon is None):
+        problems.append("only one of latitude / longitude is given")
+    if sample.lat is not None and not -90.0 <= sample.lat <= 90.0:
+        problems.append(f"latitude {sample.lat} outside [-90, 90]")
+    if sample.lon is not None and not -180.0 <= sample.lon <= 180.0:
+        problems.append(f"longitude {sample.lon} outside [-180, 180]")
+    if sample.answer_type == "coordinates" and sample.lat is None and not sample.labels:
+        problems.append("no ground truth: neither coordinates nor place labels")
+    if sample.answer_type == "choice":
+        if not sample.choices or sample.answer is None:
+            problems.append("multiple choice without choices or answer")
+        elif sample.answer not in CHOICE_LETTERS[: len(sample.choices)]:
+            problems.append(f"answer {sample.answer!r} is not one of the choice letters")
+    if sample.clue_weights and len(sample.clue_weights) != len(sample.key_clues):
+        problems.append(f"{len(sample.clue_weights)} clue weights for {len(sample.key_clues)} key clues")
+    return problems
+
+
+def build_samples(
+    rows: Iterable[dict[str, Any]], adapter: RowAdapter, images: ImageResolver, check_images: bool = True
+) -> tuple[list[Sample], list[DatasetProblem]]:
+    """Apply a row adapter, collecting bad rows and duplicate ids as problems."""
+    samples: list[Sample] = []
+    problems: list[DatasetProblem] = []
+    seen: set[str] = set()
+    for index, row in enumerate(rows):
+        if "__error__" in row:
+            problems.append(DatasetProblem(index, None, str(row["__error__"])))
+            continue
+        try:
+            sample = adapter(row, index, images)
+        except (ValueError, TypeError, ValidationError) as exc:
+            message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            problems.append(DatasetProblem(index, _sample_id(row, index), message))
+            continue
+        issues = validate_sample(sample, check_images)
+        if sample.id in seen:
+            issues.append("duplicate id")
+        seen.add(sample.id)
+        if issues:
+            problems.extend(DatasetProblem(index, sample.id, issue) for issue in issues)
+            continue
+        samples.append(sample)
+    return samples, problems
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def _table_in(folder: Path) -> Path:
+    tables = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".csv", ".tsv", ".jsonl", ".json"))
+    if len(tables) != 1:
+        names = ", ".join(p.name for p in tables) or "none"
+        raise DatasetError(f"{folder}: expected exactly one .csv/.tsv/.jsonl/.json table, found {names}")
+    return tables[0]
+
+
+def _image_root(table: Path, images: Path | None) -> Path:
+    if images is not None:
+        return images
+    for name in ("images", "imgs", "img"):
+        if (table.parent / name).is_dir():
+            return table.parent / name
+    return table.parent
+
+
+def detect_format(path: Path) -> str:
+    """Guess the adapter from a table's column names (or ``hf`` for a saved dataset)."""
+    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
+        return "hf"
+    table = _table_in(path) if path.is_dir() else path
+    if table.suffix.lower() == ".parquet":
+        return "hf"
+    first = next(iter(read_rows(table)), {})
+    columns = set(first)
+    if {"IMG_ID", "LAT", "LON"} <= columns:
+        return "im2gps3k"
+    if {"id", "latitude", "longitude", "sub-region"} <= columns:
+        return "osv5m"
+    if "distractors" in columns or {"nation", "options"} <= columns:
+        return "wherecountry"
+    if "key_clues" in columns and ("level" in columns or "hint" in columns):
+        return "wherestreet"
+    if "metadata" in columns and "location" in str(first.get("metadata")):
+        return "geobench"
+    return "generic"
+
+
+def load_dataset(
+    path: str | Path,
+    format: str = "auto",
+    images: str | Path | None = None,
+    *,
+    seed: int = 0,
+    split: str | None = None,
+    check_images: bool = True,
+) -> Dataset:
+    """Load a benchmark from a table file, a folder (table + images) or a Hugging Face dataset."""
+    source = Path(path).expanduser()
+    if not source.exists():
+        raise DatasetError(f"dataset not found: {source}")
+    fmt = detect_format(source) if format == "auto" else format
+    if fmt not in FORMATS:
+        raise DatasetError(f"unknown dataset format {fmt!r}; choose one of auto, {', '.join(FORMATS)}")
+    image_root = Path(images).expanduser() if images else None
+    if fmt == "hf":
+        from geosleuth.eval.hf import load_hf_dataset
+
+        return load_hf_dataset(source, image_root, split=split, seed=seed, check_images=check_images)
+    table = _table_in(source) if source.is_dir() else source
+    adapter = ADAPTERS[fmt]
+    if fmt == "wherecountry":
+
+        def adapter(row: dict[str, Any], index: int, res: ImageResolver) -> Sample:
+            return where_country_row(row, index, res, seed=seed)
+
+    resolver = ImageResolver(_image_root(table, image_root))
+    try:
+        samples, problems = build_samples(read_rows(table), adapter, resolver, check_images)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
+        raise DatasetError(f"{table}: cannot read: {exc}") from exc
+    if split is not None:
+        samples = [s for s in samples if s.split in (None, split)]
+    return Dataset(
+        name=source.stem, source=str(source.resolve()), format=fmt, samples=samples, problems=problems
+    )

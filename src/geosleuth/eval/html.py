@@ -1,0 +1,350 @@
+"""Self-contained offline HTML report: inline CSS / JS / SVG and images as data URIs.
+
+``index.html`` has the headline metrics, an equirectangular world map of errors (a line from
+each prediction to its truth, country outlines from the gazetteer when it is available) and a
+sortable table of samples; ``samples/<id>.html`` shows one trajectory: the image, zoom crops,
+tool calls with their results, and the model's reasoning. Nothing is fetched from anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from geosleuth.core.records import Sample, Trajectory
+from geosleuth.eval.judges import read_judgments
+from geosleuth.eval.report import RunData
+from geosleuth.eval.scores import ScoreRow
+
+MAP_W, MAP_H = 1000, 500
+MAX_SAMPLE_PAGES = 5000
+MAX_IMAGE_PX = 1024
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:1200px}
+table{border-collapse:collapse;font-size:.9rem}
+td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
+th{background:#f4f4f4;cursor:pointer}.fail{color:#b00}.ok{color:#070}
+#worldmap{width:100%;height:auto;background:#eef5fb;border:1px solid #ccc}
+#worldmap .land{fill:#fdfdf8;stroke:#9a9a9a;stroke-width:.4}#worldmap .grid{stroke:#d6e3ee;stroke-width:.5}
+#worldmap line{stroke-width:1.1;opacity:.75}#worldmap .truth{fill:#1a7f37}#worldmap .pred{fill:#c62828}
+pre{white-space:pre-wrap;background:#f7f7f7;padding:.5rem;border-radius:4px;max-height:30rem;overflow:auto}
+.turn{border-left:3px solid #89a;padding-left:.75rem;margin:1rem 0}
+.crop{max-width:300px;margin:.25rem;border:1px solid #ccc}
+img.main{max-width:100%;max-height:600px}
+"""
+
+SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th, col){
+  th.addEventListener('click', function(){
+    var body = th.closest('table').tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var asc = th.dataset.asc !== '1'; th.dataset.asc = asc ? '1' : '0';
+    rows.sort(function(a, b){
+      var x = a.cells[col].dataset.v || a.cells[col].textContent;
+      var y = b.cells[col].dataset.v || b.cells[col].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var r = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return asc ? r : -r;
+    });
+    rows.forEach(function(r){ body.appendChild(r); });
+  });
+});
+var filter = document.getElementById('filter');
+if (filter) filter.addEventListener('input', function(){
+  var q = filter.value.toLowerCase();
+  document.querySelectorAll('#samples tbody tr').forEach(function(r){
+    r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+  });
+});
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _xy(lat: float, lon: float) -> tuple[float, float]:
+    return (lon + 180.0) / 360.0 * MAP_W, (90.0 - lat) / 180.0 * MAP_H
+
+
+def _ring_path(coords: Any) -> str:
+    points = [_xy(lat, lon) for lon, lat in coords]
+    return "M" + "L".join(f"{x:.1f},{y:.1f}" for x, y in points) + "Z"
+
+
+@lru_cache(maxsize=4)
+def country_outline_paths(tolerance_deg: float = 0.25) -> tuple[str, ...]:
+    """SVG path data of the gazetteer's country shapes (empty when no gazetteer is installed).
+
+    Cached per process: simplifying the borders takes seconds and every report draws the same map.
+    """
+    try:
+        from geosleuth.gazetteer import get_gazetteer
+
+        shapes = get_gazetteer().country_shapes()
+    except (ImportError, AttributeError, OSError, RuntimeError):
+        return ()
+    paths = []
+    for geometry in shapes.values():
+        simple = geometry.simplify(tolerance_deg, preserve_topology=True)
+        polygons = getattr(simple, "geoms", [simple])
+        data = "".join(_ring_path(p.exterior.coords) for p in polygons if hasattr(p, "exterior"))
+        if data:
+            paths.append(data)
+    return tuple(paths)
+
+
+def _error_colour(km: float) -> str:
+    if not math.isfinite(km):
+        return "#999"
+    for limit, colour in ((25, "#1a7f37"), (200, "#8bc34a"), (750, "#f9a825"), (2500, "#ef6c00")):
+        if km < limit:
+            return colour
+    return "#c62828"
+
+
+def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
+    """The error map: graticule, country outlines, truth → prediction lines coloured by error."""
+    parts = [
+        f'<svg id="worldmap" viewBox="0 0 {MAP_W} {MAP_H}" xmlns="http://www.w3.org/2000/svg" role="img">'
+    ]
+    parts += [
+        f'<line class="grid" x1="0" y1="{_xy(lat, 0)[1]:.1f}" x2="{MAP_W}" y2="{_xy(lat, 0)[1]:.1f}"/>'
+        for lat in range(-60, 90, 30)
+    ]
+    parts += [
+        f'<line class="grid" x1="{_xy(0, lon)[0]:.1f}" y1="0" x2="{_xy(0, lon)[0]:.1f}" y2="{MAP_H}"/>'
+        for lon in range(-150, 180, 30)
+    ]
+    parts += [f'<path class="land" d="{d}"/>' for d in country_outline_paths()]
+    for row in rows:
+        if row.true_lat is None or row.true_lon is None:
+            continue
+        tx, ty = _xy(row.true_lat, row.true_lon)
+        title = (
+            f"<title>{_esc(row.sample_id)}: {row.distance_km:.1f} km</title>"
+            if math.isfinite(row.distance_km)
+            else f"<title>{_esc(row.sample_id)}: {_esc(row.status)}</title>"
+        )
+        link = f"samples/{_page_name(row.sample_id)}" if row.sample_id in pages else None
+        inner = title
+        if row.pred_lat is not None and row.pred_lon is not None:
+            px, py = _xy(row.pred_lat, row.pred_lon)
+            colour = _error_colour(row.distance_km)
+            inner += (
+                f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{tx:.1f}" y2="{ty:.1f}" stroke="{colour}"/>'
+                f'<circle class="pred" cx="{px:.1f}" cy="{py:.1f}" r="1.6"/>'
+            )
+        inner += f'<circle class="truth" cx="{tx:.1f}" cy="{ty:.1f}" r="2"/>'
+        parts.append(f'<a class="err" href="{link}">{inner}</a>' if link else f'<g class="err">{inner}</g>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _page_name(sample_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)[:100]
+    digest = hashlib.sha1(sample_id.encode()).hexdigest()[:10]
+    return f"{safe}-{digest}.html" if safe != sample_id else f"{safe}.html"
+
+
+def image_data_uri(path: Path, max_px: int = MAX_IMAGE_PX) -> str | None:
+    """A downscaled JPEG data URI of an image file (None when it cannot be read)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            image.thumbnail((max_px, max_px))
+            buffer = io.BytesIO()
+            image.convert("RGB").save(buffer, format="JPEG", quality=85)
+    except (OSError, UnidentifiedImageError):
+        return None
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _resolve(run_dir: Path, reference: str) -> Path:
+    path = Path(reference)
+    return path if path.is_absolute() else run_dir / path
+
+
+def _metric_rows(summary: dict[str, Any]) -> str:
+    cells = []
+    for name, metric in summary["metrics"].items():
+        if isinstance(metric, dict):
+            value, (lo, hi) = metric["value"], metric["ci95"]
+            scale = 100 if "acc" in name else 1
+            shown = "–" if value is None else f"{value * scale:.2f}"
+            ci = "" if lo is None else f" [{lo * scale:.2f}, {hi * scale:.2f}]"
+            cells.append(
+                f"<tr><td>{_esc(name)}{' (%)' if scale == 100 else ''}</td><td>{shown}{ci}</td></tr>"
+            )
+        else:
+            cells.append(f"<tr><td>{_esc(name)}</td><td>{_esc(metric)}</td></tr>")
+    return "".join(cells)
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+        f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
+        f"style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+        f"<style>{CSS}</style></head><body>{body}<script>{SORT_JS}</script></body></html>"
+    )
+
+
+def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], pages: set[str]) -> str:
+    table = []
+    for row in rows:
+        dist = f"{row.distance_km:.1f}" if math.isfinite(row.distance_km) else "–"
+        cls = "ok" if row.status == "ok" else "fail"
+        name = (
+            f'<a href="samples/{_page_name(row.sample_id)}">{_esc(row.sample_id)}</a>'
+            if row.sample_id in pages
+            else _esc(row.sample_id)
+        )
+        table.append(
+            f'<tr><td>{name}</td><td class="{cls}">{_esc(row.status)}</td>'
+            f'<td data-v="{row.distance_km if math.isfinite(row.distance_km) else 1e9}">{dist}</td>'
+            f"<td>{_esc(row.country_code)}</td><td>{_esc(row.continent)}</td><td>{row.turns}</td>"
+            f"<td>{row.tool_calls}</td></tr>"
+        )
+    statuses = ", ".join(f"{k}: {v}" for k, v in summary["status_counts"].items())
+    body = (
+        f"<h1>Evaluation: {_esc(summary.get('run', {}).get('model'))}</h1>"
+        f"<p>{summary['n_finished']} / {summary['n_samples']} finished; {statuses}. "
+        f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
+        f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
+        f"<h2>Errors on the map (truth ● green, prediction ● red)</h2>{world_map_svg(rows, pages)}"
+        f'<h2>Samples</h2><input id="filter" placeholder="filter…">'
+        f'<table id="samples" class="sortable"><thead><tr><th>id</th><th>status</th><th>error km</th>'
+        f"<th>country</th><th>continent</th><th>turns</th><th>tool calls</th></tr></thead>"
+        f"<tbody>{''.join(table)}</tbody></table>"
+    )
+    return _page(f"geosleuth report: {summary.get('run', {}).get('model')}", body)
+
+
+def _tool_call_html(run_dir: Path, call: Any) -> str:
+    crops = "".join(
+        f'<img class="crop" alt="tool image" src="{uri}">'
+        for uri in (image_data_uri(_resolve(run_dir, p), 600) for p in call.result_images)
+        if uri
+    )
+    state = "ok" if call.ok else f"error: {call.error}"
+    flags = " (cache hit)" if call.cache_hit else ""
+    arguments = _esc(json.dumps(call.arguments, ensure_ascii=False))
+    css = "ok" if call.ok else "fail"
+    return (
+        f'<div class="call"><b>{_esc(call.name)}</b> <code>{arguments}</code> — '
+        f'<span class="{css}">{_esc(state)}</span>{flags}, {call.latency_s:.2f} s'
+        f"<pre>{_esc(call.result_text)}</pre>{crops}</div>"
+    )
+
+
+def _turns_html(run_dir: Path, trajectory: Trajectory) -> str:
+    out = []
+    for turn in trajectory.turns:
+        reasoning = (
+            f"<details open><summary>reasoning</summary><pre>{_esc(turn.reasoning)}</pre></details>"
+            if (turn.reasoning)
+            else ""
+        )
+        calls = "".join(_tool_call_html(run_dir, c) for c in turn.tool_calls)
+        out.append(
+            f'<div class="turn"><h3>Turn {turn.index}</h3>{reasoning}<pre>{_esc(turn.text)}</pre>{calls}'
+            f"<small>{turn.usage.prompt_tokens} + {turn.usage.completion_tokens} tokens, "
+            f"{turn.latency_s:.2f} s</small></div>"
+        )
+    return "".join(out)
+
+
+def _question_html(sample: Sample) -> str:
+    """What the task asked beyond the image: choices, hint, and the annotated key clues."""
+    parts = []
+    if sample.choices:
+        options = "".join(f"<li>{_esc(c)}</li>" for c in sample.choices)
+        parts.append(f'<p>Choices (answer {_esc(sample.answer)}):</p><ol type="A">{options}</ol>')
+    if sample.hint:
+        parts.append(f"<p>Hint ({_esc(sample.hint_level)}): {_esc(sample.hint)}</p>")
+    if sample.key_clues:
+        weights = sample.clue_weights or [None] * len(sample.key_clues)
+        clues = "".join(
+            f"<li>{_esc(c)}{'' if w is None else f' ({w:.2f})'}</li>"
+            for c, w in zip(sample.key_clues, weights, strict=True)
+        )
+        parts.append(f"<p>Key clues:</p><ul>{clues}</ul>")
+    return "".join(parts)
+
+
+def _judgments_html(judgments: list[dict[str, Any]]) -> str:
+    if not judgments:
+        return ""
+    items = "".join(
+        f"<h3>{_esc(j['judge'])}: {'ok' if j['ok'] else 'failed'}</h3>"
+        + (f'<p class="fail">{_esc(j.get("error"))}</p>' if j.get("error") else "")
+        + f"<pre>{_esc(json.dumps(j.get('result'), ensure_ascii=False))}</pre>"
+        for j in judgments
+    )
+    return f'<h2>Judges</h2><div id="judges">{items}</div>'
+
+
+def sample_html(
+    run: RunData,
+    sample: Sample,
+    row: ScoreRow,
+    trajectory: Trajectory | None,
+    judgments: list[dict[str, Any]] | None = None,
+) -> str:
+    image = image_data_uri(Path(sample.image)) if sample.image else None
+    pic = f'<img class="main" alt="input image" src="{image}">' if image else "<p>(image not available)</p>"
+    dist = f"{row.distance_km:.2f} km" if math.isfinite(row.distance_km) else "no distance"
+    truth = ", ".join(f"{k}: {v}" for k, v in sample.labels.items())
+    prediction = (
+        trajectory.prediction.model_dump(exclude={"raw"}, exclude_none=True)
+        if (trajectory and trajectory.prediction)
+        else None
+    )
+    failure = " — " + _esc(trajectory.error) if trajectory and trajectory.error else ""
+    body = (
+        f'<p><a href="../index.html">← report</a></p><h1>{_esc(sample.id)}</h1>{pic}'
+        f"<p>Status <b>{_esc(row.status)}</b>{failure}"
+        f"; error {dist}.</p><p>Truth: {_esc(sample.lat)}, {_esc(sample.lon)} {_esc(truth)}</p>"
+        f"{_question_html(sample)}"
+        f"<h2>Prediction</h2><pre>{_esc(json.dumps(prediction, ensure_ascii=False, indent=1))}</pre>"
+        f"{_judgments_html(judgments or [])}"
+    )
+    if trajectory is not None:
+        body += f'<h2>Trajectory</h2><div id="trajectory">{_turns_html(run.run_dir, trajectory)}</div>'
+        if trajectory.prediction and trajectory.prediction.raw:
+            body += f"<h2>Final answer text</h2><pre>{_esc(trajectory.prediction.raw)}</pre>"
+        for i, extra in enumerate(trajectory.samples):
+            body += f"<details><summary>sample {i + 1} ({_esc(extra.status.value)})</summary>"
+            body += f"{_turns_html(run.run_dir, extra)}</details>"
+    return _page(f"sample {sample.id}", body)
+
+
+def write_html(folder: Path, run: RunData, rows: list[ScoreRow], summary: dict[str, Any]) -> Path:
+    """Write index.html and per-sample pages (worst first when there are more than the cap)."""
+    (folder / "samples").mkdir(parents=True, exist_ok=True)
+    ranked = sorted(
+        rows, key=lambda r: (r.status == "ok", -(r.distance_km if math.isfinite(r.distance_km) else 1e9))
+    )
+    chosen = ranked[:MAX_SAMPLE_PAGES]
+    pages = {r.sample_id for r in chosen}
+    by_id = {s.id: s for s in run.samples}
+    judged: dict[str, list[dict[str, Any]]] = {}
+    for (sample_id, _), record in sorted(read_judgments(run.run_dir).items()):
+        judged.setdefault(sample_id, []).append(record)
+    for row in chosen:
+        trajectory = run.trajectories.get(row.sample_id)
+        page = sample_html(run, by_id[row.sample_id], row, trajectory, judged.get(row.sample_id))
+        (folder / "samples" / _page_name(row.sample_id)).write_text(page, encoding="utf-8")
+    index = folder / "index.html"
+    index.write_text(index_html(run, rows, summary, pages), encoding="utf-8")
+    return index

@@ -1,0 +1,181 @@
+"""One evaluation end to end: config → dataset → run directory → backend → report.
+
+A run directory holds everything needed to report and resume without the original data:
+``run.json`` (provenance), ``samples.jsonl`` (ground truth), ``trajectories.jsonl``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geosleuth.core.records import Sample, Task, Trajectory
+from geosleuth.eval.config import SAMPLES, EvalConfig, build_manifest, write_manifest
+from geosleuth.eval.datasets import Dataset, DatasetError, load_dataset
+from geosleuth.eval.runner import ProgressFn, RunFn, RunStats, run_samples
+from geosleuth.eval.store import RunDirError, write_atomic
+
+
+@dataclass
+class PreparedRun:
+    config: EvalConfig
+    run_dir: Path
+    dataset: Dataset
+    samples: list[Sample]
+
+
+def load_agent_fn(spec: str) -> RunFn:
+    """Import ``module:function`` (an async ``(Task) -> Trajectory``)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--agent-fn must look like 'package.module:function', got {spec!r}")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import agent function {spec!r}: {exc}") from exc
+    if not callable(fn):
+        raise ValueError(f"{spec!r} is not callable")
+    return fn
+
+
+def agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str, Any]:
+    """AgentConfig fields from the eval config: explicit flags over the ``agent`` table."""
+    explicit = {
+        "model": config.model,
+        "base_url": base_url or config.base_url,
+        "api_key_env": config.api_key_env,
+        "prompt_style": config.prompt,
+        "tools": config.tools,
+        "samples": config.samples if config.samples != 1 else None,
+        "verifier_model": config.verifier,
+        "max_turns": config.max_turns,
+    }
+    return {**config.agent, **{k: v for k, v in explicit.items() if v is not None}}
+
+
+class AgentRunner:
+    """A picklable ``(Task) -> Trajectory`` around the agent, so Ray workers can receive it.
+
+    The HTTP client and tool registry are created on first use inside the running event loop
+    and shared by every task of that loop (one connection pool per worker).
+    """
+
+    def __init__(self, settings: dict[str, Any], artifacts_dir: Path) -> None:
+        self.settings = settings
+        self.artifacts_dir = artifacts_dir
+        self._shared: tuple[Any, Any, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "artifacts_dir": self.artifacts_dir, "_shared": None}
+
+    def _resources(self) -> tuple[Any, Any, Any]:
+        from geosleuth.agent import AgentConfig, load_style
+        from geosleuth.agent.runner import build_tool_registry, make_client
+
+        if self._shared is None:
+            config = AgentConfig.model_validate(self.settings)
+            if config.model is None:
+                self._shared = (config, None, None)
+            else:
+                registry = build_tool_registry(config, load_style(config.prompt_style))
+                self._shared = (config, make_client(config), registry)
+        return self._shared
+
+    async def __call__(self, task: Task) -> Trajectory:
+        from geosleuth.agent import run_task
+
+        config, client, registry = self._resources()
+        return await run_task(
+            task, config, artifacts_dir=self.artifacts_dir, client=client, registry=registry
+        )
+
+    async def aclose(self) -> None:
+        if self._shared is not None and self._shared[1] is not None:
+            await self._shared[1].aclose()
+        self._shared = None
+
+
+def build_run_fn(config: EvalConfig, run_dir: Path, base_url: str | None = None) -> RunFn:
+    """The agent (or the ``agent_fn`` replacement) configured for this run."""
+    if config.agent_fn:
+        return load_agent_fn(config.agent_fn)
+    try:
+        import geosleuth.agent  # noqa: F401
+    except ImportError as exc:
+        raise ValueError(f"the agent is not available ({exc}); pass --agent-fn module:function") from exc
+    from pydantic import ValidationError
+
+    from geosleuth.agent import AgentConfig
+
+    settings = agent_settings(config, base_url)
+    try:
+        AgentConfig.model_validate(settings)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'agent'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"invalid agent settings: {problems}") from exc
+    return AgentRunner(settings, run_dir)
+
+
+def write_samples(run_dir: Path, samples: Sequence[Sample]) -> None:
+    write_atomic(run_dir / SAMPLES, "".join(s.model_dump_json() + "\n" for s in samples))
+
+
+def read_samples(run_dir: Path) -> list[Sample]:
+    path = run_dir / SAMPLES
+    if not path.exists():
+        raise RunDirError(f"{run_dir} is not a run directory (no {SAMPLES})")
+    return [
+        Sample.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line
+    ]
+
+
+def prepare_run(config: EvalConfig) -> PreparedRun:
+    """Load and validate the dataset, then create or check the run directory."""
+    dataset = load_dataset(config.dataset, config.format, config.images, seed=config.seed, split=config.split)
+    if dataset.problems and not config.skip_invalid:
+        shown = "\n  ".join(str(p) for p in dataset.problems[:20])
+        more = f"\n  … and {len(dataset.problems) - 20} more" if len(dataset.problems) > 20 else ""
+        raise DatasetError(
+            f"{len(dataset.problems)} bad row(s) in {config.dataset}:\n  {shown}{more}\n"
+            "fix them or pass --skip-invalid to evaluate the valid rows only"
+        )
+    samples = dataset.samples[: config.limit] if config.limit is not None else dataset.samples
+    if not samples:
+        raise DatasetError(f"{config.dataset}: no valid samples")
+    run_dir = Path(config.out).expanduser()
+    info = {
+        "source": dataset.source,
+        "format": dataset.format,
+        "fingerprint": dataset.fingerprint,
+        "n_samples": len(dataset.samples),
+        "n_selected": len(samples),
+        "n_invalid_rows": len(dataset.problems),
+        "invalid_rows": [str(p) for p in dataset.problems[:100]],
+    }
+    write_manifest(run_dir, build_manifest(config, info))
+    write_samples(run_dir, samples)
+    return PreparedRun(config, run_dir, dataset, samples)
+
+
+async def execute(
+    prepared: PreparedRun, *, retry_failed: bool = False, on_result: ProgressFn | None = None
+) -> RunStats:
+    """Run the pending samples on the configured backend."""
+    config = prepared.config
+    if config.backend == "ray":
+        from geosleuth.eval.backends import RayBackend
+
+        return await RayBackend(config.ray_address, config.shards).run(prepared, retry_failed=retry_failed)
+    run_fn = build_run_fn(config, prepared.run_dir)
+    return await run_samples(
+        prepared.samples,
+        run_fn,
+        prepared.run_dir,
+        concurrency=config.concurrency,
+        timeout_s=config.timeout_s,
+        retry_failed=retry_failed,
+        on_result=on_result,
+    )

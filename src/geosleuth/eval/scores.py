@@ -1,0 +1,203 @@
+"""Per-sample score rows: one per dataset sample, joining ground truth and trajectory.
+
+A sample with no trajectory yet is ``missing`` and a failed trajectory keeps its status; both
+score as wrong (distance NaN, every level a miss), so denominators are always the dataset.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from geosleuth.core import metrics
+from geosleuth.core.geo import distance_km
+from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
+from geosleuth.scoring.protocols import ScoringProtocol, get_protocol
+
+MISSING = "missing"
+
+
+def protocol_for(name: str | None, samples: Sequence[Sample]) -> ScoringProtocol:
+    """The named scoring protocol, else one guessed from the data source (map benchmarks use TWM)."""
+    if name:
+        return get_protocol(name)
+    sources = {s.data_source for s in samples}
+    if "osv5m" in sources:
+        return get_protocol("osv5m")
+    if any(src and src.upper().startswith("IMAGEO") for src in sources):
+        return get_protocol("twm")
+    return get_protocol("default")
+
+
+@dataclass
+class ScoreRow:
+    """Everything the report aggregates about one sample."""
+
+    sample_id: str
+    status: str
+    answer_type: str
+    true_lat: float | None
+    true_lon: float | None
+    pred_lat: float | None
+    pred_lon: float | None
+    distance_km: float
+    country_code: str | None
+    continent: str | None
+    choice_correct: bool | None
+    labels: dict[str, str] = field(default_factory=dict)  # ground-truth labels by level
+    level_hits: dict[str, bool] = field(default_factory=dict)
+    confidence: float | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float | None = None
+    sample_distances: list[float] = field(default_factory=list)  # the N trajectories when N > 1
+    aggregator: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # breakdown keys
+
+    @property
+    def failed(self) -> bool:
+        return self.status != TrajectoryStatus.OK.value
+
+
+def _distance(sample: Sample, prediction: Prediction | None, protocol: ScoringProtocol) -> float:
+    if prediction is None or not prediction.has_coords or sample.lat is None or sample.lon is None:
+        return math.nan
+    d = distance_km(
+        sample.lat,
+        sample.lon,
+        prediction.lat,
+        prediction.lon,
+        method=protocol.distance,
+        radius_km=protocol.radius_km,
+    )
+    return float(d)
+
+
+def _truth_country(sample: Sample, reverse: Mapping[str, str | None]) -> str | None:
+    from geosleuth.core.countries import resolve_country
+
+    code = resolve_country(sample.labels["country"]) if sample.labels.get("country") else None
+    return code or reverse.get(sample.id)
+
+
+def _continent(code: str | None) -> str | None:
+    if not code:
+        return None
+    from geosleuth.core.countries import country_info
+
+    info = country_info(code)
+    return info.continent if info else None
+
+
+def reverse_countries(samples: Sequence[Sample]) -> dict[str, str | None]:
+    """Country codes of unlabelled samples from their coordinates (gazetteer, when available)."""
+    todo = [s for s in samples if not s.labels.get("country") and s.lat is not None and s.lon is not None]
+    if not todo:
+        return {}
+    try:
+        from geosleuth.gazetteer import get_gazetteer
+
+        result = get_gazetteer().reverse_batch(
+            np.array([s.lat for s in todo]), np.array([s.lon for s in todo])
+        )
+    except (ImportError, OSError, RuntimeError):
+        return {}
+    codes = result["country_code"]
+    return {s.id: (str(c) if c else None) for s, c in zip(todo, codes, strict=True)}
+
+
+def _level_hits(sample: Sample, prediction: Prediction | None) -> dict[str, bool]:
+    if sample.answer_type == "choice":  # scored by the choice letter, not by place names
+        return {}
+    levels = [lv for lv in metrics.PATH_LEVELS if sample.labels.get(lv)]
+    if not levels:
+        return {}
+    predicted = {lv: [prediction.level(lv) if prediction else None] for lv in levels}
+    truth = {lv: [sample.labels[lv]] for lv in levels}
+    hits = metrics.level_hits_from_text(predicted, truth, levels=levels)
+    return {lv: bool(hits[lv][0]) for lv in levels}
+
+
+def _choice(sample: Sample, prediction: Prediction | None) -> bool | None:
+    if sample.answer_type != "choice":
+        return None
+    predicted = prediction.choice if prediction else None
+    return bool(metrics.choice_accuracy([predicted], [sample.answer]) == 1.0)
+
+
+def _field_values(sample: Sample, country: str | None, continent: str | None, status: str) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "data_source": sample.data_source,
+        "split": sample.split,
+        "answer_type": sample.answer_type,
+        "answer_level": sample.answer_level,
+        "country": country,
+        "continent": continent,
+        "status": status,
+    }
+    for key, value in sample.metadata.items():
+        if isinstance(value, str | int | float | bool) or value is None:
+            values[f"metadata.{key}"] = value
+            values.setdefault(key, value)
+    return values
+
+
+def score_sample(
+    sample: Sample,
+    trajectory: Trajectory | None,
+    protocol: ScoringProtocol,
+    reverse: Mapping[str, str | None],
+) -> ScoreRow:
+    """Join one sample with its trajectory (or its absence)."""
+    prediction = trajectory.prediction if trajectory and trajectory.status == TrajectoryStatus.OK else None
+    status = trajectory.status.value if trajectory else MISSING
+    country = _truth_country(sample, reverse)
+    continent = _continent(country)
+    latency = None
+    if trajectory and trajectory.started_at is not None and trajectory.finished_at is not None:
+        latency = trajectory.finished_at - trajectory.started_at
+    calls = trajectory.tool_calls if trajectory else []
+    usage = trajectory.usage if trajectory else None
+    return ScoreRow(
+        sample_id=sample.id,
+        status=status,
+        answer_type=sample.answer_type,
+        true_lat=sample.lat,
+        true_lon=sample.lon,
+        pred_lat=prediction.lat if prediction else None,
+        pred_lon=prediction.lon if prediction else None,
+        distance_km=_distance(sample, prediction, protocol),
+        country_code=country,
+        continent=continent,
+        choice_correct=_choice(sample, prediction),
+        labels=dict(sample.labels),
+        level_hits=_level_hits(sample, prediction),
+        confidence=prediction.confidence if prediction else None,
+        turns=len(trajectory.turns) if trajectory else 0,
+        tool_calls=len(calls),
+        tool_errors=sum(not c.ok for c in calls),
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+        latency_s=latency,
+        sample_distances=[
+            _distance(sample, t.prediction if t.status == TrajectoryStatus.OK else None, protocol)
+            for t in (trajectory.samples if trajectory else [])
+        ],
+        aggregator=trajectory.aggregator if trajectory else None,
+        fields=_field_values(sample, country, continent, status),
+    )
+
+
+def score_run(
+    samples: Sequence[Sample], trajectories: Mapping[str, Trajectory], protocol: ScoringProtocol
+) -> list[ScoreRow]:
+    """Score rows in dataset order; samples without a record are ``missing``."""
+    reverse = reverse_countries(samples)
+    return [score_sample(s, trajectories.get(s.id), protocol, reverse) for s in samples]

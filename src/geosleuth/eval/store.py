@@ -1,0 +1,177 @@
+"""The durable trajectory log of a run directory.
+
+One JSON line per finished sample, appended, flushed and fsynced before the sample counts as
+done. A process killed at any moment leaves at most one torn last line, which is cut off on
+the next open; nothing else is ever rewritten except by ``retry-failed`` (atomic replace).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from geosleuth.core.records import Trajectory, TrajectoryStatus
+
+TRAJECTORIES = "trajectories.jsonl"
+FAILED_ATTEMPTS = "failed_attempts.jsonl"
+
+
+class RunDirError(Exception):
+    """The run directory is unusable (corrupt log, dataset changed, …)."""
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file so that readers see either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class TrajectoryStore:
+    """Append-only JSONL of trajectories with torn-tail repair."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / TRAJECTORIES
+        self._handle: IO[bytes] | None = None
+
+    def _lines(self) -> Iterator[tuple[int, bytes, int]]:
+        """Intact record lines with their number and the byte offset just after them.
+
+        Streams the file, so resuming a 100k-sample run never holds every record at once. An
+        unterminated or unparseable final line is a torn write and ends the stream; an
+        unparseable line anywhere else is an error.
+        """
+        if not self.path.exists():
+            return
+        offset = 0
+        pending: tuple[int, bytes] | None = None
+        with self.path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if pending is not None:
+                    raise RunDirError(f"{self.path}: line {pending[0]} is not a trajectory record")
+                if not line.endswith(b"\n"):
+                    return  # no newline at the end: a write was interrupted
+                offset += len(line)
+                if not line.strip():
+                    continue
+                if _is_torn(line):
+                    pending = (number, line)
+                    continue
+                yield number, line, offset
+
+    def _records(self) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+        for number, line, _ in self._lines():
+            record = json.loads(line)
+            if not isinstance(record, dict) or "sample_id" not in record:
+                raise RunDirError(f"{self.path}: line {number} is not a trajectory record")
+            yield number, line, record
+
+    def statuses(self) -> dict[str, str]:
+        """Sample id -> status of every finished record (cheap: no full validation)."""
+        return {
+            str(r["sample_id"]): str(r.get("status", TrajectoryStatus.OK.value))
+            for _, _, r in self._records()
+        }
+
+    def load(self) -> dict[str, Trajectory]:
+        """Finished trajectories by sample id (a later record for the same id wins)."""
+        out: dict[str, Trajectory] = {}
+        for number, line, _ in self._lines():
+            try:
+                record = Trajectory.model_validate_json(line)
+            except (ValidationError, ValueError) as exc:
+                raise RunDirError(f"{self.path}: line {number} is not a trajectory record: {exc}") from exc
+            out[record.sample_id] = record
+        return out
+
+    def _intact_length(self) -> int:
+        length = 0
+        for _, _, offset in self._lines():
+            length = offset
+        return length
+
+    def repair(self) -> int:
+        """Cut a torn tail left by a killed writer; returns the number of bytes removed."""
+        if not self.path.exists():
+            return 0
+        good = self._intact_length()
+        size = self.path.stat().st_size
+        if good < size:
+            with self.path.open("r+b") as handle:
+                handle.truncate(good)
+                handle.flush()
+                os.fsync(handle.fileno())
+        return size - good
+
+    def open(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.repair()
+        self._handle = self.path.open("ab")
+        fsync_dir(self.run_dir)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def append(self, trajectories: Iterable[Trajectory]) -> None:
+        """Write records and fsync: when this returns they survive a crash."""
+        if self._handle is None:
+            raise RunDirError("store is not open")
+        payload = b"".join(t.model_dump_json().encode() + b"\n" for t in trajectories)
+        self._handle.write(payload)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def drop_failed(self) -> list[str]:
+        """Move failed records to ``failed_attempts.jsonl`` (kept for the record) and out of the log."""
+        failed_ids = [i for i, status in self.statuses().items() if status != TrajectoryStatus.OK.value]
+        if not failed_ids:
+            return []
+        failed = set(failed_ids)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with (self.run_dir / FAILED_ATTEMPTS).open("ab") as moved, tmp.open("wb") as kept:
+            for _, line, record in self._records():
+                (moved if record["sample_id"] in failed else kept).write(line)
+            for handle in (moved, kept):
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        fsync_dir(self.run_dir)
+        return failed_ids
+
+
+def _is_torn(line: bytes) -> bool:
+    """A line that is a truncated JSON object (possible only as the final record)."""
+    try:
+        json.loads(line)
+    except ValueError:
+        return True
+    return False
+
+
+def read_trajectories(run_dir: Path) -> dict[str, Trajectory]:
+    """Finished trajectories of a run directory, by sample id."""
+    return TrajectoryStore(run_dir).load()

@@ -1,0 +1,310 @@
+"""Aggregate score rows into the numbers of ``summary.json``.
+
+All metric math comes from ``geosleuth.core.metrics``; this module only selects rows, groups
+them and attaches bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from geosleuth.core import metrics
+from geosleuth.core.records import Trajectory, TrajectoryStatus
+from geosleuth.eval.config import Price
+from geosleuth.eval.scores import ScoreRow
+from geosleuth.scoring.protocols import ScoringProtocol
+
+DEFAULT_BREAKDOWNS: tuple[str, ...] = ("continent", "data_source", "data_type", "difficulty", "answer_type")
+CALIBRATION_BINS = 5
+
+
+def _num(value: float) -> float | None:
+    """JSON-safe number: NaN and infinities become ``null``."""
+    return None if value is None or not math.isfinite(value) else round(float(value), 6)
+
+
+def _with_ci(hits: np.ndarray, seed: int) -> dict[str, Any]:
+    lo, hi = metrics.bootstrap_ci(hits, seed=seed)
+    return {"value": _num(metrics.accuracy(hits)), "ci95": [_num(lo), _num(hi)], "n": int(hits.size)}
+
+
+def distance_metrics(rows: Sequence[ScoreRow], protocol: ScoringProtocol, seed: int = 0) -> dict[str, Any]:
+    """Acc@k with 95 % CIs, median / mean error and GeoGuessr score over coordinate samples."""
+    scored = [r for r in rows if r.true_lat is not None and r.answer_type != "choice"]
+    if not scored:
+        return {}
+    d = np.array([r.distance_km for r in scored])
+    out: dict[str, Any] = {}
+    for km in metrics.resolve_thresholds(protocol.thresholds):
+        out[metrics.threshold_name(km)] = _with_ci(metrics.hits_at(d, km, protocol.strict_threshold), seed)
+    points = metrics.geoguessr_points(d)
+    lo, hi = metrics.bootstrap_ci_mean(points, seed=seed)
+    out["geoguessr"] = {
+        "value": _num(metrics.geoguessr_score(d)),
+        "ci95": [_num(lo), _num(hi)],
+        "n": len(scored),
+    }
+    out["median_km"] = _num(metrics.median_km(d))
+    out["mean_km"] = _num(metrics.mean_km(d))
+    out["answered"] = int(np.isfinite(d).sum())
+    return out
+
+
+def level_metrics(rows: Sequence[ScoreRow], seed: int = 0) -> dict[str, Any]:
+    """Accuracy per hierarchy level over the samples whose ground truth has that level."""
+    out: dict[str, Any] = {}
+    for level in metrics.PATH_LEVELS:
+        hits = np.array([r.level_hits[level] for r in rows if level in r.level_hits], dtype=bool)
+        if hits.size:
+            out[f"{level}_acc"] = _with_ci(hits, seed)
+    choices = np.array([bool(r.choice_correct) for r in rows if r.choice_correct is not None], dtype=bool)
+    if choices.size:
+        out["choice_acc"] = _with_ci(choices, seed)
+    return out
+
+
+def coordinate_level_metrics(
+    rows: Sequence[ScoreRow], protocol: ScoringProtocol, seed: int = 0
+) -> dict[str, Any]:
+    """The protocol's levels from reverse-geocoded coordinates (e.g. OSV-5M country / region / city).
+
+    Uses the scoring engine; when no reverse geocoder is available the reason is reported
+    instead of numbers.
+    """
+    scored = [r for r in rows if r.true_lat is not None and r.answer_type != "choice"]
+    if not protocol.coord_levels or not scored:
+        return {}
+    from dataclasses import replace
+
+    from geosleuth.scoring.engine import arrays_from_coordinates, default_reverse
+
+    try:
+        reverse = default_reverse(protocol)
+    except (ImportError, AttributeError, OSError, RuntimeError) as exc:
+        return {"unavailable": f"no reverse geocoder for coordinate levels ({type(exc).__name__}: {exc})"}
+    label_of = {"country_code": "country", "admin1": "admin1", "admin2": "admin2", "city": "city"}
+    truth_levels = None
+    if protocol.truth_levels_from_labels and all(r.labels for r in scored):
+        truth_levels = {
+            key: np.array([r.labels.get(label_of.get(key, key), "") for r in scored], dtype=object)
+            for _, key in protocol.coord_levels
+        }
+    no_thresholds = replace(protocol, thresholds=(), geoguessr=False, geoscore=False)
+    arrays = arrays_from_coordinates(
+        [np.nan if r.pred_lat is None else r.pred_lat for r in scored],
+        [np.nan if r.pred_lon is None else r.pred_lon for r in scored],
+        [r.true_lat for r in scored],
+        [r.true_lon for r in scored],
+        no_thresholds,
+        reverse,
+        truth_levels=truth_levels,
+        has_labels=np.array([bool(r.labels) for r in scored]) if truth_levels is not None else None,
+    )
+    return {name: _with_ci(arrays.hits[name], seed) for name, _ in protocol.coord_levels}
+
+
+def multi_sample_metrics(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> dict[str, Any]:
+    """pass@K, oracle Best@N and the aggregated (verifier@N) accuracy when N > 1."""
+    multi = [r for r in rows if r.true_lat is not None and r.answer_type != "choice"]
+    n = max((len(r.sample_distances) for r in multi), default=0)
+    if n <= 1:
+        return {}
+    matrix = np.full((len(multi), n), np.nan)
+    for i, row in enumerate(multi):
+        matrix[i, : len(row.sample_distances)] = row.sample_distances
+    best = metrics.best_of_n(matrix)
+    aggregated = np.array([r.distance_km for r in multi])
+    aggregators = sorted({r.aggregator for r in multi if r.aggregator})
+    out: dict[str, Any] = {"n": n, "aggregators": aggregators, "pass@k": {}, "best@n": {}, "aggregated": {}}
+    ks = sorted({k for k in (1, 2, 4, 8, 16, 32, n) if k <= n})
+    for km in metrics.resolve_thresholds(protocol.thresholds):
+        name = metrics.threshold_name(km)
+        hits = np.column_stack(
+            [metrics.hits_at(matrix[:, j], km, protocol.strict_threshold) for j in range(n)]
+        )
+        out["pass@k"][name] = {str(k): _num(metrics.pass_at_k(hits, k)) for k in ks}
+        out["best@n"][name] = _num(float(metrics.hits_at(best, km, protocol.strict_threshold).mean()))
+        out["aggregated"][name] = _num(
+            float(metrics.hits_at(aggregated, km, protocol.strict_threshold).mean())
+        )
+    out["best@n"]["median_km"] = _num(metrics.median_km(best))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return _num(float(np.percentile(values, q))) if values else None
+
+
+def tool_metrics(trajectories: Mapping[str, Trajectory], prices: Mapping[str, Price]) -> dict[str, Any]:
+    """Calls per tool, success and cache-hit rates, turns, tokens, latency and cost."""
+    per_tool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    turns, prompt, completion, latency = [], [], [], []
+    cost = 0.0
+    priced = True
+    for trajectory in trajectories.values():
+        runs = [trajectory, *trajectory.samples]
+        turns.append(sum(len(t.turns) for t in runs))
+        usage_p = sum(t.usage.prompt_tokens for t in runs)
+        usage_c = sum(t.usage.completion_tokens for t in runs)
+        prompt.append(usage_p)
+        completion.append(usage_c)
+        if trajectory.started_at is not None and trajectory.finished_at is not None:
+            latency.append(trajectory.finished_at - trajectory.started_at)
+        price = prices.get(trajectory.model)
+        if price is None:
+            priced = priced and not (usage_p or usage_c)
+        else:
+            cost += (usage_p * price.prompt + usage_c * price.completion) / 1e6
+        for run in runs:
+            for call in run.tool_calls:
+                stats = per_tool[call.name]
+                stats["calls"] += 1
+                stats["ok"] += call.ok
+                stats["cache_hits"] += call.cache_hit
+                stats["latency_s"] += call.latency_s
+    total_calls = sum(s["calls"] for s in per_tool.values())
+    n = max(len(trajectories), 1)
+    tools = {
+        name: {
+            "calls": int(s["calls"]),
+            "calls_per_sample": _num(s["calls"] / n),
+            "success_rate": _num(s["ok"] / s["calls"]),
+            "cache_hit_rate": _num(s["cache_hits"] / s["calls"]),
+            "mean_latency_s": _num(s["latency_s"] / s["calls"]),
+        }
+        for name, s in sorted(per_tool.items())
+    }
+    return {
+        "per_tool": tools,
+        "tool_calls": int(total_calls),
+        "tool_calls_per_sample": _num(total_calls / n) if trajectories else None,
+        "tool_success_rate": _num(sum(s["ok"] for s in per_tool.values()) / total_calls)
+        if total_calls
+        else None,
+        "tool_error_rate": _num(1 - sum(s["ok"] for s in per_tool.values()) / total_calls)
+        if total_calls
+        else None,
+        "cache_hit_rate": _num(sum(s["cache_hits"] for s in per_tool.values()) / total_calls)
+        if total_calls
+        else None,
+        "turns_per_sample": _num(float(np.mean(turns))) if turns else None,
+        "prompt_tokens_per_sample": _num(float(np.mean(prompt))) if prompt else None,
+        "completion_tokens_per_sample": _num(float(np.mean(completion))) if completion else None,
+        "total_tokens": int(sum(prompt) + sum(completion)),
+        "latency_s": {
+            "mean": _num(float(np.mean(latency))) if latency else None,
+            "p50": _percentile(latency, 50),
+            "p95": _percentile(latency, 95),
+        },
+        "cost_usd": _num(cost) if priced and prices else None,
+    }
+
+
+def calibration(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> dict[str, Any]:
+    """Reported confidence against error: binned hit rate at the median threshold, and rank correlation."""
+    rated = [r for r in rows if r.confidence is not None and r.true_lat is not None]
+    if len(rated) < 2:
+        return {"n": len(rated)}
+    from scipy.stats import spearmanr
+
+    thresholds = metrics.resolve_thresholds(protocol.thresholds)
+    km = thresholds[len(thresholds) // 2]
+    conf = np.clip(np.array([float(r.confidence) for r in rated]), 0.0, 1.0)
+    d = np.array([r.distance_km for r in rated])
+    hits = metrics.hits_at(d, km, protocol.strict_threshold)
+    edges = np.linspace(0.0, 1.0, CALIBRATION_BINS + 1)
+    index = np.clip(np.digitize(conf, edges[1:-1]), 0, CALIBRATION_BINS - 1)
+    bins, ece = [], 0.0
+    for b in range(CALIBRATION_BINS):
+        mask = index == b
+        if not mask.any():
+            continue
+        gap = abs(float(conf[mask].mean()) - float(hits[mask].mean()))
+        ece += gap * mask.sum() / len(rated)
+        bins.append(
+            {
+                "range": [_num(edges[b]), _num(edges[b + 1])],
+                "n": int(mask.sum()),
+                "mean_confidence": _num(float(conf[mask].mean())),
+                "hit_rate": _num(float(hits[mask].mean())),
+                "median_km": _num(metrics.median_km(d[mask])),
+            }
+        )
+    charged = metrics.charged_distances(d)
+    rho = spearmanr(conf, charged).statistic if np.ptp(conf) > 0 and np.ptp(charged) > 0 else math.nan
+    return {
+        "n": len(rated),
+        "threshold": metrics.threshold_name(km),
+        "ece": _num(ece),
+        "spearman_confidence_vs_error": _num(float(rho)),
+        "bins": bins,
+    }
+
+
+def breakdowns(rows: Sequence[ScoreRow], protocol: ScoringProtocol, fields: Sequence[str]) -> dict[str, Any]:
+    """The headline metrics per value of each field (groups smaller than the whole only)."""
+    out: dict[str, Any] = {}
+    for name in fields:
+        groups: dict[str, list[ScoreRow]] = defaultdict(list)
+        for row in rows:
+            value = row.fields.get(name)
+            if value is not None:
+                groups[str(value)].append(row)
+        if not groups:
+            continue
+        out[name] = {
+            value: {"n": len(group), **_headline(group, protocol)} for value, group in sorted(groups.items())
+        }
+    return out
+
+
+def _headline(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, metric in {**distance_metrics(rows, protocol), **level_metrics(rows)}.items():
+        values[key] = metric["value"] if isinstance(metric, dict) else metric
+    return values
+
+
+def status_counts(rows: Sequence[ScoreRow]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        counts[row.status] += 1
+    return dict(sorted(counts.items()))
+
+
+def summarize(
+    rows: Sequence[ScoreRow],
+    trajectories: Mapping[str, Trajectory],
+    protocol: ScoringProtocol,
+    *,
+    fields: Sequence[str] = (),
+    prices: Mapping[str, Price] | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The whole ``summary.json`` body except run provenance and judges."""
+    counts = status_counts(rows)
+    finished = sum(v for k, v in counts.items() if k != "missing")
+    return {
+        "protocol": {
+            "name": protocol.name,
+            "distance": protocol.distance,
+            "thresholds": list(protocol.thresholds),
+            "strict": protocol.strict_threshold,
+        },
+        "n_samples": len(rows),
+        "n_finished": finished,
+        "complete": finished == len(rows),
+        "n_failed": sum(v for k, v in counts.items() if k != TrajectoryStatus.OK.value),
+        "status_counts": counts,
+        "metrics": {**distance_metrics(rows, protocol, seed), **level_metrics(rows, seed)},
+        "coordinate_levels": coordinate_level_metrics(rows, protocol, seed),
+        "multi_sample": multi_sample_metrics(rows, protocol),
+        "tools": tool_metrics(trajectories, prices or {}),
+        "calibration": calibration(rows, protocol),
+        "breakdowns": breakdowns(rows, protocol, [*dict.fromkeys([*DEFAULT_BREAKDOWNS, *fields])]),
+    }

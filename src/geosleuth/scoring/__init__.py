@@ -1,0 +1,15 @@
+"""Reading prediction files and scoring them under published protocols (`geosleuth score`)."""
+
+from geosleuth.scoring.engine import FileScore, Score, score_file
+from geosleuth.scoring.io import ScoreInputError
+from geosleuth.scoring.protocols import PROTOCOLS, ScoringProtocol, get_protocol
+
+__all__ = [
+    "PROTOCOLS",
+    "FileScore",
+    "Score",
+    "ScoreInputError",
+    "ScoringProtocol",
+    "get_protocol",
+    "score_file",
+]

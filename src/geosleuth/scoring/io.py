@@ -1,0 +1,418 @@
+"""Reading prediction and ground-truth files (JSONL, JSON, CSV) into uniform rows.
+
+A fatal problem (missing file, nothing readable) raises :class:`ScoreInputError` with the file
+name; a bad row is kept, marked with a problem naming its line, and later counted as wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geosleuth.core.parsing import Geocoder, parse_answer
+from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.scoring.protocols import ScoringProtocol
+
+ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
+TEXT_KEYS = (
+    "solution_str",
+    "response",
+    "output",
+    "model_output",
+    "completion",
+    "generation",
+    "prediction",
+    "pred",
+    "final_answer",
+    "text",
+)
+PRED_COORD_KEYS = (
+    ("pred_lat", "pred_lon"),
+    ("predicted_lat", "predicted_lon"),
+    ("lat_pred", "lon_pred"),
+    ("pred_latitude", "pred_longitude"),
+)
+TRUTH_COORD_KEYS = (
+    ("true_lat", "true_lon"),
+    ("gt_lat", "gt_lon"),
+    ("lat_true", "lon_true"),
+    ("truth_lat", "truth_lon"),
+    ("target_lat", "target_lon"),
+    ("lat_gt", "lon_gt"),
+)
+PLAIN_COORD_KEYS = (("lat", "lon"), ("latitude", "longitude"), ("lat", "lng"), ("LAT", "LON"))
+TRUTH_DICT_KEYS = ("ground_truth", "gt", "truth", "target", "reference", "label", "sample")
+LABEL_KEYS: dict[str, tuple[str, ...]] = {
+    "country": ("country", "country_code", "true_country", "gt_country"),
+    "admin1": ("admin1", "state", "province", "region", "true_region", "gt_state"),
+    "admin2": ("admin2", "county", "area", "district", "true_area"),
+    "city": ("city", "true_city", "gt_city"),
+}
+
+
+class ScoreInputError(Exception):
+    """A problem that stops scoring a file (the message names the file)."""
+
+
+@dataclass
+class InputRow:
+    """One record of an input file, with its 1-based line (or item) number."""
+
+    line: int
+    data: dict[str, Any] | None
+    error: str | None = None
+
+
+@dataclass
+class Truth:
+    """Ground truth of one sample; ``problem`` says why it is unusable."""
+
+    lat: float | None = None
+    lon: float | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    answer: str | None = None  # correct choice letter of a multiple-choice item
+
+    @property
+    def has_coords(self) -> bool:
+        return self.lat is not None and self.lon is not None
+
+
+def read_rows(path: Path) -> list[InputRow]:
+    """All records of a JSONL / JSON / CSV file; empty files give an empty list."""
+    if not path.exists():
+        raise ScoreInputError(f"{path}: no such file")
+    if path.is_dir():
+        raise ScoreInputError(f"{path}: is a directory, expected a JSONL, JSON or CSV file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ScoreInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ScoreInputError(f"{path}: cannot read ({exc.strerror})") from None
+    stripped = text.lstrip()
+    if not stripped:
+        return []
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv") or (
+        suffix not in (".json", ".jsonl", ".ndjson") and stripped[0] not in "[{"
+    ):
+        return _read_csv(path, text, delimiter="\t" if suffix == ".tsv" else ",")
+    if stripped[0] == "[":
+        return _read_json_array(path, text)
+    return _read_jsonl(path, text)
+
+
+def _read_jsonl(path: Path, text: str) -> list[InputRow]:
+    rows: list[InputRow] = []
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            rows.append(InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})"))
+            continue
+        if not isinstance(obj, dict):
+            rows.append(
+                InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+            )
+            continue
+        rows.append(InputRow(number, obj))
+    if rows and all(r.data is None for r in rows):
+        if text.lstrip().startswith("{"):
+            return _read_single_object(path, text)
+        raise ScoreInputError(
+            f"{path}: not JSON Lines (line {rows[0].line}: {rows[0].error.split(': ', 2)[-1]})"
+        )
+    return rows
+
+
+def _read_single_object(path: Path, text: str) -> list[InputRow]:
+    """A pretty-printed JSON file holding one object (or an object wrapping a list of rows)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+    if len(lists) == 1:
+        return [InputRow(i, item) for i, item in enumerate(lists[0], start=1)]
+    return [InputRow(1, obj)]
+
+
+def _read_json_array(path: Path, text: str) -> list[InputRow]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    return [
+        InputRow(i, item)
+        if isinstance(item, dict)
+        else InputRow(i, None, f"{path}: item {i} is not a JSON object")
+        for i, item in enumerate(items, start=1)
+    ]
+
+
+def _read_csv(path: Path, text: str, delimiter: str) -> list[InputRow]:
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    if not reader.fieldnames or len(reader.fieldnames) < 2:
+        raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
+    rows: list[InputRow] = []
+    try:
+        for record in reader:
+            clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
+            rows.append(InputRow(reader.line_num, clean))
+    except csv.Error as exc:
+        raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
+    return rows
+
+
+# --- field extraction -----------------------------------------------------------------------
+
+
+def row_id(data: dict[str, Any]) -> str | None:
+    """The sample id of a row (first id-like key present)."""
+    for key in ID_KEYS:
+        value = data.get(key)
+        if value is not None and value != "":
+            return str(value).strip()
+    truth = _truth_dict(data)
+    if truth is not None:
+        for key in ID_KEYS:
+            if truth.get(key) not in (None, ""):
+                return str(truth[key]).strip()
+    return None
+
+
+def _number(value: Any) -> float | None:
+    """A finite float or None; raises ValueError with the offending text when not numeric."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(repr(value))
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(repr(value)[:40]) from None
+    if not math.isfinite(out):
+        raise ValueError(repr(value)[:40])
+    return out
+
+
+def _coords(
+    data: dict[str, Any], keys: tuple[tuple[str, str], ...], what: str
+) -> tuple[float | None, float | None, str | None] | None:
+    """First present key pair -> (lat, lon, problem); None when no pair is present."""
+    for lat_key, lon_key in keys:
+        if lat_key in data or lon_key in data:
+            try:
+                lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
+            except ValueError as exc:
+                return None, None, f"{what} coordinate {exc} is not a number"
+            if lat is None or lon is None:
+                return None, None, f"{what} coordinates missing ({lat_key}/{lon_key})"
+            if abs(lat) > 90:
+                return None, None, f"{what} latitude {lat:g} outside [-90, 90]"
+            if abs(lon) > 180:
+                return None, None, f"{what} longitude {lon:g} outside [-180, 180]"
+            return lat, lon, None
+    return None
+
+
+def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
+    for key in TRUTH_DICT_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(value, dict):
+            return value
+    reward_model = data.get("reward_model")
+    if isinstance(reward_model, dict):
+        nested = {"ground_truth": reward_model.get("ground_truth")}
+        return _truth_dict(nested)
+    return None
+
+
+def _labels(source: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    nested = source.get("labels")
+    if isinstance(nested, dict):
+        labels.update({k: str(v) for k, v in nested.items() if v not in (None, "")})
+    for level, keys in LABEL_KEYS.items():
+        if level in labels:
+            continue
+        for key in keys:
+            value = source.get(key)
+            if value is not None and not isinstance(value, (dict, list)):
+                labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
+                break
+    return labels
+
+
+def _choice_answer(source: dict[str, Any]) -> str | None:
+    """The correct option of a multiple-choice item (a letter), when the row is one."""
+    answer = source.get("answer")
+    if isinstance(answer, str) and answer.strip() and isinstance(source.get("choices"), list):
+        return answer.strip()
+    return None
+
+
+def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
+    """Ground truth carried by the row itself; ``plain_coords`` lets bare lat/lon count as truth."""
+    nested = _truth_dict(data)
+    if nested is not None:
+        found = _coords(nested, TRUTH_COORD_KEYS + PLAIN_COORD_KEYS, "ground-truth")
+        labels, answer = _labels(nested), _choice_answer({**data, **nested})
+        if found is None:
+            problem = None if (labels or answer) else "ground truth has no coordinates or labels"
+            return Truth(None, None, labels, nested, problem, answer)
+        lat, lon, problem = found
+        return Truth(lat, lon, labels, nested, problem, answer)
+    found = _coords(data, TRUTH_COORD_KEYS, "ground-truth")
+    if found is None and plain_coords:
+        found = _coords(data, PLAIN_COORD_KEYS, "ground-truth")
+    if found is None:
+        answer = _choice_answer(data)
+        return Truth(answer=answer, fields={"choices": data["choices"]}) if answer else None
+    lat, lon, problem = found
+    return Truth(lat, lon, _labels(data), {}, problem, _choice_answer(data))
+
+
+def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
+    """A dataset file's ground truth by sample id, plus problems found while reading it."""
+    index: dict[str, Truth] = {}
+    problems: list[str] = []
+    rows = read_rows(path)
+    if not rows:
+        raise ScoreInputError(f"{path}: ground-truth file is empty")
+    for row in rows:
+        if row.data is None:
+            problems.append(row.error or f"{path}:{row.line}: unreadable")
+            continue
+        sid = row_id(row.data)
+        if sid is None:
+            problems.append(f"{path}:{row.line}: ground-truth row has no id")
+            continue
+        truth = truth_from_row(row.data, plain_coords=True)
+        if truth is None:
+            truth = Truth(problem="ground-truth row has no coordinates")
+        if truth.problem:
+            truth.problem = f"{path}:{row.line}: {truth.problem}"
+        truth.fields = {**row.data, **truth.fields}
+        if sid in index:
+            problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
+            continue
+        index[sid] = truth
+    if not index:
+        raise ScoreInputError(
+            f"{path}: no usable ground-truth rows ({problems[0] if problems else 'no ids'})"
+        )
+    return index, problems
+
+
+def _message_text(data: dict[str, Any]) -> str | None:
+    """The last assistant message of an OpenAI-format conversation."""
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return None
+
+
+def prediction_from_row(
+    data: dict[str, Any], protocol: ScoringProtocol, geocoder: Geocoder | None
+) -> tuple[Prediction, str | None, bool]:
+    """(prediction, problem, came_from_columns) for one row."""
+    found = _coords(data, PRED_COORD_KEYS, "predicted")
+    if found is not None:
+        lat, lon, problem = found
+        status = ParseStatus.OK if problem is None else ParseStatus.FAILED
+        coords_source = "model" if problem is None else None
+        return (
+            Prediction(lat=lat, lon=lon, status=status, format="columns", coords_source=coords_source),
+            problem,
+            True,
+        )
+    choices = data.get("choices") if isinstance(data.get("choices"), list) else None
+    parse = _parser(protocol, geocoder, [str(c) for c in choices] if choices else None)
+    nested = data.get("prediction")
+    if isinstance(nested, dict):
+        raw = nested.get("raw")
+        if isinstance(raw, str) and raw.strip() and protocol.parse_mode == "strict":
+            return _checked(parse(raw))
+        try:
+            return Prediction.model_validate(nested), None, False
+        except ValueError:
+            return (
+                Prediction(status=ParseStatus.FAILED),
+                "prediction record does not match the Prediction schema",
+                False,
+            )
+    for key in TEXT_KEYS:
+        value = data.get(key)
+        if isinstance(value, str):
+            return _checked(parse(value))
+    text = _message_text(data)
+    if text is not None:
+        return _checked(parse(text))
+    return (
+        Prediction(status=ParseStatus.EMPTY),
+        "no prediction field (e.g. solution_str, response, pred_lat)",
+        False,
+    )
+
+
+def _checked(prediction: Prediction) -> tuple[Prediction, str | None, bool]:
+    """Name the problem when an answer's coordinates were out of range (it counts as wrong)."""
+    if "invalid_coordinates" in prediction.recovered:
+        return prediction, "predicted coordinates outside lat [-90, 90] / lon [-180, 180]", False
+    return prediction, None, False
+
+
+def _parser(
+    protocol: ScoringProtocol, geocoder: Geocoder | None, choices: list[str] | None
+) -> Callable[[str], Prediction]:
+    def parse(text: str) -> Prediction:
+        return parse_answer(
+            text,
+            mode=protocol.parse_mode,
+            protocol=protocol.parse_protocol,
+            geocoder=geocoder if protocol.geocode else None,
+            choices=choices,
+        )
+
+    return parse
+
+
+def field_value(data: dict[str, Any] | None, truth: Truth | None, name: str) -> str | None:
+    """A grouping field from the row, its ground truth, or the dataset row (dotted paths allowed)."""
+    for source in (data, truth.fields if truth else None):
+        value: Any = source
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and value != "":
+            return str(value)
+    return None
+
+
+def iter_problems(problems: list[str], limit: int = 10) -> Iterator[str]:
+    """The first ``limit`` problems, then a count of the rest."""
+    yield from problems[:limit]
+    if len(problems) > limit:
+        yield f"… and {len(problems) - limit} more"

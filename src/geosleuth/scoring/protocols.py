@@ -1,0 +1,113 @@
+"""Published scoring protocols: which parser, which distance, which thresholds, which levels.
+
+Each protocol is data, so "what does --protocol twm compute" reads off one table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from geosleuth.core.geo import EARTH_RADIUS_KM, DistanceMethod
+from geosleuth.core.metrics import THRESHOLD_PRESETS
+from geosleuth.core.parsing import ParseMode
+
+ALL_THRESHOLDS: tuple[float, ...] = tuple(
+    sorted({t for ts in THRESHOLD_PRESETS.values() for t in ts} | {3.0})
+)
+
+
+@dataclass(frozen=True)
+class ScoringProtocol:
+    """How one published paper turns model outputs into numbers."""
+
+    name: str
+    description: str
+    parse_mode: ParseMode = "robust"
+    parse_protocol: str | None = None
+    geocode: bool = False  # geocode answers that give a place but no coordinates
+    distance: DistanceMethod = "haversine"
+    radius_km: float = EARTH_RADIUS_KM
+    thresholds: tuple[float, ...] = ALL_THRESHOLDS
+    strict_threshold: bool = True  # d < t (True) or d <= t
+    median_mean: bool = True
+    geoguessr: bool = False
+    geoscore: bool = False
+    reverse: str | None = None  # "reverse_geocoder" (OSV-5M) | "gazetteer" | None
+    coord_levels: tuple[tuple[str, str], ...] = ()  # (metric name, reverse-geocoder key)
+    nested_levels: bool = True  # a level counts only if the coarser ones also match
+    truth_levels_from_labels: bool = False  # compare with the dataset's labels, not reverse(truth)
+    text_levels: tuple[tuple[str, str], ...] = ()  # (metric name, label level)
+
+
+PROTOCOLS: dict[str, ScoringProtocol] = {
+    p.name: p
+    for p in (
+        ScoringProtocol(
+            name="twm",
+            description="Thinking with Map: first JSON object with lat, lon, city, country; "
+            "WGS-84 geodesic; strict <; Acc@0.5/2/10/25/200/750 km",
+            parse_mode="strict",
+            parse_protocol="twm",
+            distance="geodesic",
+            thresholds=THRESHOLD_PRESETS["map"],
+        ),
+        ScoringProtocol(
+            name="osv5m",
+            description="OpenStreetView-5M: haversine R = 6371 km, GeoGuessr score, country / region / "
+            "area / city by reverse geocoding (reverse_geocoder semantics)",
+            radius_km=6371.0,
+            thresholds=THRESHOLD_PRESETS["classic"],
+            geoguessr=True,
+            reverse="reverse_geocoder",
+            coord_levels=(
+                ("acc_country", "country_code"),
+                ("acc_region", "admin1"),
+                ("acc_area", "admin2"),
+                ("acc_city", "city"),
+            ),
+            nested_levels=False,
+            truth_levels_from_labels=True,
+        ),
+        ScoringProtocol(
+            name="spotagent",
+            description="SpotAgent: <answer> lines; spherical law of cosines R = 6371 km; "
+            "Acc@1/25/200/750/2500 km",
+            parse_mode="strict",
+            parse_protocol="spotagent",
+            distance="cosines",
+            radius_km=6371.0,
+            thresholds=THRESHOLD_PRESETS["classic"],
+        ),
+        ScoringProtocol(
+            name="geovista",
+            description="GeoVista: country / state / city accuracy from the answer text; addresses "
+            "geocoded, < 3 km share and median km",
+            geocode=True,
+            thresholds=(3.0,),
+            text_levels=(("acc_country", "country"), ("acc_state", "admin1"), ("acc_city", "city")),
+        ),
+        ScoringProtocol(
+            name="default",
+            description="robust parsing with geocoding; every threshold preset, GeoGuessr and GeoScore, "
+            "levels from reverse-geocoded coordinates and from answer text",
+            geocode=True,
+            geoguessr=True,
+            geoscore=True,
+            reverse="gazetteer",
+            coord_levels=(("acc_country", "country_code"), ("acc_admin1", "admin1"), ("acc_city", "city")),
+            text_levels=(
+                ("text_acc_country", "country"),
+                ("text_acc_admin1", "admin1"),
+                ("text_acc_city", "city"),
+            ),
+        ),
+    )
+}
+
+
+def get_protocol(name: str) -> ScoringProtocol:
+    """Look a protocol up by name with a message that lists the valid ones."""
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; choose one of {', '.join(PROTOCOLS)}") from None

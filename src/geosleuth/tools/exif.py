@@ -1,0 +1,121 @@
+"""EXIF metadata of the query photo: GPS position, capture time, camera.
+
+A resized copy of an image usually loses its EXIF block, so the original file (when its
+path is known) is read first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from PIL import Image
+from pydantic import BaseModel
+
+GPS_IFD = 0x8825
+EXIF_IFD = 0x8769
+_TAGS = {"make": 0x010F, "model": 0x0110, "software": 0x0131, "datetime": 0x0132}
+_EXIF_TAGS = {"datetime_original": 0x9003, "offset_time_original": 0x9011, "lens_model": 0xA434}
+
+
+class ExifInfo(BaseModel):
+    has_exif: bool = False
+    lat: float | None = None
+    lon: float | None = None
+    altitude_m: float | None = None
+    gps_timestamp: str | None = None
+    captured_at: str | None = None
+    utc_offset: str | None = None
+    camera_make: str | None = None
+    camera_model: str | None = None
+    lens: str | None = None
+    software: str | None = None
+
+    def describe(self) -> str:
+        if not self.has_exif:
+            return "The image has no EXIF metadata (no GPS, time or camera information)."
+        lines = []
+        if self.lat is not None and self.lon is not None:
+            alt = f", altitude {self.altitude_m:.0f} m" if self.altitude_m is not None else ""
+            lines.append(f"GPS position: {self.lat:.6f}, {self.lon:.6f}{alt}")
+        else:
+            lines.append("GPS position: none")
+        if self.captured_at:
+            lines.append(f"Captured at: {self.captured_at}{' ' + self.utc_offset if self.utc_offset else ''}")
+        camera = " ".join(x for x in (self.camera_make, self.camera_model) if x)
+        if camera:
+            lines.append(f"Camera: {camera}")
+        if self.lens:
+            lines.append(f"Lens: {self.lens}")
+        if self.software:
+            lines.append(f"Software: {self.software}")
+        return "\n".join(lines)
+
+
+def _num(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _dms(value: Any, ref: Any) -> float | None:
+    """Degrees/minutes/seconds rationals + N/S/E/W reference → signed decimal degrees."""
+    if not isinstance(value, tuple | list) or len(value) != 3:
+        return _num(value)
+    parts = [_num(v) for v in value]
+    if any(p is None for p in parts):
+        return None
+    deg = parts[0] + parts[1] / 60 + parts[2] / 3600  # type: ignore[operator]
+    ref_s = ref.decode() if isinstance(ref, bytes) else str(ref or "")
+    return -deg if ref_s.strip().upper() in {"S", "W"} else deg
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    value = str(value).strip("\x00 ").strip() if value is not None else ""
+    return value or None
+
+
+def read_exif(image: Image.Image | None, path: str | None = None) -> ExifInfo:
+    """EXIF of the original file when available, else of the in-memory image."""
+    exif = None
+    if path:
+        try:
+            with Image.open(path) as im:
+                exif = im.getexif()
+        except OSError:
+            exif = None
+    if (exif is None or not len(exif)) and image is not None:
+        exif = image.getexif()
+    if exif is None or not len(exif):
+        return ExifInfo()
+    info = ExifInfo(has_exif=True)
+    info.camera_make = _text(exif.get(_TAGS["make"]))
+    info.camera_model = _text(exif.get(_TAGS["model"]))
+    info.software = _text(exif.get(_TAGS["software"]))
+    sub = exif.get_ifd(EXIF_IFD)
+    info.captured_at = _text(sub.get(_EXIF_TAGS["datetime_original"])) or _text(exif.get(_TAGS["datetime"]))
+    info.utc_offset = _text(sub.get(_EXIF_TAGS["offset_time_original"]))
+    info.lens = _text(sub.get(_EXIF_TAGS["lens_model"]))
+    gps = exif.get_ifd(GPS_IFD)
+    if gps:
+        lat, lon = _dms(gps.get(2), gps.get(1)), _dms(gps.get(4), gps.get(3))
+        if (
+            lat is not None
+            and lon is not None
+            and abs(lat) <= 90
+            and abs(lon) <= 180
+            and (lat, lon) != (0.0, 0.0)
+        ):
+            info.lat, info.lon = round(lat, 7), round(lon, 7)
+        alt = _num(gps.get(6))
+        if alt is not None:
+            info.altitude_m = -alt if gps.get(5) in (1, b"\x01") else alt
+        stamp = gps.get(7)
+        if isinstance(stamp, tuple | list) and len(stamp) == 3 and gps.get(29):
+            h, m, s = (_num(v) or 0.0 for v in stamp)
+            info.gps_timestamp = f"{_text(gps.get(29))} {int(h):02d}:{int(m):02d}:{s:05.2f} UTC"
+    return info

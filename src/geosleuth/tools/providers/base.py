@@ -1,0 +1,99 @@
+"""What a provider is: an object with a name, an identity for cache keys, and async methods.
+
+Every provider returns `Place` records in WGS-84 (Chinese datums converted at the boundary)
+or `SearchHit` records; the tool layer formats them for the model.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from PIL import Image
+from pydantic import BaseModel
+
+from geosleuth.core.records import Place
+from geosleuth.tools.config import ToolSettings
+from geosleuth.tools.http import HttpClient, ProviderError
+
+MapKind = Literal["static", "satellite"]
+
+
+class SearchHit(BaseModel):
+    """The one normalised web-search result shape."""
+
+    title: str
+    url: str
+    snippet: str = ""
+
+
+class MapImage(BaseModel):
+    """A rendered map and what it shows (for the model's text and the logs)."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    image: Image.Image
+    lat: float
+    lon: float
+    zoom: int
+    attribution: str
+    note: str = ""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+
+    @property
+    def identity(self) -> str:
+        """Name plus endpoint: part of the cache key (never the key)."""
+        ...
+
+
+class GeocodeProvider(Provider, Protocol):
+    async def geocode(self, address: str, limit: int = 5) -> list[Place]: ...
+
+    async def reverse(self, lat: float, lon: float) -> Place | None: ...
+
+
+class PoiProvider(Provider, Protocol):
+    async def input_tips(self, query: str, city: str | None = None, limit: int = 10) -> list[Place]: ...
+
+    async def keyword_search(
+        self,
+        query: str,
+        city: str | None = None,
+        near: tuple[float, float] | None = None,
+        limit: int = 10,
+    ) -> list[Place]: ...
+
+    async def detail(self, poi_id: str) -> Place | None: ...
+
+
+class SearchProvider(Provider, Protocol):
+    async def search(self, query: str, max_results: int = 10) -> list[SearchHit]: ...
+
+
+class MapProvider(Provider, Protocol):
+    async def render(self, lat: float, lon: float, zoom: int, kind: MapKind) -> MapImage: ...
+
+
+def client_for(
+    settings: ToolSettings, service: str, default_rps: float | None = None, key: str | None = None
+) -> HttpClient:
+    """An HttpClient with the service's rate, timeout and key registered for redaction."""
+    svc = settings.service(service)
+    return HttpClient(
+        provider=service,
+        settings=settings.http,
+        requests_per_second=svc.requests_per_second if svc.requests_per_second is not None else default_rps,
+        timeout_s=svc.timeout_s,
+        secrets=(key,) if key else (),
+    )
+
+
+def as_float(value: object, what: str, provider: str) -> float:
+    """Provider numbers arrive as strings or numbers; anything else is a malformed response."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ProviderError(f"{provider} returned a malformed {what}: {value!r}") from None

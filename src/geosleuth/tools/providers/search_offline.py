@@ -1,0 +1,209 @@
+"""Offline web search: a SQLite FTS5 index over gazetteer places and the user's documents.
+
+The index is built once into the data dir and rebuilt when the document set changes.
+Documents: ``.txt`` / ``.md`` files (split into passages) and ``.jsonl`` rows with
+``title``, ``url`` and ``text``. Scripts written without spaces (Chinese, Japanese, Thai)
+fall back to substring matching on titles, since the word tokenizer keeps whole runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from geosleuth.core.records import Place
+from geosleuth.tools.providers.base import SearchHit
+
+PASSAGE_CHARS = 1500
+INDEX_VERSION = 1
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _gazetteer_places(band_deg: float = 5.0) -> Iterator[Place]:
+    """Every gazetteer place, fetched in latitude bands to keep each lookup small."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    gaz = get_gazetteer()
+    seen: set[str] = set()
+    south = -90.0
+    while south < 90.0:
+        north = min(90.0, south + band_deg)
+        for p in gaz.places_in_bbox(south, -180.0, north, 180.0, limit=10_000_000):
+            if p.id not in seen:
+                seen.add(p.id)
+                yield p
+        south = north
+
+
+def place_document(p: Place) -> tuple[str, str, str, float]:
+    """(title, body, url, boost) for one gazetteer place."""
+    where = ", ".join(x for x in (p.admin1, p.country or p.country_code) if x and x != p.name)
+    body = f"{p.name} is a {p.kind}{' in ' + where if where else ''}."
+    if p.population:
+        body += f" Population {p.population:,}."
+    body += f" Coordinates {p.lat:.4f}, {p.lon:.4f}."
+    url = (
+        f"https://www.geonames.org/{p.id.split(':', 1)[1]}"
+        if p.id.startswith("geonames:")
+        else f"gazetteer:{p.id}"
+    )
+    return p.name, body, url, math.log10(1 + max(p.population, 0))
+
+
+def _passages(text: str) -> Iterator[str]:
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    buf = ""
+    for para in paragraphs:
+        if buf and len(buf) + len(para) > PASSAGE_CHARS:
+            yield buf
+            buf = ""
+        buf = f"{buf}\n\n{para}" if buf else para
+        while len(buf) > PASSAGE_CHARS:
+            yield buf[:PASSAGE_CHARS]
+            buf = buf[PASSAGE_CHARS:]
+    if buf:
+        yield buf
+
+
+def document_rows(path: Path) -> Iterator[tuple[str, str, str, float]]:
+    """(title, body, url, boost) rows for one user document file."""
+    if path.suffix.lower() == ".jsonl":
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    raise ValueError(f"{path}:{n + 1}: not valid JSON") from None
+                text = str(row.get("text") or row.get("content") or "")
+                title = str(row.get("title") or text[:60])
+                url = str(row.get("url") or f"{path.resolve().as_uri()}#{n + 1}")
+                for i, passage in enumerate(list(_passages(text)) or [text]):
+                    yield title, passage, url if i == 0 else f"{url}#p{i}", 1.0
+        return
+    text = path.read_text(encoding="utf-8", errors="replace")
+    first = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), path.stem)
+    for i, passage in enumerate(_passages(text)):
+        yield first[:120], passage, f"{path.resolve().as_uri()}#p{i}", 1.0
+
+
+class OfflineSearchIndex:
+    """FTS5 index file; one connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    @classmethod
+    def build(cls, path: Path, rows: Iterable[tuple[str, str, str, float]]) -> OfflineSearchIndex:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        conn = sqlite3.connect(tmp)
+        conn.execute(
+            "CREATE VIRTUAL TABLE docs USING fts5(title, body, url UNINDEXED, boost UNINDEXED,"
+            " tokenize='unicode61 remove_diacritics 2')"
+        )
+        conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)", rows)
+        conn.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+        conn.commit()
+        conn.close()
+        os.replace(tmp, path)
+        return cls(path)
+
+    def search(self, query: str, max_results: int = 10) -> list[SearchHit]:
+        words = [w for w in _WORD.findall(query) if w]
+        if not words:
+            return []
+        conn = self._conn()
+        quoted = ['"' + w.replace('"', '""') + '"' for w in words]
+        sql = (
+            "SELECT title, url, snippet(docs, 1, '', '', ' … ', 40) FROM docs WHERE docs MATCH ?"
+            " ORDER BY bm25(docs, 5.0, 1.0) - 0.3 * boost LIMIT ?"
+        )
+        rows = conn.execute(sql, (" AND ".join(quoted), max_results)).fetchall()
+        if not rows and len(words) > 1:
+            rows = conn.execute(sql, (" OR ".join(quoted), max_results)).fetchall()
+        if len(rows) < max_results and _SPACELESS.search(query):
+            seen = {r[1] for r in rows}
+            like = conn.execute(
+                "SELECT title, url, substr(body, 1, 240) FROM docs WHERE title LIKE ? OR body LIKE ?"
+                " ORDER BY boost DESC LIMIT ?",
+                (f"%{words[0]}%", f"%{words[0]}%", max_results * 2),
+            ).fetchall()
+            rows += [r for r in like if r[1] not in seen]
+        return [SearchHit(title=t, url=u, snippet=s) for t, u, s in rows[:max_results]]
+
+
+def _fingerprint(documents: list[Path], with_gazetteer: bool) -> str:
+    h = hashlib.sha256(f"v{INDEX_VERSION}:{with_gazetteer}".encode())
+    if with_gazetteer:
+        from geosleuth.gazetteer import build as gbuild
+
+        h.update(gbuild.index_fingerprint().encode())
+    for p in sorted(documents):
+        st = p.stat()
+        h.update(f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+class OfflineSearchProvider:
+    """``web_search`` with no network: gazetteer places plus the user's documents."""
+
+    name = "offline"
+
+    def __init__(self, data_dir: Path, documents: Iterable[Path] = (), with_gazetteer: bool = True) -> None:
+        self.documents = [Path(p) for p in documents]
+        missing = [str(p) for p in self.documents if not p.is_file()]
+        if missing:
+            raise ValueError(f"search document(s) not found: {', '.join(missing)}")
+        self.data_dir = data_dir
+        self.with_gazetteer = with_gazetteer
+        self._index: OfflineSearchIndex | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        return f"offline-search:{_fingerprint(self.documents, self.with_gazetteer)}"
+
+    def index(self) -> OfflineSearchIndex:
+        with self._lock:
+            if self._index is None:
+                path = (
+                    self.data_dir
+                    / "tools"
+                    / f"search-{_fingerprint(self.documents, self.with_gazetteer)}.sqlite"
+                )
+                if path.exists():
+                    self._index = OfflineSearchIndex(path)
+                else:
+                    self._index = OfflineSearchIndex.build(path, self._rows())
+            return self._index
+
+    def _rows(self) -> Iterator[tuple[str, str, str, float]]:
+        for doc in self.documents:
+            yield from document_rows(doc)
+        if self.with_gazetteer:
+            yield from (place_document(p) for p in _gazetteer_places())
+
+    async def search(self, query: str, max_results: int = 10) -> list[SearchHit]:
+        import asyncio
+
+        index = await asyncio.to_thread(self.index)
+        return await asyncio.to_thread(index.search, query, max_results)

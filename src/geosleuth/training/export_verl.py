@@ -1,0 +1,117 @@
+"""Samples -> verl RL parquet rows.
+
+Each row follows verl's RLHF dataset layout for a vision-language agent:
+
+- ``prompt``: chat messages; the user turn carries ``<image>``, which verl swaps for the
+  image in ``images``;
+- ``images``: ``[{"bytes": …}]`` (embedded, so every node reads the same pixels) or
+  ``[{"image": "file://…"}]``;
+- ``reward_model``: ``{"style": "rule", "ground_truth": {"lat", "lon", "levels": {…}}}``,
+  every level key present so all rows share one parquet schema;
+- ``extra_info``: ``index``, ``sample_id``, ``split``, ``need_tools_kwargs`` and
+  ``tools_kwargs[<tool>].create_kwargs`` = the image path and the scale of the image the
+  model sees, which the zoom tool needs to map boxes back to original pixels.
+
+The system and user text come from the agent's prompt styles, so a policy trained on these
+rows meets the same prompt at evaluation time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geosleuth.core.records import Sample, Task
+from geosleuth.training.truth import GroundTruth
+
+ABILITY = "geolocation"
+
+
+@dataclass(frozen=True)
+class VerlExportOptions:
+    style: str = "spotagent"
+    schemas: tuple[dict[str, Any], ...] = ()  # the tools' OpenAI schemas (their names go in tools_kwargs)
+    pixel_budget: int = 2_000_000  # what the processor lets the model see (e.g. Qwen max_pixels)
+    bbox_convention: str | None = None  # default: the style's
+    embed_images: bool = True
+    data_source: str | None = None
+
+
+@dataclass
+class ExportReport:
+    written: int = 0
+    failed: list[dict[str, str]] = field(default_factory=list)
+
+
+def model_scale(size: tuple[int, int], pixel_budget: int) -> float:
+    """Scale of the image the model sees (same rule as the agent's pixel budget)."""
+    w, h = size
+    if pixel_budget <= 0 or w * h <= pixel_budget:
+        return 1.0
+    return max(1, int(w * math.sqrt(pixel_budget / (w * h)))) / w
+
+
+def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str, Any]:
+    """One parquet row; raises ValueError for a sample that cannot be used (reported by the caller)."""
+    from PIL import Image
+
+    from geosleuth.agent.prompting import build_prompts, load_style
+
+    if not sample.image:
+        raise ValueError("sample has no image")
+    path = Path(sample.image).expanduser().resolve()
+    try:
+        with Image.open(path) as img:
+            size = img.size
+    except OSError as exc:
+        raise ValueError(f"image cannot be read: {exc}") from None
+    truth = GroundTruth.from_sample(sample)
+    style = load_style(options.style)
+    convention = options.bbox_convention or style.bbox_convention
+    scale = model_scale(size, options.pixel_budget)
+    seen = (max(1, int(size[0] * scale)), max(1, int(size[1] * scale)))
+    system, user = build_prompts(
+        style, Task.from_sample(sample), list(options.schemas), "native", convention, seen
+    )
+    image = {"bytes": path.read_bytes()} if options.embed_images else {"image": path.as_uri()}
+    create = {"image": str(path), "model_scale": scale, "bbox_convention": convention}
+    tools_kwargs = {s["function"]["name"]: {"create_kwargs": dict(create)} for s in options.schemas}
+    extra: dict[str, Any] = {
+        "index": index,
+        "sample_id": sample.id,
+        "split": sample.split or "train",
+        "need_tools_kwargs": bool(tools_kwargs),
+    }
+    if tools_kwargs:  # parquet cannot store an empty struct
+        extra["tools_kwargs"] = tools_kwargs
+    return {
+        "data_source": options.data_source or sample.data_source or "geosleuth",
+        "prompt": [{"role": "system", "content": system}, {"role": "user", "content": "<image>" + user}],
+        "images": [image],
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": truth.to_dict()},
+        "extra_info": extra,
+    }
+
+
+def export_verl(samples: Sequence[Sample], out_path: Path, options: VerlExportOptions) -> ExportReport:
+    """Write the parquet file; unusable samples are reported, the rest are written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    report = ExportReport()
+    rows: list[dict[str, Any]] = []
+    for sample in samples:
+        try:
+            rows.append(verl_row(sample, len(rows), options))
+        except ValueError as exc:
+            report.failed.append({"sample_id": sample.id, "reason": str(exc)})
+    if not rows:
+        raise ValueError("no sample could be exported: " + "; ".join(f["reason"] for f in report.failed[:3]))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out_path)
+    report.written = len(rows)
+    return report

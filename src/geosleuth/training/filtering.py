@@ -1,0 +1,178 @@
+"""Spatially-aware difficulty filtering and a strict-to-loose curriculum (SpotAgent).
+
+An `eval` run with K samples per image says how often the policy already gets each image
+right at 1 / 25 / 200 / 750 km. Images it always gets right (pass@K = K) or never (0) give
+GRPO no signal: every trajectory in the group earns the same reward. The survivors are put
+into curriculum phases, strictest threshold first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geosleuth.core.geo import haversine_km
+from geosleuth.core.records import Sample, Trajectory
+
+DEFAULT_THRESHOLDS_KM: tuple[float, ...] = (1.0, 25.0, 200.0, 750.0)
+
+
+@dataclass
+class ImageStats:
+    """Hits per threshold among the K trajectories of one image."""
+
+    sample_id: str
+    k: int
+    hits: dict[float, int]
+    distances_km: list[float | None]
+
+    def informative(self, threshold: float) -> bool:
+        return 0 < self.hits[threshold] < self.k
+
+
+@dataclass
+class FilterResult:
+    """Per-image stats, the curriculum phases and what was dropped and why."""
+
+    thresholds_km: tuple[float, ...]
+    stats: list[ImageStats]
+    phases: list[tuple[float, list[str]]]
+    failed: list[dict[str, str]] = field(default_factory=list)
+
+    def regime_counts(self) -> dict[str, dict[str, int]]:
+        """For each threshold: images all-correct, all-wrong and mixed (kept)."""
+        out: dict[str, dict[str, int]] = {}
+        for t in self.thresholds_km:
+            counts = {"all_correct": 0, "all_wrong": 0, "mixed": 0}
+            for s in self.stats:
+                h = s.hits[t]
+                counts["all_correct" if h == s.k else "all_wrong" if h == 0 else "mixed"] += 1
+            out[_label(t)] = counts
+        return out
+
+    def report(self) -> dict[str, Any]:
+        kept = {sid for _, ids in self.phases for sid in ids}
+        return {
+            "images": len(self.stats),
+            "kept": len(kept),
+            "dropped": len(self.stats) - len(kept),
+            "failed_records": len(self.failed),
+            "thresholds_km": list(self.thresholds_km),
+            "regimes": self.regime_counts(),
+            "phases": [{"threshold_km": t, "count": len(ids)} for t, ids in self.phases],
+            "failed": self.failed,
+        }
+
+
+def _label(threshold: float) -> str:
+    return f"{threshold:g}km"
+
+
+def image_stats(
+    trajectory: Trajectory, truth: tuple[float, float], thresholds: Sequence[float]
+) -> ImageStats:
+    """Count hits (distance < threshold) over the K samples; an unparsed answer is a miss."""
+    runs = trajectory.samples or [trajectory]
+    lats = np.array([r.prediction.lat if r.prediction and r.prediction.has_coords else np.nan for r in runs])
+    lons = np.array([r.prediction.lon if r.prediction and r.prediction.has_coords else np.nan for r in runs])
+    d = haversine_km(lats, lons, truth[0], truth[1])
+    hits = {float(t): int(np.sum(np.nan_to_num(d, nan=np.inf) < t)) for t in thresholds}
+    dist_list = [None if np.isnan(x) else float(x) for x in d]
+    return ImageStats(trajectory.sample_id, len(runs), hits, dist_list)
+
+
+def truth_of(trajectory: Trajectory, samples: dict[str, Sample]) -> tuple[float, float] | None:
+    """Ground truth from the dataset file, else from the run's metadata (never from a prediction)."""
+    sample = samples.get(trajectory.sample_id)
+    if sample is not None and sample.lat is not None and sample.lon is not None:
+        return float(sample.lat), float(sample.lon)
+    meta = trajectory.metadata.get("ground_truth") or trajectory.metadata.get("truth") or {}
+    if isinstance(meta, dict) and meta.get("lat") is not None and meta.get("lon") is not None:
+        return float(meta["lat"]), float(meta["lon"])
+    return None
+
+
+def filter_trajectories(
+    records: Iterable[Trajectory | dict[str, str]],
+    samples: dict[str, Sample],
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS_KM,
+) -> FilterResult:
+    """Stats per image, then each informative image goes to the strictest threshold where it is mixed."""
+    ordered = tuple(sorted(float(t) for t in thresholds))
+    if not ordered:
+        raise ValueError("at least one threshold is needed")
+    stats: list[ImageStats] = []
+    failed: list[dict[str, str]] = []
+    for rec in records:
+        if isinstance(rec, dict):  # a line that did not parse, recorded by the reader
+            failed.append(rec)
+            continue
+        truth = truth_of(rec, samples)
+        if truth is None:
+            failed.append({"sample_id": rec.sample_id, "reason": "no ground truth for this sample"})
+            continue
+        stats.append(image_stats(rec, truth, ordered))
+    phases: list[tuple[float, list[str]]] = [(t, []) for t in ordered]
+    for s in stats:
+        for t, ids in phases:
+            if s.informative(t):
+                ids.append(s.sample_id)
+                break
+    return FilterResult(ordered, stats, phases, failed)
+
+
+def read_trajectories(path: Path) -> list[Trajectory | dict[str, str]]:
+    """Trajectories of a run; a broken line becomes a failure record, the rest still load."""
+    out: list[Trajectory | dict[str, str]] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(Trajectory.model_validate_json(line))
+            except ValueError as exc:
+                out.append({"sample_id": f"line {lineno}", "reason": f"invalid trajectory: {exc}"[:300]})
+    return out
+
+
+def read_samples(path: Path | None) -> dict[str, Sample]:
+    """Samples JSONL (one `Sample` per line) indexed by id; a missing path gives none."""
+    if path is None:
+        return {}
+    samples: dict[str, Sample] = {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    s = Sample.model_validate_json(line)
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{lineno}: invalid sample: {exc}") from None
+                samples[s.id] = s
+    return samples
+
+
+def write_filter_outputs(result: FilterResult, out_dir: Path, samples: dict[str, Sample]) -> dict[str, Any]:
+    """stats.jsonl, one phase file per threshold (sample ids, or full samples when known), report.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / "stats.jsonl").open("w", encoding="utf-8") as fh:
+        for s in result.stats:
+            row = {
+                "sample_id": s.sample_id,
+                "k": s.k,
+                "hits": {_label(t): h for t, h in s.hits.items()},
+                "distances_km": s.distances_km,
+            }
+            fh.write(json.dumps(row) + "\n")
+    for i, (t, ids) in enumerate(result.phases, 1):
+        with (out_dir / f"phase{i}_{_label(t)}.jsonl").open("w", encoding="utf-8") as fh:
+            for sid in ids:
+                sample = samples.get(sid)
+                fh.write((sample.model_dump_json() if sample else json.dumps({"id": sid})) + "\n")
+    report = result.report()
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report

@@ -1,0 +1,353 @@
+"""Cold-start trajectory synthesis (SpotAgent): an observer VLM and a planner LLM, real tools.
+
+The observer looks at the photo and describes its clues from macro (climate, terrain,
+vegetation, architecture) to micro (text, signs, plates); it also describes every zoomed
+region the zoom tool returns. The planner never sees pixels: it reads those descriptions,
+calls tools (executed for real through the geosleuth registry, providers and cache) and
+concludes with coordinates. A trajectory is kept only if every tool call was valid and the
+answer lies within ``delta_km`` of the truth; every rejection is recorded with its reason.
+
+The kept trajectory is rewritten as the vision model being trained should produce it: the
+image in the user turn, the observer's descriptions and the planner's reasoning as the
+assistant's ``<think>``, the same tool calls and tool responses (zoomed images saved beside
+the JSONL), and a JSON ``<answer>``. Output goes to ``trajectories.jsonl`` (kept) and
+``rejected.jsonl``; a rerun skips every sample already in either (resumable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from geosleuth.core.geo import haversine_km
+from geosleuth.core.parsing import parse_answer
+from geosleuth.core.records import Sample, Task, ToolCallRecord, Trajectory, TrajectoryStatus, Turn
+from geosleuth.tools.base import ToolContext, ToolRegistry
+
+OBSERVE_PROMPT = (
+    "Describe the clues in this photo that help tell where it was taken, from macro to micro: "
+    "climate and terrain, vegetation, architecture and infrastructure, vehicles and driving side, "
+    "then any text, signs, logos, licence plates or phone numbers (quote text exactly). "
+    "Give notable regions as pixel boxes [x1, y1, x2, y2] when small details may need a closer look. "
+    "Do not guess the location."
+)
+ZOOM_PROMPT = (
+    "This is a zoomed region of the photo. Describe every detail in it that helps geolocate the photo; "
+    "quote text exactly."
+)
+PLANNER_SYSTEM = (
+    "You geolocate photos you cannot see. An observer describes the photo ({width}x{height} pixels) and any "
+    "region you zoom into. Reason step by step, call tools to check hypotheses, and when confident reply "
+    "with only the final answer as JSON: "
+    '{{"lat": <deg>, "lon": <deg>, "city": "<city>", "country": "<country>"}}.'
+)
+
+
+class ChatLike(Protocol):
+    """What synthesis needs of a model client (`geosleuth.agent.client.ChatClient` fits)."""
+
+    model: str
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kw: Any
+    ) -> Any: ...
+
+
+@dataclass(frozen=True)
+class SynthesisConfig:
+    tools: tuple[str, ...] = ("image_zoom_in_tool", "web_search", "geocode")
+    max_steps: int = 6
+    delta_km: float = 5.0
+    concurrency: int = 4
+    pixel_budget: int = 1_000_000
+    style: str = "spotagent"
+    temperature: float = 0.7
+    max_tokens: int = 1024
+
+
+@dataclass
+class Outcome:
+    sample_id: str
+    trajectory: Trajectory | None = None
+    reason: str | None = None  # rejection reason, None when kept
+    detail: str = ""
+
+
+@dataclass
+class _Step:
+    thought: str
+    records: list[ToolCallRecord] = field(default_factory=list)
+    image_refs: list[list[str]] = field(default_factory=list)
+
+
+class Rejected(Exception):
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class Synthesizer:
+    """Runs observer + planner + tools for each sample and keeps only verified trajectories."""
+
+    def __init__(
+        self,
+        config: SynthesisConfig,
+        registry: ToolRegistry,
+        observer: ChatLike,
+        planner: ChatLike,
+        out_dir: Path,
+    ) -> None:
+        self.config = config
+        self.registry = registry.subset([t for t in config.tools if t in registry])
+        missing = [t for t in config.tools if t not in registry]
+        if missing:
+            raise ValueError(f"unknown tool(s) {missing}; available: {registry.names()}")
+        self.observer = observer
+        self.planner = planner
+        self.out_dir = out_dir
+
+    async def _observe(self, data_url: str, prompt: str) -> str:
+        content = [{"type": "image_url", "image_url": {"url": data_url}}, {"type": "text", "text": prompt}]
+        resp = await self.observer.complete(
+            [{"role": "user", "content": content}], temperature=0.2, max_tokens=self.config.max_tokens
+        )
+        text = resp.first.content.strip()
+        if not text:
+            raise Rejected("observer_empty", "the observer returned no description")
+        return text
+
+    async def synthesize(self, sample: Sample) -> Outcome:
+        """One sample; every failure becomes a rejection with a reason, never an exception."""
+        from geosleuth.agent.client import ModelError
+
+        try:
+            return await self._synthesize(sample)
+        except Rejected as rej:
+            return Outcome(sample.id, reason=rej.reason, detail=rej.detail)
+        except ModelError as exc:
+            return Outcome(sample.id, reason="model_error", detail=str(exc)[:300])
+
+    async def _synthesize(self, sample: Sample) -> Outcome:
+        from geosleuth.agent.images import ImageInputError, encode_data_url, fit_to_budget, load_image
+        from geosleuth.agent.toolcalls import parse_native
+        from geosleuth.agent.trajectory import ImageStore, safe_name
+
+        if sample.lat is None or sample.lon is None or not sample.image:
+            raise Rejected("input_error", "sample needs an image and coordinates")
+        try:
+            image = load_image(sample.image)
+        except (ImageInputError, OSError) as exc:
+            raise Rejected("input_error", str(exc)) from None
+        seen, scale = fit_to_budget(image, self.config.pixel_budget)
+        store = ImageStore(self.out_dir, safe_name(sample.id), self.config.pixel_budget)
+        ctx = ToolContext(image=image, image_path=sample.image, model_scale=scale, artifacts_dir=self.out_dir)
+        description = await self._observe(encode_data_url(seen), OBSERVE_PROMPT)
+        schemas = self.registry.schemas()
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": PLANNER_SYSTEM.format(width=seen.width, height=seen.height)},
+            {"role": "user", "content": f"Observer's description of the photo:\n{description}"},
+        ]
+        steps: list[_Step] = []
+        pending_notes = [description]
+        for _ in range(self.config.max_steps):
+            resp = await self.planner.complete(
+                messages, schemas, temperature=self.config.temperature, max_tokens=self.config.max_tokens
+            )
+            choice = resp.first
+            thought = "\n\n".join([*pending_notes, choice.content.strip()]).strip()
+            pending_notes = []
+            calls = parse_native(choice.tool_calls)
+            if not calls:
+                return self._finish(sample, steps, thought, choice.content, schemas, seen.size)
+            step = _Step(thought)
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": choice.content or None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments_json},
+                        }
+                        for c in calls
+                    ],
+                }
+            )
+            for n, call in enumerate(calls):
+                if call.error:
+                    raise Rejected("invalid_tool_call", f"{call.name}: {call.error}")
+                result = await self.registry.call(call.name, call.arguments, ctx)
+                if not result.ok:
+                    raise Rejected("invalid_tool_call", f"{call.name}: {result.error}")
+                refs = [store.add(img, f"step{len(steps)}_{n}_{k}") for k, img in enumerate(result.images)]
+                notes = [await self._observe(encode_data_url(img), ZOOM_PROMPT) for img in result.images]
+                pending_notes += notes
+                step.records.append(
+                    ToolCallRecord(
+                        id=call.id,
+                        name=call.name,
+                        arguments=call.arguments or {},
+                        ok=True,
+                        result_text=result.text,
+                        result_images=refs,
+                        latency_s=result.latency_s,
+                        cache_hit=result.cache_hit,
+                        provider=result.provider,
+                    )
+                )
+                step.image_refs.append(refs)
+                observed = "\n".join([result.text, *[f"[zoomed region] {t}" for t in notes]]).strip()
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": observed or "(no output)"}
+                )
+            steps.append(step)
+        raise Rejected("max_steps", f"no final answer after {self.config.max_steps} planner steps")
+
+    def _finish(
+        self,
+        sample: Sample,
+        steps: list[_Step],
+        thought: str,
+        final_text: str,
+        schemas: list[dict[str, Any]],
+        seen_size: tuple[int, int],
+    ) -> Outcome:
+        pred = parse_answer(final_text, mode="robust")
+        if not pred.has_coords:
+            raise Rejected("no_answer", final_text[:200])
+        d = float(haversine_km(pred.lat, pred.lon, sample.lat, sample.lon))  # type: ignore[arg-type]
+        if d > self.config.delta_km:
+            raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km")
+        answer = {"lat": pred.lat, "lon": pred.lon, "city": pred.city, "country": pred.country}
+        final = f"<think>{thought}</think>\n<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
+        messages = self._vlm_messages(sample, steps, final, schemas, seen_size)
+        turns = [Turn(index=i, text=s.thought, tool_calls=s.records) for i, s in enumerate(steps)]
+        turns.append(Turn(index=len(steps), text=final))
+        traj = Trajectory(
+            sample_id=sample.id,
+            model=f"synth:{self.observer.model}+{self.planner.model}",
+            prompt_style=self.config.style,
+            messages=messages,
+            turns=turns,
+            prediction=pred,
+            status=TrajectoryStatus.OK,
+            finished_at=time.time(),
+            metadata={
+                "tool_schemas": schemas,
+                "synthesis": {"distance_km": d, "delta_km": self.config.delta_km},
+            },
+        )
+        return Outcome(sample.id, trajectory=traj)
+
+    def _vlm_messages(
+        self,
+        sample: Sample,
+        steps: list[_Step],
+        final: str,
+        schemas: list[dict[str, Any]],
+        seen_size: tuple[int, int],
+    ) -> list[dict[str, Any]]:
+        """The conversation as the trained VLM should produce it."""
+        from geosleuth.agent.prompting import build_prompts, load_style
+
+        style = load_style(self.config.style)
+        system, user = build_prompts(
+            style, Task.from_sample(sample), schemas, "native", style.bbox_convention, seen_size
+        )
+        image_url = Path(sample.image).resolve().as_uri()  # type: ignore[arg-type]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": image_url}},
+                    {"type": "text", "text": user},
+                ],
+            },
+        ]
+        for step in steps:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": f"<think>{step.thought}</think>",
+                    "tool_calls": [
+                        {
+                            "id": r.id,
+                            "type": "function",
+                            "function": {
+                                "name": r.name,
+                                "arguments": json.dumps(r.arguments, ensure_ascii=False),
+                            },
+                        }
+                        for r in step.records
+                    ],
+                }
+            )
+            images: list[str] = []
+            for r, refs in zip(step.records, step.image_refs, strict=True):
+                messages.append({"role": "tool", "tool_call_id": r.id, "content": r.result_text or "(image)"})
+                images += refs
+            if images:
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": ref}} for ref in images],
+                    }
+                )
+        messages.append({"role": "assistant", "content": final})
+        return messages
+
+    def _done_ids(self) -> set[str]:
+        done: set[str] = set()
+        for name in ("trajectories.jsonl", "rejected.jsonl"):
+            path = self.out_dir / name
+            if path.exists():
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a torn last line from an interrupted run: that sample reruns
+                    done.add(str(rec.get("sample_id")))
+        return done
+
+    async def run(self, samples: list[Sample]) -> dict[str, Any]:
+        """Synthesise every pending sample; append results as they finish; return the report."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        done = self._done_ids()
+        todo = [s for s in samples if s.id not in done]
+        sem = asyncio.Semaphore(max(1, self.config.concurrency))
+        kept_path, rej_path = self.out_dir / "trajectories.jsonl", self.out_dir / "rejected.jsonl"
+
+        async def one(sample: Sample) -> Outcome:
+            async with sem:
+                outcome = await self.synthesize(sample)
+            if outcome.trajectory is not None:
+                line = outcome.trajectory.model_dump_json()
+                path = kept_path
+            else:
+                line = json.dumps(
+                    {"sample_id": outcome.sample_id, "reason": outcome.reason, "detail": outcome.detail}
+                )
+                path = rej_path
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+            return outcome
+
+        outcomes = await asyncio.gather(*(one(s) for s in todo))
+        reasons = Counter(o.reason for o in outcomes if o.reason)
+        report = {
+            "samples": len(samples),
+            "skipped_already_done": len(samples) - len(todo),
+            "attempted": len(todo),
+            "kept": sum(1 for o in outcomes if o.trajectory is not None),
+            "rejected": dict(sorted(reasons.items())),
+        }
+        (self.out_dir / "synthesis_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        return report

@@ -1,0 +1,97 @@
+"""verl reward functions.
+
+Point verl at this file (``reward.custom_reward_function.path``; ``custom_reward_function``
+at the top level in verl < 0.6) with ``name: compute_score`` for the default (naive) reward
+manager, or ``name: compute_score_batch`` with ``reward_manager.name=batch`` to score a whole
+batch in one vectorised call (much faster). ``reward_kwargs`` choose the reward:
+
+    reward_kwargs: {reward: step}                       # or piecewise / spatial / hierarchical …
+    reward_kwargs: {reward: spatial, reward_params: {tau_km: 100}}
+    reward_kwargs: {reward: geo_similarity, consistency: {base_url: http://…/v1, model: judge}}
+
+``solution_str`` is the whole decoded multi-turn response, tool responses included: the
+score comes from the model's last final answer, never from an answer quoted by a tool.
+Every result is ``{"score": …, "distance_km": …, "parsed": 0/1, "acc@1km": 0/1, …}`` (verl
+logs the extra keys as reward metrics; all items carry the same keys).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from geosleuth.training.rewards import ConsistencyFn, RewardSpec, score_texts
+
+
+def _spec(reward: Any, reward_params: Mapping[str, Any] | None, extra_info: Any) -> RewardSpec:
+    """The reward named by the config, overridable per row through ``extra_info["reward"]``."""
+    if isinstance(extra_info, Mapping) and extra_info.get("reward"):
+        reward = extra_info["reward"]
+    spec = RewardSpec.parse(reward)
+    if reward_params:
+        spec = RewardSpec(spec.name, {**spec.params, **dict(reward_params)})
+    return spec
+
+
+@lru_cache(maxsize=8)
+def _judge_for(config_items: tuple[tuple[str, Any], ...]) -> ConsistencyFn:
+    from geosleuth.training.consistency import ConsistencyJudge, JudgeConfig
+
+    return ConsistencyJudge(JudgeConfig(**dict(config_items))).score_texts_sync
+
+
+def _consistency_fn(consistency: Mapping[str, Any] | None) -> ConsistencyFn | None:
+    if not consistency:
+        return None
+    return _judge_for(tuple(sorted((str(k), v) for k, v in dict(consistency).items())))
+
+
+def compute_score(
+    data_source: str | None,
+    solution_str: str | None,
+    ground_truth: Any,
+    extra_info: Any = None,
+    reward: Any = "step",
+    reward_params: Mapping[str, Any] | None = None,
+    consistency: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """One rollout -> ``{"score", "distance_km", "parsed", "acc@…km"}``; unparseable scores 0."""
+    spec = _spec(reward, reward_params, extra_info)
+    batch = score_texts(spec, [solution_str], [ground_truth], _consistency_fn(consistency))
+    return batch.item_info(0)
+
+
+def compute_score_batch(
+    data_sources: Sequence[str | None],
+    solution_strs: Sequence[str | None],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    reward: Any = "step",
+    reward_params: Mapping[str, Any] | None = None,
+    consistency: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, float]]:
+    """verl's batch reward manager signature: the same dicts as `compute_score`, in order.
+
+    Rows may pick different rewards through ``extra_info["reward"]``; each group is scored
+    in one vectorised call.
+    """
+    n = len(solution_strs)
+    extras = list(extra_infos) if extra_infos is not None else [None] * n
+    if len(ground_truths) != n or len(extras) != n:
+        raise ValueError("solution_strs, ground_truths and extra_infos must have the same length")
+    groups: dict[str, tuple[RewardSpec, list[int]]] = {}
+    for i in range(n):
+        spec = _spec(reward, reward_params, extras[i])
+        key = json.dumps([spec.name, dict(spec.params)], sort_keys=True, default=str)
+        groups.setdefault(key, (spec, []))[1].append(i)
+    out: list[dict[str, float]] = [{} for _ in range(n)]
+    judge = _consistency_fn(consistency)
+    for spec, idx in groups.values():
+        batch = score_texts(spec, [solution_strs[i] for i in idx], [ground_truths[i] for i in idx], judge)
+        for i, info in zip(idx, batch.item_infos(), strict=True):
+            out[i] = info
+    return out

@@ -1,0 +1,122 @@
+"""Shared pieces for agent tests: a query image, small test tools, a config pointed at a fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from geosleuth.agent import AgentConfig
+from geosleuth.tools.base import ToolContext, ToolError, ToolRegistry, tool
+
+
+@tool
+def image_zoom_in_tool(bbox_2d: list[float], ctx: ToolContext) -> Image.Image:
+    """Crop a region of the query image.
+
+    Args:
+        bbox_2d: [x1, y1, x2, y2] in pixels of the image the model saw.
+    """
+    if len(bbox_2d) != 4:
+        raise ToolError("bbox_2d needs 4 numbers")
+    x1, y1, x2, y2 = (v / ctx.model_scale for v in bbox_2d)
+    if x2 <= x1 or y2 <= y1:
+        raise ToolError(f"invalid bbox {bbox_2d}: need x1 < x2 and y1 < y2")
+    assert ctx.image is not None
+    return ctx.image.crop((int(x1), int(y1), int(x2), int(y2)))
+
+
+@tool
+def geocode(address: str) -> dict[str, Any]:
+    """Coordinates of an address.
+
+    Args:
+        address: free-text address or place name.
+    """
+    return {"address": address, "lat": 47.3769, "lon": 8.5417}
+
+
+@tool
+async def slow_lookup(query: str) -> str:
+    """A tool that takes 0.2 s, to show calls in one turn run concurrently.
+
+    Args:
+        query: anything.
+    """
+    await asyncio.sleep(0.2)
+    return f"result for {query}"
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    return ToolRegistry([image_zoom_in_tool, geocode, slow_lookup])
+
+
+@pytest.fixture
+def query_image(tmp_path: Path) -> Path:
+    """A 3000×2000 photo-like image (6 M pixels, above the 2 M budget)."""
+    img = Image.new("RGB", (3000, 2000), (120, 160, 200))
+    for x in range(0, 3000, 100):
+        img.paste((200, 40, 40), (x, 900, x + 50, 1100))
+    path = tmp_path / "query.jpg"
+    img.save(path, quality=85)
+    return path
+
+
+def make_config(base_url: str, **overrides: Any) -> AgentConfig:
+    values: dict[str, Any] = {
+        "model": "fake-vlm",
+        "base_url": base_url,
+        "prompt_style": "geovista",
+        "max_retries": 2,
+        "retry_backoff_s": 0.01,
+        "request_timeout_s": 5.0,
+        "timeout_s": 30.0,
+    }
+    values.update(overrides)
+    return AgentConfig(**values)
+
+
+def decode_data_url(url: str) -> Image.Image:
+    assert url.startswith("data:image/")
+    return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+
+
+def image_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [p for p in content if p.get("type") == "image_url"] if isinstance(content, list) else []
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return content or ""
+
+
+def bomb_png(path: Path, width: int = 50_000, height: int = 50_000) -> Path:
+    """A tiny file whose header claims width × height pixels (a decompression bomb)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
+    )
+    return path

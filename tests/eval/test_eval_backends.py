@@ -1,0 +1,114 @@
+"""Sharding and merge logic of the scale-out backend, and a real local Ray run (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from eval_data import make_csv_dataset, write_plan
+from typer.testing import CliRunner
+
+from geosleuth.cli.app import app
+from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
+from geosleuth.eval.backends import InProcessExecutor, plan_batches, run_sharded, shard_of
+from geosleuth.eval.store import TrajectoryStore
+
+HERE = Path(__file__).resolve().parent
+
+
+def _samples(n: int) -> list[Sample]:
+    return [Sample(id=f"id{i}", lat=1.0, lon=2.0, labels={"country": "FR"}) for i in range(n)]
+
+
+def test_plan_batches_is_stable_complete_and_strips_truth() -> None:
+    samples = _samples(100)
+    plan = plan_batches(samples, 3, 8)
+    tasks = [t for shard in plan for batch in shard for t in batch]
+    assert sorted(t.id for t in tasks) == sorted(s.id for s in samples)
+    assert all(isinstance(t, Task) and len(b) <= 8 for shard in plan for b in shard for t in b)
+    assert all(shard_of(t.id, 3) == i for i, shard in enumerate(plan) for b in shard for t in b)
+    assert plan == plan_batches(list(reversed(samples))[::-1], 3, 8)
+    assert min(sum(len(b) for b in shard) for shard in plan) > 15  # roughly balanced
+    with pytest.raises(ValueError):
+        plan_batches(samples, 0, 8)
+
+
+def _endpoint_fn(name: str, fail_ids: set[str] | None = None):  # type: ignore[no-untyped-def]
+    async def run(task: Task) -> Trajectory:
+        if fail_ids and task.id in fail_ids:
+            raise ConnectionError(f"{name} is down")
+        return Trajectory(sample_id=task.id, model=name)
+
+    return run
+
+
+class FlakyExecutor(InProcessExecutor):
+    """Shard 1 dies on its first batch."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.crashed = False
+
+    async def run(self, shard: int, tasks: list[Task]) -> list[Trajectory]:
+        if shard == 1 and not self.crashed:
+            self.crashed = True
+            raise RuntimeError("actor died")
+        return await super().run(shard, tasks)
+
+
+async def test_run_sharded_merges_into_one_log_and_resumes(tmp_path: Path) -> None:
+    samples = _samples(50)
+    fns = [_endpoint_fn(f"http://node{i}:8000/v1") for i in range(3)]
+    executor = FlakyExecutor(fns, concurrency=4, timeout_s=None)
+    stats = await run_sharded(samples, executor, TrajectoryStore(tmp_path), 3, batch_size=5)
+    records = TrajectoryStore(tmp_path).load()
+    assert len(records) == 50 and stats.done == 50
+    lost = [r for r in records.values() if r.status != TrajectoryStatus.OK]
+    assert len(lost) == 5 and all("worker 1 failed: RuntimeError: actor died" in r.error for r in lost)
+    assert all(
+        r.model == f"http://node{shard_of(r.sample_id, 3)}:8000/v1"
+        for r in records.values()
+        if r.status == "ok"
+    )
+    again = await run_sharded(
+        samples, InProcessExecutor(fns, 4, None), TrajectoryStore(tmp_path), 3, retry_failed=True
+    )
+    assert again.retried == 5 and again.done == 5 and again.skipped == 45
+    lines = (tmp_path / "trajectories.jsonl").read_text().splitlines()
+    assert len(lines) == 50 and all(
+        r.status == TrajectoryStatus.OK for r in TrajectoryStore(tmp_path).load().values()
+    )
+
+
+@pytest.mark.slow
+def test_local_ray_cluster_matches_local_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = pytest.importorskip("ray", reason="ray not installed: pip install 'geosleuth[ray]'")
+    data = make_csv_dataset(tmp_path / "bench")
+    plan = {
+        sid: {"lat": 10.0 * i, "lon": 5.0 * i, "confidence": 0.5}
+        for i, sid in enumerate(["paris", "berlin", "tokyo", "nyc", "sydney", "cairo", "lima", "delhi"])
+    }
+    plan["tokyo"] = {"raise": "down"}
+    monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    runner = CliRunner()
+    common = ["--agent-fn", "eval_fake_agent:planned", "--no-report"]
+    local = runner.invoke(app, ["eval", str(data), "--out", str(tmp_path / "local"), *common])
+    assert local.exit_code == 0, local.output
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        sharded = runner.invoke(
+            app,
+            ["eval", str(data), "--out", str(tmp_path / "ray"), "--backend", "ray", "--shards", "2", *common],
+        )
+    finally:
+        ray.shutdown()
+    assert sharded.exit_code == 0, sharded.output
+    summaries = []
+    for name in ("local", "ray"):
+        result = runner.invoke(app, ["report", str(tmp_path / name), "--json", "--no-html", "--no-plots"])
+        summaries.append(json.loads(result.output))
+    assert summaries[0]["metrics"] == summaries[1]["metrics"]
+    assert summaries[1]["status_counts"] == {"model_error": 1, "ok": 7}

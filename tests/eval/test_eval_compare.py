@@ -1,0 +1,55 @@
+"""`geosleuth compare`: side-by-side metrics with paired significance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from eval_data import PLACES, make_csv_dataset, write_plan
+from typer.testing import CliRunner
+
+from geosleuth.cli.app import app
+from geosleuth.eval.compare import compare_runs, mcnemar_p
+
+
+def _run(tmp_path: Path, data: Path, name: str, right: set[str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    plan = {
+        sid: ({"lat": lat, "lon": lon, "country": country} if sid in right else {"lat": 0.0, "lon": 0.0})
+        for sid, lat, lon, country, _ in PLACES
+    }
+    monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / f"{name}.json", plan)))
+    out = tmp_path / name
+    result = CliRunner().invoke(
+        app, ["eval", str(data), "--out", str(out), "--agent-fn", "eval_fake_agent:planned", "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_compare_two_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = make_csv_dataset(tmp_path / "bench")
+    a = _run(tmp_path, data, "a", {"paris", "berlin"}, monkeypatch)
+    b = _run(tmp_path, data, "b", {"paris", "berlin", "tokyo", "nyc", "sydney", "cairo"}, monkeypatch)
+    result = compare_runs([a, b])
+    assert result["n_common"] == 8
+    assert result["runs"][0]["metrics"]["acc@1km"] == 0.25 and result["runs"][1]["metrics"]["acc@1km"] == 0.75
+    test = result["comparisons"][0]["tests"]["acc@1km"]
+    assert test["diff"] == 0.5 and (test["only_baseline"], test["only_other"]) == (0, 4)
+    assert test["mcnemar_p"] == pytest.approx(0.125)
+    assert 0 < test["ci95"][0] <= 0.5 <= test["ci95"][1]
+    cli = CliRunner().invoke(app, ["compare", str(a), str(b), "--out", str(tmp_path / "cmp")])
+    assert cli.exit_code == 0, cli.output
+    assert "| acc@1km (%) | 25.00 | 75.00 |" in cli.output
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["n_common"] == 8
+
+
+def test_compare_needs_two_runs(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["compare", str(tmp_path)])
+    assert result.exit_code == 2 and "at least two" in result.output
+
+
+def test_mcnemar_identical_runs() -> None:
+    hits = np.array([True, False, True])
+    assert mcnemar_p(hits, hits) == 1.0

@@ -1,0 +1,194 @@
+"""OCR reads rendered signs (Latin, CJK); clue extractors turn text into country hints; EXIF GPS."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+from PIL.TiffImagePlugin import IFDRational
+
+from geosleuth.tools import build_registry
+from geosleuth.tools.base import ToolContext
+from geosleuth.tools.clues import country_votes, detect_language, extract_clues, script_profile
+from geosleuth.tools.config import ToolSettings
+from geosleuth.tools.exif import read_exif
+
+LATIN_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+CJK_FONT_GLOBS = (
+    "/usr/share/fonts/**/wqy-*.tt[cf]",
+    "/usr/share/fonts/**/NotoSansCJK*.tt[cf]",
+    "/usr/share/fonts/**/NotoSansCJK*.otf",
+    "/usr/share/fonts/**/*[Cc][Jj][Kk]*.tt[cf]",
+    "/usr/share/fonts/**/droid*fallback*.ttf",
+)
+
+
+def _font(path: str | None, size: int) -> ImageFont.FreeTypeFont:
+    if path and Path(path).is_file():
+        return ImageFont.truetype(path, size)
+    return ImageFont.load_default(size=size)
+
+
+def _cjk_font() -> str | None:
+    for pattern in CJK_FONT_GLOBS:
+        found = sorted(glob.glob(pattern, recursive=True))
+        if found:
+            return found[0]
+    return None
+
+
+def _sign(lines: list[str], font: ImageFont.FreeTypeFont, size: tuple[int, int] = (900, 360)) -> Image.Image:
+    """A street-sign-like image: dark text on a light panel over a grey background."""
+    im = Image.new("RGB", size, (120, 130, 125))
+    draw = ImageDraw.Draw(im)
+    draw.rectangle((30, 30, size[0] - 30, size[1] - 30), fill=(245, 245, 235))
+    for i, line in enumerate(lines):
+        draw.text((60, 60 + i * 90), line, fill=(20, 20, 90), font=font)
+    return im
+
+
+@pytest.fixture(scope="module")
+def registry():  # type: ignore[no-untyped-def]
+    return build_registry(ToolSettings(cache={"backend": "none"}), names=["ocr", "exif_gps"])
+
+
+async def test_ocr_reads_a_latin_sign(registry) -> None:  # type: ignore[no-untyped-def]
+    im = _sign(["Bahnhofstrasse 12", "Tel +41 44 123 45 67"], _font(LATIN_FONT, 56))
+    result = await registry.call("ocr", {}, ToolContext(image=im))
+    assert result.ok, result.error
+    text = " ".join(line["text"] for line in result.data["lines"]).replace(" ", "").lower()
+    assert "bahnhofstrasse12" in text
+    assert "CH" in result.data["country_hints"]
+    assert all(line["script"] in {"Latin", None} for line in result.data["lines"])
+    first = result.data["lines"][0]["box"]
+    assert 30 <= first[0] < 200 and 30 <= first[1] < 200  # boxes in image pixels
+
+
+async def test_ocr_region_and_scaled_boxes(registry) -> None:  # type: ignore[no-untyped-def]
+    im = _sign(["ZURICH", "GENEVE"], _font(LATIN_FONT, 64))
+    ctx = ToolContext(image=im, model_scale=0.5)
+    result = await registry.call(
+        "ocr", {"region": [0, 0, 450, 72]}, ctx
+    )  # first line only; model frame 450x180
+    assert result.ok, result.error
+    texts = [line["text"].upper() for line in result.data["lines"]]
+    assert any("ZURICH" in t for t in texts) and not any("GENEVE" in t for t in texts)
+    box = result.data["lines"][0]["box"]
+    assert box[2] <= 450 and box[3] <= 72  # reported in the model's frame
+
+
+async def test_ocr_reads_a_cjk_sign(registry) -> None:  # type: ignore[no-untyped-def]
+    font = _cjk_font()
+    if font is None:
+        pytest.skip("no CJK font on this machine (apt-get install fonts-wqy-microhei)")
+    im = _sign(["北京大学", "東京駅"], _font(font, 64))
+    result = await registry.call("ocr", {}, ToolContext(image=im))
+    assert result.ok, result.error
+    text = "".join(line["text"] for line in result.data["lines"])
+    assert "北京大学" in text
+    assert "Han" in result.data["scripts"]
+
+
+def test_clues_phone_domain_currency_pattern() -> None:
+    clues = extract_clues("Call +41 44 668 18 00, www.sbb.ch — Preis CHF 4.50, Bahnhofstraße 1")
+    kinds = {c.kind for c in clues}
+    assert {"phone", "domain", "currency", "pattern"} <= kinds
+    votes = country_votes(clues)
+    assert next(iter(votes)) == "CH"
+
+
+@pytest.mark.parametrize(
+    ("text", "country"),
+    [
+        ("서울특별시 종로구 세종대로 175", "KR"),
+        ("〒100-0005 東京都千代田区丸の内1丁目", "JP"),
+        ("ร้านอาหารไทย เปิดทุกวัน", "TH"),
+        ("London SW1A 1AA", "GB"),
+        ("Preço R$ 25,90 — CEP 01310-100", "BR"),
+        ("www.example.co.in ₹250", "IN"),
+        ("ΚΑΦΕΤΕΡΙΑ Αθήνα", "GR"),
+        ("Springfield, IL 62701", "US"),
+        ("Tel. +48 22 123 45 67, sp. z o.o.", "PL"),
+    ],
+)
+def test_clues_point_at_the_right_country(text: str, country: str) -> None:
+    votes = country_votes(extract_clues(text))
+    assert votes and next(iter(votes)) == country, votes
+
+
+def test_vanity_domains_are_weak_and_empty_text_has_no_clues() -> None:
+    [clue] = [c for c in extract_clues("visit cool.io") if c.kind == "domain"]
+    assert clue.weight < 0.5
+    assert extract_clues("") == [] and extract_clues("   ") == []
+
+
+def test_national_phone_formats_need_a_region() -> None:
+    assert not [c for c in extract_clues("Tel 030 1234567") if c.kind == "phone"]
+    found = [c for c in extract_clues("Tel 030 1234567", regions=["DE"]) if c.kind == "phone"]
+    assert found and found[0].countries == ["DE"]
+
+
+def test_script_and_language_detection() -> None:
+    assert script_profile("Москва abc")["Cyrillic"] > 0.5
+    langs = detect_language("Dies ist ein deutscher Satz über den Bahnhof und die Straße.")
+    assert langs and langs[0].code == "de"
+
+
+def test_tldextract_runs_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def no_network(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    from geosleuth.tools.clues import _extractor
+
+    _extractor.cache_clear()
+    assert extract_clues("www.bahn.de")[0].countries == ["DE"]
+
+
+def _exif_jpeg(path: Path) -> None:
+    im = Image.new("RGB", (64, 48), "white")
+    exif = Image.Exif()
+    exif[0x010F] = "Canon"
+    exif[0x0110] = "EOS R5"
+    gps = exif.get_ifd(0x8825)
+    gps[1], gps[3] = "S", "W"
+    gps[2] = (IFDRational(33), IFDRational(52), IFDRational(1200, 100))
+    gps[4] = (IFDRational(151), IFDRational(12), IFDRational(3000, 100))
+    exif.get_ifd(0x8769)[0x9003] = "2023:01:02 03:04:05"
+    im.save(path, exif=exif)
+
+
+async def test_exif_gps_from_the_original_file(registry, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "gps.jpg"
+    _exif_jpeg(path)
+    resized = Image.open(path).resize((32, 24))  # a resized copy has lost its EXIF
+    result = await registry.call("exif_gps", {}, ToolContext(image=resized, image_path=str(path)))
+    assert result.ok
+    assert result.data["lat"] == pytest.approx(-(33 + 52 / 60 + 12 / 3600), abs=1e-6)
+    assert result.data["lon"] == pytest.approx(-(151 + 12 / 60 + 30 / 3600), abs=1e-6)
+    assert result.data["captured_at"] == "2023:01:02 03:04:05"
+    assert "Canon EOS R5" in result.text
+
+
+def test_exif_absent() -> None:
+    info = read_exif(Image.new("RGB", (10, 10)))
+    assert not info.has_exif and "no EXIF" in info.describe()
+
+
+async def test_tesseract_engine_when_installed() -> None:
+    import shutil
+
+    if shutil.which("tesseract") is None:
+        pytest.skip("tesseract is not installed")
+    reg = build_registry(
+        ToolSettings(cache={"backend": "none"}, providers={"ocr": "tesseract"}), names=["ocr"]
+    )
+    im = _sign(["RUE DE RIVOLI"], _font(LATIN_FONT, 64))
+    result = await reg.call("ocr", {}, ToolContext(image=im))
+    assert result.ok, result.error
+    assert result.provider == "tesseract"
+    assert "RIVOLI" in " ".join(line["text"] for line in result.data["lines"]).upper()

@@ -1,0 +1,174 @@
+"""Cold-start synthesis with scripted observer and planner servers on 127.0.0.1 and real tool calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from geosleuth.agent.client import ChatClient
+from geosleuth.cli.app import app
+from geosleuth.core.records import Sample, Trajectory
+from geosleuth.testing.fake_openai import FakeOpenAIServer, Step, reply, tool_call
+from geosleuth.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult, tool
+from geosleuth.training.export_sft import sft_record
+from geosleuth.training.synthesis import SynthesisConfig, Synthesizer
+
+CALLS: list[dict[str, Any]] = []
+
+
+@tool
+def image_zoom_in_tool(bbox_2d: list[int], ctx: ToolContext) -> ToolResult:
+    """Zoom into a region.
+
+    Args:
+        bbox_2d: [x1, y1, x2, y2] pixels.
+    """
+    CALLS.append({"zoom": bbox_2d})
+    x1, y1, x2, y2 = bbox_2d
+    if x2 <= x1 or y2 <= y1 or ctx.image is None:
+        raise ToolError("invalid box")
+    return ToolResult(text="zoomed", images=[ctx.image.crop((x1, y1, x2, y2))])
+
+
+@tool
+def geocode(address: str) -> str:
+    """Geocode an address.
+
+    Args:
+        address: the address.
+    """
+    CALLS.append({"geocode": address})
+    return json.dumps({"lat": 48.8584, "lon": 2.2945, "name": address})
+
+
+def registry(settings_path: str | None = None) -> ToolRegistry:
+    return ToolRegistry([image_zoom_in_tool, geocode])  # type: ignore[list-item]
+
+
+def _observer(payload: dict[str, Any]) -> Step:
+    text = payload["messages"][0]["content"][1]["text"]
+    if text.startswith("This is a zoomed region"):
+        return reply("A blue street sign reading 'Av. Gustave Eiffel'.")
+    return reply("Temperate city, Haussmann facades, an iron lattice tower; a small sign bottom left.")
+
+
+def _planner_script(final_lat: float) -> list[Step]:
+    return [
+        reply(
+            "The sign may name the street.",
+            tool_calls=[tool_call("image_zoom_in_tool", {"bbox_2d": [0, 0, 20, 10]}, "c1")],
+        ),
+        reply(
+            "Geocode it.",
+            tool_calls=[tool_call("geocode", {"address": "Avenue Gustave Eiffel, Paris"}, "c2")],
+        ),
+        reply(json.dumps({"lat": final_lat, "lon": 2.2945, "city": "Paris", "country": "France"})),
+    ]
+
+
+@pytest.fixture()
+def sample(tmp_path: Path) -> Sample:
+    path = tmp_path / "q.png"
+    Image.new("RGB", (64, 48), (120, 130, 140)).save(path)
+    return Sample(id="s/1", image=str(path), lat=48.8584, lon=2.2945)
+
+
+async def _run(sample: Sample, planner: list[Step], out: Path) -> tuple[dict[str, Any], int, int]:
+    with FakeOpenAIServer(_observer) as obs_srv, FakeOpenAIServer(planner) as plan_srv:
+        async with (
+            ChatClient("obs", obs_srv.base_url, max_retries=0) as obs,
+            ChatClient("plan", plan_srv.base_url, max_retries=0) as plan,
+        ):
+            synth = Synthesizer(
+                SynthesisConfig(tools=("image_zoom_in_tool", "geocode")), registry(), obs, plan, out
+            )
+            report = await synth.run([sample])
+        return report, len(obs_srv.chat_requests), len(plan_srv.chat_requests)
+
+
+async def test_kept_trajectory_is_a_vlm_conversation(tmp_path: Path, sample: Sample) -> None:
+    CALLS.clear()
+    out = tmp_path / "synth"
+    report, n_obs, n_plan = await _run(sample, _planner_script(48.8600), out)
+    assert report["kept"] == 1 and report["rejected"] == {}
+    assert n_obs == 2 and n_plan == 3  # photo + one zoomed region; three planner steps
+    assert CALLS == [{"zoom": [0, 0, 20, 10]}, {"geocode": "Avenue Gustave Eiffel, Paris"}]
+    traj = Trajectory.model_validate_json((out / "trajectories.jsonl").read_text().splitlines()[0])
+    roles = [m["role"] for m in traj.messages]
+    assert roles == ["system", "user", "assistant", "tool", "user", "assistant", "tool", "assistant"]
+    assert traj.messages[1]["content"][0]["image_url"]["url"].startswith("file://")
+    first = traj.messages[2]["content"]
+    assert "iron lattice tower" in first and "The sign may name the street." in first
+    assert "Gustave Eiffel'" in traj.messages[5]["content"]  # the zoom description feeds the next thought
+    zoom_ref = traj.messages[4]["content"][0]["image_url"]["url"]
+    assert (out / zoom_ref).exists()
+    assert traj.messages[-1]["content"].endswith(
+        '<answer>{"lat": 48.86, "lon": 2.2945, "city": "Paris", "country": "France"}</answer>'
+    )
+    assert traj.metadata["synthesis"]["distance_km"] < 1
+    rec = sft_record(traj, "trl", "hermes", out)
+    assert rec["images"][1] == str(out / zoom_ref)
+    # resumable: a second run skips the finished sample without calling anyone
+    report2, n_obs2, n_plan2 = await _run(sample, [], out)
+    assert report2["skipped_already_done"] == 1 and n_obs2 == n_plan2 == 0
+
+
+@pytest.mark.parametrize(
+    ("planner", "reason"),
+    [
+        (lambda: _planner_script(49.5), "too_far"),  # ~71 km off
+        (
+            lambda: [
+                reply("x", tool_calls=[tool_call("image_zoom_in_tool", {"bbox_2d": [5, 5, 1, 1]}, "c")])
+            ],
+            "invalid_tool_call",
+        ),
+        (lambda: [reply("x", tool_calls=[tool_call("nope", {}, "c")])], "invalid_tool_call"),
+        (lambda: [reply("I am not sure.")], "no_answer"),
+        (
+            lambda: [
+                reply("x", tool_calls=[tool_call("geocode", {"address": "a"}, f"c{i}")]) for i in range(6)
+            ],
+            "max_steps",
+        ),
+        (lambda: [], "model_error"),
+    ],
+)
+async def test_rejections_are_recorded(tmp_path: Path, sample: Sample, planner: Any, reason: str) -> None:
+    out = tmp_path / "synth"
+    report, _, _ = await _run(sample, planner(), out)
+    assert report["kept"] == 0 and report["rejected"] == {reason: 1}
+    rec = json.loads((out / "rejected.jsonl").read_text())
+    assert rec["sample_id"] == "s/1" and rec["reason"] == reason and rec["detail"]
+
+
+def test_cli_synthesize(tmp_path: Path, sample: Sample) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(sample.model_dump_json() + "\n")
+    with FakeOpenAIServer(_observer) as obs, FakeOpenAIServer(_planner_script(48.8584)) as plan:
+        res = CliRunner().invoke(
+            app,
+            [
+                "data", "synthesize", str(data), "-o", str(tmp_path / "o"),
+                "--observer-model", "obs", "--observer-url", obs.base_url,
+                "--planner-model", "plan", "--planner-url", plan.base_url,
+                "--tools", "image_zoom_in_tool,geocode",
+                "--registry-factory", "test_training_synthesis:registry",
+            ],
+        )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["kept"] == 1
+    bad = CliRunner().invoke(
+        app,
+        [
+            "data", "synthesize", str(data), "-o", str(tmp_path / "o2"),
+            "--observer-model", "o", "--planner-model", "p",
+            "--tools", "zzz", "--registry-factory", "test_training_synthesis:registry",
+        ],
+    )  # fmt: skip
+    assert bad.exit_code == 1 and "unknown tool" in bad.output
