@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from geosleuth.core.parsing import parse_answer, parse_coordinate_text
 from geosleuth.core.records import ParseStatus, Place
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data"  # slices of ../shared/fixtures
 
 
 def test_twm_json_with_trailing_text_and_fence() -> None:
@@ -239,3 +239,13 @@ def test_choice_letters_need_context() -> None:
     assert parse_answer("Answer: (d)", choices=choices).choice == "D"
     assert parse_answer("Answer: E", choices=choices).choice is None
     assert parse_answer("Either Niger or Mali.", choices=choices).choice is None
+
+
+def test_answer_lines_written_on_one_line():
+    """Models often put every field of an ``<answer>`` block on one line."""
+    for text in (
+        "<answer>Country: France; City: Paris; Latitude: 48.85; Longitude: 2.35</answer>",
+        "Country: France, City: Paris, Latitude: 48.85, Longitude: 2.35",
+    ):
+        p = parse_answer(text)
+        assert (p.lat, p.lon, p.city, p.country_code) == (48.85, 2.35, "Paris", "FR")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from geosleuth.cli import score as score_cli
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data"  # slices of ../shared/fixtures
 GPT5 = FIXTURES / "published_predictions" / "imageo2_test_gpt5.jsonl"
 OSV = FIXTURES / "osv5m" / "select.csv"
 

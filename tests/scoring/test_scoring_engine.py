@@ -19,7 +19,7 @@ from geosleuth.core.geo import cosines_km, haversine_km
 from geosleuth.scoring import ScoreInputError, get_protocol, score_file
 from geosleuth.scoring.engine import load_scored_rows
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data"  # slices of ../shared/fixtures
 GPT5 = FIXTURES / "published_predictions" / "imageo2_test_gpt5.jsonl"
 OSV = FIXTURES / "osv5m" / "select.csv"
 

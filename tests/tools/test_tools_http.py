@@ -201,9 +201,13 @@ def test_provider_error_is_a_tool_error() -> None:
     assert issubclass(ProviderError, ToolError)
 
 
-def test_build_registry_accepts_mapping_path_and_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_registry_accepts_mapping_path_and_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GEOSLEUTH_TOOL_CACHE_MODE", "off")
-    reg = build_registry({"providers": {"search": "brave"}, "cache": {"backend": "none"}}, names=["web_search"])
+    reg = build_registry(
+        {"providers": {"search": "brave"}, "cache": {"backend": "none"}}, names=["web_search"]
+    )
     assert reg.runtime.settings.providers.search == "brave"
     path = tmp_path / "tools.yaml"
     path.write_text("providers:\n  geocode: photon\n")

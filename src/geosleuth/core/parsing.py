@@ -70,6 +70,11 @@ _LINE = re.compile(
 _CHOICE = re.compile(
     r"(?i:answer|choice|option|答案)\s*(?i:is|:|：)?\s*(?:\((?P<a>[A-Ha-h])\)|\[(?P<b>[A-Ha-h])\]|(?P<c>[A-H])\b)"
 )
+_INLINE_KEY = re.compile(
+    r"\s*[;,|]\s*(?=(?:country|city|region|state|province|admin1|address|place|location|latitude|longitude"
+    r"|lat|lon|lng|confidence)\s*[:：])",
+    re.I,
+)
 _LONE_LETTER = re.compile(r"^\W*(?P<letter>[A-Ha-h])\W*$")
 
 
@@ -417,6 +422,8 @@ def parse_coordinate_text(text: str, axis: str | None = None) -> float | None:
 def _from_lines(region: str, strict: bool) -> _Found | None:
     """``Country: …`` / ``City: …`` / ``Latitude: …`` / ``Longitude: …`` lines."""
     pairs: dict[str, str] = {}
+    if not strict:  # "Country: X; City: Y; Latitude: …" on one line
+        region = _INLINE_KEY.sub("\n", region)
     for m in _LINE.finditer(region):
         key = _key(m.group("key"))
         if key not in pairs:
