@@ -73,10 +73,14 @@ def bench_rewards(n: int) -> None:
     compute_score_batch(["bench"] * n, mixed, gts, reward="step")
     print(f"verl compute_score_batch [step     ] 20% line answers:   {rate(n, time.perf_counter() - t)}")
     m = min(n, 20_000)
-    t = time.perf_counter()
-    for text, gt in zip(canonical[:m], gts[:m], strict=True):
-        compute_score("bench", text, gt, reward="step")
-    print(f"verl compute_score (one call per rollout) [step]:      {rate(m, time.perf_counter() - t)}")
+    lines = make_rollouts(truths[:m], 2, lines_share=1.0)
+    for label, texts in (("JSON answers", canonical), ("line answers", lines)):
+        for reward in ("step", "piecewise", "spatial"):
+            t = time.perf_counter()
+            for text, gt in zip(texts[:m], gts[:m], strict=True):
+                compute_score("bench", text, gt, reward=reward)
+            took = time.perf_counter() - t
+            print(f"verl compute_score, one call per rollout [{reward:9s}] {label}: {rate(m, took)}")
     m = min(n, 5_000)
     t = time.perf_counter()
     compute_score_batch(["bench"] * m, canonical[:m], gts[:m], reward="hierarchical")

@@ -12,13 +12,19 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install -q -e '.[all,train,verl,ray,browser]'
 .venv/bin/python -m pip install -q --no-deps 'verl==0.9.1'
 
-# Headless Chromium for the HTML-report test (Debian's package; Playwright drives it).
-if ! command -v chromium >/dev/null 2>&1; then
+# System packages some tests use (Debian): headless Chromium for the HTML report, a CJK font
+# and Tesseract for OCR, Redis for the shared tool cache. Tests skip with a reason without them.
+apt_packages=()
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
+command -v tesseract >/dev/null 2>&1 || apt_packages+=(tesseract-ocr)
+command -v redis-server >/dev/null 2>&1 || apt_packages+=(redis-server)
+fc-list 2>/dev/null | grep -qi "wenquanyi" || apt_packages+=(fonts-wqy-microhei)
+if [ ${#apt_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: chromium could not be installed; the browser test will be skipped" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null) \
+      || echo "warning: could not install ${apt_packages[*]}; the tests that need them will be skipped" >&2
   else
-    echo "warning: chromium not installed and no root to install it; the browser test will be skipped" >&2
+    echo "warning: ${apt_packages[*]} missing and no root to install them; dependent tests will be skipped" >&2
   fi
 fi
 

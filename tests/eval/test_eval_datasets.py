@@ -49,7 +49,7 @@ def test_jsonl_rows_with_nested_labels_and_bad_lines(tmp_path: Path) -> None:
     ds = load_dataset(tmp_path / "d.jsonl")
     assert [s.id for s in ds.samples] == ["a"]
     problems = [str(p) for p in ds.problems]
-    assert any("row 1" in p and "not JSON" in p for p in problems)
+    assert any("row 2" in p and "line 2 is not JSON" in p for p in problems)
     assert any("id b" in p and "image not found" in p for p in problems)
     assert any("id c" in p and "latitude 95.0 outside" in p for p in problems)
     assert any("duplicate id" in p for p in problems)

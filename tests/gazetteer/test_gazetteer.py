@@ -99,3 +99,9 @@ def test_country_shapes(gz):
     shapes = gz.country_shapes()
     assert shapes["CH"].contains(__import__("shapely").Point(8.5417, 47.3769))
     assert len(shapes) > 200
+
+
+@pytest.mark.parametrize("name", ["São Paulo", "New York", "Zürich", "Rio de Janeiro"])
+def test_bare_name_prefers_the_town_over_its_province(gz, name):
+    assert gz.search(name)[0].kind == "city"
+    assert gz.search("Bavaria")[0].kind == "admin1"  # no town of that name: the region stands

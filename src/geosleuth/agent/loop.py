@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 
 _ANSWERED = (ParseStatus.OK, ParseStatus.PARTIAL)
 
+TurnCallback = Callable[[int, Turn], None]
+"""``on_turn(sample_index, turn)``: called when a turn is generated and again once its tools ran."""
+
 
 class State(StrEnum):
     GENERATE = "generate"
@@ -62,8 +66,11 @@ class AgentLoop:
         store: ImageStore,
         *,
         sample_index: int = 0,
+        on_turn: TurnCallback | None = None,
     ) -> None:
         self.task = task
+        self.sample_index = sample_index
+        self.on_turn = on_turn
         self.config = config
         self.client = client
         self.registry = registry
@@ -170,6 +177,7 @@ class AgentLoop:
             usage=resp.usage,
         )
         self.traj.turns.append(turn)
+        self._notify(turn)
         calls = self._calls(choice)
         if calls:
             self.pending, self.pending_native = calls, bool(choice.tool_calls)
@@ -185,6 +193,11 @@ class AgentLoop:
                 )
             return State.ACT
         return await self._on_text(turn, choice.content)
+
+    def _notify(self, turn: Turn) -> None:
+        """Let a watcher (the web app) see the turn as it happens; a no-op without one."""
+        if self.on_turn is not None:
+            self.on_turn(self.sample_index, turn)
 
     def _budget_spent(self) -> str | None:
         """Why no further turn may start (turns or tokens used up), or None."""
@@ -241,6 +254,7 @@ class AgentLoop:
                 )
             )
         turn.tool_calls = records
+        self._notify(turn)
         self._append_assistant(turn.text, calls, native)
         nudge = self._nudge_reason()
         if nudge:

@@ -403,7 +403,10 @@ async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | 
         )
     ]
     traj.messages = [
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": task.image}}]},
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": str(Path(task.image).resolve())}}],
+        },
         {"role": "assistant", "content": summary},
     ]
     traj.prediction = result.prediction

@@ -12,7 +12,7 @@ from PIL import Image
 from geosleuth.agent.client import ChatClient, ModelError
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
-from geosleuth.agent.loop import AgentLoop
+from geosleuth.agent.loop import AgentLoop, TurnCallback
 from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
@@ -83,11 +83,13 @@ async def run_task(
     client: ChatClient | None = None,
     registry: ToolRegistry | None = None,
     verifier_client: ChatClient | None = None,
+    on_turn: TurnCallback | None = None,
 ) -> Trajectory:
     """Locate one task's image; never raises for a bad image or a failing model (see the status).
 
     ``client`` / ``registry`` let a caller share one connection pool and one tool set across
-    many tasks; ``artifacts_dir`` is where tool images are written (the JSONL's directory).
+    many tasks; ``artifacts_dir`` is where tool images are written (the JSONL's directory);
+    ``on_turn(sample_index, turn)`` watches the model's turns live (unused offline).
     """
     if config.model is None:
         from geosleuth.agent.offline import run_offline
@@ -119,6 +121,7 @@ async def run_task(
                     config.image_format,
                 ),
                 sample_index=i,
+                on_turn=on_turn,
             )
             for i in range(config.samples)
         ]

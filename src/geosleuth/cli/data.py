@@ -75,7 +75,9 @@ def export_verl_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
-    style: Annotated[str, typer.Option(help="Agent prompt style for the system / user text.")] = "spotagent",
+    style: Annotated[
+        str, typer.Option("--prompt", "--style", help="Agent prompt style for the system / user text.")
+    ] = "spotagent",
     tools: Annotated[
         str | None, typer.Option(help="Comma-separated tool names (default: the style's tools; '' for none).")
     ] = None,
@@ -120,7 +122,7 @@ def export_sft_cmd(
         float | None, typer.Option(help="Keep only trajectories whose answer is within this distance.")
     ] = None,
     samples: Annotated[
-        Path | None, typer.Option(help="Ground truth JSONL (default: RUN_DIR/samples.jsonl).")
+        Path | None, typer.Option("--truth", help="Ground truth JSONL (default: RUN_DIR/samples.jsonl).")
     ] = None,
 ) -> None:
     """Trajectories -> chat SFT records, loss on assistant turns only."""
@@ -170,7 +172,7 @@ def filter_cmd(
         Path | None, typer.Option("--out", "-o", help="Output folder (default RUN_DIR/filter).")
     ] = None,
     samples: Annotated[
-        Path | None, typer.Option(help="Ground truth JSONL (default RUN_DIR/samples.jsonl).")
+        Path | None, typer.Option("--truth", help="Ground truth JSONL (default RUN_DIR/samples.jsonl).")
     ] = None,
     thresholds: Annotated[
         str, typer.Option(help="Comma-separated km thresholds, strict to loose.")
@@ -244,8 +246,12 @@ def _gazetteer_cells() -> dict[tuple[int, int], float]:
     except ImportError:
         raise ValueError("the gazetteer is unavailable: cell populations cannot be computed") from None
 
-    lat, lon, pop, _ = get_gazetteer().all_places()
-    return cell_population(np.asarray(lat, float), np.asarray(lon, float), np.asarray(pop, float))
+    places = get_gazetteer().all_places()
+    return cell_population(
+        np.asarray(places["lat"], float),
+        np.asarray(places["lon"], float),
+        np.asarray(places["population"], float),
+    )
 
 
 def _country_of(samples: Any) -> list[str | None]:
@@ -296,7 +302,9 @@ def verl_tool_config_cmd(
     tools: Annotated[
         str | None, typer.Option(help="Comma-separated tool names (default: the style's).")
     ] = None,
-    style: Annotated[str, typer.Option(help="Prompt style whose tools are the default.")] = "spotagent",
+    style: Annotated[
+        str, typer.Option("--prompt", "--style", help="Prompt style whose tools are the default.")
+    ] = "spotagent",
     tool_settings: Annotated[
         Path | None, typer.Option(help="Tool settings file the tools will load.")
     ] = None,

@@ -61,12 +61,16 @@ def eval_command(
         str | None, typer.Argument(help="Dataset file or folder (omit with --resume).")
     ] = None,
     out: Annotated[str | None, typer.Option("--out", "-o", help="Run directory.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name at the OpenAI-compatible endpoint.")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model name at the OpenAI-compatible endpoint.")
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
     prompt: Annotated[str | None, typer.Option(help="Prompt style.")] = None,
     tools: Annotated[str | None, typer.Option(help="Comma-separated tool names.")] = None,
-    samples: Annotated[int | None, typer.Option(help="Trajectories per image (N).")] = None,
+    samples: Annotated[
+        int | None, typer.Option("--samples", "-n", help="Trajectories per image (N).")
+    ] = None,
     verifier: Annotated[
         str | None, typer.Option(help="Verifier model that aggregates N trajectories.")
     ] = None,
@@ -167,6 +171,12 @@ def eval_command(
         from geosleuth.eval.report import write_report
 
         _print_headline(write_report(prepared.run_dir), prepared.run_dir)
+    if stats.done and stats.statuses.get("model_error", 0) == stats.done:
+        _fail(
+            f"all {stats.done} sample(s) run now failed with model errors (is the endpoint up?); "
+            f"see the error field in {prepared.run_dir / 'trajectories.jsonl'}",
+            code=1,
+        )
 
 
 def _run_judges(run_dir: Path, settings: Any) -> None:

@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 
 FAILED = ("input_error", "model_error", "timeout")
 STYLE_HELP = "Prompt style: geovista | thinking_with_map | spotagent | direct."
+COORDS_SOURCES = {
+    "geocoded": "geocoding",
+    "exif": "EXIF GPS",
+    "model": "the model",
+    "aggregate": "the samples",
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -35,6 +41,9 @@ def locate(
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL).")
     ] = None,
+    api_key_env: Annotated[
+        str, typer.Option("--api-key-env", help="Environment variable holding the API key (never the key).")
+    ] = "OPENAI_API_KEY",
     tools: Annotated[
         str | None, typer.Option("--tools", help="Comma-separated tool names (default: the style's tools).")
     ] = None,
@@ -75,6 +84,7 @@ def locate(
         config = AgentConfig(
             model=model,
             base_url=base_url,
+            api_key_env=api_key_env,
             prompt_style=prompt,
             tools=[t.strip() for t in tools.split(",") if t.strip()] if tools is not None else None,
             samples=samples,
@@ -120,7 +130,8 @@ def _first_error(exc: Exception) -> str:
     if callable(errors):
         e = errors()[0]
         where = ".".join(str(x) for x in e.get("loc", ()))
-        return f"{where}: {e['msg']}" if where else str(e["msg"])
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        return f"{where}: {msg}" if where else msg
     return str(exc)
 
 
@@ -142,7 +153,11 @@ def _run(images: list[Path], config: Any, out: Path | None, concurrency: int) ->
 
 
 def summary(image: Path, t: Trajectory) -> dict[str, Any]:
-    """What ``--json`` prints per image: the prediction and a compact trajectory summary."""
+    """What ``--json`` prints per image: the prediction and a compact trajectory summary.
+
+    With ``--samples N`` the turns, tool calls and tokens are those of all N samples.
+    """
+    runs = [t, *t.samples]
     return {
         "image": str(image),
         "sample_id": t.sample_id,
@@ -150,7 +165,7 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
         "error": t.error,
         "model": t.model,
         "prediction": t.prediction.model_dump(exclude={"raw"}, exclude_none=True) if t.prediction else None,
-        "turns": len(t.turns),
+        "turns": sum(len(r.turns) for r in runs),
         "tool_calls": [
             {
                 "name": c.name,
@@ -159,9 +174,10 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
                 "error": c.error,
                 "latency_s": round(c.latency_s, 4),
             }
-            for c in t.tool_calls
+            for r in runs
+            for c in r.tool_calls
         ],
-        "tokens": t.usage.total_tokens,
+        "tokens": sum(r.usage.total_tokens for r in runs),
         "samples": len(t.samples),
         "aggregator": t.aggregator,
         "seconds": round((t.finished_at or 0) - (t.started_at or 0), 3),
@@ -202,7 +218,7 @@ def _print_one(console: Console, image: Path, t: Trajectory) -> None:
         if p.radius_km is not None:
             bits.append(f"± {p.radius_km:g} km")
         if p.coords_source:
-            bits.append(f"coordinates from {p.coords_source}")
+            bits.append(f"coordinates from {COORDS_SOURCES.get(p.coords_source, p.coords_source)}")
         if bits:
             console.print(", ".join(bits))
         for e in p.evidence:
@@ -229,7 +245,17 @@ def _print_trace(console: Console, t: Trajectory) -> None:
             console.print(f"[dim]  {turn.index}: {escape(text[:160])}{'…' if len(text) > 160 else ''}[/dim]")
         for c in turn.tool_calls:
             args = json.dumps(c.arguments, ensure_ascii=False)[:80]
-            first = (c.result_text or c.error or "").strip().splitlines()
+            first = [
+                line for line in (c.result_text or c.error or "").strip().splitlines() if not _is_fence(line)
+            ]
             outcome = "ok" if c.ok else "error"
             line = f"     → {c.name}({args}) {outcome}: {first[0][:100] if first else ''}"
             console.print(f"[dim]{escape(line)}[/dim]")
+
+
+def _is_fence(line: str) -> bool:
+    """The untrusted-output markers around tool text: noise in a one-line trace."""
+    from geosleuth.tools.text import OUTPUT_BEGIN, OUTPUT_END
+
+    head = OUTPUT_BEGIN.split("{", 1)[0]
+    return line.startswith(head) or line == OUTPUT_END

@@ -68,13 +68,13 @@ class EvalConfig(BaseModel):
     api_key_env: str | None = None
     prompt: str | None = None
     tools: list[str] | None = None
-    samples: int = 1
+    samples: int = Field(default=1, ge=1)
     verifier: str | None = None
-    max_turns: int | None = None
+    max_turns: int | None = Field(default=None, ge=1)
     agent: dict[str, Any] = Field(default_factory=dict)  # further AgentConfig fields, passed through
     agent_fn: str | None = None  # "module:function", an async (Task) -> Trajectory replacing the agent
-    concurrency: int = 8
-    limit: int | None = None
+    concurrency: int = Field(default=8, ge=1)
+    limit: int | None = Field(default=None, ge=1)
     timeout_s: float | None = None
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
@@ -129,6 +129,8 @@ def redact(value: Any, key: str = "") -> Any:
 def build_manifest(config: EvalConfig, dataset_info: dict[str, Any]) -> dict[str, Any]:
     """The provenance record of a run."""
     providers = sorted({str(v) for k, v in config.agent.items() if "provider" in k and isinstance(v, str)})
+    if config.agent_fn is None:
+        providers += _tool_providers(config.agent.get("tool_settings"))
     return {
         "geosleuth_version": geosleuth.__version__,
         "python": platform.python_version(),
@@ -142,6 +144,21 @@ def build_manifest(config: EvalConfig, dataset_info: dict[str, Any]) -> dict[str
     }
 
 
+def _tool_providers(settings: Any) -> list[str]:
+    """``family:provider`` for each tool family the built-in agent would use (env and file applied)."""
+    from geosleuth.tools.registry import coerce_settings
+
+    try:
+        selection = coerce_settings(settings).providers
+    except ValueError:
+        return []
+    return [f"{family}:{name}" for family, name in selection.model_dump().items()]
+
+
+AGENT_FIELDS = ("model", "prompt", "tools", "samples", "verifier", "max_turns", "agent", "agent_fn")
+"""Config fields that define the system under test: a resumed run must keep them."""
+
+
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Save the manifest; on resume the dataset must be the one the run started with."""
     path = run_dir / MANIFEST
@@ -153,6 +170,14 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
             raise RunDirError(
                 f"{run_dir} was started on a different dataset ({old[:19]}… vs {new[:19]}…); "
                 "use a new --out directory"
+            )
+        before, now = previous.get("config", {}), manifest.get("config", {})
+        changed = [k for k in AGENT_FIELDS if k in before and before.get(k) != now.get(k)]
+        if changed:
+            shown = ", ".join(f"{k} {before.get(k)!r} → {now.get(k)!r}" for k in changed)
+            raise RunDirError(
+                f"{run_dir} was started with other agent settings ({shown}); resuming would mix "
+                "two systems in one run: use a new --out directory"
             )
         manifest = {**manifest, "created_at": previous.get("created_at", manifest["created_at"])}
         manifest["resumed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

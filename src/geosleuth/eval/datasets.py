@@ -46,12 +46,12 @@ class DatasetError(Exception):
 class DatasetProblem:
     """One bad row, reported before any sample runs."""
 
-    row: int
+    row: int  # 0-based index of the data row; shown 1-based
     sample_id: str | None
     problem: str
 
     def __str__(self) -> str:
-        where = f"row {self.row}" + (f" (id {self.sample_id})" if self.sample_id else "")
+        where = f"row {self.row + 1}" + (f" (id {self.sample_id})" if self.sample_id else "")
         return f"{where}: {self.problem}"
 
 
@@ -71,10 +71,14 @@ class Dataset:
 
 
 def fingerprint_samples(samples: Iterable[Sample]) -> str:
-    """SHA-256 over the samples (sorted by id) and their image file sizes, so edits are caught."""
+    """SHA-256 over the samples (sorted by id) and their image file sizes, so edits are caught.
+
+    Images count by file name and size, not folder, so a moved dataset still resumes its runs.
+    """
     digest = hashlib.sha256()
     for sample in sorted(samples, key=lambda s: s.id):
-        digest.update(sample.model_dump_json().encode())
+        name = Path(sample.image).name if sample.image else None
+        digest.update(sample.model_copy(update={"image": name}).model_dump_json().encode())
         if sample.image:
             path = Path(sample.image)
             digest.update(str(path.stat().st_size if path.is_file() else -1).encode())
@@ -143,10 +147,17 @@ def _maybe_json(value: Any) -> Any:
 
 
 class ImageResolver:
-    """Turns the image reference of a row into a path: relative to a root, by id, or by stem."""
+    """Turns the image reference of a row into an absolute path: relative to a root, by id, or by stem.
 
-    def __init__(self, root: Path | None) -> None:
+    A relative reference is tried against the image root, then against ``base`` (the table's
+    folder, where references such as ``images/a/1.jpg`` are usually relative to); the stem
+    index is only a fallback, since two folders can hold images with the same stem. Paths are
+    absolute so reports and exports find the images from any working directory.
+    """
+
+    def __init__(self, root: Path | None, base: Path | None = None) -> None:
         self.root = root
+        self.base = base
         self._by_stem: dict[str, Path] | None = None
 
     def _index(self) -> dict[str, Path]:
@@ -160,17 +171,20 @@ class ImageResolver:
 
     def resolve(self, reference: str | None, sample_id: str) -> str | None:
         if reference:
-            path = Path(reference).expanduser()
-            if not path.is_absolute() and self.root is not None:
-                path = self.root / path
-            if path.is_file() or self.root is None:
-                return str(path)
-            found = self._index().get(Path(reference).stem)
-            return str(found) if found else str(path)
+            ref = Path(reference).expanduser()
+            if ref.is_absolute() or self.root is None:
+                return str(ref.absolute())
+            candidates = [self.root / ref] + ([self.base / ref] if self.base is not None else [])
+            for path in candidates:
+                if path.is_file():
+                    return str(path.absolute())
+            found = self._index().get(ref.stem)
+            missing = candidates[-1] if len(ref.parts) > 1 else candidates[0]
+            return str((found or missing).absolute())
         if self.root is None:
             return None
         found = self._index().get(Path(sample_id).stem)
-        return str(found) if found else None
+        return str(found.absolute()) if found else None
 
 
 # ----------------------------------------------------------------------------- row adapters
@@ -507,7 +521,7 @@ def load_dataset(
         def adapter(row: dict[str, Any], index: int, res: ImageResolver) -> Sample:
             return where_country_row(row, index, res, seed=seed)
 
-    resolver = ImageResolver(_image_root(table, image_root))
+    resolver = ImageResolver(_image_root(table, image_root), table.parent)
     try:
         samples, problems = build_samples(read_rows(table), adapter, resolver, check_images)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:

@@ -33,8 +33,10 @@ table{border-collapse:collapse;font-size:.9rem}
 td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
 th{background:#f4f4f4;cursor:pointer}.fail{color:#b00}.ok{color:#070}
 #worldmap{width:100%;height:auto;background:#eef5fb;border:1px solid #ccc}
-#worldmap .land{fill:#fdfdf8;stroke:#9a9a9a;stroke-width:.4}#worldmap .grid{stroke:#d6e3ee;stroke-width:.5}
-#worldmap line{stroke-width:1.1;opacity:.75}#worldmap .truth{fill:#1a7f37}#worldmap .pred{fill:#c62828}
+#worldmap path,#worldmap line{vector-effect:non-scaling-stroke}
+#worldmap .land{fill:#fdfdf8;stroke:#9a9a9a;stroke-width:.6}#worldmap .grid{stroke:#d6e3ee;stroke-width:.6}
+#worldmap line{stroke-width:1.6;opacity:.8}#worldmap .truth{fill:#1a7f37}#worldmap .pred{fill:#c62828}
+.legend span{display:inline-block;width:1.2em;height:.35em;margin:0 .25em 0 .75em;vertical-align:middle}
 pre{white-space:pre-wrap;background:#f7f7f7;padding:.5rem;border-radius:4px;max-height:30rem;overflow:auto}
 .turn{border-left:3px solid #89a;padding-left:.75rem;margin:1rem 0}
 .crop{max-width:300px;margin:.25rem;border:1px solid #ccc}
@@ -105,16 +107,46 @@ def country_outline_paths(tolerance_deg: float = 0.25) -> tuple[str, ...]:
 def _error_colour(km: float) -> str:
     if not math.isfinite(km):
         return "#999"
-    for limit, colour in ((25, "#1a7f37"), (200, "#8bc34a"), (750, "#f9a825"), (2500, "#ef6c00")):
+    for limit, (_, colour) in zip((25, 200, 750, 2500), ERROR_LEGEND, strict=False):
         if km < limit:
             return colour
-    return "#c62828"
+    return ERROR_LEGEND[-1][1]
+
+
+ERROR_LEGEND = (
+    ("< 25 km", "#1a7f37"),
+    ("< 200 km", "#8bc34a"),
+    ("< 750 km", "#f9a825"),
+    ("< 2500 km", "#ef6c00"),
+    ("≥ 2500 km", "#c62828"),
+)
+
+
+def map_extent(rows: list[ScoreRow], min_width: float = 60.0, pad: float = 0.1) -> tuple[float, ...]:
+    """SVG viewBox (x, y, w, h) framing every truth and prediction, 2:1 like the world map.
+
+    Without it a benchmark confined to one region is a cluster of dots on a world map.
+    """
+    points = [_xy(r.true_lat, r.true_lon) for r in rows if r.true_lat is not None and r.true_lon is not None]
+    points += [_xy(r.pred_lat, r.pred_lon) for r in rows if r.pred_lat is not None and r.pred_lon is not None]
+    if not points:
+        return 0.0, 0.0, float(MAP_W), float(MAP_H)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    width = max(max(xs) - min(xs), 2 * (max(ys) - min(ys))) * (1 + 2 * pad)
+    width = min(max(width, min_width), float(MAP_W))
+    height = width * MAP_H / MAP_W
+    x = min(max((max(xs) + min(xs) - width) / 2, 0.0), MAP_W - width)
+    y = min(max((max(ys) + min(ys) - height) / 2, 0.0), MAP_H - height)
+    return x, y, width, height
 
 
 def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
     """The error map: graticule, country outlines, truth → prediction lines coloured by error."""
+    x0, y0, width, height = map_extent(rows)
+    zoom = width / MAP_W  # markers keep their on-screen size when the map is zoomed in
     parts = [
-        f'<svg id="worldmap" viewBox="0 0 {MAP_W} {MAP_H}" xmlns="http://www.w3.org/2000/svg" role="img">'
+        f'<svg id="worldmap" viewBox="{x0:.1f} {y0:.1f} {width:.1f} {height:.1f}" '
+        'xmlns="http://www.w3.org/2000/svg" role="img">'
     ]
     parts += [
         f'<line class="grid" x1="0" y1="{_xy(lat, 0)[1]:.1f}" x2="{MAP_W}" y2="{_xy(lat, 0)[1]:.1f}"/>'
@@ -140,10 +172,10 @@ def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
             px, py = _xy(row.pred_lat, row.pred_lon)
             colour = _error_colour(row.distance_km)
             inner += (
-                f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{tx:.1f}" y2="{ty:.1f}" stroke="{colour}"/>'
-                f'<circle class="pred" cx="{px:.1f}" cy="{py:.1f}" r="1.6"/>'
+                f'<line x1="{px:.2f}" y1="{py:.2f}" x2="{tx:.2f}" y2="{ty:.2f}" stroke="{colour}"/>'
+                f'<circle class="pred" cx="{px:.2f}" cy="{py:.2f}" r="{1.6 * zoom:.3f}"/>'
             )
-        inner += f'<circle class="truth" cx="{tx:.1f}" cy="{ty:.1f}" r="2"/>'
+        inner += f'<circle class="truth" cx="{tx:.2f}" cy="{ty:.2f}" r="{2 * zoom:.3f}"/>'
         parts.append(f'<a class="err" href="{link}">{inner}</a>' if link else f'<g class="err">{inner}</g>')
     parts.append("</svg>")
     return "".join(parts)
@@ -186,7 +218,8 @@ def _metric_rows(summary: dict[str, Any]) -> str:
                 f"<tr><td>{_esc(name)}{' (%)' if scale == 100 else ''}</td><td>{shown}{ci}</td></tr>"
             )
         else:
-            cells.append(f"<tr><td>{_esc(name)}</td><td>{_esc(metric)}</td></tr>")
+            shown = f"{metric:.2f}" if isinstance(metric, float) else metric
+            cells.append(f"<tr><td>{_esc(name)}</td><td>{_esc(shown)}</td></tr>")
     return "".join(cells)
 
 
@@ -196,6 +229,14 @@ def _page(title: str, body: str) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
         f"style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<style>{CSS}</style></head><body>{body}<script>{SORT_JS}</script></body></html>"
+    )
+
+
+def _legend() -> str:
+    lines = "".join(f'<span style="background:{c}"></span>{_esc(label)}' for label, c in ERROR_LEGEND)
+    return (
+        '<p class="legend"><b style="color:#1a7f37">●</b> truth, <b style="color:#c62828">●</b> prediction; '
+        f"line from prediction to truth by error:{lines}</p>"
     )
 
 
@@ -221,7 +262,7 @@ def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], page
         f"<p>{summary['n_finished']} / {summary['n_samples']} finished; {statuses}. "
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
-        f"<h2>Errors on the map (truth ● green, prediction ● red)</h2>{world_map_svg(rows, pages)}"
+        f"<h2>Errors on the map</h2>{_legend()}{world_map_svg(rows, pages)}"
         f'<h2>Samples</h2><input id="filter" placeholder="filter…">'
         f'<table id="samples" class="sortable"><thead><tr><th>id</th><th>status</th><th>error km</th>'
         f"<th>country</th><th>continent</th><th>turns</th><th>tool calls</th></tr></thead>"
@@ -256,8 +297,9 @@ def _turns_html(run_dir: Path, trajectory: Trajectory) -> str:
             else ""
         )
         calls = "".join(_tool_call_html(run_dir, c) for c in turn.tool_calls)
+        text = f"<pre>{_esc(turn.text)}</pre>" if turn.text.strip() else ""  # tool-call-only turns
         out.append(
-            f'<div class="turn"><h3>Turn {turn.index}</h3>{reasoning}<pre>{_esc(turn.text)}</pre>{calls}'
+            f'<div class="turn"><h3>Turn {turn.index}</h3>{reasoning}{text}{calls}'
             f"<small>{turn.usage.prompt_tokens} + {turn.usage.completion_tokens} tokens, "
             f"{turn.latency_s:.2f} s</small></div>"
         )

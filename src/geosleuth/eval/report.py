@@ -154,7 +154,7 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{_fmt(multi['aggregated'][name], True)} |"
             )
     for field, groups in summary["breakdowns"].items():
-        keys = sorted({k for g in groups.values() for k in g if k != "n"})[:8]
+        keys = list(dict.fromkeys(k for g in groups.values() for k in g if k != "n"))  # metric order
         lines += [
             "",
             f"## By {field}",

@@ -102,6 +102,11 @@ def build_run_fn(config: EvalConfig, run_dir: Path, base_url: str | None = None)
     """The agent (or the ``agent_fn`` replacement) configured for this run."""
     if config.agent_fn:
         return load_agent_fn(config.agent_fn)
+    return AgentRunner(checked_agent_settings(config, base_url), run_dir)
+
+
+def checked_agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str, Any]:
+    """The built-in agent's settings, validated (so bad flags fail before the run directory exists)."""
     try:
         import geosleuth.agent  # noqa: F401
     except ImportError as exc:
@@ -114,9 +119,12 @@ def build_run_fn(config: EvalConfig, run_dir: Path, base_url: str | None = None)
     try:
         AgentConfig.model_validate(settings)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'agent'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'agent'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
         raise ValueError(f"invalid agent settings: {problems}") from exc
-    return AgentRunner(settings, run_dir)
+    return settings
 
 
 def write_samples(run_dir: Path, samples: Sequence[Sample]) -> None:
@@ -134,6 +142,8 @@ def read_samples(run_dir: Path) -> list[Sample]:
 
 def prepare_run(config: EvalConfig) -> PreparedRun:
     """Load and validate the dataset, then create or check the run directory."""
+    if not config.agent_fn:
+        checked_agent_settings(config)
     dataset = load_dataset(config.dataset, config.format, config.images, seed=config.seed, split=config.split)
     if dataset.problems and not config.skip_invalid:
         shown = "\n  ".join(str(p) for p in dataset.problems[:20])

@@ -149,6 +149,26 @@ def _field_values(sample: Sample, country: str | None, continent: str | None, st
     return values
 
 
+def model_usage(trajectory: Trajectory) -> list[tuple[str, int, int]]:
+    """(model, prompt tokens, completion tokens) of every model call behind one record.
+
+    With N > 1 that is the N samples and, when one ran, the verifier (logged in metadata).
+    """
+    runs = [trajectory, *trajectory.samples]
+    usage = [(t.model, t.usage.prompt_tokens, t.usage.completion_tokens) for t in runs]
+    verifier = trajectory.metadata.get("verifier")
+    if isinstance(verifier, dict) and isinstance(verifier.get("usage"), dict):
+        tokens = verifier["usage"]
+        usage.append(
+            (
+                str(verifier.get("model")),
+                int(tokens.get("prompt_tokens", 0)),
+                int(tokens.get("completion_tokens", 0)),
+            )
+        )
+    return usage
+
+
 def score_sample(
     sample: Sample,
     trajectory: Trajectory | None,
@@ -163,8 +183,9 @@ def score_sample(
     latency = None
     if trajectory and trajectory.started_at is not None and trajectory.finished_at is not None:
         latency = trajectory.finished_at - trajectory.started_at
-    calls = trajectory.tool_calls if trajectory else []
-    usage = trajectory.usage if trajectory else None
+    runs = [trajectory, *trajectory.samples] if trajectory else []  # N > 1: the work is in the samples
+    calls = [c for t in runs for c in t.tool_calls]
+    usage = model_usage(trajectory) if trajectory else []
     return ScoreRow(
         sample_id=sample.id,
         status=status,
@@ -180,11 +201,11 @@ def score_sample(
         labels=dict(sample.labels),
         level_hits=_level_hits(sample, prediction),
         confidence=prediction.confidence if prediction else None,
-        turns=len(trajectory.turns) if trajectory else 0,
+        turns=sum(len(t.turns) for t in runs),
         tool_calls=len(calls),
         tool_errors=sum(not c.ok for c in calls),
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
+        prompt_tokens=sum(u[1] for u in usage),
+        completion_tokens=sum(u[2] for u in usage),
         latency_s=latency,
         sample_distances=[
             _distance(sample, t.prediction if t.status == TrajectoryStatus.OK else None, protocol)

@@ -16,7 +16,7 @@ import numpy as np
 from geosleuth.core import metrics
 from geosleuth.core.records import Trajectory, TrajectoryStatus
 from geosleuth.eval.config import Price
-from geosleuth.eval.scores import ScoreRow
+from geosleuth.eval.scores import ScoreRow, model_usage
 from geosleuth.scoring.protocols import ScoringProtocol
 
 DEFAULT_BREAKDOWNS: tuple[str, ...] = ("continent", "data_source", "data_type", "difficulty", "answer_type")
@@ -149,17 +149,17 @@ def tool_metrics(trajectories: Mapping[str, Trajectory], prices: Mapping[str, Pr
     for trajectory in trajectories.values():
         runs = [trajectory, *trajectory.samples]
         turns.append(sum(len(t.turns) for t in runs))
-        usage_p = sum(t.usage.prompt_tokens for t in runs)
-        usage_c = sum(t.usage.completion_tokens for t in runs)
-        prompt.append(usage_p)
-        completion.append(usage_c)
+        usage = model_usage(trajectory)
+        prompt.append(sum(u[1] for u in usage))
+        completion.append(sum(u[2] for u in usage))
         if trajectory.started_at is not None and trajectory.finished_at is not None:
             latency.append(trajectory.finished_at - trajectory.started_at)
-        price = prices.get(trajectory.model)
-        if price is None:
-            priced = priced and not (usage_p or usage_c)
-        else:
-            cost += (usage_p * price.prompt + usage_c * price.completion) / 1e6
+        for model, usage_p, usage_c in usage:
+            price = prices.get(model)
+            if price is None:
+                priced = priced and not (usage_p or usage_c)
+            else:
+                cost += (usage_p * price.prompt + usage_c * price.completion) / 1e6
         for run in runs:
             for call in run.tool_calls:
                 stats = per_tool[call.name]

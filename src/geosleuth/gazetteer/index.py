@@ -10,6 +10,7 @@ import json
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +27,9 @@ from geosleuth.gazetteer.build import unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
+
+PlaceRow = tuple[str, str, float, float, str | None, str | None, int | None, str]
+"""One stored place: (id, name, lat, lon, cc, admin1, population, kind)."""
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,24 @@ class Gazetteer:
             score += 3.0 * sum(1 for keys in admin1_keys if a1 and a1 in keys)
             scored.append((score, idx))
         scored.sort(key=lambda s: (-s[0], s[1]))
+        scored = self._settlement_first(scored)
         top = scored[:limit]
         places = self._places([i for _, i in top])
         return [places[i].model_copy(update={"score": round(float(s), 4)}) for s, i in top]
+
+    def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
+
+        Every candidate already carries the queried name, so the best city of the province's
+        country is the one to promote.
+        """
+        if not scored or self.kind[scored[0][1]] != "admin1":
+            return scored
+        country = self.cc[scored[0][1]]
+        for pos, (_, idx) in enumerate(scored):
+            if self.kind[idx] == "city" and self.cc[idx] == country:
+                return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
+        return scored
 
     def _admin1_keys(self, qualifiers: list[str]) -> list[set[str]]:
         """For each qualifier, the admin-1 names it may denote ("Bayern", "MA" -> Massachusetts)."""
@@ -284,6 +303,21 @@ class Gazetteer:
             "lat": self.lat[mask], "lon": self.lon[mask],
             "population": self.population[mask], "country_code": self.cc[mask],
         }  # fmt: skip
+
+    def iter_rows(self, kind: str | None = "city", batch: int = 20_000) -> Iterator[PlaceRow]:
+        """Every place of one kind (None: all kinds) as plain tuples from one SQL query.
+
+        ``(id, name, lat, lon, cc, admin1, population, kind)`` in storage order: for bulk
+        exports (the offline search index), where building a `Place` per row would dominate.
+        """
+        sql = "SELECT id, name, lat, lon, cc, admin1, population, kind FROM places"
+        cur = (
+            self._db.execute(sql + " ORDER BY idx")
+            if kind is None
+            else self._db.execute(sql + " WHERE kind = ? ORDER BY idx", (kind,))
+        )
+        while rows := cur.fetchmany(batch):
+            yield from rows
 
     # -- reverse -----------------------------------------------------------------------------
     @cached_property

@@ -341,14 +341,7 @@ def prediction_from_row(
     """(prediction, problem, came_from_columns) for one row."""
     found = _coords(data, PRED_COORD_KEYS, "predicted")
     if found is not None:
-        lat, lon, problem = found
-        status = ParseStatus.OK if problem is None else ParseStatus.FAILED
-        coords_source = "model" if problem is None else None
-        return (
-            Prediction(lat=lat, lon=lon, status=status, format="columns", coords_source=coords_source),
-            problem,
-            True,
-        )
+        return _column_prediction(found)
     choices = data.get("choices") if isinstance(data.get("choices"), list) else None
     parse = _parser(protocol, geocoder, [str(c) for c in choices] if choices else None)
     nested = data.get("prediction")
@@ -371,10 +364,27 @@ def prediction_from_row(
     text = _message_text(data)
     if text is not None:
         return _checked(parse(text))
+    if _truth_dict(data) is not None or _coords(data, TRUTH_COORD_KEYS, "ground-truth") is not None:
+        found = _coords(data, PLAIN_COORD_KEYS, "predicted")  # truth is explicit: bare lat/lon predict
+        if found is not None:
+            return _column_prediction(found)
     return (
         Prediction(status=ParseStatus.EMPTY),
         "no prediction field (e.g. solution_str, response, pred_lat)",
         False,
+    )
+
+
+def _column_prediction(
+    found: tuple[float | None, float | None, str | None],
+) -> tuple[Prediction, str | None, bool]:
+    lat, lon, problem = found
+    status = ParseStatus.OK if problem is None else ParseStatus.FAILED
+    coords_source = "model" if problem is None else None
+    return (
+        Prediction(lat=lat, lon=lon, status=status, format="columns", coords_source=coords_source),
+        problem,
+        True,
     )
 
 

@@ -30,6 +30,10 @@ class CacheMissError(ToolError):
     """Replay mode found no recorded result for a call."""
 
 
+class CacheUnavailableError(ToolError):
+    """The cache backend (a Redis server) could not be reached or refused the operation."""
+
+
 @dataclass
 class CacheEntry:
     text: str
@@ -148,38 +152,90 @@ class SQLiteCache:
 
 
 class RedisCache:
-    """Same interface over Redis, for many workers sharing one cache (``pip install redis``)."""
+    """Same interface over Redis, for many workers sharing one cache (``pip install redis``).
+
+    An entry is one hash (``doc``: JSON of text, data, provider, created; ``img:N``: PNG bytes)
+    written in one MULTI transaction and expiring at ``created + ttl_s``, as in SQLite.
+    """
 
     def __init__(self, url: str, prefix: str = "geosleuth:tools:") -> None:
         try:
             import redis
         except ImportError:
             raise ValueError("the redis cache backend needs the redis package: pip install redis") from None
-        self.client = redis.Redis.from_url(url)
+        try:
+            self.client = redis.Redis.from_url(url, socket_timeout=10.0, socket_connect_timeout=5.0)
+        except ValueError as exc:
+            raise ValueError(f"bad cache.redis_url: {exc}") from None
         self.prefix = prefix
+        self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
+
+    def _guard(self, what: str) -> _RedisGuard:
+        return _RedisGuard(what, self._errors)
 
     def get(self, key: str) -> CacheEntry | None:
-        raw = self.client.get(self.prefix + key)
+        with self._guard("read"):
+            fields = self.client.hgetall(self.prefix + key)
+        raw = fields.get(b"doc")
         if raw is None:
             return None
         doc = json.loads(raw)
-        images = [bytes.fromhex(h) for h in doc.pop("images")]
+        images = [fields[f"img:{i}".encode()] for i in range(int(doc.pop("n_images")))]
         return CacheEntry(images=images, **doc)
 
     def set(self, key: str, entry: CacheEntry, ttl_s: float | None) -> None:
+        name = self.prefix + key
         doc = {
             "text": entry.text,
             "data": entry.data,
-            "images": [png.hex() for png in entry.images],
             "provider": entry.provider,
             "created": entry.created,
+            "n_images": len(entry.images),
         }
-        ttl = int(math.ceil(ttl_s)) if ttl_s else None
-        self.client.set(self.prefix + key, json.dumps(doc, default=str), ex=ttl)
+        mapping: dict[str, bytes | str] = {"doc": json.dumps(doc, default=str)}
+        mapping.update({f"img:{i}": png for i, png in enumerate(entry.images)})
+        with self._guard("write"):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(name)
+            if ttl_s is None:
+                pipe.hset(name, mapping=mapping)
+            elif entry.created + ttl_s > time.time():
+                pipe.hset(name, mapping=mapping)
+                pipe.pexpireat(name, int((entry.created + ttl_s) * 1000))
+            pipe.execute()
 
     def clear(self) -> None:
-        for k in self.client.scan_iter(self.prefix + "*"):
-            self.client.delete(k)
+        with self._guard("clear"):
+            batch: list[bytes] = []
+            for k in self.client.scan_iter(match=self.prefix + "*", count=1000):
+                batch.append(k)
+                if len(batch) >= 1000:
+                    self.client.delete(*batch)
+                    batch.clear()
+            if batch:
+                self.client.delete(*batch)
+
+    def __len__(self) -> int:
+        with self._guard("count"):
+            return sum(1 for _ in self.client.scan_iter(match=self.prefix + "*", count=1000))
+
+
+class _RedisGuard:
+    """Turns a Redis failure into a tool error naming the operation (not the URL: it may hold a password)."""
+
+    def __init__(self, what: str, errors: tuple[type[Exception], ...]) -> None:
+        self.what = what
+        self.errors = errors
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None and isinstance(exc, self.errors):
+            raise CacheUnavailableError(
+                f"tool cache (redis) {self.what} failed: {type(exc).__name__}: {exc}"
+            ) from None
+        return False
 
 
 @dataclass

@@ -149,7 +149,7 @@ def run_ocr(
     ox, oy = 0, 0
     crop = image
     if region is not None:
-        box, _ = to_original_box(list(region), image.size, convention, model_scale, min_side=8)
+        box, _ = to_original_box(list(region), image.size, convention, model_scale, min_side=8, arg="region")
         crop = image.crop((box.x1, box.y1, box.x2, box.y2))
         ox, oy = box.x1, box.y1
     raw = _tesseract(crop, tesseract_languages) if engine == "tesseract" else _rapidocr(crop)

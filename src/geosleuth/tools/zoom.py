@@ -50,32 +50,36 @@ def to_original_box(
     convention: BBoxConvention = "absolute",
     model_scale: float = 1.0,
     min_side: int = 28,
+    arg: str = "bbox_2d",
 ) -> tuple[PixelBox, list[str]]:
-    """Validate a model box and return it in original pixels, plus notes on adjustments made."""
+    """Validate a model box and return it in original pixels, plus notes on adjustments made.
+
+    ``arg`` is the argument's name in the calling tool, so error messages name what the model sent.
+    """
     if not isinstance(bbox, list | tuple) or len(bbox) != 4:
         n = len(bbox) if isinstance(bbox, list | tuple) else "a non-list"
-        raise ToolError(f"bbox_2d must be a list of 4 numbers [x1, y1, x2, y2], got {n} values")
+        raise ToolError(f"{arg} must be a list of 4 numbers [x1, y1, x2, y2], got {n} values")
     try:
         x1, y1, x2, y2 = (float(v) for v in bbox)
     except (TypeError, ValueError):
-        raise ToolError(f"bbox_2d must contain only numbers, got {list(bbox)!r}") from None
+        raise ToolError(f"{arg} must contain only numbers, got {list(bbox)!r}") from None
     if not all(math.isfinite(v) for v in (x1, y1, x2, y2)):
-        raise ToolError("bbox_2d contains a non-finite number (NaN or infinity)")
+        raise ToolError(f"{arg} contains a non-finite number (NaN or infinity)")
     if model_scale <= 0:
         raise ToolError("the image scale for this model is invalid; cannot map the box")
     width, height = size
     fw, fh = model_frame(width, height, convention, model_scale)
     frame = f"{fw:.0f}x{fh:.0f}" if convention == "absolute" else "0-1000 relative"
     if x2 == x1 or y2 == y1:
-        raise ToolError(f"bbox_2d {list(bbox)} has zero area: x2 must be > x1 and y2 must be > y1")
+        raise ToolError(f"{arg} {list(bbox)} has zero area: x2 must be > x1 and y2 must be > y1")
     if x2 < x1 or y2 < y1:
         raise ToolError(
-            f"bbox_2d {list(bbox)} is inverted: use [x1, y1, x2, y2] with the top-left corner first"
+            f"{arg} {list(bbox)} is inverted: use [x1, y1, x2, y2] with the top-left corner first"
         )
     tol = 1.0  # rounding of the resized size
     if x1 < -tol or y1 < -tol or x2 > fw + tol or y2 > fh + tol:
         raise ToolError(
-            f"bbox_2d {list(bbox)} is outside the image: coordinates must lie within "
+            f"{arg} {list(bbox)} is outside the image: coordinates must lie within "
             f"[0, 0, {fw:.0f}, {fh:.0f}] ({frame} frame)"
         )
     sx, sy = width / fw, height / fh

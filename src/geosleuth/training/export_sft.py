@@ -48,7 +48,7 @@ def _image_ref(url: str, base_dir: Path | None) -> str:
         return url
     p = Path(url.removeprefix("file://"))
     if not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
+        p = (base_dir / p).absolute()  # trainers resolve relative paths against their own folders
     return str(p)
 
 

@@ -1,10 +1,12 @@
 """Rewards by name and parameters over whole batches: the one place the adapters share.
 
-Wraps the pure math of `geosleuth.core.rewards` (never re-implements it): a rollout's text is
-parsed with the robust parser (last answer wins; answers inside tool responses are ignored),
-distances are computed in one vectorised call, and the chosen reward is applied to the
-whole batch. Each item also gets hit flags at the published Acc@k thresholds and its
-distance, which the engines log as metrics.
+Wraps the pure math of `geosleuth.core.rewards`: a rollout's text is parsed with the robust
+parser (last answer wins; answers inside tool responses are ignored), distances are computed
+in one vectorised call, and the chosen reward is applied to the whole batch. Each item also
+gets hit flags at the published Acc@k thresholds and its distance, which the engines log as
+metrics. Clean answers (one JSON object, or ``Latitude:`` / ``Longitude:`` lines) skip the full
+parser, and `score_distance_one` scores a single rollout without arrays (verl's per-rollout
+reward manager); both are tested against the full path.
 
 Names: ``step`` (Thinking-with-Map 0.5–750 km), ``piecewise`` / ``linear`` (SpotAgent),
 ``spatial`` (exp(−d/τ)), ``hierarchical`` (GeoVista 1/β/β²), ``semantic`` (gated name
@@ -14,7 +16,11 @@ similarity), ``geo_similarity`` / ``combined`` (GeoAgent 1.5·spatial + 1.0·sem
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
+import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +29,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geosleuth.core import rewards as core
-from geosleuth.core.geo import haversine_km
-from geosleuth.core.parsing import parse_answer
+from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
+from geosleuth.core.parsing import _INLINE_KEY, _LAT_KEYS, _LINE, _LON_KEYS, parse_answer
+from geosleuth.core.parsing import _key as _line_key
 from geosleuth.core.records import Prediction
 from geosleuth.training.truth import GroundTruth, parse_ground_truth
 
@@ -43,6 +50,9 @@ ConsistencyFn = Callable[[Sequence[str]], Sequence[float]]
 def acc_key(threshold_km: float) -> str:
     """Metric name for one threshold: ``acc@1km``, ``acc@0.5km``."""
     return f"acc@{threshold_km:g}km"
+
+
+_ACC_KEYS: tuple[str, ...] = tuple(acc_key(t) for t in ACC_THRESHOLDS_KM)
 
 
 @dataclass(frozen=True)
@@ -216,38 +226,116 @@ def score_predictions(
     return RewardBatch(np.atleast_1d(np.asarray(scores, dtype=np.float64)), d, parsed, list(preds))
 
 
-def fast_coordinates(text: str | None) -> tuple[float, float] | None:
-    """The common case without the full parser: the last answer block is one clean JSON object.
+_TAG = re.compile(r"<(/?)(answer|tool_response|tool_call|observation)>", re.I)
+_TAG_NAMES = {len(t): t for t in ("answer", "tool_response", "tool_call", "observation")}
+"""Tags by length: ``re.I`` also matches ``ſ`` for s and ``ı`` / ``İ`` for i, so lower() is not enough."""
+_TAG_SET = frozenset(_TAG_NAMES.values())
+_RENAMED_KEYS = frozenset({"latitude", "longitude", "lng", "long"})
+_PLAIN_KEYS = frozenset(
+    {"lat", "lon", "city", "country", "region", "state", "province", "admin1", "address", "confidence"}
+)
+"""Keys the parser reads as they are (lower-case identifiers); others are checked one by one."""
+_DECIMAL = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
 
-    Returns coordinates only when the robust parser would certainly return the same ones: the
-    last ``<answer>`` block lies outside any tool block and holds a flat JSON object with
-    numeric ``lat`` / ``lon`` in range. Anything else returns None (full parse).
+
+def _last_answer(text: str) -> str | None:
+    """Content of the last non-empty ``<answer>`` block, found as the robust parser finds it.
+
+    Replays the parser's two steps on the tag sequence alone: tool blocks (``<T>`` to the
+    first ``</T>``) are removed, then each ``<answer>`` runs to the next ``</answer>``. Any
+    case the replay does not cover exactly returns None: an unclosed tool block or answer,
+    or a last answer holding markup.
     """
-    if not text:
+    parts = _TAG.split(text)  # text, "/" or "", tag name, text, …
+    names = parts[2::3]
+    if not _TAG_SET.issuperset(names):  # upper case or look-alike letters
+        names = [_TAG_NAMES[len(name)] for name in names]
+    tags = list(map(operator.add, parts[1::3], names))
+    blocks: list[tuple[int, int]] = []  # (opening tag, closing tag) indices
+    i, n, open_at = 0, len(tags), -1
+    while i < n:
+        tag = tags[i]
+        if tag == "answer":
+            if open_at < 0:
+                open_at = i
+        elif tag == "/answer":
+            if open_at >= 0:
+                blocks.append((open_at, i))
+                open_at = -1
+        elif tag[0] != "/":  # a tool block: removed up to its first closing tag
+            try:
+                i = tags.index("/" + tag, i + 1)
+            except ValueError:
+                return None
+        i += 1
+    if open_at >= 0:
         return None
-    end = text.rfind("</answer>")
-    if end < 0 or "<answer>" in text[end:]:
-        return None
-    start = text.rfind("<answer>", 0, end)
-    if start < 0 or "<" in text[start + 8 : end]:
-        return None
-    for tag in ("tool_response", "observation", "tool_call"):
-        if text.rfind(f"<{tag}>", 0, start) > text.rfind(f"</{tag}>", 0, start):
-            return None
+    for a, b in reversed(blocks):
+        if b != a + 1:
+            return None  # markup inside the block (a removed tool block, a nested tag)
+        content = parts[3 * a + 3]
+        if content.strip():
+            return None if "<" in content else content
+    return None
+
+
+def _json_coordinates(content: str) -> tuple[float, float] | None:
+    """A flat JSON object with numeric ``lat`` / ``lon`` and plain lower-case keys."""
     try:
-        obj = json.loads(text[start + 8 : end])
+        obj = json.loads(content)
     except ValueError:
         return None
-    if type(obj) is not dict or any(type(v) in (dict, list) for v in obj.values()):
+    if type(obj) is not dict:
         return None
-    if any(k in obj for k in ("latitude", "longitude", "lng", "long")):
-        return None
+    keys = obj.keys()
+    if not keys.isdisjoint(_RENAMED_KEYS) or not all(
+        k.isidentifier() and k.islower() for k in keys - _PLAIN_KEYS
+    ):
+        return None  # other spellings of lat / lon, or keys the parser renames: it decides
+    for v in obj.values():
+        if type(v) is dict or type(v) is list:
+            return None  # nested objects are flattened by the parser
     lat, lon = obj.get("lat"), obj.get("lon")
     if type(lat) not in (int, float) or type(lon) not in (int, float):
         return None
-    if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
+    return float(lat), float(lon)
+
+
+def _line_coordinates(content: str) -> tuple[float, float] | None:
+    """``Latitude: …`` / ``Longitude: …`` lines with plain decimals, read by the parser's own line rules."""
+    if ("," in content or ";" in content or "|" in content) and _INLINE_KEY.search(content):
+        return None
+    pairs: dict[str, str] = {}
+    for m in _LINE.finditer(content):
+        raw = m.group("key")
+        key = raw.strip().strip("*").lower()
+        if not key.replace("_", "").isalnum():  # spaces or dashes: the parser's full key rule
+            key = _line_key(raw)
+        pairs.setdefault(key, m.group("val").strip().strip("*").strip())
+    lat = next((pairs[k] for k in _LAT_KEYS if k in pairs), None)
+    lon = next((pairs[k] for k in _LON_KEYS if k in pairs), None)
+    if lat is None or lon is None or not (_DECIMAL.fullmatch(lat) and _DECIMAL.fullmatch(lon)):
         return None
     return float(lat), float(lon)
+
+
+def fast_coordinates(text: str | None) -> tuple[float, float] | None:
+    """The common cases without the full parser: the last answer is clean JSON or answer lines.
+
+    Returns coordinates only when the robust parser would certainly return the same ones: the
+    last ``<answer>`` block lies outside any tool block and holds either one flat JSON object
+    with numeric ``lat`` / ``lon``, or ``Latitude:`` / ``Longitude:`` lines with plain
+    decimals, in range. Anything else returns None (full parse).
+    """
+    if not text or "<" not in text:
+        return None
+    content = _last_answer(text)
+    if content is None:
+        return None
+    hit = _json_coordinates(content) if "{" in content else _line_coordinates(content)
+    if hit is None or not (-90.0 <= hit[0] <= 90.0 and -180.0 <= hit[1] <= 180.0):
+        return None
+    return hit
 
 
 def _truth_latlon(value: Any) -> tuple[float, float]:
@@ -292,6 +380,93 @@ def score_distances_fast(spec: RewardSpec, texts: Sequence[str | None], truths: 
     else:
         scores = core.piecewise_linear_reward(d)
     return RewardBatch(np.atleast_1d(np.asarray(scores, dtype=np.float64)), d, parsed, preds)
+
+
+_BOUNDARIES_KM: tuple[float, ...] = tuple(
+    sorted({*ACC_THRESHOLDS_KM, *core.STEP_THRESHOLDS_KM, *core.PIECEWISE_KNOTS_KM})
+)
+
+
+def _distance_one(lat: float, lon: float, tlat: float, tlon: float) -> float:
+    """Haversine with `math` (NumPy per call costs ~15 µs); NumPy decides near a threshold.
+
+    `math` and NumPy's SIMD functions can differ in the last bit; close to a reward or Acc@k
+    threshold the distance is recomputed exactly as the batch path does, so that flags and
+    step rewards never depend on which path ran.
+    """
+    la1, la2 = math.radians(lat), math.radians(tlat)
+    h = (
+        math.sin((la2 - la1) / 2) ** 2
+        + math.cos(la1) * math.cos(la2) * math.sin((math.radians(tlon) - math.radians(lon)) / 2) ** 2
+    )
+    d = 2 * EARTH_RADIUS_KM * math.asin(math.sqrt(min(max(h, 0.0), 1.0)))
+    for t in _BOUNDARIES_KM:
+        if abs(d - t) <= 1e-9 * t:
+            return float(haversine_km(lat, lon, tlat, tlon))
+    return d
+
+
+def _step_one(d: float) -> float:
+    """`core.step_reward` for one finite distance (same thresholds, same strict ``<``)."""
+    i = bisect.bisect_right(core.STEP_THRESHOLDS_KM, d)
+    return core.STEP_VALUES[i] if i < len(core.STEP_VALUES) else 0.0
+
+
+def _piecewise_one(d: float) -> float:
+    """`core.piecewise_linear_reward` for one finite distance, with `np.interp`'s arithmetic."""
+    xs, ys = core.PIECEWISE_KNOTS_KM, core.PIECEWISE_VALUES
+    if d > xs[-1]:
+        return 0.0
+    if d < xs[0]:
+        return 1.0
+    j = bisect.bisect_right(xs, d) - 1
+    if j == len(xs) - 1 or d == xs[j]:
+        return ys[j]
+    slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
+    return slope * (d - xs[j]) + ys[j]
+
+
+def _tau_km(spec: RewardSpec) -> float:
+    tau = float(spec.params.get("tau_km", 200.0))
+    if tau <= 0:
+        raise ValueError("tau_km must be positive")
+    return tau
+
+
+def _distance_score_one(spec: RewardSpec, d: float) -> float:
+    if spec.name == "step":
+        return _step_one(d)
+    if spec.name == "spatial":
+        return math.exp(-d / _tau_km(spec))
+    return _piecewise_one(d)
+
+
+def score_distance_one(spec: RewardSpec, text: str | None, truth: Any) -> dict[str, float]:
+    """One rollout, one distance reward: the dict `RewardBatch.item_info` gives, without arrays.
+
+    The single-call path of verl's naive reward manager. Same parse (fast path, then the
+    robust parser), same thresholds; distances and continuous scores agree with the batch
+    path to the last bit or two (see `_distance_one`).
+    """
+    if spec.name == "spatial":
+        _tau_km(spec)  # a bad τ is a config error even when this rollout has no answer
+    hit = fast_coordinates(text)
+    parsed = hit is not None
+    if hit is None:
+        pred = parse_rollout(text)
+        parsed = _answered(pred)
+        if pred.has_coords:
+            hit = (float(pred.lat), float(pred.lon))  # type: ignore[arg-type]
+    tlat, tlon = _truth_latlon(truth)
+    if hit is None:
+        info = {"score": 0.0, "distance_km": MISS_DISTANCE_KM, "parsed": 1.0 if parsed else 0.0}
+        info.update(dict.fromkeys(_ACC_KEYS, 0.0))
+        return info
+    d = _distance_one(hit[0], hit[1], tlat, tlon)
+    info = {"score": _distance_score_one(spec, d), "distance_km": d, "parsed": 1.0}
+    for key, t in zip(_ACC_KEYS, ACC_THRESHOLDS_KM, strict=True):
+        info[key] = 1.0 if d < t else 0.0
+    return info
 
 
 def score_texts(

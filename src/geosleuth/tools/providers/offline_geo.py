@@ -65,17 +65,6 @@ def reverse_to_place(rp: ReversePlace) -> Place:
     )
 
 
-def prefer_settlements(places: list[Place]) -> list[Place]:
-    """A city outranks a province of the same name ("São Paulo", "New York"): photos are taken in places."""
-    if not places or places[0].kind != "admin1":
-        return places
-    key = normalize(places[0].name)
-    same = [p for p in places if normalize(p.name) == key and p.kind == "city"]
-    if not same:
-        return places
-    return [same[0]] + [p for p in places if p is not same[0]]
-
-
 @dataclass
 class PoiStore:
     """User POIs (GeoJSON points or CSV rows with name, lat, lon) with token search."""
@@ -189,7 +178,7 @@ class OfflineGeoProvider:
         return places
 
     async def geocode(self, address: str, limit: int = 5) -> list[Place]:
-        found = prefer_settlements(list(_gazetteer().search(address, limit=limit)))
+        found = list(_gazetteer().search(address, limit=limit))
         if not found:
             found = self.store.search(address, limit=limit)
         return self._remember(found)

@@ -27,35 +27,45 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
-def _gazetteer_places(band_deg: float = 5.0) -> Iterator[Place]:
-    """Every gazetteer place, fetched in latitude bands to keep each lookup small."""
+def _gazetteer_documents() -> Iterator[tuple[str, str, str, float]]:
+    """A document per gazetteer city, from one bulk query (no `Place` objects: ~10x faster)."""
+    from geosleuth.core.countries import country_name
     from geosleuth.gazetteer import get_gazetteer
 
-    gaz = get_gazetteer()
-    seen: set[str] = set()
-    south = -90.0
-    while south < 90.0:
-        north = min(90.0, south + band_deg)
-        for p in gaz.places_in_bbox(south, -180.0, north, 180.0, limit=10_000_000):
-            if p.id not in seen:
-                seen.add(p.id)
-                yield p
-        south = north
+    names: dict[str, str | None] = {}
+    for pid, name, lat, lon, cc, admin1, population, kind in get_gazetteer().iter_rows(kind="city"):
+        if cc and cc not in names:
+            names[cc] = country_name(cc)
+        country = (names[cc] if cc else None) or cc or None
+        yield _document(pid, name, lat, lon, country, admin1, int(population or 0), kind)
 
 
 def place_document(p: Place) -> tuple[str, str, str, float]:
     """(title, body, url, boost) for one gazetteer place."""
-    where = ", ".join(x for x in (p.admin1, p.country or p.country_code) if x and x != p.name)
-    body = f"{p.name} is a {p.kind}{' in ' + where if where else ''}."
-    if p.population:
-        body += f" Population {p.population:,}."
-    body += f" Coordinates {p.lat:.4f}, {p.lon:.4f}."
+    return _document(p.id, p.name, p.lat, p.lon, p.country or p.country_code, p.admin1, p.population, p.kind)
+
+
+def _document(
+    pid: str,
+    name: str,
+    lat: float,
+    lon: float,
+    country: str | None,
+    admin1: str | None,
+    population: int,
+    kind: str,
+) -> tuple[str, str, str, float]:
+    where = ", ".join(x for x in (admin1, country) if x and x != name)
+    body = f"{name} is a {kind}{' in ' + where if where else ''}."
+    if population:
+        body += f" Population {population:,}."
+    body += f" Coordinates {lat:.4f}, {lon:.4f}."
     url = (
-        f"https://www.geonames.org/{p.id.split(':', 1)[1]}"
-        if p.id.startswith("geonames:")
-        else f"gazetteer:{p.id}"
+        f"https://www.geonames.org/{pid.split(':', 1)[1]}"
+        if pid.startswith("geonames:")
+        else f"gazetteer:{pid}"
     )
-    return p.name, body, url, math.log10(1 + max(p.population, 0))
+    return name, body, url, math.log10(1 + max(population, 0))
 
 
 def _passages(text: str) -> Iterator[str]:
@@ -200,7 +210,7 @@ class OfflineSearchProvider:
         for doc in self.documents:
             yield from document_rows(doc)
         if self.with_gazetteer:
-            yield from (place_document(p) for p in _gazetteer_places())
+            yield from _gazetteer_documents()
 
     async def search(self, query: str, max_results: int = 10) -> list[SearchHit]:
         import asyncio

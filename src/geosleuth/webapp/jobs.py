@@ -1,0 +1,296 @@
+"""Locate jobs: one uploaded image, one agent run, a log of events the page streams.
+
+A job validates its image with the agent's safe loader before it is queued, so a bad
+upload is a clear 400 answer rather than a failed run. Events are appended as the agent
+works (``status``, ``turn`` once generated and again once its tools ran, then ``result``
+or ``error``); readers wait on `Job.wait` and never miss one, whenever they connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geosleuth.agent import AgentConfig, ImageInputError, load_image, run_task, write_trajectories
+from geosleuth.core.records import Task, Trajectory, Turn
+from geosleuth.webapp.settings import ServeSettings
+from geosleuth.webapp.views import trajectory_view, turn_view
+
+FINISHED = ("done", "failed")
+MAP_FILE = "answer_map.png"
+MAP_PX = 640
+PREVIEW_FILE = "preview.jpg"  # what the page shows: any input format, at most PREVIEW_PX on a side
+PREVIEW_PX = 1600
+EXTENSIONS = {
+    "JPEG": "jpg",
+    "PNG": "png",
+    "WEBP": "webp",
+    "GIF": "gif",
+    "BMP": "bmp",
+    "TIFF": "tiff",
+    "MPO": "jpg",
+}
+
+
+class UploadError(ValueError):
+    """An upload that cannot be located; the message is safe to show to the user."""
+
+    status = 400
+
+
+class UploadTooLarge(UploadError):
+    """An upload over the size limit (HTTP 413)."""
+
+    status = 413
+
+
+@dataclass
+class Job:
+    """One locate request and everything it produced."""
+
+    id: str
+    dir: Path
+    image_name: str
+    image_file: str  # name inside ``dir``
+    mode: str  # "model" | "offline"
+    prompt_style: str
+    samples: int
+    created_at: float = field(default_factory=time.time)
+    status: str = "queued"  # queued | running | done | failed
+    error: str | None = None
+    trajectory: Trajectory | None = None
+    map_file: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def file_url(self, ref: str) -> str | None:
+        """Same-origin URL of a file the agent wrote under the job folder (None if not kept)."""
+        if ref.startswith("unsaved:") or Path(ref).is_absolute():
+            return None
+        return f"/api/jobs/{self.id}/files/{ref}"
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Append an event and wake every reader."""
+        self.events.append({"seq": len(self.events), "type": kind, **data})
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait(self, seen: int, timeout_s: float) -> None:
+        """Return once there are more than ``seen`` events, the job ended, or the timeout passed."""
+        changed = self._changed
+        if len(self.events) > seen or self.status in FINISHED:
+            return
+        try:
+            await asyncio.wait_for(changed.wait(), timeout_s)
+        except TimeoutError:
+            return
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "status": self.status,
+            "error": self.error,
+            "image_name": self.image_name,
+            "image_url": f"/api/jobs/{self.id}/image",
+            "mode": self.mode,
+            "prompt_style": self.prompt_style,
+            "samples": self.samples,
+            "created_at": self.created_at,
+            "map_url": f"/api/jobs/{self.id}/files/{self.map_file}" if self.map_file else None,
+            "events_url": f"/api/jobs/{self.id}/events",
+        }
+        if self.trajectory is not None:
+            out["trajectory"] = trajectory_view(self.trajectory, self.file_url)
+        return out
+
+
+class JobManager:
+    """Creates, runs (at most ``settings.concurrency`` at once) and forgets jobs."""
+
+    def __init__(self, settings: ServeSettings, workdir: Path) -> None:
+        self.settings = settings
+        self.workdir = workdir
+        self.jobs: OrderedDict[str, Job] = OrderedDict()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._gate: asyncio.Semaphore | None = None
+
+    def get(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id)
+
+    async def create(
+        self, data: bytes | None, filename: str, *, prompt_style: str | None, samples: int, use_model: bool
+    ) -> Job:
+        """Check the request and the image, store the image, queue the run; `UploadError` when bad."""
+        mode = "model" if use_model and self.settings.model else "offline"
+        if use_model and not self.settings.model:
+            raise UploadError("no model is configured on this server: start it with --model")
+        if not 1 <= samples <= self.settings.max_samples:
+            raise UploadError(f"samples must be between 1 and {self.settings.max_samples}")
+        if samples > 1 and mode == "offline":
+            raise UploadError("several samples need a model; the offline clue pipeline is deterministic")
+        style = prompt_style or self.settings.prompt_style
+        if mode == "model":
+            _check_style(style)
+        job_id = uuid.uuid4().hex[:12]
+        folder = self.workdir / job_id
+        folder.mkdir(parents=True)
+        try:
+            image_file = await asyncio.to_thread(_store_image, folder, data, filename, self.settings)
+        except UploadError:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        job = Job(
+            job_id,
+            folder,
+            _display_name(filename),
+            image_file,
+            mode,
+            style if mode == "model" else "offline",
+            samples,
+        )
+        self.jobs[job_id] = job
+        self._forget_old()
+        job.emit("status", {"status": "queued", "message": "Waiting for a free worker…"})
+        task = asyncio.create_task(self._run(job))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return job
+
+    def _forget_old(self) -> None:
+        finished = [j for j in self.jobs.values() if j.status in FINISHED]
+        for job in finished[: max(0, len(finished) - self.settings.keep_jobs)]:
+            del self.jobs[job.id]
+            shutil.rmtree(job.dir, ignore_errors=True)
+
+    def _config(self, job: Job) -> AgentConfig:
+        options = dict(self.settings.agent_options)
+        if job.mode == "offline":
+            return AgentConfig(model=None, **options)
+        return AgentConfig(
+            model=self.settings.model,
+            base_url=self.settings.base_url,
+            prompt_style=job.prompt_style,
+            samples=job.samples,
+            tool_settings=self.settings.tool_settings,
+            geocode_answers=True,
+            **options,
+        )
+
+    async def _run(self, job: Job) -> None:
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(max(1, self.settings.concurrency))
+        async with self._gate:
+            job.status = "running"
+            message = (
+                f"Asking {self.settings.model} ({job.prompt_style} prompt)…"
+                if job.mode == "model"
+                else "Offline clue pipeline: EXIF, text in the image (OCR), place names, phone and web clues…"
+            )
+            job.emit("status", {"status": "running", "message": message})
+
+            def on_turn(sample: int, turn: Turn) -> None:
+                job.emit(
+                    "turn", {"sample": sample, "samples": job.samples, "turn": turn_view(turn, job.file_url)}
+                )
+
+            try:
+                trajectory = await run_task(
+                    Task(id=job.id, image=str(job.dir / job.image_file)),
+                    self._config(job),
+                    artifacts_dir=job.dir,
+                    on_turn=on_turn,
+                )
+                await asyncio.to_thread(
+                    write_trajectories, job.dir / "trajectories.jsonl", [trajectory], False
+                )
+                job.map_file = await self._answer_map(job, trajectory)
+            except (
+                Exception
+            ) as exc:  # run_task reports failures in the record; anything else is a bug to show, not hide
+                job.status, job.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+                job.emit("error", {"status": job.status, "message": job.error})
+                return
+            job.trajectory, job.status = trajectory, "done"
+            job.emit("result", job.summary())
+
+    async def _answer_map(self, job: Job, trajectory: Trajectory) -> str | None:
+        """The offline map around the answer (the ``static_map_query`` tool), or None without coordinates."""
+        pred = trajectory.prediction
+        if pred is None or pred.lat is None or pred.lon is None:
+            return None
+        from geosleuth.tools import build_registry
+
+        registry = build_registry(self.settings.tool_settings, names=["static_map_query"])
+        zoom = map_zoom(pred.lat, pred.radius_km)
+        result = await registry.call("static_map_query", {"lat": pred.lat, "lon": pred.lon, "zoom": zoom})
+        if not result.ok or not result.images:
+            return None
+        await asyncio.to_thread(result.images[0].save, job.dir / MAP_FILE, "PNG")
+        return MAP_FILE
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def map_zoom(lat: float, radius_km: float | None) -> int:
+    """A web-map zoom whose 640-px view spans about four times the answer's uncertainty radius."""
+    radius = radius_km if radius_km and radius_km > 0 else 10.0
+    span_km = 40075.0 * max(math.cos(math.radians(lat)), 0.05) * (MAP_PX / 256)
+    return int(min(13, max(2, math.floor(math.log2(span_km / (4 * radius))))))
+
+
+def _check_style(style: str) -> None:
+    from geosleuth.agent import load_style
+
+    try:
+        load_style(style)
+    except (KeyError, ValueError, OSError) as exc:
+        raise UploadError(f"unknown prompt style {style!r}: {exc}") from None
+
+
+def _display_name(filename: str) -> str:
+    name = Path(filename.replace("\\", "/")).name
+    return "".join(c for c in name if c.isprintable())[:120] or "upload"
+
+
+def _store_image(folder: Path, data: bytes | None, filename: str, settings: ServeSettings) -> str:
+    """Write the upload (or copy the example), decode it with the safe loader, keep it as ``input.<ext>``."""
+    if data is None:
+        if settings.example is None:
+            raise UploadError("this installation has no bundled example image")
+        data = settings.example.read_bytes()
+    if not data:
+        raise UploadError("the uploaded file is empty")
+    if len(data) > settings.max_upload_bytes:
+        limit = settings.public()["max_upload_mb"]
+        raise UploadTooLarge(f"the file is larger than the {limit} MB limit")
+    raw = folder / "upload.bin"
+    raw.write_bytes(data)
+    try:
+        image = load_image(raw)
+    except ImageInputError as exc:
+        raw.unlink(missing_ok=True)
+        raise UploadError(str(exc).replace(str(raw), _display_name(filename))) from None
+    fmt = _format_of(raw)
+    target = folder / f"input.{EXTENSIONS.get(fmt, 'img')}"
+    raw.rename(target)
+    preview = image.convert("RGB")
+    preview.thumbnail((PREVIEW_PX, PREVIEW_PX))
+    preview.save(folder / PREVIEW_FILE, format="JPEG", quality=88)
+    return target.name
+
+
+def _format_of(path: Path) -> str:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return str(image.format)

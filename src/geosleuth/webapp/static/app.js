@@ -1,0 +1,464 @@
+/* geosleuth web app: hash-routed pages over the JSON API.
+   Every piece of model or tool output is inserted as a text node (never innerHTML). */
+"use strict";
+
+var state = { config: null, source: null, form: { useModel: null, style: null, samples: "1" } };
+
+function el(tag, attrs) {
+  var node = document.createElement(tag);
+  var props = attrs || {};
+  Object.keys(props).forEach(function (key) {
+    var value = props[key];
+    if (value === null || value === undefined || value === false) return;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key === "style") node.style.cssText = value;  /* CSSOM: allowed by the page's CSP, unlike style="" */
+    else if (key.slice(0, 2) === "on") node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  });
+  for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+  return node;
+}
+
+function append(node, child) {
+  if (child === null || child === undefined || child === false) return;
+  if (Array.isArray(child)) { child.forEach(function (c) { append(node, c); }); return; }
+  node.appendChild(typeof child === "string" || typeof child === "number" ? document.createTextNode(String(child)) : child);
+}
+
+function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+function api(path, options) {
+  return fetch(path, options).then(function (response) {
+    return response.json().catch(function () { return {}; }).then(function (body) {
+      if (!response.ok) throw new Error(body.error || ("HTTP " + response.status));
+      return body;
+    });
+  });
+}
+
+function fmt(value, digits) {
+  if (value === null || value === undefined || (typeof value === "number" && !isFinite(value))) return "–";
+  return typeof value === "number" ? value.toFixed(digits === undefined ? 2 : digits) : String(value);
+}
+
+function statusPill(status) {
+  var cls = status === "ok" || status === "done" ? "ok"
+    : (status === "running" || status === "queued" ? "info" : (status === "no_evidence" || status === "parse_failed" ? "warn" : "bad"));
+  return el("span", { class: "pill " + cls, text: String(status).replace(/_/g, " ") });
+}
+
+
+/* ---------- trajectories ---------- */
+
+function argChips(args) {
+  var keys = Object.keys(args || {});
+  if (!keys.length) return el("span", { class: "muted small", text: "no arguments" });
+  return el("span", { class: "args" }, keys.map(function (k) {
+    var v = args[k];
+    return el("span", { class: "arg" }, el("b", { text: k + "=" }), typeof v === "string" ? v : JSON.stringify(v));
+  }));
+}
+
+function renderCall(call) {
+  var head = el("div", { class: "call-head" },
+    el("span", { class: "tool-name", text: call.name }), argChips(call.arguments),
+    el("span", { style: "margin-left:auto" }),
+    call.ok ? el("span", { class: "pill ok", text: "ok" }) : el("span", { class: "pill bad", text: "error" }),
+    call.cache_hit ? el("span", { class: "pill", text: "cached" }) : null,
+    call.provider ? el("span", { class: "pill", text: call.provider }) : null,
+    el("span", { class: "muted small", text: fmt(call.latency_s, 2) + " s" }));
+  var body = el("div", { class: "call-body" },
+    call.error ? el("div", { class: "call-error", text: call.error }) : null,
+    call.result_text ? el("pre", { text: call.result_text }) : (call.error ? null : el("span", { class: "muted small", text: "(no text output)" })),
+    call.images && call.images.length ? el("div", { class: "thumbs" }, call.images.map(function (src) {
+      return el("a", { href: src, target: "_blank" }, el("img", { src: src, alt: call.name + " result", loading: "lazy" }));
+    })) : null);
+  return el("div", { class: "call" + (call.ok ? "" : " failed") }, head, body);
+}
+
+function renderTurn(turn) {
+  var usage = turn.usage || {};
+  var tokens = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
+  return el("div", { class: "turn", "data-turn": turn.index },
+    el("div", { class: "turn-head" },
+      el("h3", { text: "Turn " + (turn.index + 1) }),
+      el("span", { class: "muted", text: fmt(turn.latency_s, 1) + " s" + (tokens ? " · " + tokens + " tokens" : "") }),
+      turn.note ? el("span", { class: "note", text: turn.note }) : null),
+    turn.reasoning ? el("details", { class: "reasoning" }, el("summary", { text: "reasoning" }), el("div", { class: "text", text: turn.reasoning })) : null,
+    turn.text ? el("div", { class: "text", text: turn.text }) : null,
+    (turn.tool_calls || []).map(renderCall));
+}
+
+function renderTurns(trajectory) {
+  var box = el("div", { class: "timeline" });
+  if (!trajectory.turns.length) box.appendChild(el("p", { class: "muted", text: "No turns were recorded." }));
+  trajectory.turns.forEach(function (t) { box.appendChild(renderTurn(t)); });
+  return box;
+}
+
+function placeLine(p) {
+  var parts = [p.poi, p.street, p.town, p.city, p.admin2, p.admin1, p.country || p.country_code].filter(Boolean);
+  var seen = {};
+  parts = parts.filter(function (x) { var k = String(x).toLowerCase(); if (seen[k]) return false; seen[k] = 1; return true; });
+  return parts.join(", ");
+}
+
+function renderAnswer(trajectory, mapUrl, errorKm) {
+  var p = trajectory.prediction;
+  var failed = trajectory.status !== "ok" || !p;
+  var left = el("div");
+  if (p && (p.lat !== null || p.country || p.city)) {
+    left.appendChild(el("div", { class: "muted small", text: "Answer" }));
+    left.appendChild(el("div", { class: "place" }, placeLine(p) || "coordinates only",
+      p.country_code ? el("span", { class: "code", style: "margin-left:.5rem", text: p.country_code }) : null));
+    if (p.lat !== null && p.lon !== null) {
+      var coords = p.lat.toFixed(5) + ", " + p.lon.toFixed(5);
+      left.appendChild(el("div", { class: "row" },
+        el("span", { class: "coords", id: "answer-coords", text: coords }),
+        el("button", { class: "small", onclick: function (e) { copy(coords, e.target); } }, "Copy"),
+        el("a", { class: "small", href: "https://www.openstreetmap.org/?mlat=" + p.lat + "&mlon=" + p.lon + "#map=13/" + p.lat + "/" + p.lon,
+          target: "_blank", rel: "noopener noreferrer", text: "open in OpenStreetMap ↗" })));
+    }
+    var conf = p.confidence;
+    left.appendChild(el("dl", { class: "kv" },
+      conf !== null && conf !== undefined ? [el("dt", { text: "confidence" }), el("dd", {},
+        el("span", { class: "meter" }, el("span", { style: "width:" + Math.round(Math.max(0, Math.min(1, conf)) * 100) + "%" })),
+        Math.round(conf * 100) + " %")] : null,
+      p.radius_km ? [el("dt", { text: "uncertainty" }), el("dd", { text: "± " + fmt(p.radius_km, p.radius_km < 10 ? 1 : 0) + " km" })] : null,
+      p.address ? [el("dt", { text: "address" }), el("dd", { text: p.address })] : null,
+      p.coords_source ? [el("dt", { text: "coordinates from" }), el("dd", { text: p.coords_source })] : null,
+      typeof errorKm === "number" ? [el("dt", { text: "error vs truth" }), el("dd", {}, el("b", { text: fmt(errorKm, errorKm < 10 ? 2 : 0) + " km" }))] : null,
+      trajectory.aggregator ? [el("dt", { text: "aggregated by" }), el("dd", { text: trajectory.aggregator })] : null,
+      [el("dt", { text: "answered by" }), el("dd", { text: trajectory.model + (trajectory.prompt_style ? " · " + trajectory.prompt_style : "") })],
+      [el("dt", { text: "work" }), el("dd", { text: workLine(trajectory) +
+        (trajectory.duration_s !== null ? ", " + fmt(trajectory.duration_s, 1) + " s" : "") })]));
+    if (p.evidence && p.evidence.length) {
+      left.appendChild(el("div", { class: "muted small", text: "Evidence" }));
+      left.appendChild(el("ul", { class: "evidence" }, p.evidence.map(function (e) { return el("li", { text: e }); })));
+    }
+  } else {
+    left.appendChild(el("div", { class: "place", text: "Could not locate this image" }));
+  }
+  if (trajectory.error) left.appendChild(el("div", { class: "banner error", text: trajectory.error }));
+  var right = mapUrl ? el("div", {}, el("img", { class: "answer-map", src: mapUrl, alt: "map around the answer" }),
+    el("div", { class: "muted small", text: "Offline map (Natural Earth borders, GeoNames places)" })) : null;
+  return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer" },
+    el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { style: "margin:0", text: "Result" }), statusPill(trajectory.status)),
+    el("div", { class: "answer-grid" }, left, right));
+}
+
+function workLine(trajectory) {
+  var runs = trajectory.samples && trajectory.samples.length ? trajectory.samples : [trajectory];
+  var turns = 0, calls = 0;
+  runs.forEach(function (t) { turns += t.turns.length; calls += t.n_tool_calls; });
+  return (runs.length > 1 ? runs.length + " samples, " : "") + turns + " turn(s), " + calls + " tool call(s)";
+}
+
+function copy(text, button) {
+  var done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy"; }, 1200); };
+  if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, function () {});
+}
+
+function renderTrajectory(trajectory, mapUrl, errorKm) {
+  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm));
+  if (trajectory.samples && trajectory.samples.length) {
+    var body = el("div");
+    var tabs = el("div", { class: "samples-tabs" });
+    trajectory.samples.forEach(function (s, i) {
+      var button = el("button", { onclick: function () {
+        Array.prototype.forEach.call(tabs.children, function (b) { b.classList.remove("active"); });
+        button.classList.add("active"); clear(body).appendChild(sampleBlock(s));
+      } }, "Sample " + (i + 1) + " ", statusPill(s.status));
+      tabs.appendChild(button);
+    });
+    wrap.appendChild(el("h2", { text: trajectory.samples.length + " parallel samples" }));
+    wrap.appendChild(tabs); wrap.appendChild(body);
+    tabs.firstChild.click();
+  } else {
+    wrap.appendChild(el("h2", { text: "How it got there" }));
+    wrap.appendChild(renderTurns(trajectory));
+  }
+  return wrap;
+}
+
+function sampleBlock(s) {
+  var p = s.prediction;
+  return el("div", {},
+    el("p", { class: "muted", text: p && p.lat !== null ? "Answer: " + placeLine(p) + " (" + p.lat.toFixed(4) + ", " + p.lon.toFixed(4) + ")" : "No coordinates" + (s.error ? ": " + s.error : "") }),
+    renderTurns(s));
+}
+
+/* ---------- Locate page ---------- */
+
+function locatePage(main, jobId) {
+  var cfg = state.config;
+  var fileInput = el("input", { type: "file", accept: "image/*", id: "file" });
+  var preview = el("div");
+  var chosen = { file: null };
+  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "or click to choose · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
+  var drop = el("label", { class: "drop", id: "drop" }, fileInput, dropText);
+  function choose(file) {
+    chosen.file = file;
+    clear(preview).appendChild(el("img", { class: "query-img", src: URL.createObjectURL(file), alt: "chosen image",
+      onerror: function () { clear(preview).appendChild(el("p", { class: "muted small", text: "(this browser cannot preview the file)" })); } }));
+    clear(dropText).appendChild(el("b", { text: file.name }));
+  }
+  fileInput.addEventListener("change", function () { if (fileInput.files[0]) choose(fileInput.files[0]); });
+  drop.addEventListener("dragover", function (e) { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", function () { drop.classList.remove("over"); });
+  drop.addEventListener("drop", function (e) { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) choose(e.dataTransfer.files[0]); });
+
+  var useModel = el("select", { id: "engine-select" },
+    cfg.model ? el("option", { value: "1", text: "Model: " + cfg.model }) : null,
+    el("option", { value: "0", text: "Offline clue pipeline (no model)" }));
+  var style = el("select", { id: "prompt" }, cfg.prompt_styles.map(function (s) {
+    return el("option", { value: s, text: s.replace(/_/g, " "), selected: s === cfg.prompt_style });
+  }));
+  var samples = el("input", { type: "number", id: "samples", min: 1, max: cfg.max_samples, value: state.form.samples, style: "width:5rem" });
+  if (state.form.useModel !== null) useModel.value = state.form.useModel;
+  if (state.form.style !== null) style.value = state.form.style;
+  function syncModelFields() {
+    var on = useModel.value === "1";
+    style.disabled = !on; samples.disabled = !on; if (!on) samples.value = 1;
+    state.form = { useModel: useModel.value, style: style.value, samples: samples.value };
+  }
+  [useModel, style, samples].forEach(function (field) { field.addEventListener("change", syncModelFields); });
+  syncModelFields();
+
+  var message = el("div");
+  var go = el("button", { class: "primary", id: "locate" }, "Locate");
+  var example = cfg.example ? el("button", { id: "example", type: "button" }, "Use the example image") : null;
+  function submit(useExample) {
+    clear(message);
+    var form = new FormData();
+    if (useExample) form.append("example", "1");
+    else if (chosen.file) form.append("image", chosen.file);
+    else { message.appendChild(el("div", { class: "banner error", text: "Choose an image first (or use the example)." })); return; }
+    form.append("use_model", useModel.value); form.append("prompt", style.value); form.append("samples", samples.value);
+    go.disabled = true; if (example) example.disabled = true;
+    api("/api/locate", { method: "POST", body: form }).then(function (job) {
+      location.hash = "#/locate/" + job.id;
+    }, function (err) {
+      message.appendChild(el("div", { class: "banner error", id: "upload-error", text: err.message }));
+    }).then(function () { go.disabled = false; if (example) example.disabled = false; });
+  }
+  go.addEventListener("click", function () { submit(false); });
+  if (example) example.addEventListener("click", function () { submit(true); });
+
+  var recent = el("ul", { class: "jobs-list" });
+  function loadRecent() { api("/api/jobs").then(function (jobs) {
+    clear(recent);
+    if (!jobs.length) recent.appendChild(el("li", { class: "muted", text: "Nothing located yet." }));
+    jobs.slice(0, 8).forEach(function (j) {
+      recent.appendChild(el("li", {}, statusPill(j.status), el("a", { href: "#/locate/" + j.id, text: j.image_name }),
+        el("span", { class: "muted small", text: new Date(j.created_at * 1000).toLocaleTimeString() })));
+    });
+  }); }
+  loadRecent();
+
+  var form = el("section", { class: "card" },
+    el("h1", { text: "Where was this photo taken?" }), drop, preview,
+    el("div", { class: "row", style: "margin-top:1rem" },
+      el("label", { class: "field" }, "Answered by", useModel),
+      el("label", { class: "field" }, "Prompt style", style),
+      el("label", { class: "field" }, "Samples", samples)),
+    el("div", { class: "form-actions" }, go, example), message,
+    el("h2", { text: "Recent" }), recent);
+  var work = el("section", { id: "job" }, jobId ? null : el("div", { class: "card empty" },
+    el("p", { text: "Upload a photo or use the example, then watch the agent reason, call tools and answer." })));
+  main.appendChild(el("div", { class: "grid2" }, form, work));
+  if (jobId) watchJob(jobId, work, loadRecent);
+}
+
+function watchJob(jobId, work, onEnd) {
+  var status = el("div", { class: "status-line", id: "job-status" }, el("span", { class: "spinner" }), el("span", { text: "Connecting…" }));
+  var live = el("div", { class: "timeline", id: "live" });
+  var samples = {};
+  var head = el("div", { class: "card job-head" });
+  work.appendChild(head); work.appendChild(live); work.appendChild(status);
+  api("/api/jobs/" + jobId).then(function (job) {
+    append(head, [el("div", { class: "row" },
+      el("img", { src: job.image_url, alt: "query image", id: "query-image" })),
+      el("div", { class: "muted small", text: job.image_name + " · " + (job.mode === "model" ? job.prompt_style + " prompt" + (job.samples > 1 ? ", " + job.samples + " samples" : "") : "offline clue pipeline") })]);
+  }, function (err) { clear(status).appendChild(el("div", { class: "banner error", text: err.message })); });
+  function setStatus(text, spinning) {
+    clear(status); if (spinning) status.appendChild(el("span", { class: "spinner" }));
+    status.appendChild(el("span", { text: text }));
+  }
+  var source = new EventSource("/api/jobs/" + jobId + "/events");
+  state.source = source;
+  source.addEventListener("status", function (e) { setStatus(JSON.parse(e.data).message, true); });
+  source.addEventListener("turn", function (e) {
+    var data = JSON.parse(e.data);
+    var box = samples[data.sample];
+    if (!box) {
+      box = samples[data.sample] = el("div", {}, data.samples > 1 ? el("h3", { text: "Sample " + (data.sample + 1) + " of " + data.samples }) : null);
+      live.appendChild(box);
+    }
+    var node = renderTurn(data.turn);
+    var old = box.querySelector('[data-turn="' + data.turn.index + '"]');
+    if (old) box.replaceChild(node, old); else box.appendChild(node);
+    setStatus(data.turn.tool_calls.length ? "Thinking about the tool results…" : "Model answered turn " + (data.turn.index + 1) + "; running any tools it asked for…", true);
+  });
+  source.addEventListener("result", function (e) {
+    source.close();
+    var job = JSON.parse(e.data);
+    clear(status); clear(live);
+    live.appendChild(renderTrajectory(job.trajectory, job.map_url));
+    onEnd();
+  });
+  source.addEventListener("error", function (e) {
+    if (e.data) { source.close(); setStatus("", false); live.appendChild(el("div", { class: "banner error", text: JSON.parse(e.data).message })); onEnd(); }
+  });
+}
+
+/* ---------- Runs pages ---------- */
+
+function metricName(key) { return key.replace(/_/g, " "); }
+function metricValue(key, value) {
+  if (value === null || value === undefined) return "–";
+  if (/acc/.test(key)) return (value * 100).toFixed(1) + " %";
+  if (/km/.test(key)) return value.toFixed(1) + " km";
+  return Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
+}
+
+function runsPage(main) {
+  main.appendChild(el("h1", { text: "Evaluation runs" }));
+  var box = el("div", { class: "card table-card" }, el("p", { class: "muted", text: "Loading…" }));
+  main.appendChild(box);
+  api("/api/runs").then(function (runs) {
+    clear(box);
+    if (!runs.length) {
+      box.appendChild(el("div", { class: "empty", text: state.config.runs ? "No run directories found in the folders given with --runs." : "Start the server with --runs DIR to browse evaluation runs." }));
+      return;
+    }
+    var keys = [];
+    runs.forEach(function (r) { Object.keys(r.headline || {}).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
+    var table = el("table", { class: "data", id: "runs" },
+      el("thead", {}, el("tr", {}, el("th", { text: "run" }), el("th", { text: "model" }), el("th", { text: "created" }), el("th", { class: "num", text: "samples" }),
+        el("th", { class: "num", text: "failed" }), keys.map(function (k) { return el("th", { class: "num", text: metricName(k) }); }))),
+      el("tbody", {}, runs.map(function (r) {
+        return el("tr", {}, el("td", {}, el("a", { href: "#/runs/" + encodeURIComponent(r.name), text: r.name })),
+          el("td", { text: r.model || "–" }), el("td", { class: "small muted", text: (r.created_at || "–").replace("T", " ").replace("Z", "") }),
+          el("td", { class: "num", text: r.reported ? r.n_finished + " / " + r.n_samples : "not reported" }),
+          el("td", { class: "num", text: r.reported ? String(r.n_failed) : "–" }),
+          keys.map(function (k) { return el("td", { class: "num", text: metricValue(k, (r.headline || {})[k]) }); }));
+      })));
+    box.appendChild(table);
+  }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
+}
+
+function sortable(table) {
+  var heads = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function (th, col) {
+    th.addEventListener("click", function () {
+      var body = table.tBodies[0]; var rows = Array.prototype.slice.call(body.rows);
+      var asc = th.dataset.asc !== "1"; th.dataset.asc = asc ? "1" : "0";
+      rows.sort(function (a, b) {
+        var x = a.cells[col].dataset.v || a.cells[col].textContent, y = b.cells[col].dataset.v || b.cells[col].textContent;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        var r = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+        return asc ? r : -r;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+}
+
+function runPage(main, name) {
+  main.appendChild(el("div", { class: "crumbs" }, el("a", { href: "#/runs", text: "Runs" }), " / " + name));
+  var box = el("div", {}, el("p", { class: "muted", text: "Loading…" }));
+  main.appendChild(box);
+  api("/api/runs/" + encodeURIComponent(name)).then(function (run) {
+    clear(box);
+    box.appendChild(el("h1", { text: name }));
+    box.appendChild(el("p", { class: "muted", text: [run.model, run.dataset, run.protocol ? "protocol " + run.protocol : null, run.created_at].filter(Boolean).join(" · ") }));
+    if (run.reported) {
+      box.appendChild(el("div", { class: "counts" }, Object.keys(run.status_counts).map(function (k) {
+        return el("span", {}, statusPill(k), " " + run.status_counts[k]);
+      })));
+      var accKeys = Object.keys(run.metrics).filter(function (k) { return /^acc@/.test(k); });
+      if (accKeys.length) box.appendChild(el("section", { class: "card", style: "margin-bottom:1rem" },
+        el("h3", { text: "Accuracy within distance" }),
+        el("div", { class: "bars", id: "acc-bars" }, accKeys.map(function (k) {
+          var v = run.metrics[k] || 0;
+          return el("div", { class: "bar", title: k + ": " + metricValue(k, run.metrics[k]) },
+            el("div", { class: "pct", text: Math.round(v * 100) + "%" }),
+            el("div", { class: "fill", style: "height:" + Math.max(1, Math.round(v * 120)) + "px" }),
+            el("div", { class: "lab", text: k.replace("acc@", "") }));
+        }))));
+      box.appendChild(el("div", { class: "metrics" }, Object.keys(run.metrics).filter(function (k) { return accKeys.indexOf(k) < 0; }).map(function (k) {
+        var ci = run.ci95[k];
+        return el("div", { class: "metric" }, el("div", { class: "k", text: metricName(k) }), el("div", { class: "v", text: metricValue(k, run.metrics[k]) }),
+          ci && ci[0] !== null ? el("div", { class: "ci", text: "95 % CI " + metricValue(k, ci[0]) + " – " + metricValue(k, ci[1]) }) : null);
+      })));
+    } else {
+      box.appendChild(el("div", { class: "banner info", text: "No summary.json yet: run `geosleuth report " + name + "` for metrics." }));
+    }
+    var filter = el("input", { type: "search", placeholder: "filter samples…", id: "filter" });
+    box.appendChild(el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { text: "Samples (" + run.samples.length + ")" }), filter));
+    var cols = [["sample_id", "sample"], ["status", "status"], ["distance_km", "error km"], ["country_code", "country"], ["confidence", "confidence"], ["turns", "turns"], ["tool_calls", "tool calls"]];
+    var table = el("table", { class: "data", id: "samples" },
+      el("thead", {}, el("tr", {}, cols.map(function (c) { return el("th", { class: c[0] === "sample_id" || c[0] === "status" || c[0] === "country_code" ? "" : "num", text: c[1] }); }))),
+      el("tbody", {}, run.samples.map(function (s) {
+        return el("tr", {}, cols.map(function (c) {
+          var v = s[c[0]];
+          if (c[0] === "sample_id") return el("td", {}, el("a", { href: "#/runs/" + encodeURIComponent(name) + "/" + encodeURIComponent(v), text: v }));
+          if (c[0] === "status") return el("td", {}, statusPill(v));
+          if (typeof v === "number") return el("td", { class: "num", "data-v": v, text: c[0] === "distance_km" ? v.toFixed(1) : (c[0] === "confidence" ? v.toFixed(2) : String(v)) });
+          return el("td", { class: c[0] === "country_code" ? "" : "num", "data-v": c[0] === "distance_km" ? "1e12" : null, text: v === null || v === undefined ? "–" : String(v) });
+        }));
+      })));
+    box.appendChild(el("div", { class: "card table-card" }, table));
+    sortable(table);
+    filter.addEventListener("input", function () {
+      var q = filter.value.toLowerCase();
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) { r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? "" : "none"; });
+    });
+  }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
+}
+
+function samplePage(main, name, sampleId) {
+  var runHref = "#/runs/" + encodeURIComponent(name);
+  main.appendChild(el("div", { class: "crumbs" }, el("a", { href: "#/runs", text: "Runs" }), " / ", el("a", { href: runHref, text: name }), " / " + sampleId));
+  var box = el("div", {}, el("p", { class: "muted", text: "Loading…" }));
+  main.appendChild(box);
+  api("/api/runs/" + encodeURIComponent(name) + "/sample?id=" + encodeURIComponent(sampleId)).then(function (data) {
+    clear(box);
+    var s = data.sample;
+    var labels = Object.keys(s.labels || {}).map(function (k) { return [el("dt", { text: k }), el("dd", { text: s.labels[k] })]; });
+    box.appendChild(el("div", { class: "grid2" },
+      el("section", { class: "card" }, el("h1", { text: s.id }),
+        data.image_url ? el("img", { class: "query-img", src: data.image_url, alt: "sample image" }) : el("p", { class: "muted", text: "(no image)" }),
+        el("h2", { text: "Ground truth" }),
+        el("dl", { class: "kv" }, s.lat !== null ? [el("dt", { text: "coordinates" }), el("dd", { class: "coords", text: s.lat.toFixed(5) + ", " + s.lon.toFixed(5) })] : null, labels,
+          s.hint ? [el("dt", { text: "hint" }), el("dd", { text: s.hint })] : null,
+          s.choices && s.choices.length ? [el("dt", { text: "choices" }), el("dd", { text: s.choices.join(" · ") + (s.answer ? " (answer " + s.answer + ")" : "") })] : null)),
+      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
+  }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
+}
+
+/* ---------- router ---------- */
+
+function route() {
+  if (state.source) { state.source.close(); state.source = null; }
+  var main = clear(document.getElementById("main"));
+  var parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  var page = parts[0] || "locate";
+  Array.prototype.forEach.call(document.querySelectorAll("nav a"), function (a) { a.classList.toggle("active", a.dataset.nav === page); });
+  if (page === "runs" && parts[2]) samplePage(main, parts[1], parts.slice(2).join("/"));
+  else if (page === "runs" && parts[1]) runPage(main, parts[1]);
+  else if (page === "runs") runsPage(main);
+  else locatePage(main, parts[1]);
+}
+
+api("/api/config").then(function (cfg) {
+  state.config = cfg;
+  var engine = document.getElementById("engine");
+  append(engine, cfg.model ? ["model ", el("b", { text: cfg.model }), cfg.endpoint ? " at " + cfg.endpoint : ""] : [el("b", { text: "offline clue pipeline" }), " (no model configured)"]);
+  window.addEventListener("hashchange", route);
+  route();
+}, function (err) {
+  document.getElementById("main").appendChild(el("div", { class: "banner error", text: "Cannot reach the geosleuth server: " + err.message }));
+});
