@@ -45,3 +45,29 @@ def test_data_sample_reads_gazetteer_places_by_name(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(geosleuth.gazetteer, "get_gazetteer", Gazetteer)
     cells = _gazetteer_cells()
     assert set(cells) == {(48, 2), (35, 139)} and cells[(35, 139)] > 0
+
+
+def test_data_commands_use_the_option_names_of_locate_and_eval(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from geosleuth.cli.app import app
+
+    missing = str(tmp_path / "none.csv")
+    runs = {
+        "synthesize": ["data", "synthesize", missing, "-o", str(tmp_path / "s"), "--observer-model", "o"]
+        + ["--planner-model", "p", "--observer-base-url", "http://127.0.0.1:9/v1"]
+        + ["--planner-base-url", "http://127.0.0.1:9/v1"],
+        "export-verl": [
+            "data",
+            "export-verl",
+            missing,
+            "-o",
+            str(tmp_path / "v.parquet"),
+            "--prompt",
+            "direct",
+        ],
+        "filter": ["data", "filter", str(tmp_path), "--truth", missing],
+    }
+    for name, args in runs.items():
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code != 0 and "No such option" not in result.output, (name, result.output)

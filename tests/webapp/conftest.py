@@ -10,9 +10,10 @@ import pytest
 from PIL import Image
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
+from webapp_helpers import make_settings
 
 from geosleuth.cli.app import app as cli
-from geosleuth.webapp import ServeSettings, create_app
+from geosleuth.webapp import create_app
 
 PLACES = [
     ("paris", 48.8566, 2.3522, "France"),
@@ -50,16 +51,6 @@ def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = runner.invoke(cli, ["report", str(root / "demo"), "--no-plots"])
     assert result.exit_code == 0, result.output
     return root
-
-
-def make_settings(tmp_path: Path, **overrides: object) -> ServeSettings:
-    """Settings whose job files and tool cache live under ``tmp_path``."""
-    values: dict[str, object] = {
-        "workdir": tmp_path / "jobs",
-        "tool_settings": {"cache": {"path": str(tmp_path / "tool_cache.sqlite")}},
-    }
-    values.update(overrides)
-    return ServeSettings(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import io
-import json
 import struct
 import zlib
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
 from PIL import Image
 from starlette.testclient import TestClient
+from webapp_helpers import events_of, make_settings
 
 from geosleuth.webapp import create_app
-
-
-def events_of(client: TestClient, job_id: str) -> list[dict]:
-    """Read the job's SSE stream to its end and decode every event."""
-    with client.stream("GET", f"/api/jobs/{job_id}/events") as stream:
-        assert stream.headers["content-type"].startswith("text/event-stream")
-        text = "".join(stream.iter_text())
-    events = []
-    for block in text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
-        if fields:
-            event = json.loads(fields["data"])
-            assert fields["event"] == event["type"] and int(fields["id"]) == event["seq"]
-            events.append(event)
-    return events
 
 
 def png_bytes(size: tuple[int, int] = (40, 30)) -> bytes:
@@ -136,6 +120,16 @@ def test_run_listing_detail_and_trajectory(client: TestClient) -> None:
     assert client.get("/api/runs/demo/sample", params={"id": "nope"}).status_code == 404
     assert client.get("/api/runs/demo/files/../../../../etc/passwd").status_code == 404
     assert client.get("/api/runs/demo/files/run.json").status_code == 404  # only images are served
+    # the run's own offline HTML report (eval/html.py) is served as is, under its own strict CSP
+    report = client.get(run["html_report"])
+    assert report.status_code == 200 and 'id="worldmap"' in report.text
+    assert report.headers.get_list("content-security-policy") == [
+        "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ]
+    page = report.text.split('href="samples/', 1)[1].split('"', 1)[0]
+    assert "Zooming on the sign" in client.get(f"/runs/demo/report/samples/{page}").text
+    assert client.get("/runs/demo/report/../summary.json").status_code == 404
 
 
 def test_security_headers_hosts_origins_and_secrets(

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
+from webapp_helpers import make_settings
 from webapp_server import serving
 
 CHROMIUM = "/usr/bin/chromium"

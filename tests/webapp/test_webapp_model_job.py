@@ -6,10 +6,9 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
 from PIL import Image
 from starlette.testclient import TestClient
-from test_webapp_api import events_of
+from webapp_helpers import events_of, make_settings
 
 from geosleuth.testing import FakeOpenAIServer
 from geosleuth.testing.fake_openai import reply, tool_call

@@ -355,10 +355,16 @@ def synthesize_cmd(
     observer_model: Annotated[str, typer.Option(help="Observer VLM (sees the image).")],
     planner_model: Annotated[str, typer.Option(help="Planner LLM (calls tools, concludes).")],
     observer_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible base URL of the observer.")
+        str | None,
+        typer.Option(
+            "--observer-base-url", "--observer-url", help="OpenAI-compatible base URL of the observer."
+        ),
     ] = None,
     planner_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible base URL of the planner.")
+        str | None,
+        typer.Option(
+            "--planner-base-url", "--planner-url", help="OpenAI-compatible base URL of the planner."
+        ),
     ] = None,
     tools: Annotated[
         str, typer.Option(help="Comma-separated tool names.")

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -41,6 +42,11 @@ CSP = (
     "connect-src 'self'; font-src 'none'; object-src 'none'; frame-ancestors 'none'; "
     "base-uri 'none'; form-action 'self'"
 )
+REPORT_CSP = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+"""The offline HTML report's own policy (eval/html.py): inline code and data: images, no requests."""
 STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
 KEEPALIVE_S = 15.0
 Handler = Callable[[Request], Awaitable[Response]]
@@ -103,17 +109,16 @@ class Api:
                 if isinstance(upload, UploadFile) and upload.filename:
                     data = await upload.read(self.settings.max_upload_bytes + 1)
                     filename = upload.filename
-                elif form.get("example") not in ("1", "true", "on"):
+                elif not _flag(form.get("example"), False):
                     return _error("send an image file in the 'image' field, or example=1")
-                samples = int(str(form.get("samples") or 1))
-                use_model = str(form.get("use_model") or ("1" if self.settings.model else "0")) in (
-                    "1",
-                    "true",
-                    "on",
-                )
+                samples_text = str(form.get("samples") or "1")
+                use_model = _flag(form.get("use_model"), self.settings.model is not None)
                 prompt = str(form.get("prompt") or "") or None
-        except ValueError as exc:
-            return _error(f"bad form: {exc}")
+        except HTTPException as exc:
+            return _error(f"cannot read the form: {exc.detail}", exc.status_code)
+        if not samples_text.strip().isdigit():
+            return _error(f"samples must be a whole number, not {samples_text[:20]!r}")
+        samples = int(samples_text)
         try:
             job = await self.manager.create(
                 data, filename, prompt_style=prompt, samples=samples, use_model=use_model
@@ -221,6 +226,19 @@ class Api:
             return _error(str(exc), 404)
         return Response(data, media_type="image/jpeg")
 
+    async def run_report(self, request: Request) -> Response:
+        """The run's own offline HTML report (``geosleuth report`` output), under its own CSP."""
+        name, page = request.path_params["name"], request.path_params.get("path") or "index.html"
+        try:
+            path = self.runs.file(name, f"html/{page}")
+        except RunNotFound:
+            return _error(f"run {name!r} has no HTML report page {page!r}: run `geosleuth report`", 404)
+        if path.suffix != ".html":
+            return _error("not a report page", 404)
+        return FileResponse(
+            path, media_type="text/html; charset=utf-8", headers={"content-security-policy": REPORT_CSP}
+        )
+
     async def run_file(self, request: Request) -> Response:
         try:
             path = self.runs.file(request.path_params["name"], request.path_params["path"])
@@ -229,6 +247,13 @@ class Api:
         if path.suffix.lower() not in (".png", ".jpg", ".jpeg"):
             return _error("only images are served from run folders", 404)
         return FileResponse(path, media_type="image/png" if path.suffix.lower() == ".png" else "image/jpeg")
+
+
+def _flag(value: object, default: bool) -> bool:
+    """A form checkbox / flag: 1, true, on are true; absent means ``default``."""
+    if value is None or value == "":
+        return default
+    return str(value).strip().lower() in ("1", "true", "on", "yes")
 
 
 def _quote(text: str) -> str:
@@ -279,13 +304,15 @@ class SecurityHeaders:
 
         async def with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                extra = [
-                    (b"content-security-policy", CSP.encode()),
+                sent = list(message.get("headers", []))
+                own_policy = any(k.lower() == b"content-security-policy" for k, _ in sent)
+                extra = [] if own_policy else [(b"content-security-policy", CSP.encode())]
+                extra += [
                     (b"x-content-type-options", b"nosniff"),
                     (b"referrer-policy", b"no-referrer"),
                     (b"x-frame-options", b"DENY"),
                 ]
-                message["headers"] = list(message.get("headers", [])) + extra
+                message["headers"] = sent + extra
             await send(message)
 
         await self.app(scope, receive, with_headers)
@@ -330,6 +357,8 @@ def create_app(settings: ServeSettings, allowed_hosts: list[str] | None = None) 
         Route("/api/runs/{name}/sample", api.run_sample),
         Route("/api/runs/{name}/image", api.run_image),
         Route("/api/runs/{name}/files/{path:path}", api.run_file),
+        Route("/runs/{name}/report/", api.run_report),
+        Route("/runs/{name}/report/{path:path}", api.run_report),
     ]
     middleware = [
         Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS),

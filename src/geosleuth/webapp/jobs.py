@@ -172,16 +172,16 @@ class JobManager:
     def _config(self, job: Job) -> AgentConfig:
         options = dict(self.settings.agent_options)
         if job.mode == "offline":
-            return AgentConfig(model=None, **options)
-        return AgentConfig(
-            model=self.settings.model,
-            base_url=self.settings.base_url,
-            prompt_style=job.prompt_style,
-            samples=job.samples,
-            tool_settings=self.settings.tool_settings,
-            geocode_answers=True,
-            **options,
-        )
+            return AgentConfig(**(options | {"model": None}))
+        chosen = {
+            "model": self.settings.model,
+            "base_url": self.settings.base_url,
+            "prompt_style": job.prompt_style,
+            "samples": job.samples,
+            "tool_settings": self.settings.tool_settings,
+            "geocode_answers": True,
+        }
+        return AgentConfig(**(options | chosen))
 
     async def _run(self, job: Job) -> None:
         if self._gate is None:
@@ -189,7 +189,7 @@ class JobManager:
         async with self._gate:
             job.status = "running"
             message = (
-                f"Asking {self.settings.model} ({job.prompt_style} prompt)…"
+                f"Asking {self.settings.public()['model']} ({job.prompt_style} prompt)…"
                 if job.mode == "model"
                 else "Offline clue pipeline: EXIF, text in the image (OCR), place names, phone and web clues…"
             )
@@ -211,9 +211,9 @@ class JobManager:
                     write_trajectories, job.dir / "trajectories.jsonl", [trajectory], False
                 )
                 job.map_file = await self._answer_map(job, trajectory)
-            except (
-                Exception
-            ) as exc:  # run_task reports failures in the record; anything else is a bug to show, not hide
+            # run_task records model and image failures in the trajectory; anything else is a bug
+            # that the page must show rather than leave the job "running" forever
+            except Exception as exc:
                 job.status, job.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
                 job.emit("error", {"status": job.status, "message": job.error})
                 return

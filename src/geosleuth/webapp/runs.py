@@ -110,6 +110,7 @@ class RunIndex:
             "created_at": manifest.get("created_at"),
             "dataset": dataset.get("source") if isinstance(dataset, dict) else None,
             "reported": summary is not None,
+            "html_report": f"/runs/{name}/report/" if (run_dir / "html" / "index.html").is_file() else None,
         }
         if summary is not None:
             out |= {

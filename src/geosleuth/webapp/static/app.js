@@ -373,7 +373,8 @@ function runPage(main, name) {
   api("/api/runs/" + encodeURIComponent(name)).then(function (run) {
     clear(box);
     box.appendChild(el("h1", { text: name }));
-    box.appendChild(el("p", { class: "muted", text: [run.model, run.dataset, run.protocol ? "protocol " + run.protocol : null, run.created_at].filter(Boolean).join(" · ") }));
+    box.appendChild(el("p", { class: "muted" }, [run.model, run.dataset, run.protocol ? "protocol " + run.protocol : null, run.created_at].filter(Boolean).join(" · "),
+      run.html_report ? [" · ", el("a", { href: run.html_report, target: "_blank", id: "html-report", text: "full HTML report (error map) ↗" })] : null));
     if (run.reported) {
       box.appendChild(el("div", { class: "counts" }, Object.keys(run.status_counts).map(function (k) {
         return el("span", {}, statusPill(k), " " + run.status_counts[k]);
