@@ -176,3 +176,20 @@ def test_trajectory_page_has_no_empty_text_box_for_a_tool_call_only_turn(tmp_pat
     turns = [Turn(index=0, text="", tool_calls=[call]), Turn(index=1, text="done")]
     html = _turns_html(tmp_path, Trajectory(sample_id="a", model="m", turns=turns))
     assert "<pre></pre>" not in html and "<pre>done</pre>" in html
+
+
+def test_eval_out_naming_a_file_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    dataset = make_csv_dataset(tmp_path / "bench")
+    (tmp_path / "taken").write_text("")
+    result = CliRunner().invoke(app, ["eval", str(dataset), "--out", str(tmp_path / "taken"), "--no-report"])
+    assert result.exit_code == 2 and "File exists" in result.output
+    assert not isinstance(result.exception, OSError)
+
+
+@pytest.mark.parametrize("flags", [["--samples", "0"], ["--concurrency", "0"], ["--verifier", "v"]])
+def test_invalid_run_settings_fail_before_the_run_directory_exists(tmp_path: Path, flags: list[str]) -> None:
+    dataset = make_csv_dataset(tmp_path / "bench")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["eval", str(dataset), "-m", "m", "--out", str(out), *flags])
+    assert result.exit_code == 2 and "Value error" not in result.output
+    assert not out.exists()

@@ -5,14 +5,26 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from starlette.testclient import TestClient
-from webapp_helpers import events_of, make_settings
+from webapp_helpers import events_of, make_run, make_settings
 
 from geosleuth.webapp import create_app
+
+
+@pytest.fixture(scope="module")
+def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_run(tmp_path_factory.mktemp("webapp_api"))
+
+
+@pytest.fixture
+def client(tmp_path: Path, run_root: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(make_settings(tmp_path, runs=[run_root])), base_url="http://127.0.0.1") as c:
+        yield c
 
 
 def png_bytes(size: tuple[int, int] = (40, 30)) -> bytes:

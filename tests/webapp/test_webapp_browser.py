@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from webapp_helpers import make_settings
+from webapp_helpers import make_run, make_settings
 from webapp_server import serving
 
 CHROMIUM = "/usr/bin/chromium"
@@ -22,8 +22,9 @@ def _playwright():  # type: ignore[no-untyped-def]
     return sync_api
 
 
-def test_locate_example_and_browse_runs_in_chromium(tmp_path: Path, run_root: Path) -> None:
+def test_locate_example_and_browse_runs_in_chromium(tmp_path: Path) -> None:
     sync_api = _playwright()
+    run_root = make_run(tmp_path / "eval")
     shots = Path(os.environ.get("GEOSLEUTH_WEBAPP_SHOTS", tmp_path / "shots"))
     shots.mkdir(parents=True, exist_ok=True)
     requested: list[str] = []

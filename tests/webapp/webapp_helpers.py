@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+from PIL import Image
 from starlette.testclient import TestClient
+from typer.testing import CliRunner
 
+from geosleuth.cli.app import app as cli
 from geosleuth.webapp import ServeSettings
+
+PLACES = [
+    ("paris", 48.8566, 2.3522, "France"),
+    ("berlin", 52.52, 13.405, "Germany"),
+    ("tokyo", 35.68, 139.65, "Japan"),
+]
+
+
+def make_run(root: Path) -> Path:
+    """``root/demo``: a reported run made by `geosleuth eval` with the scripted agent; returns ``root``."""
+    bench = root / "bench"
+    (bench / "images").mkdir(parents=True)
+    with (bench / "data.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "image", "lat", "lon", "country"])
+        for i, (sid, lat, lon, country) in enumerate(PLACES):
+            Image.new("RGB", (64, 48), (40 * i, 90, 150)).save(bench / "images" / f"{sid}.jpg")
+            writer.writerow([sid, f"{sid}.jpg", lat, lon, country])
+    runner = CliRunner()
+    args = ["eval", str(bench), "--out", str(root / "runs" / "demo"), "--agent-fn", "webapp_stub_agent:agent"]
+    result = runner.invoke(cli, [*args, "--no-report"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["report", str(root / "runs" / "demo"), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    return root / "runs"
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> ServeSettings:

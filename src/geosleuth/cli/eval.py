@@ -22,6 +22,10 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _os_error(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
+
+
 def _split_list(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()] if value else None
 
@@ -145,6 +149,8 @@ def eval_command(
         prepared = prepare_run(cfg)
     except (ConfigError, DatasetError, RunDirError, ValueError) as exc:
         _fail(str(exc))
+    except OSError as exc:  # e.g. --out names a file, or the disk is read-only
+        _fail(_os_error(exc))
     if prepared.dataset.problems:
         typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
     every = max(1, len(prepared.samples) // 20)
@@ -157,6 +163,8 @@ def eval_command(
         stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
     except (ValueError, RunDirError) as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(_os_error(exc))
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are saved; re-run the same command to resume", err=True)
         raise typer.Exit(130) from None
