@@ -105,3 +105,8 @@ def test_country_shapes(gz):
 def test_bare_name_prefers_the_town_over_its_province(gz, name):
     assert gz.search(name)[0].kind == "city"
     assert gz.search("Bavaria")[0].kind == "admin1"  # no town of that name: the region stands
+
+
+def test_suggest_prefers_own_names_over_alternate_spellings(gz):
+    assert gz.suggest("Luz", country="CH")[0].name == "Luzern"
+    assert "Luzern" in [p.name for p in gz.suggest("Luz", limit=10)]

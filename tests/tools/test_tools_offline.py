@@ -129,6 +129,11 @@ async def test_offline_web_search_over_gazetteer_and_documents(tmp_path: Path) -
     none = await reg.call("web_search", {"query": "qqqxxyyzz"})
     assert none.ok and none.data == [] and "No results" in none.text
     assert "<<<TOOL OUTPUT web_search" in trams.text
+    # Words nearly every document has ("city", "in") must not drown the informative one.
+    common = await reg.call("web_search", {"query": "Luzern city in", "max_results": 3})
+    assert common.data[0]["title"] == "Luzern"
+    unknown = await reg.call("web_search", {"query": "Bäckerei sign city"})
+    assert not any(hit["title"] in {"Shanghai", "Beijing"} for hit in unknown.data)
 
 
 async def test_offline_static_map_png(registry, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -209,18 +209,26 @@ class Gazetteer:
         return found
 
     def suggest(self, prefix: str, country: str | None = None, limit: int = 10) -> list[Place]:
-        """Autocomplete: places whose name starts with ``prefix``, most populous first."""
+        """Autocomplete: own names before alternate names, towns before regions, then by population.
+
+        Within each group the most populous come first ("Luz" -> Luzern before a large city
+        that merely has an alternate spelling starting with those letters).
+        """
         key = normalize(prefix)
         if not key:
             return []
         rows = self._db.execute(
-            "SELECT DISTINCT idx FROM names WHERE key >= ? AND key < ? LIMIT 5000", (key, key + "\U0010ffff")
+            "SELECT idx, max(is_primary) FROM names WHERE key >= ? AND key < ? GROUP BY idx LIMIT 5000",
+            (key, key + "\U0010ffff"),
         ).fetchall()
         code = resolve_country(country) if country else None
-        idxs = [r[0] for r in rows if code is None or self.cc[r[0]] == code]
-        idxs.sort(key=lambda i: -int(self.population[i]))
-        places = self._places(idxs[:limit])
-        return [places[i] for i in idxs[:limit]]
+        ranked = sorted(
+            ((idx, primary) for idx, primary in rows if code is None or self.cc[idx] == code),
+            key=lambda r: (-r[1], self.kind[r[0]] != "city", -int(self.population[r[0]])),
+        )
+        idxs = [idx for idx, _ in ranked[:limit]]
+        places = self._places(idxs)
+        return [places[i] for i in idxs]
 
     # -- names in free text ------------------------------------------------------------------
     def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[NameMatch]:

@@ -22,7 +22,7 @@ from geosleuth.core.records import Place
 from geosleuth.tools.providers.base import SearchHit
 
 PASSAGE_CHARS = 1500
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
@@ -112,6 +112,7 @@ class OfflineSearchIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        self._doc_count: int | None = None
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -132,16 +133,31 @@ class OfflineSearchIndex:
         )
         conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?)", rows)
         conn.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+        conn.execute("CREATE VIRTUAL TABLE vocab USING fts5vocab(docs, 'row')")
         conn.commit()
         conn.close()
         os.replace(tmp, path)
         return cls(path)
+
+    def _informative(self, conn: sqlite3.Connection, words: list[str]) -> list[str]:
+        """Drop words most documents contain ("city", "in"): they match everything and rank nothing.
+
+        Frequencies come from the index's own vocabulary; if every word is common, keep them all.
+        """
+        if self._doc_count is None:
+            self._doc_count = conn.execute("SELECT count(*) FROM docs_docsize").fetchone()[0] or 1
+        marks = ",".join("?" * len(words))
+        sql = f"SELECT term, doc FROM vocab WHERE term IN ({marks})"
+        df = dict(conn.execute(sql, [w.lower() for w in words]).fetchall())
+        rare = [w for w in words if df.get(w.lower(), 0) <= 0.02 * self._doc_count]
+        return rare or words
 
     def search(self, query: str, max_results: int = 10) -> list[SearchHit]:
         words = [w for w in _WORD.findall(query) if w]
         if not words:
             return []
         conn = self._conn()
+        words = self._informative(conn, words)
         quoted = ['"' + w.replace('"', '""') + '"' for w in words]
         sql = (
             "SELECT title, url, snippet(docs, 1, '', '', ' … ', 40) FROM docs WHERE docs MATCH ?"
