@@ -155,3 +155,19 @@ async def test_all_samples_failing_gives_a_failed_aggregate(query_image: Path) -
         out = await run_task(Task(id="t", image=str(query_image)), cfg)
     assert out.prediction is None and out.status is TrajectoryStatus.MODEL_ERROR
     assert "none of the 2 samples" in (out.error or "")
+
+
+async def test_verifier_is_not_asked_when_no_sample_answered(query_image: Path) -> None:
+    """With nothing to choose from, a verifier could only invent a location."""
+
+    def script(req: dict) -> object:
+        if req["model"] == "judge":
+            return reply('{"lat": 1.0, "lon": 2.0, "city": "Invented", "country": "Nowhere"}')
+        return reply("I cannot tell where this is.")
+
+    async with FakeOpenAIServer(script) as server:
+        cfg = make_config(server.base_url, prompt_style="direct", samples=2, verifier_model="judge")
+        out = await run_task(Task(id="t", image=str(query_image)), cfg)
+        judge_calls = [r for r in server.chat_requests if r.json["model"] == "judge"]
+    assert judge_calls == [] and out.prediction is None
+    assert out.metadata["verifier"]["skipped"] == "no sample produced an answer"

@@ -146,7 +146,10 @@ async def _aggregate(
     metadata: dict[str, object] = {"samples": len(trajectories)}
     prediction = None
     aggregator = "medoid"
-    if config.verifier_model:
+    answered = any(t.prediction and (t.prediction.has_coords or t.prediction.choice) for t in trajectories)
+    if config.verifier_model and not answered:  # nothing to choose from: the verifier could only invent
+        metadata["verifier"] = {"model": config.verifier_model, "skipped": "no sample produced an answer"}
+    elif config.verifier_model:
         own = verifier_client is None
         vclient = verifier_client or make_client(
             config, config.verifier_model, config.verifier_base_url or config.base_url

@@ -20,16 +20,7 @@ from geosleuth.eval.store import RunDirError, read_trajectories
 
 MANIFEST = "run.json"
 SAMPLES = "samples.jsonl"
-HEADLINE = (
-    "acc@1km",
-    "acc@25km",
-    "acc@200km",
-    "acc@750km",
-    "acc@2500km",
-    "geoguessr",
-    "median_km",
-    "country_acc",
-)
+HEADLINE = ("acc@1km", "acc@25km", "acc@200km", "acc@750km", "acc@2500km", "median_km")
 """Metrics shown in the run list when a run has them (the rest are on the run's page)."""
 
 

@@ -340,7 +340,7 @@ function runsPage(main) {
         el("th", { class: "num", text: "failed" }), keys.map(function (k) { return el("th", { class: "num", text: metricName(k) }); }))),
       el("tbody", {}, runs.map(function (r) {
         return el("tr", {}, el("td", {}, el("a", { href: "#/runs/" + encodeURIComponent(r.name), text: r.name })),
-          el("td", { text: r.model || "–" }), el("td", { class: "small muted", text: (r.created_at || "–").replace("T", " ").replace("Z", "") }),
+          el("td", { text: r.model || "–" }), el("td", { class: "small muted", style: "white-space:nowrap", text: (r.created_at || "–").replace("T", " ").slice(0, 16) }),
           el("td", { class: "num", text: r.reported ? r.n_finished + " / " + r.n_samples : "not reported" }),
           el("td", { class: "num", text: r.reported ? String(r.n_failed) : "–" }),
           keys.map(function (k) { return el("td", { class: "num", text: metricValue(k, (r.headline || {})[k]) }); }));
