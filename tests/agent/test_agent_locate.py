@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import bomb_png
+from agent_helpers import bomb_png
 from PIL import Image
 from typer.testing import CliRunner
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import decode_data_url, image_parts, make_config, text_of
+from agent_helpers import decode_data_url, image_parts, make_config, text_of
 
 from geosleuth.agent import run_task
 from geosleuth.core.records import Task, TrajectoryStatus

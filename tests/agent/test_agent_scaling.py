@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import image_parts, make_config
+from agent_helpers import image_parts, make_config
 
 from geosleuth.agent import medoid_aggregate, run_task
 from geosleuth.agent.client import ChatClient

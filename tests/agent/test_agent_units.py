@@ -6,7 +6,7 @@ import base64
 from pathlib import Path
 
 import pytest
-from conftest import bomb_png
+from agent_helpers import bomb_png
 from PIL import Image
 
 from geosleuth.agent import (

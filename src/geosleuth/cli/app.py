@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from geosleuth.cli import data, eval, gazetteer, locate, score, tools
+from geosleuth.cli import data, eval, gazetteer, locate, score, serve, tools
 
 app = typer.Typer(
     name="geosleuth",
@@ -14,7 +14,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for module in (locate, score, eval, tools, gazetteer, data):
+for module in (locate, score, eval, tools, serve, gazetteer, data):
     module.register(app)
 
 
