@@ -110,3 +110,13 @@ def test_bare_name_prefers_the_town_over_its_province(gz, name):
 def test_suggest_prefers_own_names_over_alternate_spellings(gz):
     assert gz.suggest("Luz", country="CH")[0].name == "Luzern"
     assert "Luzern" in [p.name for p in gz.suggest("Luz", limit=10)]
+
+
+@pytest.mark.parametrize(
+    ("lat", "lon", "city"),
+    [(48.8584, 2.2945, "Paris"),  # Eiffel Tower: nearer to Neuilly's centre than to Paris's
+     (48.8352, 2.2410, "Boulogne-Billancourt"),  # a suburb keeps its own name
+     (47.3780, 8.5400, "Zurich")],
+)  # fmt: skip
+def test_reverse_city_is_the_place_the_point_belongs_to(gz, lat, lon, city):
+    assert gz.reverse(lat, lon).city == city

