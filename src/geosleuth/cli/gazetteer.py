@@ -27,6 +27,10 @@ def search(
     """Forward geocoding: a place name or comma-separated address to ranked places (JSON)."""
     from geosleuth.gazetteer import get_gazetteer
 
+    if not query.strip():
+        typer.echo("error: the query is empty; give a place name or an address", err=True)
+        raise typer.Exit(2)
+
     places = get_gazetteer(progress=True).search(query, country=country, limit=limit)
     typer.echo(json.dumps([p.model_dump(exclude_none=True) for p in places], ensure_ascii=False, indent=2))
 

@@ -1,0 +1,24 @@
+"""`geosleuth gazetteer`: JSON out, clear errors and exit codes for bad input."""
+
+import json
+
+from typer.testing import CliRunner
+
+from geosleuth.cli.app import app
+
+runner = CliRunner()
+
+
+def test_search_and_reverse_print_json():
+    out = runner.invoke(app, ["gazetteer", "search", "Springfield, MA", "--limit", "1"])
+    assert out.exit_code == 0
+    assert json.loads(out.stdout)[0]["admin1"] == "Massachusetts"
+    out = runner.invoke(app, ["gazetteer", "reverse", "--", "-33.92", "18.42"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["country_code"] == "ZA"
+
+
+def test_bad_input_exits_non_zero_without_traceback():
+    empty = runner.invoke(app, ["gazetteer", "search", "  "])
+    assert empty.exit_code == 2 and "query is empty" in empty.stderr
+    bad = runner.invoke(app, ["gazetteer", "reverse", "95", "0"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
