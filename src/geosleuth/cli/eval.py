@@ -153,14 +153,21 @@ def eval_command(
         _fail(_os_error(exc))
     if prepared.dataset.problems:
         typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
-    every = max(1, len(prepared.samples) // 20)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
+        TimeRemainingColumn(), console=Console(stderr=True),
+    )  # fmt: skip
+    job = bar.add_task("eval", total=len(prepared.samples), failed=0)
 
     def progress(trajectory: Any, stats: Any) -> None:
-        if stats.done % every == 0 or stats.done + stats.skipped == stats.total:
-            typer.echo(f"[{stats.done + stats.skipped}/{stats.total}] {stats.failed} failed", err=True)
+        bar.update(job, total=stats.total, completed=stats.done + stats.skipped, failed=stats.failed)
 
     try:
-        stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
+        with bar:
+            stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
     except (ValueError, RunDirError) as exc:
         _fail(str(exc))
     except OSError as exc:
