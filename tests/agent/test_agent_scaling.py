@@ -171,3 +171,22 @@ async def test_verifier_is_not_asked_when_no_sample_answered(query_image: Path) 
         judge_calls = [r for r in server.chat_requests if r.json["model"] == "judge"]
     assert judge_calls == [] and out.prediction is None
     assert out.metadata["verifier"]["skipped"] == "no sample produced an answer"
+
+
+async def test_choice_tasks_aggregate_by_majority_vote(query_image: Path) -> None:
+    answers = iter(["Answer: B", "Answer: C", "Answer: B"])
+    async with FakeOpenAIServer(lambda _req: reply(next(answers))) as server:
+        cfg = make_config(server.base_url, prompt_style="direct", samples=3)
+        task = Task(id="t", image=str(query_image), choices=["A. Peru", "B. Chile", "C. Bolivia"])
+        out = await run_task(task, cfg)
+    assert out.status is TrajectoryStatus.OK and out.aggregator == "majority choice"
+    assert out.prediction and out.prediction.choice == "B"
+    assert out.prediction.confidence == pytest.approx(2 / 3)
+
+
+async def test_samples_without_coordinates_are_not_an_ok_aggregate(query_image: Path) -> None:
+    async with FakeOpenAIServer(default=reply('{"country": "France"}')) as server:
+        cfg = make_config(server.base_url, prompt_style="direct", samples=2)
+        out = await run_task(Task(id="t", image=str(query_image)), cfg)
+    assert all(s.status is TrajectoryStatus.OK for s in out.samples)
+    assert out.prediction is None and out.status is TrajectoryStatus.PARSE_FAILED

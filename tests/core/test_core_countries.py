@@ -38,6 +38,7 @@ def test_country_info_facts():
     assert "DE" in fr.neighbours and fr.phone == "33" and fr.currency == "EUR"
     assert country_info("Deutschland").code == "DE"  # type: ignore[union-attr]
     assert country_info("Atlantis") is None
+    assert country_info("UK").code == "GB"  # type: ignore[union-attr]  # an alias, not an ISO code
 
 
 def test_normalize_folds_accents_case_and_punctuation():

@@ -100,6 +100,18 @@ def test_failing_geocoder_is_not_a_crash() -> None:
     assert p.lat is None and p.status is ParseStatus.PARTIAL
 
 
+def test_impossible_geocoder_point_is_no_match() -> None:
+    def nan_point(query: str, country: str | None) -> tuple[float, float] | None:
+        return (float("nan"), 13.4)
+
+    def off_globe(query: str, country: str | None) -> tuple[float, float] | None:
+        return (123.0, 13.4)
+
+    for geocoder in (nan_point, off_globe):
+        p = parse_answer("Berlin, Germany", geocoder=geocoder)
+        assert p.lat is None and p.status is ParseStatus.PARTIAL and "geocoded_address" not in p.recovered
+
+
 def test_tool_response_never_read_as_answer() -> None:
     text = (
         '<tool_call>{"name": "static_map_query", "arguments": {"lat": 10.0, "lon": 20.0}}</tool_call>'

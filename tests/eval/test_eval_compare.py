@@ -53,3 +53,29 @@ def test_compare_needs_two_runs(tmp_path: Path) -> None:
 def test_mcnemar_identical_runs() -> None:
     hits = np.array([True, False, True])
     assert mcnemar_p(hits, hits) == 1.0
+
+
+def test_paired_bootstrap_brackets_the_difference_and_is_seeded() -> None:
+    import numpy as np
+
+    from geosleuth.eval.compare import paired_bootstrap
+
+    rng = np.random.default_rng(1)
+    a = rng.random(5000) < 0.4
+    b = a | (rng.random(5000) < 0.2)  # b is never worse than a on any sample
+    lo, hi = paired_bootstrap(a, b, seed=7)
+    diff = float(b.mean() - a.mean())
+    assert 0 < lo < diff < hi < 2 * diff
+    assert paired_bootstrap(a, b, seed=7) == (lo, hi)
+    assert paired_bootstrap(a, a) == (0.0, 0.0)
+
+
+def test_compare_out_that_is_a_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = make_csv_dataset(tmp_path / "bench")
+    a = _run(tmp_path, data, "a", {"paris"}, monkeypatch)
+    b = _run(tmp_path, data, "b", {"berlin"}, monkeypatch)
+    blocker = tmp_path / "taken"
+    blocker.write_text("x", encoding="utf-8")
+    cli = CliRunner().invoke(app, ["compare", str(a), str(b), "--out", str(blocker)])
+    assert cli.exit_code == 2, cli.output
+    assert "error:" in cli.output and str(blocker) in cli.output

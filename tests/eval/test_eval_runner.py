@@ -111,3 +111,26 @@ async def test_bad_concurrency(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="concurrency"):
         await run_samples(_samples(1), agent, tmp_path, concurrency=0)
+
+
+def test_get_streams_one_sample_and_the_latest_record_wins(tmp_path: Path) -> None:
+    store = TrajectoryStore(tmp_path)
+    store.open()
+    store.append([Trajectory(sample_id="a", model="m1"), Trajectory(sample_id="b", model="m1")])
+    store.append([Trajectory(sample_id="a", model="m2")])
+    store.close()
+    got = store.get("a")
+    assert got is not None and got.model == "m2"
+    assert store.get("missing") is None
+    assert TrajectoryStore(tmp_path / "nothing").get("a") is None
+
+
+def test_bad_sample_line_is_a_run_dir_error(tmp_path: Path) -> None:
+    from geosleuth.eval.run import read_samples, write_samples
+
+    write_samples(tmp_path, [Sample(id="a", lat=1.0, lon=2.0)])
+    assert [s.id for s in read_samples(tmp_path)] == ["a"]
+    with (tmp_path / "samples.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write('{"id": 5, "lat": "north"}\n')
+    with pytest.raises(RunDirError, match="line 2"):
+        read_samples(tmp_path)

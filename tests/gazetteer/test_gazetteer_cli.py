@@ -22,3 +22,10 @@ def test_bad_input_exits_non_zero_without_traceback():
     assert empty.exit_code == 2 and "query is empty" in empty.stderr
     bad = runner.invoke(app, ["gazetteer", "reverse", "95", "0"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_country_filter_resolves_codes_and_rejects_unknown_names():
+    lower = runner.invoke(app, ["gazetteer", "search", "Paris", "--country", "ca", "--limit", "1"])
+    assert lower.exit_code == 0 and json.loads(lower.stdout)[0]["country_code"] == "CA"
+    unknown = runner.invoke(app, ["gazetteer", "search", "Paris", "--country", "Narnia"])
+    assert unknown.exit_code == 2 and "unknown country 'Narnia'" in unknown.stderr

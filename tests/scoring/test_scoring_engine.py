@@ -331,6 +331,21 @@ def test_trajectory_records_and_messages(tmp_path: Path) -> None:
     assert any("t.jsonl:3: prediction record does not match" in w for w in result.score.warnings)
 
 
+def test_stored_prediction_with_impossible_coordinates_counts_as_wrong(tmp_path: Path) -> None:
+    rows = [
+        {"sample_id": "a", "ground_truth": {"lat": 1.0, "lon": 1.0}, "prediction": {"lat": 1.0, "lon": 1.0}},
+        {
+            "sample_id": "b",
+            "ground_truth": {"lat": 1.0, "lon": 1.0},
+            "prediction": {"lat": 181.0, "lon": 1.0, "country": "Gabon", "status": "ok"},
+        },
+    ]
+    result = score_file(write_jsonl(tmp_path / "bad.jsonl", rows), get_protocol("spotagent"))
+    assert [r["distance_km"] for r in result.rows] == [0.0, None]
+    assert result.rows[1]["status"] == "partial"
+    assert any("bad.jsonl:2: predicted coordinates outside" in w for w in result.score.warnings)
+
+
 def test_verl_style_reward_model_ground_truth(tmp_path: Path) -> None:
     rows = [
         {

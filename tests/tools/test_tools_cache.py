@@ -6,25 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tools_fakes import FakeServer, Reply, fake_settings
+from tools_fakes import NOMINATIM, FakeServer, Reply, fake_settings
 
 from geosleuth.tools import build_registry
 from geosleuth.tools.cache import ToolCache, cache_key
-
-NOMINATIM = [
-    {
-        "place_id": 1,
-        "osm_type": "node",
-        "osm_id": 42,
-        "lat": "47.37",
-        "lon": "8.54",
-        "name": "Zürich",
-        "display_name": "Zürich, Schweiz",
-        "category": "place",
-        "type": "city",
-        "address": {"country_code": "ch", "country": "Schweiz"},
-    }
-]
 
 
 @pytest.fixture

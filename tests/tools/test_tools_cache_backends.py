@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from tools_fakes import FakeServer, Reply, fake_settings, png_bytes
+from tools_fakes import NOMINATIM, FakeServer, Reply, fake_settings, png_bytes
 
 from geosleuth.tools import build_registry
 from geosleuth.tools.base import ToolResult
@@ -32,20 +32,6 @@ from geosleuth.tools.cache import (
 )
 from geosleuth.tools.config import CacheSettings
 
-NOMINATIM = [
-    {
-        "place_id": 1,
-        "osm_type": "node",
-        "osm_id": 42,
-        "lat": "47.37",
-        "lon": "8.54",
-        "name": "Zürich",
-        "display_name": "Zürich, Schweiz",
-        "category": "place",
-        "type": "city",
-        "address": {"country_code": "ch", "country": "Schweiz"},
-    }
-]
 SECRET = "k-backend-test-7777"
 
 

@@ -186,6 +186,10 @@ def test_settings_from_yaml_toml_and_env(tmp_path: Path) -> None:
         ToolSettings.load(None, env={"GEOSLEUTH_GEOCODE_PROVIDER": "bing"})
     with pytest.raises(ValueError, match="not found"):
         ToolSettings.load(tmp_path / "missing.yaml")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("tools:\n  providers:\n  cache:\n")
+    overridden = ToolSettings.load(empty, env={"GEOSLEUTH_SEARCH_PROVIDER": "tavily"})
+    assert (overridden.providers.search, overridden.providers.geocode) == ("tavily", "offline")
 
 
 def test_env_key_wins_over_file(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,3 +222,28 @@ def test_build_registry_accepts_mapping_path_and_none(
         build_registry({"providers": {"search": "altavista"}})
     with pytest.raises(KeyError, match="unknown tool"):
         build_registry({"cache": {"backend": "none"}}, names=["teleport"])
+
+
+async def test_unexpected_tool_exception_is_redacted() -> None:
+    from geosleuth.tools.base import Tool
+    from geosleuth.tools.http import register_secret
+
+    register_secret("sk-test-unexpected-1234")
+
+    async def leaky(query: str) -> str:
+        """Fail the way a buggy adapter might, with the key in the message."""
+        raise RuntimeError(f"bad request to https://api.example.com/?key=sk-test-unexpected-1234&q={query}")
+
+    result = await Tool(leaky)({"query": "x"})
+    assert not result.ok and "RuntimeError" in result.text
+    assert "sk-test-unexpected-1234" not in result.text
+    assert "sk-test-unexpected-1234" not in (result.error or "")
+
+
+@pytest.mark.parametrize("value", [None, "abc", "nan", float("inf"), "-inf"])
+def test_provider_numbers_must_be_finite(value: object) -> None:
+    from geosleuth.tools.providers.base import as_float
+
+    with pytest.raises(ProviderError, match="malformed latitude"):
+        as_float(value, "latitude", "fake")
+    assert as_float("47.5", "latitude", "fake") == 47.5

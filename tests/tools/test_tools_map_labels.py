@@ -91,3 +91,12 @@ def test_satellite_variant_keeps_labels_and_key(maps: OfflineMapProvider) -> Non
     sat = STYLES["satellite"]
     assert _count(image, sat["coast"]) > 1000 and _count(image, sat["border"]) > 1000
     assert _count(image, sat["country"]) > 200
+
+
+@pytest.mark.parametrize("lon", [179.5, -179.5])
+def test_land_on_both_sides_of_the_antimeridian(maps: OfflineMapProvider, lon: float) -> None:
+    """Chukotka spans the date line at 66° N: both halves of a zoom-5 view must show land."""
+    image = np.asarray(maps.draw(66.0, lon, 5))
+    sea = np.all(image == STATIC["water"], axis=-1)
+    assert (~sea[100:540, :300]).mean() > 0.1
+    assert (~sea[100:540, 340:]).mean() > 0.1

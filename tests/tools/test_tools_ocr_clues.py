@@ -174,6 +174,13 @@ async def test_exif_gps_from_the_original_file(registry, tmp_path: Path) -> None
     assert "Canon EOS R5" in result.text
 
 
+def test_exif_hemisphere_signs_decimal_degrees_too() -> None:
+    from geosleuth.tools.exif import _dms
+
+    assert _dms(33.5, "S") == _dms((33, 30, 0), "S") == _dms(-33.5, b"S") == -33.5
+    assert _dms(151.25, "E") == 151.25 and _dms("n/a", "W") is None
+
+
 def test_exif_absent() -> None:
     info = read_exif(Image.new("RGB", (10, 10)))
     assert not info.has_exif and "no EXIF" in info.describe()

@@ -189,3 +189,37 @@ async def test_offline_reverse_geocode_at_sea_says_so(registry) -> None:  # type
     place = result.data[0]
     assert place["name"] == "open water" and place["extra"]["on_land"] is False
     assert "at sea" in result.text and "km" in result.text
+
+
+def test_malformed_poi_file_is_a_clear_error_naming_the_file(tmp_path: Path) -> None:
+    from geosleuth.tools.providers.offline_geo import PoiStore
+
+    bad_number = tmp_path / "pois.csv"
+    bad_number.write_text("name,lat,lon\nCafe,abc,8.5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="pois.csv is malformed"):
+        PoiStore.load([bad_number])
+    off_globe = tmp_path / "far.csv"
+    off_globe.write_text("id,name,lat,lon\nx1,Cafe,95,8.5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="far.csv: coordinates out of range for poi:far:x1"):
+        PoiStore.load([off_globe])
+
+
+async def test_remembered_poi_results_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from geosleuth.core.records import Place
+    from geosleuth.tools.providers import offline_geo
+
+    monkeypatch.setattr(offline_geo, "SEEN_LIMIT", 3)
+    provider = offline_geo.OfflineGeoProvider()
+    places = [Place(id=f"p{i}", name=f"P{i}", lat=0.0, lon=float(i)) for i in range(5)]
+    provider._remember(places)
+    assert list(provider._seen) == ["p2", "p3", "p4"]
+    assert await provider.detail("p4") is not None
+
+
+def test_search_documents_must_hold_json_objects(tmp_path: Path) -> None:
+    from geosleuth.tools.providers.search_offline import document_rows
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"title": "Luzern", "text": "Kapellbrücke"}\n[1, 2]\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"docs.jsonl:2: expected a JSON object"):
+        list(document_rows(docs))

@@ -591,3 +591,33 @@ async def test_google_place_details_and_nominatim_lookup(server: FakeServer) -> 
     assert osm.ok and server.requests[-1].query["osm_ids"] == ["R1682248"]
     bad = await reg.call("poi_detail_query", {"poi_id": "12345"})
     assert not bad.ok and "osm:N123" in bad.error and bad.provider == "nominatim"
+
+
+async def test_tile_maps_keep_to_the_parallel_connection_limit() -> None:
+    import asyncio
+    import io
+
+    from PIL import Image
+
+    from geosleuth.tools.config import ToolSettings
+    from geosleuth.tools.providers import tiles
+
+    tile = io.BytesIO()
+    Image.new("RGB", (256, 256), (10, 20, 30)).save(tile, format="PNG")
+    in_flight, peak, urls = 0, 0, []
+
+    class CountingClient:
+        async def get_bytes(self, url: str) -> bytes:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            urls.append(url)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            return tile.getvalue()
+
+    provider = tiles.TileMapProvider(ToolSettings(), "osm")
+    provider.client = CountingClient()  # type: ignore[assignment]
+    m = await provider.render(47.37, 8.54, 12, "static")
+    assert len(urls) >= 4 and peak == tiles.MAX_PARALLEL_TILES
+    assert m.image.size == (640, 640)

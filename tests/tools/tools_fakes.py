@@ -131,3 +131,20 @@ def fake_settings(server: FakeServer, providers: dict[str, str], **extra: Any) -
     }
     data.update(extra)
     return ToolSettings.model_validate(data)
+
+
+NOMINATIM = [
+    {
+        "place_id": 1,
+        "osm_type": "node",
+        "osm_id": 42,
+        "lat": "47.37",
+        "lon": "8.54",
+        "name": "Zürich",
+        "display_name": "Zürich, Schweiz",
+        "category": "place",
+        "type": "city",
+        "address": {"country_code": "ch", "country": "Schweiz"},
+    }
+]
+"""A one-result Nominatim /search answer (Zürich), shared by the cache tests."""

@@ -59,7 +59,7 @@ def test_judge_scores_weighted_matches_times_length() -> None:
     assert weight > 0.99
     assert results[0] == pytest.approx((0.1 + 0.6) * weight)
     assert results[1] == results[0]
-    assert judge.failures == []
+    assert list(judge.failures) == []
 
 
 def test_judge_failures_count_zero_with_reason() -> None:
@@ -100,3 +100,7 @@ async def test_judge_inside_running_loop_and_geo_similarity() -> None:
     weight = length_weight(reasoning_text(ROLLOUT), 40.0, 10.0)
     # distance 0 -> spatial 1; no reference names -> semantic 0; consistency 0.7·w
     assert batch.scores[0] == pytest.approx(1.5 + 0.5 * 0.7 * weight)
+
+
+def test_judge_config_repr_hides_the_key() -> None:
+    assert "sk-secret" not in repr(JudgeConfig(model="judge", api_key="sk-secret"))

@@ -246,3 +246,21 @@ def test_cli_sample_is_reproducible(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert outs[0] == outs[1]
     res = runner.invoke(app, ["data", "sample", str(data), "-n", "31", "-o", str(tmp_path / "c")])
     assert res.exit_code == 1 and "asked for 31" in res.output
+
+
+def test_export_verl_row_groups_keep_every_row_and_typed_levels(
+    tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    monkeypatch.setattr("geosleuth.training.export_verl.ROW_GROUP", 1)
+    samples = _samples(dataset)
+    b, a = samples[1], samples[0]  # "b" has no city: the first row group alone would type it null
+    out = tmp_path / "train.parquet"
+    report = export_verl([b, a], out, VerlExportOptions(schemas=(ZOOM_SCHEMA,)))
+    assert report.written == 2 and pq.ParquetFile(out).num_row_groups == 2
+    table = pq.read_table(out).to_pylist()
+    assert [r["extra_info"]["sample_id"] for r in table] == ["b", "a"]
+    assert [r["extra_info"]["index"] for r in table] == [0, 1]
+    assert table[1]["reward_model"]["ground_truth"]["levels"]["city"] == "Paris"
+    assert table[0]["images"][0]["bytes"] == Path(str(b.image)).read_bytes()
+    assert table[1]["images"][0]["bytes"] == Path(str(a.image)).read_bytes()

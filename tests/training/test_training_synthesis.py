@@ -172,3 +172,17 @@ def test_cli_synthesize(tmp_path: Path, sample: Sample) -> None:
         ],
     )  # fmt: skip
     assert bad.exit_code == 1 and "unknown tool" in bad.output
+
+
+async def test_torn_tail_is_cut_before_resuming(tmp_path: Path, sample: Sample) -> None:
+    out = tmp_path / "synth"
+    out.mkdir()
+    rejected = json.dumps({"sample_id": "other", "reason": "too_far", "detail": ""}) + "\n"
+    (out / "rejected.jsonl").write_text(rejected, encoding="utf-8")
+    torn = Trajectory(sample_id=sample.id, model="m").model_dump_json()[:40]  # killed mid-write
+    (out / "trajectories.jsonl").write_text(torn, encoding="utf-8")
+    report, _, n_plan = await _run(sample, _planner_script(48.8600), out)
+    assert report["skipped_already_done"] == 0 and report["kept"] == 1 and n_plan == 3
+    lines = (out / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [Trajectory.model_validate_json(line).sample_id for line in lines] == [sample.id]
+    assert (out / "rejected.jsonl").read_text(encoding="utf-8") == rejected

@@ -194,3 +194,18 @@ def test_map_zoom_follows_the_uncertainty() -> None:
         and map_zoom(89.9, 0.01) <= 13
         and map_zoom(10.0, None) == map_zoom(10.0, 10.0)
     )
+
+
+def test_a_broken_answer_map_still_shows_the_answer(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geosleuth.webapp.jobs import JobManager
+
+    async def broken(self: JobManager, job: object, trajectory: object) -> str | None:
+        raise RuntimeError("tile provider misconfigured")
+
+    monkeypatch.setattr(JobManager, "_answer_map", broken)
+    job = client.post("/api/locate", data={"example": "1"}).json()
+    events = events_of(client, job["id"])
+    assert events[-1]["type"] == "result" and events[-1]["status"] == "done"
+    assert events[-1]["map_url"] is None and events[-1]["trajectory"]["prediction"]["city"] == "Luzern"

@@ -14,7 +14,7 @@ from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
 from geosleuth.agent.loop import AgentLoop, TurnCallback
 from geosleuth.agent.prompting import PromptStyle, load_style
-from geosleuth.agent.scaling import medoid_aggregate, verify
+from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
 from geosleuth.tools.base import ToolRegistry
@@ -168,14 +168,21 @@ async def _aggregate(
         aggregator = f"verifier:{vclient.model}" if prediction is not None else "medoid (verifier failed)"
     if prediction is None:
         prediction = medoid_aggregate(trajectories, config.cluster_radius_km)
+    if prediction is None and task.choices:
+        prediction = majority_choice(trajectories)
+        aggregator = "majority choice" if prediction is not None else aggregator
     ok = prediction is not None
+    # no answer is a failure even when every sample ended "ok" (e.g. place names without coordinates)
+    failed = next(
+        (t.status for t in trajectories if t.status != TrajectoryStatus.OK), TrajectoryStatus.PARSE_FAILED
+    )
     return Trajectory(
         sample_id=task.id,
         model=chat.model,
         prompt_style=trajectories[0].prompt_style,
         prediction=prediction,
-        status=TrajectoryStatus.OK if ok else trajectories[0].status,
-        error=None if ok else f"none of the {len(trajectories)} samples produced coordinates",
+        status=TrajectoryStatus.OK if ok else failed,
+        error=None if ok else f"none of the {len(trajectories)} samples produced coordinates or a choice",
         started_at=min(t.started_at or 0.0 for t in trajectories),
         finished_at=time.time(),
         image_scale=prepared.scale,

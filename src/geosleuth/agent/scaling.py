@@ -12,6 +12,7 @@ distances and rewards, is never read.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,22 @@ def medoid_aggregate(trajectories: list[Trajectory], radius_km: float = 25.0) ->
                 *chosen.evidence,
                 f"{len(members)} of {len(trajectories)} samples within {radius_km:g} km (geodesic medoid)",
             ],
+        }
+    )
+
+
+def majority_choice(trajectories: list[Trajectory]) -> Prediction | None:
+    """The most frequent choice letter (first seen wins ties): multiple-choice answers have no coordinates."""
+    preds = [t.prediction for t in trajectories if t.prediction is not None and t.prediction.choice]
+    if not preds:
+        return None
+    votes = Counter(p.choice for p in preds)
+    winner, count = votes.most_common(1)[0]
+    chosen = next(p for p in preds if p.choice == winner)
+    return chosen.model_copy(
+        update={
+            "confidence": count / len(trajectories),
+            "evidence": [*chosen.evidence, f"{count} of {len(trajectories)} samples chose {winner}"],
         }
     )
 

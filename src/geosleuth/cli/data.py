@@ -39,6 +39,8 @@ def _load_samples(dataset: Path, fmt: str, images: Path | None) -> list[Any]:
     ds = load_dataset(dataset, fmt, images, check_images=False)
     for problem in ds.problems[:5]:
         typer.echo(f"skipped {problem}", err=True)
+    if len(ds.problems) > 5:
+        typer.echo(f"skipped {len(ds.problems) - 5} more bad row(s)", err=True)
     if not ds.samples:
         raise ValueError(f"{dataset}: no usable samples")
     return ds.samples

@@ -180,12 +180,17 @@ def eval_command(
         f"({stats.skipped} already done, {stats.failed} failed)",
         err=True,
     )
-    if cfg.judge is not None:
-        _run_judges(prepared.run_dir, cfg.judge)
-    if cfg.report:
-        from geosleuth.eval.report import write_report
+    try:
+        if cfg.judge is not None:
+            _run_judges(prepared.run_dir, cfg.judge)
+        if cfg.report:
+            from geosleuth.eval.report import write_report
 
-        _print_headline(write_report(prepared.run_dir), prepared.run_dir)
+            _print_headline(write_report(prepared.run_dir), prepared.run_dir)
+    except (RunDirError, ValueError) as exc:  # the samples are saved: `geosleuth report` can redo this
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(_os_error(exc))
     if stats.done and stats.statuses.get("model_error", 0) == stats.done:
         _fail(
             f"all {stats.done} sample(s) run now failed with model errors (is the endpoint up?); "
@@ -247,15 +252,17 @@ def compare_command(
         _fail("compare needs at least two run directories")
     try:
         result = compare_runs(runs, protocol)
+        text = compare_markdown(result)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "compare.json").write_text(
+                json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
+            (out / "compare.md").write_text(text, encoding="utf-8")
     except (RunDirError, ValueError) as exc:
         _fail(str(exc))
-    text = compare_markdown(result)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "compare.json").write_text(
-            json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-        (out / "compare.md").write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(_os_error(exc))
     typer.echo(text)
 
 

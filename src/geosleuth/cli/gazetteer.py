@@ -25,13 +25,19 @@ def search(
     limit: Annotated[int, typer.Option(min=1, max=100)] = 5,
 ) -> None:
     """Forward geocoding: a place name or comma-separated address to ranked places (JSON)."""
+    from geosleuth.core.countries import resolve_country
     from geosleuth.gazetteer import get_gazetteer
 
     if not query.strip():
         typer.echo("error: the query is empty; give a place name or an address", err=True)
         raise typer.Exit(2)
-
-    places = get_gazetteer(progress=True).search(query, country=country, limit=limit)
+    code = None
+    if country is not None:
+        code = resolve_country(country) or resolve_country(country.strip().upper())  # "ch" as well as "CH"
+        if code is None:
+            typer.echo(f"error: unknown country {country!r}; give a name or an ISO code, e.g. CH", err=True)
+            raise typer.Exit(2)
+    places = get_gazetteer(progress=True).search(query, country=code, limit=limit)
     typer.echo(json.dumps([p.model_dump(exclude_none=True) for p in places], ensure_ascii=False, indent=2))
 
 

@@ -123,8 +123,8 @@ def ne_record_code(rec: dict[str, object]) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _name_index() -> dict[str, str]:
-    """normalised name -> alpha-2; earlier sources win on conflicts."""
+def name_index() -> dict[str, str]:
+    """Normalised country name -> alpha-2 (also used by the gazetteer); earlier sources win on conflicts."""
     import pycountry
     from babel import Locale
 
@@ -156,6 +156,9 @@ def _name_index() -> dict[str, str]:
     return index
 
 
+_name_index = name_index  # old private name, still imported by gazetteer/build.py
+
+
 @lru_cache(maxsize=50_000)
 def resolve_country(text: str | None) -> str | None:
     """ISO alpha-2 for a country name, code or alias in any supported language, else None."""
@@ -166,7 +169,7 @@ def resolve_country(text: str | None) -> str | None:
         code = _code_from_iso(raw)
         if code:
             return code
-    index = _name_index()
+    index = name_index()
     key = normalize(raw)
     if key in index:
         return index[key]
@@ -232,7 +235,9 @@ def _ne_by_code() -> dict[str, dict[str, object]]:
 @lru_cache(maxsize=512)
 def country_info(code: str) -> CountryInfo | None:
     """Facts for an alpha-2 code (or any resolvable name); None when unknown."""
-    resolved = code.upper() if code and len(code) == 2 and code.isalpha() else resolve_country(code)
+    upper = code.upper() if code else ""
+    known = len(upper) == 2 and (upper in geonames_countries() or upper in _ne_by_code())
+    resolved = upper if known else resolve_country(code)  # "UK" is no ISO code but resolves to GB
     if not resolved:
         return None
     gn = geonames_countries().get(resolved, {})

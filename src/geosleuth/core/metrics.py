@@ -291,17 +291,22 @@ def path_score(
     return prefix / len(path)
 
 
-def choice_accuracy(predicted: Sequence[str | None], correct: Sequence[str | None]) -> float:
-    """Multiple-choice accuracy on letters (case-insensitive); a missing choice is wrong."""
+def choice_hits(predicted: Sequence[str | None], correct: Sequence[str | None]) -> NDArray[np.bool_]:
+    """Per-sample multiple-choice hits on letters (case- and space-insensitive); a missing choice is wrong."""
     if len(predicted) != len(correct):
         raise ValueError(f"{len(predicted)} predictions for {len(correct)} answers")
-    if not predicted:
-        return math.nan
-    ok = [
-        bool(p) and bool(c) and str(p).strip().upper() == str(c).strip().upper()
-        for p, c in zip(predicted, correct, strict=True)
-    ]
-    return float(np.mean(ok))
+    return np.array(
+        [
+            bool(p) and bool(c) and str(p).strip().upper() == str(c).strip().upper()
+            for p, c in zip(predicted, correct, strict=True)
+        ],
+        dtype=bool,
+    )
+
+
+def choice_accuracy(predicted: Sequence[str | None], correct: Sequence[str | None]) -> float:
+    """Multiple-choice accuracy on letters (case-insensitive); a missing choice is wrong."""
+    return accuracy(choice_hits(predicted, correct))
 
 
 def thinking_score(used: ArrayLike, weights: ArrayLike | None = None) -> float:
@@ -421,3 +426,26 @@ def bootstrap_ci_mean(
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
+
+
+def calibration_bin_index(confidence: ArrayLike, n_bins: int) -> NDArray[np.intp]:
+    """Equal-width bin of each confidence in [0, 1] (values outside are clipped; 1.0 is in the last bin)."""
+    conf = np.clip(_f64(confidence), 0.0, 1.0)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return np.clip(np.digitize(conf, edges[1:-1]), 0, n_bins - 1)
+
+
+def expected_calibration_error(confidence: ArrayLike, hits: ArrayLike, n_bins: int = 10) -> float:
+    """ECE: the sample-weighted mean gap between mean confidence and hit rate per confidence bin."""
+    conf = np.clip(_f64(confidence), 0.0, 1.0)
+    h = np.asarray(hits, dtype=np.float64).reshape(-1)
+    if conf.size != h.size:
+        raise ValueError(f"{conf.size} confidences but {h.size} hits")
+    if conf.size == 0:
+        return math.nan
+    index = calibration_bin_index(conf, n_bins)
+    count = np.bincount(index, minlength=n_bins)
+    used = count > 0
+    mean_conf = np.bincount(index, weights=conf, minlength=n_bins)[used] / count[used]
+    hit_rate = np.bincount(index, weights=h, minlength=n_bins)[used] / count[used]
+    return float(np.sum(np.abs(mean_conf - hit_rate) * count[used]) / conf.size)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.records import ParseStatus, Prediction
 
 ParseMode = Literal["robust", "strict"]
@@ -632,8 +633,14 @@ def _geocode(geocoder: Geocoder, query: str, country: str | None) -> tuple[float
                 places = geocoder.search(query, country=None, limit=1)  # type: ignore[union-attr]
             if not places:
                 return None
-            return float(places[0].lat), float(places[0].lon)
-        hit = geocoder(query, country)  # type: ignore[operator]
-        return None if hit is None else (float(hit[0]), float(hit[1]))
+            lat, lon = float(places[0].lat), float(places[0].lon)
+        else:
+            hit = geocoder(query, country)  # type: ignore[operator]
+            if hit is None:
+                return None
+            lat, lon = float(hit[0]), float(hit[1])
     except Exception:  # noqa: BLE001 - a failing geocoder means "not geocoded", never a crash
         return None
+    if not valid_coordinates(lat, lon):
+        return None  # a geocoder's impossible point is no match, not a prediction
+    return lat, lon

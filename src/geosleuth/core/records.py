@@ -54,7 +54,7 @@ class Prediction(BaseModel):
         return self.lat is not None and self.lon is not None
 
     def level(self, name: str) -> str | None:
-        """Text at one hierarchy level; ``country`` prefers the resolved code's input text."""
+        """Text at one hierarchy level (``country``, ``admin1``, …); None if absent or unknown."""
         return getattr(self, name, None)
 
 

@@ -66,7 +66,7 @@ def script_of(text: str) -> str | None:
         if not ch.isalpha():
             continue
         name = unicodedata.name(ch, "")
-        script = _script_from_name(name)
+        script = script_from_name(name)
         counts[script] = counts.get(script, 0) + 1
     return max(counts, key=counts.__getitem__) if counts else None
 
@@ -82,7 +82,8 @@ _SCRIPT_PREFIXES = (
 )  # fmt: skip
 
 
-def _script_from_name(name: str) -> str:
+def script_from_name(name: str) -> str:
+    """Script of one character from its Unicode name ("CJK UNIFIED IDEOGRAPH-6771" -> "Han")."""
     for prefix, script in _SCRIPT_PREFIXES:
         if name.startswith(prefix):
             return script

@@ -47,13 +47,8 @@ def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    """95 % interval of mean(b) − mean(a) resampling samples jointly."""
-    diff = b.astype(float) - a.astype(float)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, diff.size, size=(N_BOOT, diff.size))
-    means = diff[idx].mean(axis=1)
-    lo, hi = np.quantile(means, [0.025, 0.975])
-    return float(lo), float(hi)
+    """95 % interval of mean(b) − mean(a): the bootstrap of the paired differences (chunked)."""
+    return metrics.bootstrap_ci_mean(b.astype(float) - a.astype(float), n_boot=N_BOOT, seed=seed)
 
 
 def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[str, Any]:

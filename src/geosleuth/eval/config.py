@@ -23,7 +23,8 @@ from geosleuth.eval.store import RunDirError, write_atomic
 
 MANIFEST = "run.json"
 SAMPLES = "samples.jsonl"
-_SECRET = re.compile(r"(api[_-]?key|secret|password|token|authorization|bearer)", re.IGNORECASE)
+_SECRET = re.compile(r"(api[_-]?key|secret|password|token(?![a-z])|authorization|bearer)", re.IGNORECASE)
+"""Secret-looking keys; ``token`` only as a word end, so ``max_tokens`` / ``tokenizer`` stay readable."""
 
 
 class ConfigError(Exception):

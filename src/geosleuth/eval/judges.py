@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError, field_validator
@@ -157,13 +157,13 @@ class Judge:
         """The reply text and whether it came from the cache."""
         messages = [{"role": "user", "content": prompt}]
         key = JudgeCache.key(self.settings.model, messages, self.settings.temperature)
-        cached = self.cache.get(key)
+        cached = await asyncio.to_thread(self.cache.get, key)  # SQLite: off the event loop
         if cached is not None:
             return cached, True
         async with self._slots:
             response = await self.client.complete(messages, temperature=self.settings.temperature)
         text = response.first.content
-        self.cache.put(key, text)
+        await asyncio.to_thread(self.cache.put, key, text)
         return text, False
 
     async def close(self) -> None:
@@ -370,12 +370,16 @@ async def run_judges(
                 [_judge_one(t, s, trajectories.get(s.id), judge) for t, s in todo]
             ):
                 judgment = await next_done
-                handle.write(judgment.to_json() + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+                await asyncio.to_thread(_append_durably, handle, judgment.to_json() + "\n")
     finally:
         await judge.close()
     return len(todo)
+
+
+def _append_durably(handle: IO[str], line: str) -> None:
+    handle.write(line)
+    handle.flush()
+    os.fsync(handle.fileno())
 
 
 def judge_summary(run_dir: Path) -> dict[str, Any]:

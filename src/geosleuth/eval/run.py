@@ -135,9 +135,16 @@ def read_samples(run_dir: Path) -> list[Sample]:
     path = run_dir / SAMPLES
     if not path.exists():
         raise RunDirError(f"{run_dir} is not a run directory (no {SAMPLES})")
-    return [
-        Sample.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line
-    ]
+    samples = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                samples.append(Sample.model_validate_json(line))
+            except ValueError as exc:
+                raise RunDirError(f"{path}: line {number} is not a sample record ({exc})") from None
+    return samples
 
 
 def prepare_run(config: EvalConfig) -> PreparedRun:

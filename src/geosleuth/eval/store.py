@@ -106,6 +106,19 @@ class TrajectoryStore:
             out[record.sample_id] = record
         return out
 
+    def get(self, sample_id: str) -> Trajectory | None:
+        """The latest record of one sample, streaming: only that record is validated and kept."""
+        found: tuple[int, bytes] | None = None
+        for number, line, record in self._records():
+            if str(record["sample_id"]) == sample_id:
+                found = (number, line)
+        if found is None:
+            return None
+        try:
+            return Trajectory.model_validate_json(found[1])
+        except (ValidationError, ValueError) as exc:
+            raise RunDirError(f"{self.path}: line {found[0]} is not a trajectory record: {exc}") from exc
+
     def _intact_length(self) -> int:
         length = 0
         for _, _, offset in self._lines():

@@ -218,14 +218,12 @@ def calibration(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> dict[str
     d = np.array([r.distance_km for r in rated])
     hits = metrics.hits_at(d, km, protocol.strict_threshold)
     edges = np.linspace(0.0, 1.0, CALIBRATION_BINS + 1)
-    index = np.clip(np.digitize(conf, edges[1:-1]), 0, CALIBRATION_BINS - 1)
-    bins, ece = [], 0.0
+    index = metrics.calibration_bin_index(conf, CALIBRATION_BINS)
+    bins = []
     for b in range(CALIBRATION_BINS):
         mask = index == b
         if not mask.any():
             continue
-        gap = abs(float(conf[mask].mean()) - float(hits[mask].mean()))
-        ece += gap * mask.sum() / len(rated)
         bins.append(
             {
                 "range": [_num(edges[b]), _num(edges[b + 1])],
@@ -240,7 +238,7 @@ def calibration(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> dict[str
     return {
         "n": len(rated),
         "threshold": metrics.threshold_name(km),
-        "ece": _num(ece),
+        "ece": _num(metrics.expected_calibration_error(conf, hits, CALIBRATION_BINS)),
         "spearman_confidence_vs_error": _num(float(rho)),
         "bins": bins,
     }

@@ -256,9 +256,7 @@ def compute_arrays(
     if any(answers):
         has_answer = np.array([bool(a) for a in answers], dtype=bool)
         predicted = [r.prediction.choice for r in rows]
-        arrays.hits["acc_choice"] = np.array(
-            [bool(p) and bool(a) and p.upper() == a.upper() for p, a in zip(predicted, answers, strict=True)]
-        )
+        arrays.hits["acc_choice"] = M.choice_hits(predicted, answers)
         arrays.scored["acc_choice"] = has_answer
         if not has_answer.all():
             notes.append(f"acc_choice is computed on the {int(has_answer.sum())} multiple-choice rows")
@@ -490,12 +488,12 @@ def _warnings(
 def _groups(
     rows: Sequence[ScoredRow], arrays: ScoreArrays, protocol: ScoringProtocol, by: str
 ) -> dict[str, Score]:
-    keys = [field_value(r.data, r.truth, by) or MISSING_GROUP for r in rows]
-    groups: dict[str, Score] = {}
-    for key in sorted(set(keys)):
-        index = np.array([i for i, k in enumerate(keys) if k == key], dtype=np.intp)
-        groups[key] = summarize(arrays, protocol, index)
-    return groups
+    members: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        members.setdefault(field_value(r.data, r.truth, by) or MISSING_GROUP, []).append(i)
+    return {
+        key: summarize(arrays, protocol, np.array(members[key], dtype=np.intp)) for key in sorted(members)
+    }
 
 
 def _row_records(rows: Sequence[ScoredRow], arrays: ScoreArrays) -> list[dict[str, Any]]:

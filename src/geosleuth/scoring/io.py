@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
-from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.core.records import LEVELS, ParseStatus, Prediction
 from geosleuth.scoring.protocols import ScoringProtocol
 
 ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
@@ -350,7 +351,7 @@ def prediction_from_row(
         if isinstance(raw, str) and raw.strip() and protocol.parse_mode == "strict":
             return _checked(parse(raw))
         try:
-            return Prediction.model_validate(nested), None, False
+            return _checked_record(Prediction.model_validate(nested))
         except ValueError:
             return (
                 Prediction(status=ParseStatus.FAILED),
@@ -393,6 +394,18 @@ def _checked(prediction: Prediction) -> tuple[Prediction, str | None, bool]:
     if "invalid_coordinates" in prediction.recovered:
         return prediction, "predicted coordinates outside lat [-90, 90] / lon [-180, 180]", False
     return prediction, None, False
+
+
+def _checked_record(prediction: Prediction) -> tuple[Prediction, str | None, bool]:
+    """A stored Prediction is trusted except for impossible coordinates, which count as wrong."""
+    if not prediction.has_coords or valid_coordinates(prediction.lat, prediction.lon):
+        return prediction, None, False
+    named = any(prediction.level(lv) for lv in LEVELS) or prediction.address
+    status = ParseStatus.PARTIAL if named else ParseStatus.FAILED
+    cleared = prediction.model_copy(
+        update={"lat": None, "lon": None, "status": status, "coords_source": None}
+    )
+    return cleared, "predicted coordinates outside lat [-90, 90] / lon [-180, 180]", False
 
 
 def _parser(

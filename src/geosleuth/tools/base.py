@@ -168,7 +168,9 @@ class Tool:
         except ToolError as exc:
             result = ToolResult.failure(str(exc))
         except Exception as exc:  # a tool bug must not end the trajectory
-            result = ToolResult.failure(f"{self.name} failed: {type(exc).__name__}: {exc}")
+            from geosleuth.tools.http import redact  # lazy: http imports this module
+
+            result = ToolResult.failure(redact(f"{self.name} failed: {type(exc).__name__}: {exc}"))
         result.latency_s = time.perf_counter() - start
         return result
 

@@ -7,6 +7,7 @@ Replay mode turns a miss into an error so an evaluation can be re-run bit-for-bi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
@@ -287,10 +288,10 @@ class ToolCache:
             return await call()
         key = cache_key(tool, provider, arguments)
         if self.mode in {"read_write", "replay"}:
-            entry = self.backend.get(key)
+            entry = await asyncio.to_thread(self.backend.get, key)  # SQLite / Redis I/O off the event loop
             if entry is not None:
                 self.stats.hits += 1
-                return _from_entry(entry)
+                return await asyncio.to_thread(_from_entry, entry)
             self.stats.misses += 1
             if self.mode == "replay":
                 shown = json.dumps(_normalise(arguments), ensure_ascii=False)[:200]
@@ -300,9 +301,13 @@ class ToolCache:
                 )
         result = await call()
         if result.ok:
-            self.backend.set(key, _to_entry(result), self.ttl_s)
+            await asyncio.to_thread(_store, self.backend, key, result, self.ttl_s)
             self.stats.writes += 1
         return result
+
+
+def _store(backend: CacheBackend, key: str, result: ToolResult, ttl_s: float | None) -> None:
+    backend.set(key, _to_entry(result), ttl_s)
 
 
 def _to_entry(result: ToolResult) -> CacheEntry:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
-from geosleuth.core.text import _script_from_name
+from geosleuth.core.text import script_from_name
 
 
 class Clue(BaseModel):
@@ -41,7 +41,7 @@ def script_profile(text: str) -> dict[str, float]:
     counts: Counter[str] = Counter()
     for ch in text:
         if ch.isalpha():
-            counts[_script_from_name(unicodedata.name(ch, ""))] += 1
+            counts[script_from_name(unicodedata.name(ch, ""))] += 1
     total = sum(counts.values())
     return {s: round(n / total, 3) for s, n in counts.most_common()} if total else {}
 

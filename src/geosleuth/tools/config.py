@@ -181,7 +181,9 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must contain a mapping of settings")
     section = raw.get("tools", raw)
-    return dict(section) if isinstance(section, dict) else {}
+    if not isinstance(section, dict):
+        return {}
+    return {k: v for k, v in section.items() if v is not None}  # an empty `providers:` means the defaults
 
 
 _ENV_SELECTION = {f"GEOSLEUTH_{field.upper()}_PROVIDER": field for field in ProviderSelection.model_fields}

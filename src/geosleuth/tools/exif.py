@@ -63,13 +63,16 @@ def _num(value: Any) -> float | None:
 def _dms(value: Any, ref: Any) -> float | None:
     """Degrees/minutes/seconds rationals + N/S/E/W reference → signed decimal degrees."""
     if not isinstance(value, tuple | list) or len(value) != 3:
-        return _num(value)
-    parts = [_num(v) for v in value]
-    if any(p is None for p in parts):
-        return None
-    deg = parts[0] + parts[1] / 60 + parts[2] / 3600  # type: ignore[operator]
+        deg = _num(value)  # some writers store plain decimal degrees; the reference still signs them
+        if deg is None:
+            return None
+    else:
+        parts = [_num(v) for v in value]
+        if any(p is None for p in parts):
+            return None
+        deg = parts[0] + parts[1] / 60 + parts[2] / 3600  # type: ignore[operator]
     ref_s = ref.decode() if isinstance(ref, bytes) else str(ref or "")
-    return -deg if ref_s.strip().upper() in {"S", "W"} else deg
+    return -abs(deg) if ref_s.strip().upper() in {"S", "W"} else deg
 
 
 def _text(value: Any) -> str | None:

@@ -210,13 +210,17 @@ class HttpClient:
         for s in self.secrets:
             register_secret(s)
 
-    async def get_json(self, url: str, params: Mapping[str, Any] | None = None, headers=None) -> Any:
+    async def get_json(
+        self, url: str, params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None
+    ) -> Any:
         return (await self.request("GET", url, params=params, headers=headers)).json(self.provider)
 
     async def post_json(self, url: str, body: Any, headers: Mapping[str, str] | None = None) -> Any:
         return (await self.request("POST", url, json_body=body, headers=headers)).json(self.provider)
 
-    async def get_bytes(self, url: str, params: Mapping[str, Any] | None = None, headers=None) -> bytes:
+    async def get_bytes(
+        self, url: str, params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None
+    ) -> bytes:
         return (await self.request("GET", url, params=params, headers=headers)).content
 
     async def request(

@@ -113,12 +113,15 @@ def _tesseract(image: Image.Image, languages: str = "eng") -> list[tuple[str, li
         raise ToolError("tesseract is not installed; install it or configure providers.ocr: rapidocr")
     buf = io.BytesIO()
     image.convert("RGB").save(buf, format="PNG")
-    proc = subprocess.run(
-        [exe, "stdin", "stdout", "-l", languages, "tsv"],
-        input=buf.getvalue(),
-        capture_output=True,
-        timeout=120,
-    )
+    try:
+        proc = subprocess.run(
+            [exe, "stdin", "stdout", "-l", languages, "tsv"],
+            input=buf.getvalue(),
+            capture_output=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolError("tesseract took more than 120 s; try a smaller region") from None
     if proc.returncode != 0:
         raise ToolError(f"tesseract failed: {proc.stderr.decode('utf-8', 'replace')[:200]}")
     lines: dict[tuple[str, str, str], list[dict[str, str]]] = {}

@@ -8,7 +8,6 @@ to set.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Annotated, Any, Literal
 from PIL import Image
 from pydantic import Field, ValidationError
 
+from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.records import Place
 from geosleuth.tools.base import Tool, ToolContext, ToolError, ToolRegistry, ToolResult
 from geosleuth.tools.cache import ToolCache
@@ -177,7 +177,7 @@ def _places_result(runtime: ToolRuntime, tool: str, query: str, places: list[Pla
 
 
 def _check_coords(lat: float, lon: float) -> None:
-    if not (math.isfinite(lat) and math.isfinite(lon)) or abs(lat) > 90 or abs(lon) > 180:
+    if not valid_coordinates(lat, lon):
         raise ToolError(
             f"invalid coordinates ({lat}, {lon}): lat must be in [-90, 90] and lon in [-180, 180]"
         )

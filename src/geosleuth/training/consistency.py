@@ -19,7 +19,7 @@ import logging
 import math
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,8 @@ from geosleuth.core.records import Prediction
 from geosleuth.core.rewards import SEMANTIC_ALPHAS, SEMANTIC_LEVELS, default_similarity, semantic_levels
 
 log = logging.getLogger(__name__)
+
+MAX_KEPT_FAILURES = 10_000
 
 _STRIP = re.compile(
     r"<(tool_response|tool_call|answer|observation)>.*?(?:</\1>|\Z)|<\|im_start\|>(?:tool|user).*?(?:<\|im_end\|>|\Z)",
@@ -51,7 +53,7 @@ class JudgeConfig:
 
     model: str
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in logs or reprs
     timeout_s: float = 30.0
     max_retries: int = 1
     concurrency: int = 32
@@ -152,7 +154,8 @@ class ConsistencyJudge:
         self.config = config
         self._cache: OrderedDict[str, str | None] = OrderedDict()
         self._lock = threading.Lock()
-        self.failures: list[dict[str, str]] = []
+        # the most recent judge failures only: a long training run must not grow without bound
+        self.failures: deque[dict[str, str]] = deque(maxlen=MAX_KEPT_FAILURES)
         self.requests_sent = 0
 
     def _key(self, prompt: str) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from geosleuth.core.records import Sample, Task
 from geosleuth.training.truth import GroundTruth
 
 ABILITY = "geolocation"
+ROW_GROUP = 256
+"""Rows per parquet row group (bounded memory with embedded images)."""
 
 
 @dataclass(frozen=True)
@@ -98,20 +100,41 @@ def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str
 
 
 def export_verl(samples: Sequence[Sample], out_path: Path, options: VerlExportOptions) -> ExportReport:
-    """Write the parquet file; unusable samples are reported, the rest are written."""
+    """Write the parquet file; unusable samples are reported, the rest are written.
+
+    Rows are built without image bytes first, so the schema is inferred from every row (a
+    level that is empty in the first rows still gets its type); embedded bytes are then read
+    one row group (`ROW_GROUP` rows) at a time, never all in memory at once.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     report = ExportReport()
     rows: list[dict[str, Any]] = []
+    paths: list[Path] = []
+    by_reference = replace(options, embed_images=False)
     for sample in samples:
         try:
-            rows.append(verl_row(sample, len(rows), options))
+            rows.append(verl_row(sample, len(rows), by_reference))
         except ValueError as exc:
             report.failed.append({"sample_id": sample.id, "reason": str(exc)})
+            continue
+        paths.append(Path(str(sample.image)).expanduser().resolve())
     if not rows:
         raise ValueError("no sample could be exported: " + "; ".join(f["reason"] for f in report.failed[:3]))
+    if options.embed_images:
+        schema = pa.Table.from_pylist([{**r, "images": [{"bytes": b""}]} for r in rows]).schema
+    else:
+        schema = pa.Table.from_pylist(rows).schema
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), out_path)
+    with pq.ParquetWriter(out_path, schema) as writer:
+        for start in range(0, len(rows), ROW_GROUP):
+            group = rows[start : start + ROW_GROUP]
+            if options.embed_images:
+                group = [
+                    {**r, "images": [{"bytes": p.read_bytes()}]}
+                    for r, p in zip(group, paths[start : start + ROW_GROUP], strict=True)
+                ]
+            writer.write_table(pa.Table.from_pylist(group, schema=schema))
     report.written = len(rows)
     return report

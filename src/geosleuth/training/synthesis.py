@@ -305,16 +305,19 @@ class Synthesizer:
         return messages
 
     def _done_ids(self) -> set[str]:
+        """Ids already kept or rejected; a torn last line (interrupted run) is cut so that sample reruns."""
         done: set[str] = set()
         for name in ("trajectories.jsonl", "rejected.jsonl"):
             path = self.out_dir / name
             if path.exists():
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a torn last line from an interrupted run: that sample reruns
-                    done.add(str(rec.get("sample_id")))
+                _cut_torn_tail(path)
+                with path.open(encoding="utf-8") as fh:
+                    for line in fh:
+                        try:
+                            rec = json.loads(line)
+                        except json.JSONDecodeError:
+                            continue
+                        done.add(str(rec.get("sample_id")))
         return done
 
     async def run(self, samples: list[Sample]) -> dict[str, Any]:
@@ -351,3 +354,17 @@ class Synthesizer:
         }
         (self.out_dir / "synthesis_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
         return report
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop an unterminated last line, so the next append starts on a line of its own."""
+    with path.open("r+b") as fh:
+        size = fh.seek(0, 2)
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        keep = sum(len(line) for line in fh if line.endswith(b"\n"))
+        fh.truncate(keep)

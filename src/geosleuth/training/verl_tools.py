@@ -16,6 +16,7 @@ reads it), never an exception.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import threading
@@ -77,7 +78,7 @@ class _Instance:
 
 
 def _context(create_kwargs: dict[str, Any], config: dict[str, Any]) -> ToolContext:
-    """The trajectory's ToolContext; the image opens lazily on the first zoom."""
+    """The trajectory's ToolContext with the query image decoded (blocking: call it off the event loop)."""
     image_path = create_kwargs.get("image") or create_kwargs.get("image_path")
     ctx = ToolContext(
         image_path=str(image_path) if image_path else None,
@@ -151,7 +152,7 @@ class GeoSleuthTool(_VerlBaseTool):  # type: ignore[misc, valid-type]
         """Open the trajectory's context (image, scale); returns the id and an empty response."""
         instance_id = instance_id or str(uuid4())
         merged = {**(create_kwargs or {}), **kwargs}
-        self._instances[instance_id] = _Instance(_context(merged, self.config))
+        self._instances[instance_id] = _Instance(await asyncio.to_thread(_context, merged, self.config))
         return instance_id, ToolResponse()
 
     async def execute(

@@ -9,6 +9,7 @@ or ``error``); readers wait on `Job.wait` and never miss one, whenever they conn
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import shutil
 import time
@@ -22,6 +23,8 @@ from geosleuth.agent import AgentConfig, ImageInputError, load_image, run_task, 
 from geosleuth.core.records import Task, Trajectory, Turn
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import trajectory_view, turn_view
+
+log = logging.getLogger(__name__)
 
 FINISHED = ("done", "failed")
 MAP_FILE = "answer_map.png"
@@ -210,7 +213,7 @@ class JobManager:
                 await asyncio.to_thread(
                     write_trajectories, job.dir / "trajectories.jsonl", [trajectory], False
                 )
-                job.map_file = await self._answer_map(job, trajectory)
+                job.map_file = await self._answer_map_or_none(job, trajectory)
             # run_task records model and image failures in the trajectory; anything else is a bug
             # that the page must show rather than leave the job "running" forever
             except Exception as exc:
@@ -219,6 +222,14 @@ class JobManager:
                 return
             job.trajectory, job.status = trajectory, "done"
             job.emit("result", job.summary())
+
+    async def _answer_map_or_none(self, job: Job, trajectory: Trajectory) -> str | None:
+        """The map is an illustration: when it cannot be drawn the answer is still shown, without it."""
+        try:
+            return await self._answer_map(job, trajectory)
+        except Exception as exc:  # a broken map provider must not turn a located photo into a failed job
+            log.warning("job %s: no answer map (%s: %s)", job.id, type(exc).__name__, exc)
+            return None
 
     async def _answer_map(self, job: Job, trajectory: Trajectory) -> str | None:
         """The offline map around the answer (the ``static_map_query`` tool), or None without coordinates."""

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Trajectory
+from geosleuth.eval.config import MANIFEST, SAMPLES
 from geosleuth.eval.report import MARKDOWN, PER_SAMPLE, SUMMARY
-from geosleuth.eval.store import RunDirError, read_trajectories
+from geosleuth.eval.run import read_samples
+from geosleuth.eval.store import TrajectoryStore
 
-MANIFEST = "run.json"
-SAMPLES = "samples.jsonl"
 HEADLINE = ("acc@1km", "acc@25km", "acc@200km", "acc@750km", "acc@2500km", "median_km")
 """Metrics shown in the run list when a run has them (the rest are on the run's page)."""
 
@@ -134,7 +134,7 @@ class RunIndex:
         if table.is_file():
             with table.open(encoding="utf-8", newline="") as handle:
                 return [_typed(row) for row in csv.DictReader(handle)]
-        statuses = {sid: t.status.value for sid, t in _trajectories(run_dir).items()}
+        statuses = TrajectoryStore(run_dir).statuses()
         return [{"sample_id": s.id, "status": statuses.get(s.id, "missing")} for s in _samples(run_dir)]
 
     def sample_row(self, name: str, sample_id: str) -> dict[str, Any] | None:
@@ -147,7 +147,7 @@ class RunIndex:
         sample = next((s for s in _samples(run_dir) if s.id == sample_id), None)
         if sample is None:
             raise RunNotFound(f"run {name!r} has no sample {sample_id!r}")
-        return sample, _trajectories(run_dir).get(sample_id)
+        return sample, TrajectoryStore(run_dir).get(sample_id)
 
     def file(self, name: str, relative: str) -> Path:
         """A file referenced by a trajectory, only if it lies inside the run directory."""
@@ -159,19 +159,7 @@ class RunIndex:
 
 
 def _samples(run_dir: Path) -> list[Sample]:
-    path = run_dir / SAMPLES
-    if not path.is_file():
-        return []
-    try:
-        return [
-            Sample.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line
-        ]
-    except ValueError as exc:
-        raise RunDirError(f"{path}: unreadable sample record ({exc})") from None
-
-
-def _trajectories(run_dir: Path) -> dict[str, Trajectory]:
-    return read_trajectories(run_dir) if (run_dir / "trajectories.jsonl").is_file() else {}
+    return read_samples(run_dir) if (run_dir / SAMPLES).is_file() else []
 
 
 def _typed(row: dict[str, str]) -> dict[str, Any]:

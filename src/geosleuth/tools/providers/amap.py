@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from geosleuth.core.countries import resolve_country
 from geosleuth.core.geo import gcj02_to_wgs84, wgs84_to_gcj02
 from geosleuth.core.records import Place
 from geosleuth.tools.config import ToolSettings
@@ -118,14 +119,15 @@ class AMapProvider:
             if loc is None:
                 continue
             name = _text(g.get("district")) or _text(g.get("city")) or _text(g.get("province")) or address
+            country = _text(g.get("country"))
             out.append(
                 Place(
                     id=f"amap-geo:{g.get('adcode')}:{g.get('location')}",
                     name=name,
                     lat=loc[0],
                     lon=loc[1],
-                    country_code="CN" if _text(g.get("country")) in {"中国", "China", None} else None,
-                    country=_text(g.get("country")),
+                    country_code=resolve_country(country) if country else "CN",  # geo/geo answers in China
+                    country=country,
                     admin1=_text(g.get("province")),
                     admin2=_text(g.get("district")),
                     kind=str(_text(g.get("level")) or "address"),
@@ -148,7 +150,7 @@ class AMapProvider:
             name=_text(comp.get("township")) or city or address,
             lat=lat,
             lon=lon,
-            country_code="CN" if _text(comp.get("country")) == "中国" else None,
+            country_code=resolve_country(_text(comp.get("country"))),
             country=_text(comp.get("country")),
             admin1=_text(comp.get("province")),
             admin2=_text(comp.get("district")),

@@ -6,6 +6,7 @@ or `SearchHit` records; the tool layer formats them for the model.
 
 from __future__ import annotations
 
+import math
 from typing import Literal, Protocol, runtime_checkable
 
 from PIL import Image
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from geosleuth.core.records import Place
 from geosleuth.tools.config import ToolSettings
 from geosleuth.tools.http import HttpClient, ProviderError
+from geosleuth.tools.text import strip_html
 
 MapKind = Literal["static", "satellite"]
 
@@ -94,6 +96,26 @@ def client_for(
 def as_float(value: object, what: str, provider: str) -> float:
     """Provider numbers arrive as strings or numbers; anything else is a malformed response."""
     try:
-        return float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ProviderError(f"{provider} returned a malformed {what}: {value!r}") from None
+        number = math.nan
+    if not math.isfinite(number):
+        raise ProviderError(f"{provider} returned a malformed {what}: {value!r}")
+    return number
+
+
+def search_hits(
+    results: object, max_results: int, url_key: str = "url", snippet_key: str = "content"
+) -> list[SearchHit]:
+    """A search API's result list in the one normalised shape; entries without a URL are dropped."""
+    if not isinstance(results, list):
+        return []
+    return [
+        SearchHit(
+            title=strip_html(str(r.get("title") or "")),
+            url=str(r.get(url_key) or ""),
+            snippet=strip_html(str(r.get(snippet_key) or "")),
+        )
+        for r in results
+        if isinstance(r, dict) and r.get(url_key)
+    ][:max_results]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from geosleuth.tools.config import ToolSettings
 from geosleuth.tools.http import ProviderError, require_key
-from geosleuth.tools.providers.base import SearchHit, client_for
-from geosleuth.tools.text import strip_html
+from geosleuth.tools.providers.base import SearchHit, client_for, search_hits
 
 API_URL = "https://api.search.brave.com"
 
@@ -29,13 +28,6 @@ class BraveProvider:
         )
         if not isinstance(data, dict):
             raise ProviderError("brave returned an unexpected response")
-        results = (data.get("web") or {}).get("results") or []
-        return [
-            SearchHit(
-                title=strip_html(str(r.get("title") or "")),
-                url=str(r.get("url") or ""),
-                snippet=strip_html(str(r.get("description") or "")),
-            )
-            for r in results
-            if isinstance(r, dict) and r.get("url")
-        ][:max_results]
+        web = data.get("web")
+        results = web.get("results") if isinstance(web, dict) else None
+        return search_hits(results, max_results, snippet_key="description")

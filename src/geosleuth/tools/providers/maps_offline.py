@@ -177,7 +177,12 @@ class OfflineMapProvider:
         style = STYLES["satellite" if kind == "satellite" else "static"]
         cx, cy = project(lat, lon, zoom)
         view = _View(
-            cx - self.width / 2, cy - self.height / 2, zoom, self.width, self.height, self._wrap_shifts(zoom)
+            cx - self.width / 2,
+            cy - self.height / 2,
+            zoom,
+            self.width,
+            self.height,
+            self._wrap_shifts(cx, zoom),
         )
         extent = self._extent(view.ox, view.oy, zoom)
         countries = _visible_countries(view, extent)
@@ -193,9 +198,11 @@ class OfflineMapProvider:
         draw_scale_bar(image, lat, zoom)
         return image, labels
 
-    def _wrap_shifts(self, zoom: int) -> list[float]:
+    def _wrap_shifts(self, cx: float, zoom: int) -> list[float]:
+        """Copies of the world to draw: one, unless the view is wide or crosses the antimeridian."""
         w = world_px(zoom)
-        return [0.0] if w >= 2 * self.width else [-w, 0.0, w]
+        crosses = cx - self.width / 2 < 0 or cx + self.width / 2 > w
+        return [-w, 0.0, w] if w < 2 * self.width or crosses else [0.0]
 
     def _extent(self, ox: float, oy: float, zoom: int) -> tuple[float, float, float, float]:
         north, west = unproject(ox, oy, zoom)

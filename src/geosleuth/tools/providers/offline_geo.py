@@ -6,8 +6,11 @@ gazetteer; POI search looks at the user's GeoJSON / CSV points first, then gazet
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from geosleuth.core.geo import haversine_km
+from geosleuth.core.geo import haversine_km, valid_coordinates
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize
 
 CITY_RADIUS_KM = 60.0  # how far from a named city a POI may be to count as "in" it
+SEEN_LIMIT = 10_000  # results remembered for detail lookups; the provider lives as long as a run
 
 
 def _gazetteer() -> Any:
@@ -109,11 +113,16 @@ def _read_poi_file(path: Path) -> list[Place]:
     if not path.is_file():
         raise ValueError(f"POI file not found: {path}")
     suffix = path.suffix.lower()
-    if suffix in {".geojson", ".json"}:
-        return _read_geojson(path)
-    if suffix == ".csv":
-        return _read_csv(path)
-    raise ValueError(f"POI file {path} must be .geojson, .json or .csv")
+    if suffix not in {".geojson", ".json", ".csv"}:
+        raise ValueError(f"POI file {path} must be .geojson, .json or .csv")
+    try:
+        places = _read_csv(path) if suffix == ".csv" else _read_geojson(path)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"POI file {path} is malformed: {type(exc).__name__}: {exc}") from None
+    bad = [p.id for p in places if not valid_coordinates(p.lat, p.lon)]
+    if bad:
+        raise ValueError(f"POI file {path}: coordinates out of range for {', '.join(bad[:5])}")
+    return places
 
 
 def _read_geojson(path: Path) -> list[Place]:
@@ -159,45 +168,41 @@ def _poi_place(path: Path, n: int, props: dict[str, Any], lat: float, lon: float
 
 
 class OfflineGeoProvider:
-    """Geocode, reverse geocode and POI search with no network."""
+    """Geocode, reverse geocode and POI search with no network.
+
+    Gazetteer look-ups take 1–40 ms of CPU each, so the async methods run them in a worker
+    thread rather than stall every other trajectory on the event loop.
+    """
 
     name = "offline"
 
     def __init__(self, poi_files: Iterable[Path] = ()) -> None:
         self.poi_files = [Path(p) for p in poi_files]
         self.store = PoiStore.load(self.poi_files)
-        self._seen: dict[str, Place] = {}
+        self._seen: OrderedDict[str, Place] = OrderedDict()  # recent results, for poi_detail_query
+        self._seen_lock = threading.Lock()
 
     @property
     def identity(self) -> str:
         return "offline:" + ",".join(str(p) for p in self.poi_files)
 
     def _remember(self, places: list[Place]) -> list[Place]:
-        for p in places:
-            self._seen[p.id] = p
+        with self._seen_lock:
+            for p in places:
+                self._seen[p.id] = p
+                self._seen.move_to_end(p.id)
+            while len(self._seen) > SEEN_LIMIT:
+                self._seen.popitem(last=False)
         return places
 
     async def geocode(self, address: str, limit: int = 5) -> list[Place]:
-        found = list(_gazetteer().search(address, limit=limit))
-        if not found:
-            found = self.store.search(address, limit=limit)
-        return self._remember(found)
+        return await asyncio.to_thread(self._geocode, address, limit)
 
     async def reverse(self, lat: float, lon: float) -> Place | None:
-        return reverse_to_place(_gazetteer().reverse(lat, lon))
-
-    def _city_centre(self, city: str | None) -> tuple[float, float] | None:
-        if not city:
-            return None
-        hits = _gazetteer().search(city, limit=1)
-        return (hits[0].lat, hits[0].lon) if hits else None
+        return await asyncio.to_thread(lambda: reverse_to_place(_gazetteer().reverse(lat, lon)))
 
     async def input_tips(self, query: str, city: str | None = None, limit: int = 10) -> list[Place]:
-        near = self._city_centre(city)
-        gaz = _gazetteer()
-        pool = self.store.search(query, limit=limit * 3, prefix=True)
-        pool += list(gaz.search(query, limit=limit * 3)) + list(gaz.suggest(query, limit=limit * 3))
-        return self._remember(_rank(pool, near, limit, CITY_RADIUS_KM if near else None))
+        return await asyncio.to_thread(self._input_tips, query, city, limit)
 
     async def keyword_search(
         self,
@@ -206,13 +211,42 @@ class OfflineGeoProvider:
         near: tuple[float, float] | None = None,
         limit: int = 10,
     ) -> list[Place]:
+        return await asyncio.to_thread(self._keyword_search, query, city, near, limit)
+
+    async def detail(self, poi_id: str) -> Place | None:
+        return await asyncio.to_thread(self._detail, poi_id)
+
+    def _geocode(self, address: str, limit: int) -> list[Place]:
+        found = list(_gazetteer().search(address, limit=limit))
+        if not found:
+            found = self.store.search(address, limit=limit)
+        return self._remember(found)
+
+    def _city_centre(self, city: str | None) -> tuple[float, float] | None:
+        if not city:
+            return None
+        hits = _gazetteer().search(city, limit=1)
+        return (hits[0].lat, hits[0].lon) if hits else None
+
+    def _input_tips(self, query: str, city: str | None, limit: int) -> list[Place]:
+        near = self._city_centre(city)
+        gaz = _gazetteer()
+        pool = self.store.search(query, limit=limit * 3, prefix=True)
+        pool += list(gaz.search(query, limit=limit * 3)) + list(gaz.suggest(query, limit=limit * 3))
+        return self._remember(_rank(pool, near, limit, CITY_RADIUS_KM if near else None))
+
+    def _keyword_search(
+        self, query: str, city: str | None, near: tuple[float, float] | None, limit: int
+    ) -> list[Place]:
         centre = near or self._city_centre(city)
         pool = self.store.search(query, limit=limit * 5) + list(_gazetteer().search(query, limit=limit * 3))
         radius = CITY_RADIUS_KM if (city and not near) else None
         return self._remember(_rank(pool, centre, limit, radius))
 
-    async def detail(self, poi_id: str) -> Place | None:
-        place = self.store.get(poi_id) or self._seen.get(poi_id) or _gazetteer().get(poi_id)
+    def _detail(self, poi_id: str) -> Place | None:
+        with self._seen_lock:
+            seen = self._seen.get(poi_id)
+        place = self.store.get(poi_id) or seen or _gazetteer().get(poi_id)
         if place is None:
             return None
         rp = _gazetteer().reverse(place.lat, place.lon)

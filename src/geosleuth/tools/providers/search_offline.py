@@ -94,6 +94,8 @@ def document_rows(path: Path) -> Iterator[tuple[str, str, str, float]]:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     raise ValueError(f"{path}:{n + 1}: not valid JSON") from None
+                if not isinstance(row, dict):
+                    raise ValueError(f"{path}:{n + 1}: expected a JSON object with a text field")
                 text = str(row.get("text") or row.get("content") or "")
                 title = str(row.get("title") or text[:60])
                 url = str(row.get("url") or f"{path.resolve().as_uri()}#{n + 1}")

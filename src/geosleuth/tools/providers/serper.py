@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from geosleuth.tools.config import ToolSettings
 from geosleuth.tools.http import ProviderError, require_key
-from geosleuth.tools.providers.base import SearchHit, client_for
-from geosleuth.tools.text import strip_html
+from geosleuth.tools.providers.base import SearchHit, client_for, search_hits
 
 API_URL = "https://google.serper.dev"
 
@@ -28,12 +27,4 @@ class SerperProvider:
         )
         if not isinstance(data, dict) or not isinstance(data.get("organic", []), list):
             raise ProviderError("serper returned an unexpected response")
-        return [
-            SearchHit(
-                title=strip_html(str(r.get("title") or "")),
-                url=str(r.get("link") or ""),
-                snippet=strip_html(str(r.get("snippet") or "")),
-            )
-            for r in data.get("organic") or []
-            if isinstance(r, dict) and r.get("link")
-        ][:max_results]
+        return search_hits(data.get("organic"), max_results, url_key="link", snippet_key="snippet")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from geosleuth.tools.config import ToolSettings
 from geosleuth.tools.http import ProviderError, require_key
-from geosleuth.tools.providers.base import SearchHit, client_for
-from geosleuth.tools.text import strip_html
+from geosleuth.tools.providers.base import SearchHit, client_for, search_hits
 
 API_URL = "https://api.tavily.com"
 
@@ -29,12 +28,4 @@ class TavilyProvider:
         )
         if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
             raise ProviderError("tavily returned an unexpected response")
-        return [
-            SearchHit(
-                title=strip_html(str(r.get("title") or "")),
-                url=str(r.get("url") or ""),
-                snippet=strip_html(str(r.get("content") or "")),
-            )
-            for r in data.get("results") or []
-            if isinstance(r, dict) and r.get("url")
-        ][:max_results]
+        return search_hits(data.get("results"), max_results)

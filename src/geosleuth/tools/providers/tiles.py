@@ -57,12 +57,16 @@ class TileMapProvider:
         cols, rows = tile_range(cx, cy, self.width, self.height, zoom)
         n = 2**zoom
         jobs = [(tx, ty) for ty in rows for tx in cols]
-        contents = await asyncio.gather(
-            *(self.client.get_bytes(self.tile_url(tx % n, ty, zoom)) for tx, ty in jobs)
-        )
+        slots = asyncio.Semaphore(MAX_PARALLEL_TILES)
+
+        async def fetch(tx: int, ty: int) -> bytes:
+            async with slots:
+                return await self.client.get_bytes(self.tile_url(tx % n, ty, zoom))
+
+        contents = await asyncio.gather(*(fetch(tx, ty) for tx, ty in jobs))
         mosaic = Image.new("RGB", (len(cols) * 256, len(rows) * 256), (200, 200, 200))
         for (tx, ty), content in zip(jobs, contents, strict=True):
-            tile = decode_image(content, self.name)  # type: ignore[arg-type]
+            tile = decode_image(content, self.name)
             mosaic.paste(tile, ((tx - cols.start) * 256, (ty - rows.start) * 256))
         left = round(cx - self.width / 2 - cols.start * 256)
         top = round(cy - self.height / 2 - rows.start * 256)
