@@ -34,7 +34,10 @@ def test_geodesic_matches_geographiclib():
     lat1, lat2 = rng.uniform(-89, 89, (2, 200))
     lon1, lon2 = rng.uniform(-180, 180, (2, 200))
     ours = geo.geodesic_km(lat1, lon1, lat2, lon2)
-    ref = [Geodesic.WGS84.Inverse(a, b, c, d)["s12"] / 1000 for a, b, c, d in zip(lat1, lon1, lat2, lon2)]
+    ref = [
+        Geodesic.WGS84.Inverse(a, b, c, d)["s12"] / 1000
+        for a, b, c, d in zip(lat1, lon1, lat2, lon2, strict=True)
+    ]
     np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-6)
 
 

@@ -70,7 +70,7 @@ def test_reverse_geocoder_semantics_match_package(gz):
     rng = np.random.default_rng(3)
     lat, lon = rng.uniform(-60, 70, 300), rng.uniform(-180, 180, 300)
     ours = gz.reverse_geocoder_batch(lat, lon)
-    ref = rg.RGeocoder(mode=1, verbose=False).query(list(zip(lat, lon)))
+    ref = rg.RGeocoder(mode=1, verbose=False).query(list(zip(lat, lon, strict=True)))
     assert ours["country_code"].tolist() == [r["cc"] for r in ref]
     assert ours["city"].tolist() == [r["name"] for r in ref]
 

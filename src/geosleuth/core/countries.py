@@ -156,9 +156,6 @@ def name_index() -> dict[str, str]:
     return index
 
 
-_name_index = name_index  # old private name, still imported by gazetteer/build.py
-
-
 @lru_cache(maxsize=50_000)
 def resolve_country(text: str | None) -> str | None:
     """ISO alpha-2 for a country name, code or alias in any supported language, else None."""

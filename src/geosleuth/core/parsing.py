@@ -34,8 +34,8 @@ GeocodeFn = Callable[[str, str | None], tuple[float, float] | None]
 
 Geocoder = GeocodeFn | _Searchable
 
-_LAT_KEYS = ("lat", "latitude", "纬度")
-_LON_KEYS = ("lon", "lng", "long", "longitude", "经度")
+LAT_KEYS = ("lat", "latitude", "纬度")
+LON_KEYS = ("lon", "lng", "long", "longitude", "经度")
 _FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "country": ("country", "nation", "国家"),
     "admin1": ("admin1", "region", "state", "province", "prefecture", "省", "州"),
@@ -65,13 +65,13 @@ _PLAIN_NUM = re.compile(rf"^\s*(?P<num>{_NUM})\s*(?:°|º)?\s*(?P<hemi>[NSEWnsew
 _PAIR = re.compile(
     rf"(?<![\d.])(?P<lat>{_NUM})\s*°?\s*(?P<lath>[NSns])?\s*[,;/\s]\s*(?P<lon>{_NUM})\s*°?\s*(?P<lonh>[EWew])?(?![\d.])"
 )
-_LINE = re.compile(
+ANSWER_LINE = re.compile(  # one ``Key: value`` line of an answer block
     r"^\s*[-*•]?\s*\**\s*(?P<key>[^:\n：]{1,40}?)\s*\**\s*[:：]\s*\**\s*(?P<val>.+?)\s*\**\s*$", re.M
 )
 _CHOICE = re.compile(
     r"(?i:answer|choice|option|答案)\s*(?i:is|:|：)?\s*(?:\((?P<a>[A-Ha-h])\)|\[(?P<b>[A-Ha-h])\]|(?P<c>[A-H])\b)"
 )
-_INLINE_KEY = re.compile(
+INLINE_KEY = re.compile(  # a separator before the next key on a one-line answer
     r"\s*[;,|]\s*(?=(?:country|city|region|state|province|admin1|address|place|location|latitude|longitude"
     r"|lat|lon|lng|confidence)\s*[:：])",
     re.I,
@@ -320,16 +320,17 @@ def _flatten(obj: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _key(k: str) -> str:
+def field_key(k: str) -> str:
+    """The canonical spelling of an answer key: ``"Town or City"`` -> ``town_or_city``."""
     return re.sub(r"[\s\-]+", "_", str(k).strip().strip("*").lower())
 
 
 def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
     """Fields from a key/value mapping (parsed JSON or answer lines)."""
-    keyed = {_key(k): v for k, v in obj.items()}
+    keyed = {field_key(k): v for k, v in obj.items()}
     found = _Found()
-    lat_raw = next((keyed[k] for k in _LAT_KEYS if k in keyed), None)
-    lon_raw = next((keyed[k] for k in _LON_KEYS if k in keyed), None)
+    lat_raw = next((keyed[k] for k in LAT_KEYS if k in keyed), None)
+    lon_raw = next((keyed[k] for k in LON_KEYS if k in keyed), None)
     if lat_raw is None and lon_raw is None:
         pair = next(
             (keyed[k] for k in ("coordinates", "coords", "gps", "latlon", "lat_lon") if k in keyed), None
@@ -424,9 +425,9 @@ def _from_lines(region: str, strict: bool) -> _Found | None:
     """``Country: …`` / ``City: …`` / ``Latitude: …`` / ``Longitude: …`` lines."""
     pairs: dict[str, str] = {}
     if not strict:  # "Country: X; City: Y; Latitude: …" on one line
-        region = _INLINE_KEY.sub("\n", region)
-    for m in _LINE.finditer(region):
-        key = _key(m.group("key"))
+        region = INLINE_KEY.sub("\n", region)
+    for m in ANSWER_LINE.finditer(region):
+        key = field_key(m.group("key"))
         if key not in pairs:
             pairs[key] = m.group("val").strip().strip("*").strip()
     if not pairs:

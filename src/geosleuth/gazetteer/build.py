@@ -286,10 +286,10 @@ def _add_admin1_places(
 
 def _add_country_places(out: Path, add_place: Any) -> None:
     """Countries as places at their Natural Earth label point, with their names in many languages."""
-    from geosleuth.core.countries import _name_index
+    from geosleuth.core.countries import name_index
 
     names_by_code: dict[str, list[str]] = defaultdict(list)
-    for key, code in _name_index().items():
+    for key, code in name_index().items():
         names_by_code[code].append(key)
     seen: set[str] = set()
     for m in json.loads((out / "countries.json").read_text(encoding="utf-8")):

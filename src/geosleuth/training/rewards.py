@@ -30,8 +30,7 @@ from numpy.typing import NDArray
 
 from geosleuth.core import rewards as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
-from geosleuth.core.parsing import _INLINE_KEY, _LAT_KEYS, _LINE, _LON_KEYS, parse_answer
-from geosleuth.core.parsing import _key as _line_key
+from geosleuth.core.parsing import ANSWER_LINE, INLINE_KEY, LAT_KEYS, LON_KEYS, field_key, parse_answer
 from geosleuth.core.records import Prediction
 from geosleuth.training.truth import GroundTruth, parse_ground_truth
 
@@ -303,17 +302,17 @@ def _json_coordinates(content: str) -> tuple[float, float] | None:
 
 def _line_coordinates(content: str) -> tuple[float, float] | None:
     """``Latitude: …`` / ``Longitude: …`` lines with plain decimals, read by the parser's own line rules."""
-    if ("," in content or ";" in content or "|" in content) and _INLINE_KEY.search(content):
+    if ("," in content or ";" in content or "|" in content) and INLINE_KEY.search(content):
         return None
     pairs: dict[str, str] = {}
-    for m in _LINE.finditer(content):
+    for m in ANSWER_LINE.finditer(content):
         raw = m.group("key")
         key = raw.strip().strip("*").lower()
         if not key.replace("_", "").isalnum():  # spaces or dashes: the parser's full key rule
-            key = _line_key(raw)
+            key = field_key(raw)
         pairs.setdefault(key, m.group("val").strip().strip("*").strip())
-    lat = next((pairs[k] for k in _LAT_KEYS if k in pairs), None)
-    lon = next((pairs[k] for k in _LON_KEYS if k in pairs), None)
+    lat = next((pairs[k] for k in LAT_KEYS if k in pairs), None)
+    lon = next((pairs[k] for k in LON_KEYS if k in pairs), None)
     if lat is None or lon is None or not (_DECIMAL.fullmatch(lat) and _DECIMAL.fullmatch(lon)):
         return None
     return float(lat), float(lon)
