@@ -195,9 +195,9 @@ def test_overwrite_replaces_images_and_clear_empties(make_backend: BackendFactor
     entry = backend.get("k")
     assert entry is not None and entry.text == "b" and len(entry.images) == 1
     backend.set("other", CacheEntry("c", None, [], "p", time.time()), ttl_s=None)
-    assert len(backend) == 2  # type: ignore[arg-type]
+    assert len(backend) == 2
     backend.clear()
-    assert backend.get("k") is None and len(backend) == 0  # type: ignore[arg-type]
+    assert backend.get("k") is None and len(backend) == 0
 
 
 async def test_modes_refresh_replay_and_off(make_backend: BackendFactory) -> None:

@@ -56,6 +56,47 @@ def tools_list(
     Console().print(table)
 
 
+def tools_cache(
+    action: Annotated[
+        str, typer.Argument(help="stats, purge (drop expired entries) or clear (drop all).")
+    ] = "stats",
+    config: ConfigOpt = None,
+) -> None:
+    """Inspect or trim the tool cache that the settings select."""
+    from geosleuth.tools.base import ToolError
+    from geosleuth.tools.cache import RedisCache, SQLiteCache
+
+    if action not in {"stats", "purge", "clear"}:
+        typer.echo(f"error: unknown action {action!r}: use stats, purge or clear", err=True)
+        raise typer.Exit(2)
+    settings = _settings(config)
+    if settings.cache.backend == "none":
+        typer.echo("error: the tool cache is off (cache.backend is none)", err=True)
+        raise typer.Exit(2)
+    backend: SQLiteCache | RedisCache
+    if settings.cache.backend == "redis":
+        if not settings.cache.redis_url:
+            typer.echo("error: cache.backend is redis but no cache.redis_url is set", err=True)
+            raise typer.Exit(2)
+        try:
+            backend, where = RedisCache(settings.cache.redis_url), "the Redis cache"
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+    else:
+        backend, where = SQLiteCache(settings.cache_path()), str(settings.cache_path())
+    try:
+        if action == "purge":
+            typer.echo(f"{backend.purge_expired()} expired entries removed from {where}")
+        elif action == "clear":
+            backend.clear()
+            typer.echo(f"all entries removed from {where}")
+        typer.echo(f"{len(backend)} entries in {where}")
+    except ToolError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 def tool_run(
     name: Annotated[str, typer.Argument(help="Tool name, e.g. geocode (see `geosleuth tools list`).")],
     args: Annotated[str, typer.Option("--args", "-a", help="Arguments as a JSON object.")] = "{}",
@@ -176,6 +217,7 @@ def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
     tools_app = typer.Typer(help="Inspect the tool suite.", no_args_is_help=True)
     tools_app.command("list")(tools_list)
+    tools_app.command("cache")(tools_cache)
     app.add_typer(tools_app, name="tools")
     app.command("tool")(tool_run)
     app.command("mcp")(mcp_serve)

@@ -45,11 +45,15 @@ class CacheEntry:
 
 
 class CacheBackend(Protocol):
-    def get(self, key: str) -> CacheEntry | None: ...
+    def get(self, key: str, include_expired: bool = False) -> CacheEntry | None: ...
 
     def set(self, key: str, entry: CacheEntry, ttl_s: float | None) -> None: ...
 
     def clear(self) -> None: ...
+
+    def purge_expired(self) -> int: ...
+
+    def __len__(self) -> int: ...
 
 
 def _normalise(value: Any) -> Any:
@@ -97,6 +101,7 @@ class SQLiteCache:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS images (key TEXT, idx INTEGER, png BLOB, PRIMARY KEY (key, idx))"
             )
+            conn.execute("CREATE INDEX IF NOT EXISTS entries_expires ON entries (expires)")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -107,7 +112,8 @@ class SQLiteCache:
             self._local.conn = conn
         return conn
 
-    def get(self, key: str) -> CacheEntry | None:
+    def get(self, key: str, include_expired: bool = False) -> CacheEntry | None:
+        """The entry for ``key``; one past its TTL only with ``include_expired`` (replays)."""
         conn = self._conn()
         row = conn.execute(
             "SELECT provider, text, data, created, expires FROM entries WHERE key = ?", (key,)
@@ -115,7 +121,7 @@ class SQLiteCache:
         if row is None:
             return None
         provider, text, data, created, expires = row
-        if expires is not None and expires < time.time():
+        if expires is not None and expires < time.time() and not include_expired:
             return None
         images = [
             r[0] for r in conn.execute("SELECT png FROM images WHERE key = ? ORDER BY idx", (key,)).fetchall()
@@ -148,6 +154,18 @@ class SQLiteCache:
         conn.execute("DELETE FROM entries")
         conn.execute("DELETE FROM images")
 
+    def purge_expired(self) -> int:
+        """Delete entries past their TTL (and their images); returns how many went."""
+        conn = self._conn()
+        with conn:
+            conn.execute("BEGIN")
+            now = time.time()
+            conn.execute(
+                "DELETE FROM images WHERE key IN (SELECT key FROM entries WHERE expires < ?)", (now,)
+            )
+            removed = conn.execute("DELETE FROM entries WHERE expires < ?", (now,)).rowcount
+        return int(removed)
+
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
 
@@ -174,7 +192,8 @@ class RedisCache:
     def _guard(self, what: str) -> _RedisGuard:
         return _RedisGuard(what, self._errors)
 
-    def get(self, key: str) -> CacheEntry | None:
+    def get(self, key: str, include_expired: bool = False) -> CacheEntry | None:
+        """Redis deletes expired entries itself, so ``include_expired`` cannot bring them back."""
         with self._guard("read"):
             fields = self.client.hgetall(self.prefix + key)
         raw = fields.get(b"doc")
@@ -215,6 +234,10 @@ class RedisCache:
                     batch.clear()
             if batch:
                 self.client.delete(*batch)
+
+    def purge_expired(self) -> int:
+        """Nothing to do: the server drops an entry when its expiry passes."""
+        return 0
 
     def __len__(self) -> int:
         with self._guard("count"):
@@ -288,7 +311,8 @@ class ToolCache:
             return await call()
         key = cache_key(tool, provider, arguments)
         if self.mode in {"read_write", "replay"}:
-            entry = await asyncio.to_thread(self.backend.get, key)  # SQLite / Redis I/O off the event loop
+            # SQLite / Redis I/O off the event loop; a replay also serves entries past their TTL
+            entry = await asyncio.to_thread(self.backend.get, key, self.mode == "replay")
             if entry is not None:
                 self.stats.hits += 1
                 return await asyncio.to_thread(_from_entry, entry)
