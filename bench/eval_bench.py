@@ -5,9 +5,11 @@ Three measurements, each into a fresh run directory:
      fsync of the JSONL, bookkeeping);
   2. ``http``:  the real agent (``direct`` prompt style, no tools) against the local fake
      OpenAI-compatible server answering instantly -> the agent + HTTP + runner path;
-  3. ``report``: `write_report` (summary, Markdown, CSV, plots, HTML) over the finished http run.
+  3. ``report``: `write_report` (summary, Markdown, CSV, plots, HTML) over the finished http run;
+  4. ``memory``: memory held by a report's `RecordStats` against full trajectory records,
+     over synthetic 8-turn trajectories with tool calls and a few KB of text each.
 
-Usage: python bench/eval_bench.py [--samples 1000] [--concurrency 64]
+Usage: python bench/eval_bench.py [--samples 1000] [--concurrency 64] [--memory-records 20000]
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ import csv
 import json
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from PIL import Image
 
-from geosleuth.core.records import Prediction, Task, Trajectory
+from geosleuth.core.records import Prediction, Task, ToolCallRecord, Trajectory, Turn, Usage
 from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
 from geosleuth.eval.datasets import load_dataset
-from geosleuth.eval.report import write_report
+from geosleuth.eval.report import load_records, write_report
 from geosleuth.eval.run import AgentRunner, write_samples
 from geosleuth.eval.runner import run_samples
+from geosleuth.eval.store import TrajectoryStore, load_run_trajectories
 from geosleuth.testing import FakeOpenAIServer, reply
 
 
@@ -62,10 +66,49 @@ async def timed(samples, run_fn, run_dir: Path, concurrency: int) -> float:  # t
     return elapsed
 
 
+def synthetic_run(run_dir: Path, n: int) -> None:
+    """n records of 8 turns: 1.5 KB of model text and one tool call with a 1 KB result per turn."""
+    prose = "The signage is in German and the plates are Swiss; the lake suggests Lucerne. " * 19
+    result = "Luzern, Lucerne, Switzerland (47.0505, 8.3064) population 82000; " * 16
+    store = TrajectoryStore(run_dir)
+    store.open()
+    batch = []
+    for i in range(n):
+        turns = [
+            Turn(
+                index=k,
+                text=prose,
+                tool_calls=[
+                    ToolCallRecord(name="geocode", arguments={"address": f"Luzern {i}"}, result_text=result)
+                ],
+                usage=Usage(prompt_tokens=900, completion_tokens=120),
+            )
+            for k in range(8)
+        ]
+        prediction = Prediction(lat=47.05, lon=8.31, country="CH", raw=prose)
+        batch.append(Trajectory(sample_id=f"s{i:06d}", model="m", turns=turns, prediction=prediction))
+        if len(batch) == 1000:
+            store.append(batch)
+            batch.clear()
+    store.append(batch)
+    store.close()
+
+
+def held_mib(run_dir: Path, light: bool) -> tuple[float, float]:
+    """(MiB held after loading, peak MiB while loading)."""
+    tracemalloc.start()
+    loaded = load_records(run_dir) if light else load_run_trajectories(run_dir)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del loaded
+    return current / 2**20, peak / 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--memory-records", type=int, default=20000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -90,6 +133,11 @@ def main() -> None:
         t_report = time.perf_counter() - start
         size_kb = (root / "http" / "trajectories.jsonl").stat().st_size / 1024
 
+        synthetic_run(root / "memory", args.memory_records)
+        jsonl_mib = (root / "memory" / "trajectories.jsonl").stat().st_size / 2**20
+        full_held, full_peak = held_mib(root / "memory", light=False)
+        light_held, light_peak = held_mib(root / "memory", light=True)
+
     print(f"samples={n} concurrency={args.concurrency}")
     print(
         f"noop runner : {t_noop:6.2f} s  {n / t_noop:8.0f} samples/s  "
@@ -100,6 +148,11 @@ def main() -> None:
         f"{size_kb:.0f} KiB JSONL, status {summary['status_counts']})"
     )
     print(f"report      : {t_report:6.2f} s  (summary, markdown, csv, plots, html with {n} sample pages)")
+    print(
+        f"memory      : {args.memory_records} records, {jsonl_mib:.0f} MiB JSONL: full records hold "
+        f"{full_held:.0f} MiB (peak {full_peak:.0f}), record stats for reports {light_held:.0f} MiB "
+        f"(peak {light_peak:.0f})"
+    )
 
 
 if __name__ == "__main__":

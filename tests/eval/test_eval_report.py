@@ -237,3 +237,27 @@ def test_multiple_choice_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert summary["metrics"]["choice_acc"]["value"] == 0.75
     assert set(summary["metrics"]) == {"choice_acc"}
     assert (tmp_path / "run" / "html" / "index.html").is_file()
+
+
+def test_reports_score_from_record_stats_and_pages_show_full_trajectories(
+    planned_run: tuple[Path, dict],
+) -> None:
+    from geosleuth.eval.report import RunData, compute, load_run
+    from geosleuth.eval.scores import RecordStats
+    from geosleuth.eval.store import load_run_trajectories
+
+    run_dir, _ = planned_run
+    light = load_run(run_dir)
+    trajectories = load_run_trajectories(run_dir)
+    assert all(isinstance(r, RecordStats) for r in light.records.values())
+    full = RunData(run_dir, light.manifest, light.samples, trajectories)  # type: ignore[arg-type]
+    assert compute(light)[0]["metrics"] == compute(full)[0]["metrics"]
+    assert compute(light)[0]["tools"] == compute(full)[0]["tools"]
+    paris = light.records["paris"]
+    assert paris.turns == 2 and paris.prediction is not None and paris.prediction.raw == ""
+    assert [(c.name, c.ok, c.cache_hit) for c in paris.calls] == [
+        (c.name, c.ok, c.cache_hit) for c in trajectories["paris"].tool_calls
+    ]
+    assert set(load_run_trajectories(run_dir, ids={"paris", "nowhere"})) == {"paris"}
+    page = next((run_dir / "html" / "samples").glob("paris*.html")).read_text()
+    assert "<pre>final</pre>" in page and "paris" in page.split('id="trajectory"')[1]

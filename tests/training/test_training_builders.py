@@ -11,7 +11,7 @@ import pytest
 
 from geosleuth.core.geo import destination
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.training.filtering import filter_trajectories, read_trajectories, write_filter_outputs
+from geosleuth.training.filtering import filter_trajectories, read_trajectory_records, write_filter_outputs
 from geosleuth.training.mcq import build_mcq, distractor_tiers
 from geosleuth.training.sampling import (
     allocate_quotas,
@@ -77,7 +77,7 @@ def test_filter_keeps_mixed_images_in_the_strictest_phase(tmp_path: Path) -> Non
 def test_filter_reports_missing_truth_and_reads_broken_lines(tmp_path: Path) -> None:
     path = tmp_path / "trajectories.jsonl"
     path.write_text(_run("a", [1.0, 2.0]).model_dump_json() + "\n{broken\n")
-    records = read_trajectories(path)
+    records = read_trajectory_records(path)
     assert isinstance(records[1], dict) and "line 2" in records[1]["sample_id"]
     result = filter_trajectories(records, {})
     assert {f["reason"] for f in result.failed} >= {"no ground truth for this sample"}

@@ -67,16 +67,27 @@ def write_trajectories(path: Path, trajectories: Iterable[Trajectory], append: b
     return n
 
 
-def read_trajectories(path: Path) -> Iterator[Trajectory]:
-    """Read a trajectory JSONL file; a bad line raises with its line number."""
+def scan_trajectories(path: Path) -> Iterator[tuple[int, Trajectory | ValueError]]:
+    """Each non-blank line of a trajectory JSONL file: its number and the record, or why it is not one.
+
+    Readers choose: `read_trajectories` stops at a bad line, batch tools record it and go on.
+    """
     with path.open(encoding="utf-8") as fh:
         for i, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                yield Trajectory.model_validate_json(line)
+                yield i, Trajectory.model_validate_json(line)
             except ValueError as exc:
-                raise ValueError(f"{path}:{i}: not a trajectory record ({exc})") from None
+                yield i, ValueError(f"{path}:{i}: not a trajectory record ({exc})")
+
+
+def read_trajectories(path: Path) -> Iterator[Trajectory]:
+    """Read a trajectory JSONL file; a bad line raises with its line number."""
+    for _, record in scan_trajectories(path):
+        if isinstance(record, ValueError):
+            raise record
+        yield record
 
 
 def _embed(url: str, base_dir: Path | None) -> str:

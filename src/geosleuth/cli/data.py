@@ -129,7 +129,7 @@ def export_sft_cmd(
 ) -> None:
     """Trajectories -> chat SFT records, loss on assistant turns only."""
     from geosleuth.training.export_sft import export_sft
-    from geosleuth.training.filtering import read_samples, read_trajectories, truth_of
+    from geosleuth.training.filtering import read_samples, read_trajectory_records, truth_of
 
     if fmt not in ("trl", "llamafactory", "swift"):
         raise _fail(f"unknown --format {fmt!r}; use trl, llamafactory or swift")
@@ -138,7 +138,7 @@ def export_sft_cmd(
 
     def run() -> None:
         path = source / "trajectories.jsonl" if source.is_dir() else source
-        records = read_trajectories(path)
+        records = read_trajectory_records(path)
         trajs = [r for r in records if not isinstance(r, dict)]
         for bad in (r for r in records if isinstance(r, dict)):
             typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
@@ -184,7 +184,7 @@ def filter_cmd(
     from geosleuth.training.filtering import (
         filter_trajectories,
         read_samples,
-        read_trajectories,
+        read_trajectory_records,
         write_filter_outputs,
     )
 
@@ -195,7 +195,7 @@ def filter_cmd(
         truth_path = samples or run_dir / "samples.jsonl"
         truth = read_samples(truth_path if truth_path.exists() else None)
         ts = [float(x) for x in thresholds.split(",") if x.strip()]
-        result = filter_trajectories(read_trajectories(traj_path), truth, ts)
+        result = filter_trajectories(read_trajectory_records(traj_path), truth, ts)
         report = write_filter_outputs(result, out or run_dir / "filter", truth)
         typer.echo(
             json.dumps({k: report[k] for k in ("images", "kept", "dropped", "phases", "regimes")}, indent=2)

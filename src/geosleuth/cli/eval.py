@@ -202,9 +202,9 @@ def eval_command(
 def _run_judges(run_dir: Path, settings: Any) -> None:
     from geosleuth.eval.judges import run_judges
     from geosleuth.eval.run import read_samples
-    from geosleuth.eval.store import read_trajectories
+    from geosleuth.eval.store import load_run_trajectories
 
-    added = asyncio.run(run_judges(run_dir, read_samples(run_dir), read_trajectories(run_dir), settings))
+    added = asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
     typer.echo(f"judged {added} item(s)", err=True)
 
 

@@ -61,7 +61,7 @@ def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[
     vectors, medians = [], []
     for run in runs:
         samples = sorted((s for s in run.samples if s.id in common), key=lambda s: s.id)
-        rows = score_run(samples, run.trajectories, proto)
+        rows = score_run(samples, run.records, proto)
         vectors.append(hit_vectors(rows, proto))
         medians.append(
             metrics.median_km([r.distance_km for r in rows]) if rows[0].true_lat is not None else None

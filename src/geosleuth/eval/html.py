@@ -22,6 +22,7 @@ from geosleuth.core.records import Sample, Trajectory
 from geosleuth.eval.judges import read_judgments
 from geosleuth.eval.report import RunData
 from geosleuth.eval.scores import ScoreRow
+from geosleuth.eval.store import load_run_trajectories
 
 MAP_W, MAP_H = 1000, 500
 MAX_SAMPLE_PAGES = 5000
@@ -383,8 +384,9 @@ def write_html(folder: Path, run: RunData, rows: list[ScoreRow], summary: dict[s
     judged: dict[str, list[dict[str, Any]]] = {}
     for (sample_id, _), record in sorted(read_judgments(run.run_dir).items()):
         judged.setdefault(sample_id, []).append(record)
+    full = load_run_trajectories(run.run_dir, ids=pages)
     for row in chosen:
-        trajectory = run.trajectories.get(row.sample_id)
+        trajectory = full.get(row.sample_id)
         page = sample_html(run, by_id[row.sample_id], row, trajectory, judged.get(row.sample_id))
         (folder / "samples" / _page_name(row.sample_id)).write_text(page, encoding="utf-8")
     index = folder / "index.html"

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.records import Sample, Trajectory
+from geosleuth.core.records import Sample
 from geosleuth.eval.config import Price, read_manifest
 from geosleuth.eval.run import read_samples
-from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
-from geosleuth.eval.store import read_trajectories, write_atomic
+from geosleuth.eval.scores import RecordStats, ScoreRow, protocol_for, score_run
+from geosleuth.eval.store import TrajectoryStore, write_atomic
 from geosleuth.eval.summary import summarize
 
 SUMMARY = "summary.json"
@@ -24,12 +24,16 @@ PER_SAMPLE = "per_sample.csv"
 
 @dataclass
 class RunData:
-    """Everything stored in a run directory, loaded once for reports and comparisons."""
+    """Everything stored in a run directory, loaded once for reports and comparisons.
+
+    Trajectories are kept as `RecordStats` (no texts), so a report over a 100k-sample run
+    fits in memory; pages that show a trajectory read it with `load_run_trajectories`.
+    """
 
     run_dir: Path
     manifest: dict[str, Any]
     samples: list[Sample]
-    trajectories: dict[str, Trajectory]
+    records: dict[str, RecordStats]
 
     @property
     def config(self) -> dict[str, Any]:
@@ -38,7 +42,12 @@ class RunData:
 
 def load_run(run_dir: Path) -> RunData:
     manifest = read_manifest(run_dir)
-    return RunData(run_dir, manifest, read_samples(run_dir), read_trajectories(run_dir))
+    return RunData(run_dir, manifest, read_samples(run_dir), load_records(run_dir))
+
+
+def load_records(run_dir: Path) -> dict[str, RecordStats]:
+    """`RecordStats` of every finished trajectory by sample id, streaming the log."""
+    return {t.sample_id: RecordStats.of(t) for t in TrajectoryStore(run_dir).records()}
 
 
 def compute(
@@ -47,11 +56,11 @@ def compute(
     """Score rows and the summary of a loaded run."""
     config = run.config
     proto = protocol_for(protocol or config.get("protocol"), run.samples)
-    rows = score_run(run.samples, run.trajectories, proto)
+    rows = score_run(run.samples, run.records, proto)
     prices = {k: Price.model_validate(v) for k, v in (config.get("prices") or {}).items()}
     summary = summarize(
         rows,
-        run.trajectories,
+        run.records,
         proto,
         fields=[*(config.get("breakdowns") or []), *(fields or [])],
         prices=prices,

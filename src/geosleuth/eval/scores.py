@@ -149,6 +149,57 @@ def _field_values(sample: Sample, country: str | None, continent: str | None, st
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class CallStats:
+    """One tool call as scores and summaries see it."""
+
+    name: str
+    ok: bool
+    cache_hit: bool
+    latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStats:
+    """What scores and summaries read of one trajectory record, without its texts.
+
+    A full record holds every message, turn and tool result; a report over a 100k-sample
+    run keeps these instead (a few hundred bytes each) and reads full records only for the
+    pages that show them.
+    """
+
+    status: TrajectoryStatus
+    prediction: Prediction | None
+    latency_s: float | None
+    turns: int  # of the record and its samples: with N > 1 the work is in the samples
+    calls: tuple[CallStats, ...]
+    usage: tuple[tuple[str, int, int], ...]  # (model, prompt tokens, completion tokens) per model
+    samples: tuple[RecordStats, ...] = ()
+    aggregator: str | None = None
+
+    @classmethod
+    def of(cls, trajectory: Trajectory | RecordStats) -> RecordStats:
+        if isinstance(trajectory, RecordStats):
+            return trajectory
+        runs = [trajectory, *trajectory.samples]
+        latency = None
+        if trajectory.started_at is not None and trajectory.finished_at is not None:
+            latency = trajectory.finished_at - trajectory.started_at
+        prediction = trajectory.prediction
+        return cls(
+            status=trajectory.status,
+            prediction=prediction.model_copy(update={"raw": ""}) if prediction else None,
+            latency_s=latency,
+            turns=sum(len(t.turns) for t in runs),
+            calls=tuple(
+                CallStats(c.name, c.ok, c.cache_hit, c.latency_s) for t in runs for c in t.tool_calls
+            ),
+            usage=tuple(model_usage(trajectory)),
+            samples=tuple(cls.of(s) for s in trajectory.samples),
+            aggregator=trajectory.aggregator,
+        )
+
+
 def model_usage(trajectory: Trajectory) -> list[tuple[str, int, int]]:
     """(model, prompt tokens, completion tokens) of every model call behind one record.
 
@@ -171,21 +222,18 @@ def model_usage(trajectory: Trajectory) -> list[tuple[str, int, int]]:
 
 def score_sample(
     sample: Sample,
-    trajectory: Trajectory | None,
+    record: Trajectory | RecordStats | None,
     protocol: ScoringProtocol,
     reverse: Mapping[str, str | None],
 ) -> ScoreRow:
     """Join one sample with its trajectory (or its absence)."""
-    prediction = trajectory.prediction if trajectory and trajectory.status == TrajectoryStatus.OK else None
-    status = trajectory.status.value if trajectory else MISSING
+    stats = RecordStats.of(record) if record is not None else None
+    prediction = stats.prediction if stats and stats.status == TrajectoryStatus.OK else None
+    status = stats.status.value if stats else MISSING
     country = _truth_country(sample, reverse)
     continent = _continent(country)
-    latency = None
-    if trajectory and trajectory.started_at is not None and trajectory.finished_at is not None:
-        latency = trajectory.finished_at - trajectory.started_at
-    runs = [trajectory, *trajectory.samples] if trajectory else []  # N > 1: the work is in the samples
-    calls = [c for t in runs for c in t.tool_calls]
-    usage = model_usage(trajectory) if trajectory else []
+    calls = stats.calls if stats else ()
+    usage = stats.usage if stats else ()
     return ScoreRow(
         sample_id=sample.id,
         status=status,
@@ -201,23 +249,25 @@ def score_sample(
         labels=dict(sample.labels),
         level_hits=_level_hits(sample, prediction),
         confidence=prediction.confidence if prediction else None,
-        turns=sum(len(t.turns) for t in runs),
+        turns=stats.turns if stats else 0,
         tool_calls=len(calls),
         tool_errors=sum(not c.ok for c in calls),
         prompt_tokens=sum(u[1] for u in usage),
         completion_tokens=sum(u[2] for u in usage),
-        latency_s=latency,
+        latency_s=stats.latency_s if stats else None,
         sample_distances=[
             _distance(sample, t.prediction if t.status == TrajectoryStatus.OK else None, protocol)
-            for t in (trajectory.samples if trajectory else [])
+            for t in (stats.samples if stats else ())
         ],
-        aggregator=trajectory.aggregator if trajectory else None,
+        aggregator=stats.aggregator if stats else None,
         fields=_field_values(sample, country, continent, status),
     )
 
 
 def score_run(
-    samples: Sequence[Sample], trajectories: Mapping[str, Trajectory], protocol: ScoringProtocol
+    samples: Sequence[Sample],
+    trajectories: Mapping[str, Trajectory] | Mapping[str, RecordStats],
+    protocol: ScoringProtocol,
 ) -> list[ScoreRow]:
     """Score rows in dataset order; samples without a record are ``missing``."""
     reverse = reverse_countries(samples)

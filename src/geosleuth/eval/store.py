@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -95,16 +95,19 @@ class TrajectoryStore:
             for _, _, r in self._records()
         }
 
-    def load(self) -> dict[str, Trajectory]:
-        """Finished trajectories by sample id (a later record for the same id wins)."""
-        out: dict[str, Trajectory] = {}
+    def records(self, ids: Collection[str] | None = None) -> Iterator[Trajectory]:
+        """Finished trajectories in file order, streaming; ``ids`` skips other samples unvalidated."""
         for number, line, _ in self._lines():
+            if ids is not None and _sample_id(line) not in ids:
+                continue
             try:
-                record = Trajectory.model_validate_json(line)
+                yield Trajectory.model_validate_json(line)
             except (ValidationError, ValueError) as exc:
                 raise RunDirError(f"{self.path}: line {number} is not a trajectory record: {exc}") from exc
-            out[record.sample_id] = record
-        return out
+
+    def load(self, ids: Collection[str] | None = None) -> dict[str, Trajectory]:
+        """Finished trajectories by sample id (a later record for the same id wins)."""
+        return {record.sample_id: record for record in self.records(ids)}
 
     def get(self, sample_id: str) -> Trajectory | None:
         """The latest record of one sample, streaming: only that record is validated and kept."""
@@ -176,6 +179,11 @@ class TrajectoryStore:
         return failed_ids
 
 
+def _sample_id(line: bytes) -> str | None:
+    record = json.loads(line)
+    return str(record["sample_id"]) if isinstance(record, dict) and "sample_id" in record else None
+
+
 def _is_torn(line: bytes) -> bool:
     """A line that is a truncated JSON object (possible only as the final record)."""
     try:
@@ -185,6 +193,6 @@ def _is_torn(line: bytes) -> bool:
     return False
 
 
-def read_trajectories(run_dir: Path) -> dict[str, Trajectory]:
-    """Finished trajectories of a run directory, by sample id."""
-    return TrajectoryStore(run_dir).load()
+def load_run_trajectories(run_dir: Path, ids: Collection[str] | None = None) -> dict[str, Trajectory]:
+    """Finished trajectories of a run directory, by sample id (see `TrajectoryStore.load`)."""
+    return TrajectoryStore(run_dir).load(ids)

@@ -16,7 +16,7 @@ import numpy as np
 from geosleuth.core import metrics
 from geosleuth.core.records import Trajectory, TrajectoryStatus
 from geosleuth.eval.config import Price
-from geosleuth.eval.scores import ScoreRow, model_usage
+from geosleuth.eval.scores import RecordStats, ScoreRow
 from geosleuth.scoring.protocols import ScoringProtocol
 
 DEFAULT_BREAKDOWNS: tuple[str, ...] = ("continent", "data_source", "data_type", "difficulty", "answer_type")
@@ -140,33 +140,33 @@ def _percentile(values: list[float], q: float) -> float | None:
     return _num(float(np.percentile(values, q))) if values else None
 
 
-def tool_metrics(trajectories: Mapping[str, Trajectory], prices: Mapping[str, Price]) -> dict[str, Any]:
+def tool_metrics(
+    trajectories: Mapping[str, Trajectory] | Mapping[str, RecordStats], prices: Mapping[str, Price]
+) -> dict[str, Any]:
     """Calls per tool, success and cache-hit rates, turns, tokens, latency and cost."""
     per_tool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     turns, prompt, completion, latency = [], [], [], []
     cost = 0.0
     priced = True
     for trajectory in trajectories.values():
-        runs = [trajectory, *trajectory.samples]
-        turns.append(sum(len(t.turns) for t in runs))
-        usage = model_usage(trajectory)
-        prompt.append(sum(u[1] for u in usage))
-        completion.append(sum(u[2] for u in usage))
-        if trajectory.started_at is not None and trajectory.finished_at is not None:
-            latency.append(trajectory.finished_at - trajectory.started_at)
-        for model, usage_p, usage_c in usage:
+        record = RecordStats.of(trajectory)
+        turns.append(record.turns)
+        prompt.append(sum(u[1] for u in record.usage))
+        completion.append(sum(u[2] for u in record.usage))
+        if record.latency_s is not None:
+            latency.append(record.latency_s)
+        for model, usage_p, usage_c in record.usage:
             price = prices.get(model)
             if price is None:
                 priced = priced and not (usage_p or usage_c)
             else:
                 cost += (usage_p * price.prompt + usage_c * price.completion) / 1e6
-        for run in runs:
-            for call in run.tool_calls:
-                stats = per_tool[call.name]
-                stats["calls"] += 1
-                stats["ok"] += call.ok
-                stats["cache_hits"] += call.cache_hit
-                stats["latency_s"] += call.latency_s
+        for call in record.calls:
+            stats = per_tool[call.name]
+            stats["calls"] += 1
+            stats["ok"] += call.ok
+            stats["cache_hits"] += call.cache_hit
+            stats["latency_s"] += call.latency_s
     total_calls = sum(s["calls"] for s in per_tool.values())
     n = max(len(trajectories), 1)
     tools = {
@@ -277,7 +277,7 @@ def status_counts(rows: Sequence[ScoreRow]) -> dict[str, int]:
 
 def summarize(
     rows: Sequence[ScoreRow],
-    trajectories: Mapping[str, Trajectory],
+    trajectories: Mapping[str, Trajectory] | Mapping[str, RecordStats],
     protocol: ScoringProtocol,
     *,
     fields: Sequence[str] = (),

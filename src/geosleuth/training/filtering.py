@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from geosleuth.agent.trajectory import scan_trajectories
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import Sample, Trajectory
 
@@ -126,18 +127,14 @@ def filter_trajectories(
     return FilterResult(ordered, stats, phases, failed)
 
 
-def read_trajectories(path: Path) -> list[Trajectory | dict[str, str]]:
+def read_trajectory_records(path: Path) -> list[Trajectory | dict[str, str]]:
     """Trajectories of a run; a broken line becomes a failure record, the rest still load."""
-    out: list[Trajectory | dict[str, str]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(Trajectory.model_validate_json(line))
-            except ValueError as exc:
-                out.append({"sample_id": f"line {lineno}", "reason": f"invalid trajectory: {exc}"[:300]})
-    return out
+    return [
+        {"sample_id": f"line {lineno}", "reason": f"invalid trajectory: {record}"[:300]}
+        if isinstance(record, ValueError)
+        else record
+        for lineno, record in scan_trajectories(path)
+    ]
 
 
 def read_samples(path: Path | None) -> dict[str, Sample]:
