@@ -60,6 +60,7 @@ def test_bundled_sign_lands_within_25_km(tmp_path: Path) -> None:
     assert any("+41 41" in e for e in pred["evidence"])
     (traj,) = read_trajectories(tmp_path / "out" / "trajectories.jsonl")
     assert {c.name for c in traj.tool_calls} >= {"exif_gps", "ocr", "phone_area", "place_names"}
+    assert all(c.result_text for c in traj.tool_calls if c.name in {"gazetteer", "ocr", "candidates"})
 
 
 def test_bad_inputs_fail_per_image_and_the_others_still_run(tmp_path: Path) -> None:

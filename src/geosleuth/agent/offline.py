@@ -265,6 +265,8 @@ def locate_offline(
         """Load the gazetteer only once a clue needs it (a blank image never pays for it)."""
         if not loaded:
             loaded.append(_timed(steps, "gazetteer", {}, _default_gazetteer))
+            if loaded[0] is not None:
+                steps[-1].text = f"offline gazetteer of {len(loaded[0]):,} places loaded"
         return loaded[0]
 
     exif = _timed(steps, "exif_gps", {}, lambda: read_exif(image, image_path))

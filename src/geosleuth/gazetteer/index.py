@@ -56,6 +56,10 @@ class Gazetteer:
         self.cc = unpack_strings(arrays["cc"])
         self.kind = unpack_strings(arrays["kind"])
 
+    def __len__(self) -> int:
+        """Number of places (cities, admin-1 regions, countries)."""
+        return len(self.cc)
+
     # -- storage ---------------------------------------------------------------------------
     @property
     def _db(self) -> sqlite3.Connection:
