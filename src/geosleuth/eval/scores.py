@@ -164,7 +164,7 @@ class RecordStats:
     """What scores and summaries read of one trajectory record, without its texts.
 
     A full record holds every message, turn and tool result; a report over a 100k-sample
-    run keeps these instead (a few hundred bytes each) and reads full records only for the
+    run keeps these instead (about 3 KB each) and reads full records only for the
     pages that show them.
     """
 
