@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from geosleuth.cli.options import BaseUrlOpt, ModelOpt
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -32,15 +34,8 @@ def locate(
     images: Annotated[
         list[Path], typer.Argument(help="Image files (JPEG, PNG, WebP, …).", show_default=False)
     ],
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", "-m", help="Model name or server URL; without it the offline clue pipeline runs."
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL).")
-    ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     api_key_env: Annotated[
         str, typer.Option("--api-key-env", help="Environment variable holding the API key (never the key).")
     ] = "OPENAI_API_KEY",

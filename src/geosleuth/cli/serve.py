@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from geosleuth.cli.options import BaseUrlOpt, ModelOpt
+
 STYLE_HELP = "Default prompt style: geovista | thinking_with_map | spotagent | direct."
 
 
@@ -21,15 +23,8 @@ def serve(
         str, typer.Option("--host", help="Address to bind (loopback unless you mean it).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8765,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", "-m", help="Model name or server URL; without it the offline clue pipeline runs."
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL).")
-    ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     prompt: Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)] = "geovista",
     runs: Annotated[
         list[Path] | None,
