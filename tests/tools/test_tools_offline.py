@@ -206,13 +206,13 @@ def test_malformed_poi_file_is_a_clear_error_naming_the_file(tmp_path: Path) -> 
 
 async def test_remembered_poi_results_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from geosleuth.core.records import Place
-    from geosleuth.tools.providers import offline_geo
+    from geosleuth.tools.providers import base, offline_geo
 
-    monkeypatch.setattr(offline_geo, "SEEN_LIMIT", 3)
+    monkeypatch.setattr(base, "RECENT_PLACES", 3)
     provider = offline_geo.OfflineGeoProvider()
     places = [Place(id=f"p{i}", name=f"P{i}", lat=0.0, lon=float(i)) for i in range(5)]
-    provider._remember(places)
-    assert list(provider._seen) == ["p2", "p3", "p4"]
+    provider.recent.remember(places)
+    assert list(provider.recent.ids()) == ["p2", "p3", "p4"]
     assert await provider.detail("p4") is not None
 
 

@@ -80,6 +80,31 @@ PHOTON_ZURICH = {
         }
     ],
 }
+PHOTON_KUNSTHAUS = {
+    "type": "FeatureCollection",
+    "features": [
+        {
+            "type": "Feature",
+            "geometry": {"type": "Point", "coordinates": [8.5484, 47.3704]},
+            "properties": {
+                "osm_id": 27364815,
+                "osm_type": "W",
+                "extent": [8.5476, 47.3709, 8.5492, 47.3699],
+                "country": "Switzerland",
+                "countrycode": "CH",
+                "osm_key": "tourism",
+                "osm_value": "museum",
+                "housenumber": "1",
+                "street": "Heimplatz",
+                "postcode": "8001",
+                "city": "Zürich",
+                "state": "Zurich",
+                "name": "Kunsthaus Zürich",
+                "type": "house",
+            },
+        }
+    ],
+}
 GOOGLE_ZURICH = {
     "status": "OK",
     "results": [
@@ -243,6 +268,16 @@ CASES = [
         [NOMINATIM_ZURICH],
         [],
         "osm:R1682248",
+    ),
+    Case(
+        "photon-poi",
+        {"poi": "photon"},
+        "poi_keyword_search",
+        {"query": "Kunsthaus", "city": "Zürich"},
+        "/api",
+        PHOTON_KUNSTHAUS,
+        {"type": "FeatureCollection", "features": []},
+        "Heimplatz 1",
     ),
     Case(
         "tavily",
@@ -621,3 +656,24 @@ async def test_tile_maps_keep_to_the_parallel_connection_limit() -> None:
     m = await provider.render(47.37, 8.54, 12, "static")
     assert len(urls) >= 4 and peak == tiles.MAX_PARALLEL_TILES
     assert m.image.size == (640, 640)
+
+
+async def test_photon_poi_biases_to_near_and_details_come_from_its_results(server: FakeServer) -> None:
+    server.route("/api", Reply(json=PHOTON_KUNSTHAUS))
+    reg = build_registry(fake_settings(server, {"poi": "photon"}))
+    found = await reg.call("poi_keyword_search", {"query": "museum", "near_lat": 47.37, "near_lon": 8.55})
+    assert found.ok and found.data[0]["id"] == "osm:W27364815" and found.data[0]["kind"] == "museum"
+    query = server.requests[-1].query
+    assert (query["q"], query["lat"], query["lon"], query["zoom"]) == (
+        ["museum"],
+        ["47.37"],
+        ["8.55"],
+        ["14"],
+    )
+    tips = await reg.call("poi_input_tips", {"query": "Kunsth", "city": "Zürich"})
+    assert tips.ok and server.requests[-1].query["q"] == ["Kunsth Zürich"]
+    detail = await reg.call("poi_detail_query", {"poi_id": "osm:W27364815"})
+    assert detail.ok and "Heimplatz 1, 8001" in detail.text
+    assert server.hits("/api") == 2  # the detail came from the search results, not a request
+    unknown = await reg.call("poi_detail_query", {"poi_id": "osm:N1"})
+    assert not unknown.ok and "cannot look places up by id" in unknown.error and unknown.provider == "photon"

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from geosleuth.tools.base import BBoxConvention
 
 GeocodeProviderName = Literal["offline", "nominatim", "photon", "google", "opencage", "amap"]
-PoiProviderName = Literal["offline", "nominatim", "google", "amap"]
+PoiProviderName = Literal["offline", "nominatim", "photon", "google", "amap"]
 SearchProviderName = Literal["offline", "tavily", "serper", "brave", "searxng"]
 StaticMapProviderName = Literal["offline", "google", "osm", "amap"]
 SatelliteMapProviderName = Literal["offline", "google", "esri", "amap"]

@@ -7,6 +7,9 @@ or `SearchHit` records; the tool layer formats them for the model.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Literal, Protocol, runtime_checkable
 
 from PIL import Image
@@ -18,6 +21,9 @@ from geosleuth.tools.http import HttpClient, ProviderError
 from geosleuth.tools.text import strip_html
 
 MapKind = Literal["static", "satellite"]
+
+RECENT_PLACES = 10_000
+"""Results a provider remembers for poi_detail_query; a provider lives as long as a run."""
 
 
 class SearchHit(BaseModel):
@@ -77,6 +83,33 @@ class SearchProvider(Provider, Protocol):
 
 class MapProvider(Provider, Protocol):
     async def render(self, lat: float, lon: float, zoom: int, kind: MapKind) -> MapImage: ...
+
+
+class RecentPlaces:
+    """The places a provider returned lately, by id: details for ids it cannot look up itself."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit or RECENT_PLACES
+        self._places: OrderedDict[str, Place] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, places: list[Place]) -> list[Place]:
+        """Keep ``places`` (the newest last, the oldest dropped past the limit) and return them."""
+        with self._lock:
+            for p in places:
+                self._places[p.id] = p
+                self._places.move_to_end(p.id)
+            while len(self._places) > self.limit:
+                self._places.popitem(last=False)
+        return places
+
+    def get(self, place_id: str) -> Place | None:
+        with self._lock:
+            return self._places.get(place_id)
+
+    def ids(self) -> Iterable[str]:
+        with self._lock:
+            return list(self._places)
 
 
 def client_for(

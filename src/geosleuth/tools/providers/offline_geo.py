@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +19,9 @@ import numpy as np
 from geosleuth.core.geo import haversine_km, valid_coordinates
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize
+from geosleuth.tools.providers.base import RecentPlaces
 
 CITY_RADIUS_KM = 60.0  # how far from a named city a POI may be to count as "in" it
-SEEN_LIMIT = 10_000  # results remembered for detail lookups; the provider lives as long as a run
 
 
 def _gazetteer() -> Any:
@@ -179,21 +177,11 @@ class OfflineGeoProvider:
     def __init__(self, poi_files: Iterable[Path] = ()) -> None:
         self.poi_files = [Path(p) for p in poi_files]
         self.store = PoiStore.load(self.poi_files)
-        self._seen: OrderedDict[str, Place] = OrderedDict()  # recent results, for poi_detail_query
-        self._seen_lock = threading.Lock()
+        self.recent = RecentPlaces()  # for poi_detail_query on gazetteer results
 
     @property
     def identity(self) -> str:
         return "offline:" + ",".join(str(p) for p in self.poi_files)
-
-    def _remember(self, places: list[Place]) -> list[Place]:
-        with self._seen_lock:
-            for p in places:
-                self._seen[p.id] = p
-                self._seen.move_to_end(p.id)
-            while len(self._seen) > SEEN_LIMIT:
-                self._seen.popitem(last=False)
-        return places
 
     async def geocode(self, address: str, limit: int = 5) -> list[Place]:
         return await asyncio.to_thread(self._geocode, address, limit)
@@ -220,7 +208,7 @@ class OfflineGeoProvider:
         found = list(_gazetteer().search(address, limit=limit))
         if not found:
             found = self.store.search(address, limit=limit)
-        return self._remember(found)
+        return self.recent.remember(found)
 
     def _city_centre(self, city: str | None) -> tuple[float, float] | None:
         if not city:
@@ -233,7 +221,7 @@ class OfflineGeoProvider:
         gaz = _gazetteer()
         pool = self.store.search(query, limit=limit * 3, prefix=True)
         pool += list(gaz.search(query, limit=limit * 3)) + list(gaz.suggest(query, limit=limit * 3))
-        return self._remember(_rank(pool, near, limit, CITY_RADIUS_KM if near else None))
+        return self.recent.remember(_rank(pool, near, limit, CITY_RADIUS_KM if near else None))
 
     def _keyword_search(
         self, query: str, city: str | None, near: tuple[float, float] | None, limit: int
@@ -241,12 +229,10 @@ class OfflineGeoProvider:
         centre = near or self._city_centre(city)
         pool = self.store.search(query, limit=limit * 5) + list(_gazetteer().search(query, limit=limit * 3))
         radius = CITY_RADIUS_KM if (city and not near) else None
-        return self._remember(_rank(pool, centre, limit, radius))
+        return self.recent.remember(_rank(pool, centre, limit, radius))
 
     def _detail(self, poi_id: str) -> Place | None:
-        with self._seen_lock:
-            seen = self._seen.get(poi_id)
-        place = self.store.get(poi_id) or seen or _gazetteer().get(poi_id)
+        place = self.store.get(poi_id) or self.recent.get(poi_id) or _gazetteer().get(poi_id)
         if place is None:
             return None
         rp = _gazetteer().reverse(place.lat, place.lon)
