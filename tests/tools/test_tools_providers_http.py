@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -677,3 +678,17 @@ async def test_photon_poi_biases_to_near_and_details_come_from_its_results(serve
     assert server.hits("/api") == 2  # the detail came from the search results, not a request
     unknown = await reg.call("poi_detail_query", {"poi_id": "osm:N1"})
     assert not unknown.ok and "cannot look places up by id" in unknown.error and unknown.provider == "photon"
+
+
+async def test_photon_details_work_after_a_search_served_from_the_cache(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    server.route("/api", Reply(json=PHOTON_KUNSTHAUS))
+    cache = {"path": str(tmp_path / "cache.sqlite")}
+    first = build_registry(fake_settings(server, {"poi": "photon"}, cache=cache))
+    assert (await first.call("poi_keyword_search", {"query": "Kunsthaus"})).ok
+    second = build_registry(fake_settings(server, {"poi": "photon"}, cache=cache))
+    cached = await second.call("poi_keyword_search", {"query": "Kunsthaus"})
+    assert cached.ok and cached.cache_hit and server.hits("/api") == 1
+    detail = await second.call("poi_detail_query", {"poi_id": "osm:W27364815"})
+    assert detail.ok and "Kunsthaus Zürich" in detail.text

@@ -176,6 +176,15 @@ def _places_result(runtime: ToolRuntime, tool: str, query: str, places: list[Pla
     return ToolResult(text=runtime.output(tool, text), data=data)
 
 
+def _remember_cached(runtime: ToolRuntime, result: ToolResult) -> ToolResult:
+    """A search served from the cache never reached the provider; one that answers details from
+    its own recent results (Photon, offline) must still learn these places."""
+    recent = getattr(runtime.providers.get("poi"), "recent", None)
+    if recent is not None and result.ok and result.cache_hit and isinstance(result.data, list):
+        recent.remember([Place.model_validate(d) for d in result.data])
+    return result
+
+
 def _check_coords(lat: float, lon: float) -> None:
     if not valid_coordinates(lat, lon):
         raise ToolError(
@@ -273,7 +282,9 @@ def _build_tools(runtime: ToolRuntime) -> list[Tool]:
             places = await p.input_tips(query, city=city, limit=settings.max_results)
             return _places_result(runtime, "poi_input_tips", query, places)
 
-        return await runtime.run("poi_input_tips", "poi", {"query": query, "city": city}, call)
+        return _remember_cached(
+            runtime, await runtime.run("poi_input_tips", "poi", {"query": query, "city": city}, call)
+        )
 
     async def poi_keyword_search(
         query: str, city: str | None = None, near_lat: float | None = None, near_lon: float | None = None
@@ -299,7 +310,7 @@ def _build_tools(runtime: ToolRuntime) -> list[Tool]:
             places = await p.keyword_search(query, city=city, near=near, limit=settings.max_results)
             return _places_result(runtime, "poi_keyword_search", query, places)
 
-        return await runtime.run("poi_keyword_search", "poi", args, call)
+        return _remember_cached(runtime, await runtime.run("poi_keyword_search", "poi", args, call))
 
     async def poi_detail_query(poi_id: str) -> ToolResult:
         """Details of one point of interest by the id a POI search returned.
