@@ -261,3 +261,21 @@ def test_reports_score_from_record_stats_and_pages_show_full_trajectories(
     assert set(load_run_trajectories(run_dir, ids={"paris", "nowhere"})) == {"paris"}
     page = next((run_dir / "html" / "samples").glob("paris*.html")).read_text()
     assert "<pre>final</pre>" in page and "paris" in page.split('id="trajectory"')[1]
+
+
+def test_large_runs_list_the_worst_samples_and_thin_the_map(
+    planned_run: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geosleuth.eval import html
+    from geosleuth.eval.report import compute, load_run
+
+    run_dir, _ = planned_run
+    monkeypatch.setattr(html, "MAX_SAMPLE_PAGES", 3)
+    monkeypatch.setattr(html, "MAX_MAP_POINTS", 4)
+    run = load_run(run_dir)
+    summary, rows = compute(run)
+    index = html.write_html(tmp := run_dir / "html-capped", run, rows, summary).read_text()
+    table = index.split('id="samples"')[1]
+    assert table.count("<tr><td>") == 3 and "The 3 worst of 8 samples" in index
+    assert len(list((tmp / "samples").glob("*.html"))) == 3
+    assert index.count('class="truth"') == 4 and "One sample in 2 (4 of 8) is drawn." in index

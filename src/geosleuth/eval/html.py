@@ -26,6 +26,9 @@ from geosleuth.eval.store import load_run_trajectories
 
 MAP_W, MAP_H = 1000, 500
 MAX_SAMPLE_PAGES = 5000
+MAX_MAP_POINTS = 5000
+"""Beyond these the index shows the worst samples (those with pages) and maps every k-th one,
+so a 100k-sample report stays a page a browser opens; per_sample.csv keeps every sample."""
 MAX_IMAGE_PX = 1024
 
 CSS = """
@@ -242,8 +245,18 @@ def _legend() -> str:
 
 
 def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], pages: set[str]) -> str:
+    listed = rows if len(rows) <= MAX_SAMPLE_PAGES else [r for r in rows if r.sample_id in pages]
+    step = math.ceil(len(rows) / MAX_MAP_POINTS) if rows else 1
+    mapped = rows[::step]
+    map_note = f"<p>One sample in {step} ({len(mapped):,} of {len(rows):,}) is drawn.</p>" if step > 1 else ""
+    table_note = (
+        f"<p>The {len(listed):,} worst of {len(rows):,} samples; every sample is in "
+        "<code>per_sample.csv</code>.</p>"
+        if len(listed) < len(rows)
+        else ""
+    )
     table = []
-    for row in rows:
+    for row in listed:
         dist = f"{row.distance_km:.1f}" if math.isfinite(row.distance_km) else "–"
         cls = "ok" if row.status == "ok" else "fail"
         name = (
@@ -263,8 +276,8 @@ def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], page
         f"<p>{summary['n_finished']} / {summary['n_samples']} finished; {statuses}. "
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
-        f"<h2>Errors on the map</h2>{_legend()}{world_map_svg(rows, pages)}"
-        f'<h2>Samples</h2><input id="filter" placeholder="filter…">'
+        f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
+        f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'
         f'<table id="samples" class="sortable"><thead><tr><th>id</th><th>status</th><th>error km</th>'
         f"<th>country</th><th>continent</th><th>turns</th><th>tool calls</th></tr></thead>"
         f"<tbody>{''.join(table)}</tbody></table>"
