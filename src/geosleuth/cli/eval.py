@@ -96,6 +96,13 @@ def eval_command(
     backend: Annotated[str | None, typer.Option(help="local or ray.")] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address.")] = None,
     shards: Annotated[int | None, typer.Option(help="Ray shards (default: one per endpoint or CPU).")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="Run only shard I of N (e.g. $SLURM_ARRAY_TASK_ID/8) into OUT/shards/I-of-N; "
+            "then `geosleuth merge OUT`."
+        ),
+    ] = None,
     agent_fn: Annotated[
         str | None, typer.Option(help="module:function replacing the built-in agent.")
     ] = None,
@@ -106,7 +113,14 @@ def eval_command(
     report: Annotated[bool, typer.Option(help="Write the report at the end.")] = True,
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""
-    from geosleuth.eval.config import ConfigError, read_config_file, read_manifest, resolve_config
+    from geosleuth.eval.config import (
+        ConfigError,
+        parse_shard,
+        read_config_file,
+        read_manifest,
+        resolve_config,
+        shard_dir,
+    )
     from geosleuth.eval.datasets import DatasetError
     from geosleuth.eval.run import execute, prepare_run
     from geosleuth.eval.store import RunDirError
@@ -116,7 +130,8 @@ def eval_command(
         if resume and dataset is None and "dataset" not in file_values:
             if not out:
                 _fail("--resume without a dataset needs --out RUN_DIR")
-            file_values = {**read_manifest(Path(out))["config"], **file_values}
+            run_dir = shard_dir(Path(out), *parse_shard(shard)) if shard else Path(out)
+            file_values = {**read_manifest(run_dir)["config"], **file_values}
         flags = {
             "dataset": dataset,
             "out": out,
@@ -140,6 +155,7 @@ def eval_command(
             "backend": backend,
             "ray_address": ray_address,
             "shards": shards,
+            "shard": shard,
             "agent_fn": agent_fn,
             "skip_invalid": skip_invalid or None,
             "report": None if report else False,
@@ -191,6 +207,11 @@ def eval_command(
         _fail(str(exc))
     except OSError as exc:
         _fail(_os_error(exc))
+    if cfg.shard is not None:
+        typer.echo(
+            f"shard {cfg.shard} done; when every shard is: geosleuth merge {cfg.out}",
+            err=True,
+        )
     if stats.done and stats.statuses.get("model_error", 0) == stats.done:
         _fail(
             f"all {stats.done} sample(s) run now failed with model errors (is the endpoint up?); "
@@ -237,6 +258,42 @@ def report_command(
         sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     else:
         _print_headline(summary, run_dir)
+
+
+def merge_command(
+    run_dir: Annotated[Path, typer.Argument(help="The --out of the `eval --shard I/N` jobs.")],
+    report: Annotated[bool, typer.Option(help="Write the report of the merged run.")] = True,
+) -> None:
+    """Merge the shards of a run (eval --shard I/N) into one run directory, then report."""
+    from geosleuth.eval.merge import merge_shards
+    from geosleuth.eval.report import write_report
+    from geosleuth.eval.store import RunDirError
+
+    try:
+        result = merge_shards(run_dir)
+    except (RunDirError, ValueError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(_os_error(exc))
+    typer.echo(
+        f"merged {result.shards} shards: {result.samples} samples, {result.trajectories} records, "
+        f"{result.images} tool images linked",
+        err=True,
+    )
+    if result.unfinished:
+        shown = ", ".join(f"{i}: {n}" for i, n in sorted(result.unfinished.items()))
+        typer.echo(
+            f"warning: unfinished shards (samples without a record, counted as missing): {shown}; "
+            "resume them with --resume --shard I/N, then merge again",
+            err=True,
+        )
+    if report:
+        try:
+            _print_headline(write_report(run_dir), run_dir)
+        except (RunDirError, ValueError) as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(_os_error(exc))
 
 
 def compare_command(
@@ -295,4 +352,5 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
     app.command("report")(report_command)
     app.command("compare")(compare_command)
+    app.command("merge")(merge_command)
     app.add_typer(datasets_app, name="datasets")

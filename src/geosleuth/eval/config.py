@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import geosleuth
 from geosleuth.eval.store import RunDirError, write_atomic
 
 MANIFEST = "run.json"
 SAMPLES = "samples.jsonl"
+SHARDS = "shards"
+SHARD_POSITIONS = "shard_positions.json"
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SECRET = re.compile(r"(api[_-]?key|secret|password|token(?![a-z])|authorization|bearer)", re.IGNORECASE)
 """Secret-looking keys; ``token`` only as a word end, so ``max_tokens`` / ``tokenizer`` stay readable."""
 
@@ -81,12 +84,48 @@ class EvalConfig(BaseModel):
     ray_address: str | None = None
     shards: int | None = None
     endpoints: list[str] = Field(default_factory=list)  # one base_url per Ray shard, round robin
+    shard: str | None = None  # "I/N": this job runs shard I of N (job arrays without Ray), see merge
     protocol: str | None = None
     breakdowns: list[str] = Field(default_factory=list)
     prices: dict[str, Price] = Field(default_factory=dict)  # model name -> price
     judge: JudgeSettings | None = None
     skip_invalid: bool = False
     report: bool = True
+
+    @field_validator("shard")
+    @classmethod
+    def _shard_spec(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        index, count = parse_shard(value)
+        return f"{index}/{count}"
+
+    @model_validator(mode="after")
+    def _one_way_to_shard(self) -> EvalConfig:
+        if self.shard is not None and self.backend == "ray":
+            raise ValueError("shard is for independent jobs; the ray backend shards by itself")
+        return self
+
+    @property
+    def shard_spec(self) -> tuple[int, int] | None:
+        """(index, count) when this run is one shard of a larger one."""
+        return parse_shard(self.shard) if self.shard is not None else None
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` with 0 <= I < N, as job arrays number their tasks (SLURM_ARRAY_TASK_ID from 0)."""
+    m = _SHARD.match(text)
+    if not m:
+        raise ValueError(f"shard must look like I/N (e.g. 0/8), got {text!r}")
+    index, count = int(m.group(1)), int(m.group(2))
+    if count < 1 or index >= count:
+        raise ValueError(f"shard {text!r}: need N >= 1 and 0 <= I < N")
+    return index, count
+
+
+def shard_dir(run_dir: Path, index: int, count: int) -> Path:
+    """Where shard I of N keeps its own run directory, inside the run it belongs to."""
+    return run_dir / SHARDS / f"{index}-of-{count}"
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -188,6 +227,8 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     path = run_dir / MANIFEST
+    if not path.exists() and (run_dir / SHARDS).is_dir():
+        raise RunDirError(f"{run_dir} holds shards of a run: `geosleuth merge {run_dir}` makes it one")
     if not path.exists():
         raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
     return json.loads(path.read_text(encoding="utf-8"))

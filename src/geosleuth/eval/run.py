@@ -7,13 +7,21 @@ A run directory holds everything needed to report and resume without the origina
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Task, Trajectory
-from geosleuth.eval.config import SAMPLES, EvalConfig, build_manifest, write_manifest
+from geosleuth.eval.config import (
+    SAMPLES,
+    SHARD_POSITIONS,
+    EvalConfig,
+    build_manifest,
+    shard_dir,
+    write_manifest,
+)
 from geosleuth.eval.datasets import Dataset, DatasetError, load_dataset
 from geosleuth.eval.runner import ProgressFn, RunFn, RunStats, run_samples
 from geosleuth.eval.store import RunDirError, write_atomic
@@ -163,6 +171,15 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     if not samples:
         raise DatasetError(f"{config.dataset}: no valid samples")
     run_dir = Path(config.out).expanduser()
+    positions: list[int] | None = None
+    if config.shard_spec is not None:
+        from geosleuth.eval.backends import shard_of
+
+        index, count = config.shard_spec
+        positions = [i for i, s in enumerate(samples) if shard_of(s.id, count) == index]
+        n_selected = len(samples)
+        samples = [samples[i] for i in positions]
+        run_dir = shard_dir(run_dir, index, count)
     info = {
         "source": dataset.source,
         "format": dataset.format,
@@ -172,8 +189,12 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         "n_invalid_rows": len(dataset.problems),
         "invalid_rows": [str(p) for p in dataset.problems[:100]],
     }
+    if positions is not None:
+        info["shard"] = {"index": index, "count": count, "n_selected": n_selected}
     write_manifest(run_dir, build_manifest(config, info))
     write_samples(run_dir, samples)
+    if positions is not None:  # where this shard's samples stand in the whole run, for the merge
+        write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
     return PreparedRun(config, run_dir, dataset, samples)
 
 

@@ -81,6 +81,11 @@ class TrajectoryStore:
                     continue
                 yield number, line, offset
 
+    def intact_lines(self) -> Iterator[bytes]:
+        """The raw record lines a reader would load (a torn tail left out), for copying logs."""
+        for _, line, _ in self._lines():
+            yield line
+
     def _records(self) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
         for number, line, _ in self._lines():
             record = json.loads(line)
