@@ -142,10 +142,18 @@ def export_sft_cmd(
         trajs = [r for r in records if not isinstance(r, dict)]
         for bad in (r for r in records if isinstance(r, dict)):
             typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
+        run_filter = None
         if max_km is not None:
             truth_file = samples or (source / "samples.jsonl" if source.is_dir() else None)
-            trajs = _within(trajs, read_samples(truth_file), max_km, truth_of)
-        report = export_sft(trajs, out, fmt, tool_format, base_dir=path.parent)  # type: ignore[arg-type]
+            run_filter = _within(trajs, read_samples(truth_file), max_km, truth_of)
+        report = export_sft(
+            trajs,
+            out,
+            fmt,  # type: ignore[arg-type]
+            tool_format,  # type: ignore[arg-type]
+            base_dir=path.parent,
+            run_filter=run_filter,
+        )
         typer.echo(f"wrote {report.written} records to {out} ({len(report.skipped)} skipped)")
 
     _guard(run)
@@ -153,18 +161,29 @@ def export_sft_cmd(
 
 def _within(
     trajs: list[Any], samples: dict[str, Any], max_km: float, truth_of: Callable[..., Any]
-) -> list[Any]:
+) -> Callable[[Any, Any], str | None]:
+    """A run filter keeping answers within ``max_km``; every record must have a ground truth.
+
+    Each run is judged on its own prediction: with ``--samples N`` the aggregate can be right
+    while some of the N samples (each exported as its own record) are far off.
+    """
     from geosleuth.core.geo import haversine_km
 
-    kept = []
+    truths: dict[int, tuple[float, float]] = {}
     for t in trajs:
         truth = truth_of(t, samples)
-        p = t.prediction
         if truth is None:
             raise ValueError(f"--max-km needs ground truth; none for sample {t.sample_id}")
-        if p is not None and p.has_coords and float(haversine_km(p.lat, p.lon, *truth)) <= max_km:
-            kept.append(t)
-    return kept
+        truths[id(t)] = truth
+
+    def check(record: Any, run: Any) -> str | None:
+        p = run.prediction
+        if p is None or not p.has_coords:
+            return "no coordinates to compare with --max-km"
+        d = float(haversine_km(p.lat, p.lon, *truths[id(record)]))
+        return None if d <= max_km else f"answer {d:.1f} km from the truth (--max-km {max_km:g})"
+
+    return check
 
 
 @data_app.command("filter")

@@ -21,7 +21,7 @@ VLMs: ``<tool_call>{…}</tool_call>`` inside the assistant text, tool output as
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +31,11 @@ from geosleuth.core.records import Trajectory, TrajectoryStatus
 SftFormat = Literal["trl", "llamafactory", "swift"]
 ToolFormat = Literal["hermes", "openai"]
 IMAGE_TOKEN = "<image>"
+
+RunFilter = Callable[[Trajectory, Trajectory], str | None]
+"""``(record, run)`` -> why the run is left out, or None to keep it; ``run`` is the record
+itself or one of its N samples, judged on its own answer (an aggregate can be right while
+some samples are far off)."""
 
 
 @dataclass
@@ -238,8 +243,9 @@ def export_sft(
     tool_format: ToolFormat = "hermes",
     base_dir: Path | None = None,
     only_ok: bool = True,
+    run_filter: RunFilter | None = None,
 ) -> SftReport:
-    """Write JSONL records; failed or empty trajectories are skipped with a reason."""
+    """Write JSONL records; failed, empty or filtered-out runs are skipped with a reason."""
     report = SftReport()
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with out_path.open("w", encoding="utf-8") as fh:
@@ -249,6 +255,10 @@ def export_sft(
                 sid = traj.sample_id if len(runs) == 1 else f"{traj.sample_id}#{k}"
                 if only_ok and run.status != TrajectoryStatus.OK:
                     report.skipped.append({"sample_id": sid, "reason": f"status {run.status.value}"})
+                    continue
+                reason = run_filter(traj, run) if run_filter is not None else None
+                if reason is not None:
+                    report.skipped.append({"sample_id": sid, "reason": reason})
                     continue
                 try:
                     record = sft_record(run, fmt, tool_format, base_dir)
