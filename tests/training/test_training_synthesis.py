@@ -186,3 +186,13 @@ async def test_torn_tail_is_cut_before_resuming(tmp_path: Path, sample: Sample) 
     lines = (out / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
     assert [Trajectory.model_validate_json(line).sample_id for line in lines] == [sample.id]
     assert (out / "rejected.jsonl").read_text(encoding="utf-8") == rejected
+
+
+async def test_model_errors_are_retried_on_resume(tmp_path: Path, sample: Sample) -> None:
+    """An outage rejects every sample with model_error; the rerun must try them again."""
+    out = tmp_path / "synth"
+    report, _, _ = await _run(sample, [], out)  # the planner answers 500: script exhausted
+    assert report["rejected"] == {"model_error": 1}
+    report, _, n_plan = await _run(sample, _planner_script(48.8600), out)
+    assert report["skipped_already_done"] == 0 and report["kept"] == 1 and n_plan == 3
+    assert (out / "rejected.jsonl").read_text(encoding="utf-8") == ""

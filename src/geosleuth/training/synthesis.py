@@ -305,12 +305,18 @@ class Synthesizer:
         return messages
 
     def _done_ids(self) -> set[str]:
-        """Ids already kept or rejected; a torn last line (interrupted run) is cut so that sample reruns."""
+        """Ids already kept or rejected; a torn last line (interrupted run) is cut so that sample reruns.
+
+        Model errors (endpoint down, timeouts) are not verdicts on the sample: their lines are
+        dropped and those samples run again, as a rerun after an outage must not skip them.
+        """
         done: set[str] = set()
         for name in ("trajectories.jsonl", "rejected.jsonl"):
             path = self.out_dir / name
             if path.exists():
                 _cut_torn_tail(path)
+                if name == "rejected.jsonl":
+                    _drop_retryable(path)
                 with path.open(encoding="utf-8") as fh:
                     for line in fh:
                         try:
@@ -354,6 +360,26 @@ class Synthesizer:
         }
         (self.out_dir / "synthesis_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
         return report
+
+
+RETRYABLE_REASONS = frozenset({"model_error"})
+"""Rejection reasons that say nothing about the sample, so a rerun tries it again."""
+
+
+def _drop_retryable(path: Path) -> None:
+    """Rewrite ``rejected.jsonl`` without its retryable rejections (when it has any)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [line for line in lines if _rejection_reason(line) not in RETRYABLE_REASONS]
+    if len(kept) != len(lines):
+        path.write_text("".join(kept), encoding="utf-8")
+
+
+def _rejection_reason(line: str) -> str | None:
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return rec.get("reason") if isinstance(rec, dict) else None
 
 
 def _cut_torn_tail(path: Path) -> None:
