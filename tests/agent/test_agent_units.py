@@ -169,3 +169,16 @@ def test_export_refuses_to_embed_an_image_that_was_never_saved() -> None:
     assert to_openai_chat(traj)["messages"][0]["content"][0] == part
     with pytest.raises(ValueError, match="was not saved"):
         to_openai_chat(traj, embed_images=True)
+
+
+@pytest.mark.parametrize("mode", ["CMYK", "I", "F", "PA"])
+def test_png_encoding_accepts_any_decoded_mode(tmp_path: Path, mode: str) -> None:
+    """image_format=PNG with a CMYK JPEG used to raise OSError and abort the whole batch."""
+    from geosleuth.agent.images import prepare_image
+    from geosleuth.agent.trajectory import ImageStore
+
+    img = Image.new(mode, (40, 30))
+    prepared = prepare_image(img, 0, "PNG")
+    assert prepared.data_url.startswith("data:image/png;base64,")
+    ref = ImageStore(tmp_path, "s", 0, "PNG").add(img, "t0")
+    assert Image.open(tmp_path / ref).size == (40, 30)

@@ -21,6 +21,9 @@ MAX_INPUT_PIXELS = 150_000_000
 
 DEFAULT_PIXEL_BUDGET = 2_000_000
 
+_PNG_MODES = frozenset({"1", "L", "LA", "I;16", "P", "RGB", "RGBA"})
+"""Modes Pillow writes as PNG; others (CMYK JPEGs, float TIFFs, …) are converted first."""
+
 
 class ImageInputError(ValueError):
     """A query image that cannot be used; the message names the file and the reason."""
@@ -92,9 +95,16 @@ def encode_data_url(img: Image.Image, fmt: str = "JPEG", quality: int = 90) -> s
         img.save(buf, format="JPEG", quality=quality)
         mime = "image/jpeg"
     else:
-        img.save(buf, format="PNG")
+        png_ready(img).save(buf, format="PNG")
         mime = "image/png"
     return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+
+
+def png_ready(img: Image.Image) -> Image.Image:
+    """The image in a mode PNG can store: a CMYK photo would otherwise fail to encode."""
+    if img.mode in _PNG_MODES:
+        return img
+    return img.convert("RGBA" if "A" in img.getbands() else "RGB")
 
 
 def prepare_image(

@@ -17,7 +17,7 @@ from typing import Any
 
 from PIL import Image
 
-from geosleuth.agent.images import encode_data_url, fit_to_budget
+from geosleuth.agent.images import encode_data_url, fit_to_budget, png_ready
 from geosleuth.core.records import Trajectory
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -49,7 +49,7 @@ class ImageStore:
         if self.artifacts_dir is not None:
             path = self.artifacts_dir / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            small.save(path, format="PNG")
+            png_ready(small).save(path, format="PNG")
         else:
             rel = f"unsaved:{rel}"
         self.data_urls[rel] = encode_data_url(small, self.fmt)
