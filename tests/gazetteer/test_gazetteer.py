@@ -120,3 +120,9 @@ def test_suggest_prefers_own_names_over_alternate_spellings(gz):
 )  # fmt: skip
 def test_reverse_city_is_the_place_the_point_belongs_to(gz, lat, lon, city):
     assert gz.reverse(lat, lon).city == city
+
+
+@pytest.mark.parametrize("name", ["Illinois", "California", "Florida", "Illinois, United States"])
+def test_a_village_sharing_a_state_name_does_not_outrank_the_state(gz, name):
+    top = gz.search(name)[0]
+    assert (top.kind, top.country_code) == ("admin1", "US")

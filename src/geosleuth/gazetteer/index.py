@@ -28,6 +28,9 @@ from geosleuth.gazetteer.build import unpack_strings
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
 
+SETTLEMENT_SHARE = 0.01
+"""A town outranks its same-named province only with at least this share of its people."""
+
 PlaceRow = tuple[str, str, float, float, str | None, str | None, int | None, str]
 """One stored place: (id, name, lat, lon, cc, admin1, population, kind)."""
 
@@ -172,13 +175,19 @@ class Gazetteer:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
 
         Every candidate already carries the queried name, so the best city of the province's
-        country is the one to promote.
+        country is the one to promote, provided it is the province's namesake city and not a
+        village that shares (or merely has an alternate spelling of) the name: "Illinois" or
+        "Florida" mean the state, not a town of 3,000.
         """
         if not scored or self.kind[scored[0][1]] != "admin1":
             return scored
-        country = self.cc[scored[0][1]]
+        province = scored[0][1]
+        country = self.cc[province]
+        min_population = SETTLEMENT_SHARE * int(self.population[province])
         for pos, (_, idx) in enumerate(scored):
             if self.kind[idx] == "city" and self.cc[idx] == country:
+                if self.population[idx] < min_population:
+                    return scored
                 return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
         return scored
 
