@@ -29,3 +29,10 @@ def test_country_filter_resolves_codes_and_rejects_unknown_names():
     assert lower.exit_code == 0 and json.loads(lower.stdout)[0]["country_code"] == "CA"
     unknown = runner.invoke(app, ["gazetteer", "search", "Paris", "--country", "Narnia"])
     assert unknown.exit_code == 2 and "unknown country 'Narnia'" in unknown.stderr
+
+
+def test_reverse_takes_negative_coordinates_without_a_separator():
+    out = runner.invoke(app, ["gazetteer", "reverse", "40.7128", "-74.006"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["country_code"] == "US"
+    south = runner.invoke(app, ["gazetteer", "reverse", "-33.92", "18.42"])
+    assert south.exit_code == 0 and json.loads(south.stdout)["country_code"] == "ZA"

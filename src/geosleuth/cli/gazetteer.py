@@ -41,7 +41,8 @@ def search(
     typer.echo(json.dumps([p.model_dump(exclude_none=True) for p in places], ensure_ascii=False, indent=2))
 
 
-@gazetteer_app.command("reverse")
+# Negative coordinates ("40.7 -74.0") are numbers, not unknown options.
+@gazetteer_app.command("reverse", context_settings={"ignore_unknown_options": True})
 def reverse(
     lat: Annotated[float, typer.Argument(min=-90, max=90)],
     lon: Annotated[float, typer.Argument(min=-180, max=180)],
