@@ -261,3 +261,25 @@ def test_answer_lines_written_on_one_line():
     ):
         p = parse_answer(text)
         assert (p.lat, p.lon, p.city, p.country_code) == (48.85, 2.35, "Paris", "FR")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["**Final Answer:** Tokyo, Japan", "My final answer: Tokyo, Japan", "The answer is Tokyo, Japan."],
+)
+def test_address_answer_drops_its_lead_in(text):
+    p = parse_answer(text)
+    assert (p.city, p.country_code, p.address) == ("Tokyo", "JP", "Tokyo, Japan")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Latitude: 48.8566 Longitude: 2.3522",
+        "lat: 48.8566 lon: 2.3522",
+        "Latitude: 48,8566 Longitude: 2,3522",
+    ],
+)
+def test_one_line_keys_separated_by_a_space(text):
+    p = parse_answer(text)
+    assert p.status.value == "ok" and (p.lat, p.lon) == (48.8566, 2.3522)

@@ -71,9 +71,15 @@ ANSWER_LINE = re.compile(  # one ``Key: value`` line of an answer block
 _CHOICE = re.compile(
     r"(?i:answer|choice|option|答案)\s*(?i:is|:|：)?\s*(?:\((?P<a>[A-Ha-h])\)|\[(?P<b>[A-Ha-h])\]|(?P<c>[A-H])\b)"
 )
-INLINE_KEY = re.compile(  # a separator before the next key on a one-line answer
-    r"\s*[;,|]\s*(?=(?:country|city|region|state|province|admin1|address|place|location|latitude|longitude"
-    r"|lat|lon|lng|confidence)\s*[:：])",
+_ANSWER_KEYS = (
+    r"(?:country|city|region|state|province|admin1|address|place|location"
+    r"|latitude|longitude|lat|lon|lng|confidence)\s*[:：]"
+)
+INLINE_KEY = re.compile(rf"\s*[;,|]\s*(?={_ANSWER_KEYS})", re.I)  # separator before the next key on one line
+_SPACED_KEY = re.compile(rf"[ \t]+(?={_ANSWER_KEYS}[ \t]*\S)", re.I)  # "Latitude: 1 Longitude: 2"
+_KEY_LINE = re.compile(rf"^[ \t]*[-*•]?[ \t]*\**[ \t]*{_ANSWER_KEYS}", re.I | re.M)
+_ANSWER_PREFIX = re.compile(  # "**Final Answer:**", "My final answer:", "The answer is" before an address
+    r"^(?:(?:my|the|our)\s+)?(?:(?:final|best)\s+)?(?:answer|location|address|guess)\s*(?:[:：]|\s+is\b)\s*",
     re.I,
 )
 _LONE_LETTER = re.compile(r"^\W*(?P<letter>[A-Ha-h])\W*$")
@@ -424,8 +430,11 @@ def parse_coordinate_text(text: str, axis: str | None = None) -> float | None:
 def _from_lines(region: str, strict: bool) -> _Found | None:
     """``Country: …`` / ``City: …`` / ``Latitude: …`` / ``Longitude: …`` lines."""
     pairs: dict[str, str] = {}
-    if not strict:  # "Country: X; City: Y; Latitude: …" on one line
+    if not strict:  # "Country: X; City: Y; Latitude: …" or "Latitude: 1 Longitude: 2" on one line
         region = INLINE_KEY.sub("\n", region)
+        region = "\n".join(
+            _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line for line in region.split("\n")
+        )
     for m in ANSWER_LINE.finditer(region):
         key = field_key(m.group("key"))
         if key not in pairs:
@@ -488,9 +497,7 @@ def _address_text(region: str) -> str | None:
     lines = [ln.strip(" *-•`\"'") for ln in region.strip().splitlines() if ln.strip()]
     if not lines:
         return None
-    last = re.sub(
-        r"^(final answer|answer|location|address|my guess|best guess)\s*[:：]\s*", "", lines[-1], flags=re.I
-    )
+    last = re.sub(_ANSWER_PREFIX, "", re.sub(r"\*\*|__", "", lines[-1]))
     last = last.strip().rstrip(".")
     if not re.search(r"[^\W\d_]", last) or re.search(r"[{}<>\[\]]", last):
         return None
