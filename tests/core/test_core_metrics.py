@@ -213,3 +213,10 @@ def test_bootstrap_mean_ci_brackets_mean() -> None:
     x = np.random.default_rng(0).normal(10, 2, 500)
     lo, hi = M.bootstrap_ci_mean(x, n_boot=300)
     assert lo < x.mean() < hi and hi - lo < 1.0
+
+
+def test_text_match_is_not_fooled_by_a_name_ending_in_another():
+    assert not M.text_matches("Virginia", "West Virginia", "admin1")
+    assert not M.text_matches("New York", "York", "city")
+    assert not M.text_matches("Jose", "San Jose", "city")
+    assert M.text_matches("Frankfurt", "Frankfurt am Main", "city")

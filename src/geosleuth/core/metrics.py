@@ -199,9 +199,11 @@ def text_matches(
 ) -> bool:
     """Does a predicted name name the true place? Normalised, alias-aware for countries.
 
-    Cities and regions match on normalised equality, on one name containing the other as whole
-    words ("New York City" / "New York"), or via an optional ``aliases(pred, true, level)``
-    callback (e.g. a gazetteer's alternate names across languages).
+    Cities and regions match on normalised equality, on one name starting with the other as whole
+    words ("New York City" / "New York", "Frankfurt am Main" / "Frankfurt"), or via an optional
+    ``aliases(pred, true, level)`` callback (e.g. a gazetteer's alternate names across languages).
+    A name merely ending in the other is a different place ("West Virginia" / "Virginia",
+    "New York" / "York").
     """
     if not predicted or not truth:
         return False
@@ -222,7 +224,7 @@ def text_matches(
     p, t = strip_generic(normalize_(predicted)), strip_generic(normalize_(truth))
     if p and p == t:
         return True
-    if p and t and level != "country" and (f" {t} " in f" {p} " or f" {p} " in f" {t} "):
+    if p and t and level != "country" and (f"{p} ".startswith(f"{t} ") or f"{t} ".startswith(f"{p} ")):
         return True
     return bool(aliases is not None and aliases(predicted, truth, level))
 
