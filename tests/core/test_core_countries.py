@@ -54,3 +54,9 @@ def test_similarity_and_script():
     assert similarity(None, "x") == 0.0
     assert script_of("東京タワー") in {"Han", "Katakana"}
     assert script_of("Москва") == "Cyrillic"
+
+
+def test_republic_of_china_is_taiwan_not_the_prc():
+    assert resolve_country("Republic of China") == "TW"
+    assert resolve_country("People's Republic of China") == "CN"
+    assert resolve_country("Hong Kong SAR") == "HK" and resolve_country("Bosnia") == "BA"

@@ -36,7 +36,8 @@ ALIASES: dict[str, str] = {
     "republic of the congo": "CG", "uae": "AE", "emirates": "AE", "ksa": "SA", "hong kong": "HK",
     "brunei": "BN", "micronesia": "FM", "st lucia": "LC", "st kitts and nevis": "KN",
     "st vincent and the grenadines": "VC", "the bahamas": "BS", "the gambia": "GM", "prc": "CN",
-    "mainland china": "CN", "roc": "TW", "persia": "IR", "ceylon": "LK", "zaire": "CD",
+    "mainland china": "CN", "roc": "TW", "republic of china": "TW", "hong kong sar": "HK", "macao sar": "MO",
+    "macau sar": "MO", "bosnia": "BA", "persia": "IR", "ceylon": "LK", "zaire": "CD",
 }  # fmt: skip
 
 CONTINENTS = {
