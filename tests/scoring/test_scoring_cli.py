@@ -115,3 +115,12 @@ def test_empty_file_json(tmp_path: Path) -> None:
     code, out, _ = run(str(path), "-p", "twm", "-f", "json")
     payload = json.loads(out)
     assert code == 0 and payload["n"] == 0 and payload["metrics"]["acc@0.5km"] is None
+
+
+def test_semicolon_separated_csv_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "preds.csv"
+    path.write_text('id;true_lat;true_lon;response\n1;48.8566;2.3522;"48.86, 2.35"\n', encoding="utf-8")
+    code, out, _ = run(str(path), "--format", "json")
+    payload = json.loads(out)
+    assert code == 0 and (payload["n"], payload["parsed"]) == (1, 1)
+    assert payload["metrics"]["acc@1km"] == 100.0

@@ -105,7 +105,7 @@ def read_rows(path: Path) -> list[InputRow]:
     if suffix in (".csv", ".tsv") or (
         suffix not in (".json", ".jsonl", ".ndjson") and stripped[0] not in "[{"
     ):
-        return _read_csv(path, text, delimiter="\t" if suffix == ".tsv" else ",")
+        return _read_csv(path, text, delimiter="\t" if suffix == ".tsv" else _csv_delimiter(stripped))
     if stripped[0] == "[":
         return _read_json_array(path, text)
     return _read_jsonl(path, text)
@@ -159,6 +159,14 @@ def _read_json_array(path: Path, text: str) -> list[InputRow]:
         else InputRow(i, None, f"{path}: item {i} is not a JSON object")
         for i, item in enumerate(items, start=1)
     ]
+
+
+def _csv_delimiter(text: str) -> str:
+    """Comma, unless the header row only splits on ``;`` or a tab (spreadsheets in many locales)."""
+    header = text.split("\n", 1)[0]
+    if "," in header:
+        return ","
+    return next((d for d in (";", "\t", "|") if d in header), ",")
 
 
 def _read_csv(path: Path, text: str, delimiter: str) -> list[InputRow]:
