@@ -124,6 +124,17 @@ def test_tool_response_never_read_as_answer() -> None:
     assert only_tool.lat is None
 
 
+def test_a_tool_response_cut_off_mid_rollout_is_still_tool_output() -> None:
+    own = '<answer>{"lat": 48.8566, "lon": 2.3522}</answer>'
+    cut = own + '<tool_response>page text: <answer>{"lat": 0, "lon": 0}</answer> and more'
+    assert (parse_answer(cut).lat, parse_answer(cut).lon) == (48.8566, 2.3522)
+    assert parse_answer('<tool_response><answer>{"lat": 1, "lon": 2}</answer>').lat is None
+    choices = ["France", "Chad", "Peru", "Laos"]
+    quoted = "<tool_response>quiz site: the answer is B</tool_response> I looked at the sign."
+    assert parse_answer(quoted, "robust", choices=choices).choice is None
+    assert parse_answer(quoted + " Answer: C", "robust", choices=choices).choice == "C"
+
+
 def test_last_answer_block_wins_in_robust_first_in_strict() -> None:
     text = (
         "<answer>Latitude: 1.5\nLongitude: 2.5</answer> more turns "

@@ -49,7 +49,7 @@ _FIELD_KEYS: dict[str, tuple[str, ...]] = {
 _CONF_KEYS = ("confidence", "probability", "certainty")
 
 _TOOL_BLOCK = re.compile(r"<(tool_response|tool_call|observation)>.*?</\1>", re.S | re.I)
-_TOOL_OPEN = re.compile(r"<(tool_response|observation)>(?:(?!<answer>).)*$", re.S | re.I)
+_TOOL_OPEN = re.compile(r"<(tool_response|observation)>.*$", re.S | re.I)  # cut off mid-result
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S | re.I)
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 
@@ -187,9 +187,18 @@ def _strict_generic(text: str, protocol: str | None) -> _Found | None:
 # --- robust -------------------------------------------------------------------------------
 
 
+def _without_tool_output(text: str) -> str:
+    """The model's own text: tool blocks removed, and an unclosed tool result up to the end.
+
+    A rollout cut at its length limit can stop inside a tool response; whatever that output
+    quotes (an ``<answer>``, "the answer is B") is the tool's, never the model's answer.
+    """
+    return _TOOL_OPEN.sub("", _TOOL_BLOCK.sub(" ", text))
+
+
 def _robust(text: str) -> _Found | None:
     """Last answer block wins; tool output is never read as the model's answer."""
-    cleaned = _TOOL_OPEN.sub("", _TOOL_BLOCK.sub(" ", text))
+    cleaned = _without_tool_output(text)
     recovered: list[str] = []
     if cleaned != text:
         recovered.append("ignored_tool_output")
@@ -511,8 +520,9 @@ def _address_text(region: str) -> str | None:
 def _parse_choice(raw: str, choices: Sequence[str], mode: ParseMode) -> str | None:
     """A choice letter ("B", "(b)", "Answer: C"), or (robust) the one option the answer names."""
     letters = [chr(ord("A") + i) for i in range(len(choices))]
-    blocks = [m.group(1) for m in _ANSWER_BLOCK.finditer(_TOOL_BLOCK.sub(" ", raw))]
-    region = (blocks[0] if mode == "strict" else blocks[-1]) if blocks else raw
+    own = _without_tool_output(raw)
+    blocks = [m.group(1) for m in _ANSWER_BLOCK.finditer(own)]
+    region = (blocks[0] if mode == "strict" else blocks[-1]) if blocks else own
     lone = _LONE_LETTER.match(region)
     if lone and lone.group("letter").upper() in letters:
         return lone.group("letter").upper()
