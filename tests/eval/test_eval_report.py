@@ -77,7 +77,8 @@ def test_summary_numbers_are_exact(planned_run: tuple[Path, dict]) -> None:
         0.625,
     ]
     assert m["acc@750km"]["n"] == 8 and m["acc@750km"]["ci95"][0] < 0.625 < m["acc@750km"]["ci95"][1]
-    assert m["country_acc"]["value"] == 0.625 and m["city_acc"]["value"] == 0.375
+    # city hits: paris, nyc; "Delhi" is not "New Delhi" (a name only ending in the other is another place)
+    assert m["country_acc"]["value"] == 0.625 and m["city_acc"]["value"] == 0.25
     berlin = float(haversine_km(52.52, 13.405, 53.5511, 9.9937))
     tokyo = float(haversine_km(35.6762, 139.6503, 34.6937, 135.5023))
     assert m["median_km"] == pytest.approx((berlin + tokyo) / 2, abs=1e-5)
