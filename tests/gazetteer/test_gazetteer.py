@@ -151,3 +151,9 @@ def test_split_territories_are_places_and_shapes(gz):
     cayenne = shapely.Point(-52.33, 4.93)
     assert shapes["GF"].contains(cayenne) and not shapes["FR"].contains(cayenne)
     assert shapes["FR"].contains(shapely.Point(2.3522, 48.8566))
+
+
+def test_a_province_abroad_outranks_a_smaller_namesake_town(gz):
+    (bali,) = gz.search("Bali", limit=1)
+    assert (bali.country_code, bali.kind) == ("ID", "admin1")  # not Bāli, India (297k vs 1.8M)
+    assert gz.search("Bali", country="IN", limit=1)[0].name == "Bāli"

@@ -28,6 +28,11 @@ from geosleuth.gazetteer.build import unpack_strings
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
 
+CITY_BONUS = 0.5
+"""A bare name leans to a town (photos are taken in places), by about a threefold population;
+within one country `_settlement_first` settles town against province, so this only weighs a
+town against a namesake region abroad: "Bali" is the Indonesian province, not Bāli, India."""
+
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
 
@@ -161,7 +166,7 @@ class Gazetteer:
         for idx, is_primary in candidates.items():
             pop = float(self.population[idx])
             score = np.log10(pop + 10.0) + (1.0 if is_primary else 0.0)
-            score += 1.0 if self.kind[idx] == "city" else 0.0  # a bare name usually means the town
+            score += CITY_BONUS if self.kind[idx] == "city" else 0.0
             a1 = normalize(admin1_of.get(idx) or "")
             score += 3.0 * sum(1 for keys in admin1_keys if a1 and a1 in keys)
             scored.append((score, idx))
