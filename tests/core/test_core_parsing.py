@@ -294,3 +294,21 @@ def test_address_answer_drops_its_lead_in(text):
 def test_one_line_keys_separated_by_a_space(text):
     p = parse_answer(text)
     assert p.status.value == "ok" and (p.lat, p.lon) == (48.8566, 2.3522)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("lat=48.85, lon=2.35", (48.85, 2.35)),
+        ("<answer>Latitude = -33.87; Longitude = 151.21</answer>", (-33.87, 151.21)),
+        ("latitude 48.85 longitude 2.35", (48.85, 2.35)),
+        ("lat=33.87S lon=151.21E", (-33.87, 151.21)),
+        ("I would say S 33.87, E 151.21.", (-33.87, 151.21)),
+        ("Station N 5, E 7 platform", (None, None)),  # bare integers after letters: not a position
+    ],
+)
+def test_keyed_and_hemisphere_first_coordinates_in_free_text(text: str, expected: tuple) -> None:
+    p = parse_answer(text)
+    assert (p.lat, p.lon) == expected
+    if expected[0] is not None:
+        assert "free_text_coordinates" in p.recovered

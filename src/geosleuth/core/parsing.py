@@ -65,6 +65,14 @@ _PLAIN_NUM = re.compile(rf"^\s*(?P<num>{_NUM})\s*(?:°|º)?\s*(?P<hemi>[NSEWnsew
 _PAIR = re.compile(
     rf"(?<![\d.])(?P<lat>{_NUM})\s*°?\s*(?P<lath>[NSns])?\s*[,;/\s]\s*(?P<lon>{_NUM})\s*°?\s*(?P<lonh>[EWew])?(?![\d.])"
 )
+_KEYED_PAIR = re.compile(  # "lat=48.85, lon=2.35", "latitude 48.85 longitude 2.35"
+    rf"\b(?:lat|latitude)\s*[=:]?\s*(?P<lat>{_NUM})\s*°?\s*(?P<lath>[NSns](?![a-zA-Z]))?[\s,;|/]*"
+    rf"\b(?:lon|lng|long|longitude)\s*[=:]?\s*(?P<lon>{_NUM})\s*°?\s*(?P<lonh>[EWew](?![a-zA-Z]))?",
+    re.I,
+)
+_HEMI_FIRST_PAIR = re.compile(  # "S 33.87, E 151.21": capital hemisphere letters before the numbers
+    rf"(?<![A-Za-z])(?P<lath>[NS])\s*(?P<lat>{_NUM})\s*°?\s*[,;/\s]\s*(?P<lonh>[EW])\s*(?P<lon>{_NUM})(?!\d|\.\d)"
+)
 ANSWER_LINE = re.compile(  # one ``Key: value`` line of an answer block
     r"^\s*[-*•]?\s*\**\s*(?P<key>[^:\n：]{1,40}?)\s*\**\s*[:：]\s*\**\s*(?P<val>.+?)\s*\**\s*$", re.M
 )
@@ -487,18 +495,32 @@ def _free_coordinates(region: str) -> _Found | None:
         lat, lon = parse_coordinate_text(m.group("a"), "lat"), parse_coordinate_text(m.group("b"), "lon")
         if lat is not None and lon is not None:
             return _Found(lat=lat, lon=lon, fmt="free_coordinates", recovered=["coordinate_notation"])
+    for pattern, integers_ok in ((_KEYED_PAIR, True), (_HEMI_FIRST_PAIR, False)):
+        keyed = list(pattern.finditer(text))
+        if keyed:
+            found = _pair_found(keyed[-1], require_decimals=not integers_ok)
+            if found is not None:
+                return found
     for m in reversed(list(_PAIR.finditer(text))):
-        lat_s, lon_s = m.group("lat").replace(",", "."), m.group("lon").replace(",", ".")
-        if "." not in lat_s and "." not in lon_s:
-            continue
-        lat, lon = float(lat_s), float(lon_s)
-        if (m.group("lath") or "").upper() == "S":
-            lat = -abs(lat)
-        if (m.group("lonh") or "").upper() == "W":
-            lon = -abs(lon)
-        if abs(lat) <= 180 and abs(lon) <= 360:
-            return _Found(lat=lat, lon=lon, fmt="free_coordinates", recovered=["free_text_coordinates"])
+        found = _pair_found(m, require_decimals=True)
+        if found is not None:
+            return found
     return None
+
+
+def _pair_found(m: re.Match[str], require_decimals: bool) -> _Found | None:
+    """A matched ``lat, lon`` pair with optional hemisphere letters, if it is in range."""
+    lat_s, lon_s = m.group("lat").replace(",", "."), m.group("lon").replace(",", ".")
+    if require_decimals and "." not in lat_s and "." not in lon_s:
+        return None  # two bare integers are more often a count or a year than a position
+    lat, lon = float(lat_s), float(lon_s)
+    if (m.group("lath") or "").upper() == "S":
+        lat = -abs(lat)
+    if (m.group("lonh") or "").upper() == "W":
+        lon = -abs(lon)
+    if abs(lat) > 180 or abs(lon) > 360:
+        return None
+    return _Found(lat=lat, lon=lon, fmt="free_coordinates", recovered=["free_text_coordinates"])
 
 
 def _address_text(region: str) -> str | None:
