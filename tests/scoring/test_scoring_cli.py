@@ -112,9 +112,10 @@ def test_one_good_one_missing_file_still_prints_and_fails(tmp_path: Path) -> Non
 def test_empty_file_json(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text("\n\n")
-    code, out, _ = run(str(path), "-p", "twm", "-f", "json")
-    payload = json.loads(out)
-    assert code == 0 and payload["n"] == 0 and payload["metrics"]["acc@0.5km"] is None
+    code, out, err = run(str(path), "-p", "twm", "-f", "json")
+    payload = json.loads(out)  # the (empty) result is still printed, but an empty input is an error
+    assert code == 1 and payload["n"] == 0 and payload["metrics"]["acc@0.5km"] is None
+    assert "no predictions to score" in err
 
 
 def test_semicolon_separated_csv_is_read(tmp_path: Path) -> None:

@@ -82,6 +82,9 @@ def score(
         _emit(results, output_format)
         if rows is not None:
             _write_rows(rows, results)
+    for empty in (r for r in results if r.score.n == 0):
+        typer.echo(f"error: {empty.path}: no predictions to score (the file is empty)", err=True)
+        failed = True
     if failed:
         raise typer.Exit(1)
 
