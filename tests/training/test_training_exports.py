@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from geosleuth.cli.app import app
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
 from geosleuth.training.export_sft import export_sft, sft_record
-from geosleuth.training.export_verl import VerlExportOptions, export_verl, model_scale
+from geosleuth.training.export_verl import VerlExportOptions, export_verl, model_scale, smart_resize
 from geosleuth.training.verl_reward import compute_score
 
 ZOOM_SCHEMA = {
@@ -73,12 +73,12 @@ def test_export_verl_rows_round_trip(tmp_path: Path, dataset: Path) -> None:
     gt = row["reward_model"]["ground_truth"]
     assert gt["lat"] == 48.85 and gt["levels"]["city"] == "Paris" and gt["levels"]["street"] is None
     create = row["extra_info"]["tools_kwargs"]["image_zoom_in_tool"]["create_kwargs"]
-    assert create["image"].endswith("a.jpg") and create["model_scale"] == pytest.approx(
-        model_scale((2000, 1500), 1_000_000)
-    )
+    # the Qwen processor's frame (sides snapped to 28 px), which the model's absolute boxes live in
+    assert create["image"].endswith("a.jpg") and list(create["model_size"]) == [1148, 840]
+    assert create["model_scale"] == pytest.approx(1148 / 2000)
     assert row["extra_info"]["need_tools_kwargs"]
     # the absolute-pixel bbox note tells the model the size it actually sees
-    assert "1154" in prompt[0]["content"] or "1154×865" in prompt[0]["content"]
+    assert "1148" in prompt[0]["content"] and "840" in prompt[0]["content"]
     # the parquet ground truth (numpy-backed after pandas) feeds the verl reward directly
     answer = '<answer>{"lat": 48.85, "lon": 2.35}</answer>'
     assert compute_score(row["data_source"], answer, gt)["score"] == 1.0
@@ -87,6 +87,24 @@ def test_export_verl_rows_round_trip(tmp_path: Path, dataset: Path) -> None:
 def test_model_scale() -> None:
     assert model_scale((100, 100), 1_000_000) == 1.0
     assert model_scale((4000, 3000), 3_000_000) == pytest.approx(0.5)
+
+
+def test_smart_resize_follows_the_qwen_processor_rule() -> None:
+    assert smart_resize((1920, 1080), 28, 3136, 12_845_056) == (1932, 1092)  # rounded to 28
+    assert smart_resize((1920, 1080), 28, 3136, 2_000_000) == (1876, 1036)  # then shrunk to the budget
+    assert smart_resize((2000, 1500), 28, 3136, 1_000_000) == (1148, 840)
+    assert smart_resize((20, 10), 28, 3136, 1_000_000) == (84, 56)  # grown to min_pixels
+    assert smart_resize((1920, 1080), 32, 4096, 2_000_000) == (1856, 1056)  # Qwen3-VL's 32 px
+
+
+def test_zoom_maps_from_the_exact_frame_the_model_saw() -> None:
+    from geosleuth.tools.zoom import to_original_box
+
+    frame = smart_resize((2000, 1500), 28, 3136, 1_000_000)
+    box, _ = to_original_box([574, 420, 1148, 840], (2000, 1500), "absolute", 1148 / 2000, model_size=frame)
+    assert (box.y1, box.x2, box.y2) == (750, 2000, 1500) and box.x1 in (999, 1000)  # float rounding
+    scalar, _ = to_original_box([574, 420, 1148, 840], (2000, 1500), "absolute", 1148 / 2000)
+    assert scalar.y1 == 731  # one scale for both axes is 19 px off vertically
 
 
 def _trajectory(img: str) -> Trajectory:

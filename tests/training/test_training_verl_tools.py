@@ -146,3 +146,9 @@ async def test_cli_yaml_with_geosleuths_real_tools(
     await zoom.release(iid)
     bad = CliRunner().invoke(app, ["data", "verl-tool-config", "-o", str(out), "--tools", "nope"])
     assert bad.exit_code == 1 and "nope" in bad.output
+
+
+def test_create_kwargs_carry_the_exact_model_frame(image_path: Path) -> None:
+    ctx = verl_tools._context({"image": str(image_path), "model_size": [32, 24]}, {})
+    assert ctx.model_size == (32, 24) and ctx.image is not None and ctx.image.size == (64, 48)
+    assert verl_tools._context({"image": str(image_path)}, {}).model_size is None

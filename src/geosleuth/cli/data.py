@@ -87,6 +87,14 @@ def export_verl_cmd(
     pixel_budget: Annotated[
         int, typer.Option(help="Pixels the model sees (processor max_pixels).")
     ] = 2_000_000,
+    resize_factor: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="The processor snaps image sides to this multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none), "
+            "so zoom boxes map from the exact frame the model sees.",
+        ),
+    ] = 28,
     embed_images: Annotated[bool, typer.Option(help="Embed image bytes (portable across nodes).")] = True,
     data_source: Annotated[
         str | None, typer.Option(help="data_source column (default: the sample's).")
@@ -103,6 +111,7 @@ def export_verl_cmd(
             style=style,
             schemas=tuple(_tool_schemas(names, tool_settings)),
             pixel_budget=pixel_budget,
+            resize_factor=resize_factor,
             embed_images=embed_images,
             data_source=data_source,
         )

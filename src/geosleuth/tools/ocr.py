@@ -147,16 +147,19 @@ def run_ocr(
     model_scale: float = 1.0,
     min_score: float = 0.5,
     tesseract_languages: str = "eng",
+    model_size: tuple[int, int] | None = None,
 ) -> OcrReport:
     """Read the text of the image (or of ``region``), with boxes in the model's convention."""
     ox, oy = 0, 0
     crop = image
     if region is not None:
-        box, _ = to_original_box(list(region), image.size, convention, model_scale, min_side=8, arg="region")
+        box, _ = to_original_box(
+            list(region), image.size, convention, model_scale, min_side=8, arg="region", model_size=model_size
+        )
         crop = image.crop((box.x1, box.y1, box.x2, box.y2))
         ox, oy = box.x1, box.y1
     raw = _tesseract(crop, tesseract_languages) if engine == "tesseract" else _rapidocr(crop)
-    fw, fh = model_frame(image.width, image.height, convention, model_scale)
+    fw, fh = model_frame(image.width, image.height, convention, model_scale, model_size)
     sx, sy = fw / image.width, fh / image.height
     lines = [
         OcrLine(

@@ -230,7 +230,12 @@ def _build_tools(runtime: ToolRuntime) -> list[Tool]:
         """  # noqa: E501
         image = query_image(ctx)
         box, notes = to_original_box(
-            bbox_2d, image.size, ctx.bbox_convention, ctx.model_scale, settings.zoom.min_side_px
+            bbox_2d,
+            image.size,
+            ctx.bbox_convention,
+            ctx.model_scale,
+            settings.zoom.min_side_px,
+            model_size=ctx.model_size,
         )
         out = zoom_image(image, box, settings.zoom)
         what = f" ({label})" if label else ""
@@ -430,6 +435,7 @@ def _build_tools(runtime: ToolRuntime) -> list[Tool]:
             ctx.bbox_convention,
             ctx.model_scale,
             tesseract_languages=languages,
+            model_size=ctx.model_size,
         )
         return ToolResult(
             text=runtime.output("ocr", report.describe()), data=report.model_dump(), provider=report.engine

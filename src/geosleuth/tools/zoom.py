@@ -36,11 +36,21 @@ class PixelBox:
 
 
 def model_frame(
-    width: int, height: int, convention: BBoxConvention, model_scale: float
+    width: int,
+    height: int,
+    convention: BBoxConvention,
+    model_scale: float,
+    model_size: tuple[int, int] | None = None,
 ) -> tuple[float, float]:
-    """Width and height of the coordinate frame the model's boxes live in."""
+    """Width and height of the coordinate frame the model's boxes live in.
+
+    ``model_size`` is the exact frame when known: processors that snap sides to a patch
+    multiple (Qwen-VL: 28 px) scale the two axes slightly differently.
+    """
     if convention == "relative1000":
         return 1000.0, 1000.0
+    if model_size is not None:
+        return float(model_size[0]), float(model_size[1])
     return width * model_scale, height * model_scale
 
 
@@ -51,6 +61,7 @@ def to_original_box(
     model_scale: float = 1.0,
     min_side: int = 28,
     arg: str = "bbox_2d",
+    model_size: tuple[int, int] | None = None,
 ) -> tuple[PixelBox, list[str]]:
     """Validate a model box and return it in original pixels, plus notes on adjustments made.
 
@@ -65,10 +76,10 @@ def to_original_box(
         raise ToolError(f"{arg} must contain only numbers, got {list(bbox)!r}") from None
     if not all(math.isfinite(v) for v in (x1, y1, x2, y2)):
         raise ToolError(f"{arg} contains a non-finite number (NaN or infinity)")
-    if model_scale <= 0:
+    if model_scale <= 0 or (model_size is not None and min(model_size) <= 0):
         raise ToolError("the image scale for this model is invalid; cannot map the box")
     width, height = size
-    fw, fh = model_frame(width, height, convention, model_scale)
+    fw, fh = model_frame(width, height, convention, model_scale, model_size)
     frame = f"{fw:.0f}x{fh:.0f}" if convention == "absolute" else "0-1000 relative"
     if x2 == x1 or y2 == y1:
         raise ToolError(f"{arg} {list(bbox)} has zero area: x2 must be > x1 and y2 must be > y1")

@@ -37,6 +37,10 @@ class VerlExportOptions:
     style: str = "spotagent"
     schemas: tuple[dict[str, Any], ...] = ()  # the tools' OpenAI schemas (their names go in tools_kwargs)
     pixel_budget: int = 2_000_000  # what the processor lets the model see (e.g. Qwen max_pixels)
+    resize_factor: int = (
+        28  # the processor snaps sides to this multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0: none)
+    )
+    min_pixels: int = 56 * 56  # the processor's min_pixels (with resize_factor)
     bbox_convention: str | None = None  # default: the style's
     embed_images: bool = True
     data_source: str | None = None
@@ -56,6 +60,36 @@ def model_scale(size: tuple[int, int], pixel_budget: int) -> float:
     return max(1, int(w * math.sqrt(pixel_budget / (w * h)))) / w
 
 
+def smart_resize(
+    size: tuple[int, int], factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 14 * 14 * 4 * 1280
+) -> tuple[int, int]:
+    """(width, height) the Qwen-VL processors give an image: sides rounded to multiples of
+    ``factor``, then scaled into [min_pixels, max_pixels] (the rule in their image processor).
+
+    verl hands the original image to the processor, so absolute boxes live in this frame.
+    """
+    width, height = size
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
+def seen_size(size: tuple[int, int], options: VerlExportOptions) -> tuple[int, int]:
+    """The frame the trained model sees the image in."""
+    if options.resize_factor > 0:
+        return smart_resize(size, options.resize_factor, options.min_pixels, options.pixel_budget)
+    scale = model_scale(size, options.pixel_budget)
+    return max(1, int(size[0] * scale)), max(1, int(size[1] * scale))
+
+
 def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str, Any]:
     """One parquet row; raises ValueError for a sample that cannot be used (reported by the caller)."""
     from PIL import Image
@@ -73,13 +107,17 @@ def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str
     truth = GroundTruth.from_sample(sample)
     style = load_style(options.style)
     convention = options.bbox_convention or style.bbox_convention
-    scale = model_scale(size, options.pixel_budget)
-    seen = (max(1, int(size[0] * scale)), max(1, int(size[1] * scale)))
+    seen = seen_size(size, options)
     system, user = build_prompts(
         style, Task.from_sample(sample), list(options.schemas), "native", convention, seen
     )
     image = {"bytes": path.read_bytes()} if options.embed_images else {"image": path.as_uri()}
-    create = {"image": str(path), "model_scale": scale, "bbox_convention": convention}
+    create = {
+        "image": str(path),
+        "model_scale": seen[0] / size[0],
+        "model_size": list(seen),
+        "bbox_convention": convention,
+    }
     tools_kwargs = {s["function"]["name"]: {"create_kwargs": dict(create)} for s in options.schemas}
     extra: dict[str, Any] = {
         "index": index,

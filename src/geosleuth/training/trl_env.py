@@ -54,9 +54,11 @@ class GeoToolEnvironment:
 
     def reset(self, **row: Any) -> None:
         image = _image_of(row)
+        size = row.get("model_size")  # [width, height] of the frame the model sees, when known
         self.ctx = ToolContext(
             image=image,
             model_scale=float(row.get("model_scale") or 1.0),
+            model_size=(int(size[0]), int(size[1])) if size else None,
             bbox_convention=row.get("bbox_convention") or "absolute",
         )
         self.calls = []

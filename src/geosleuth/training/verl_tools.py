@@ -77,12 +77,21 @@ class _Instance:
     ctx: ToolContext
 
 
+def _size(value: Any) -> tuple[int, int] | None:
+    """``[width, height]`` of the frame the model saw, as export-verl writes it."""
+    if value is None:
+        return None
+    width, height = (int(v) for v in value)
+    return width, height
+
+
 def _context(create_kwargs: dict[str, Any], config: dict[str, Any]) -> ToolContext:
     """The trajectory's ToolContext with the query image decoded (blocking: call it off the event loop)."""
     image_path = create_kwargs.get("image") or create_kwargs.get("image_path")
     ctx = ToolContext(
         image_path=str(image_path) if image_path else None,
         model_scale=float(create_kwargs.get("model_scale", 1.0)),
+        model_size=_size(create_kwargs.get("model_size")),
         bbox_convention=create_kwargs.get("bbox_convention", config.get("bbox_convention", "absolute")),
         artifacts_dir=Path(config["artifacts_dir"]) if config.get("artifacts_dir") else None,
     )
