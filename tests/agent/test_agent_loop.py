@@ -12,7 +12,7 @@ from agent_helpers import decode_data_url, image_parts, make_config, text_of
 from geosleuth.agent import run_task
 from geosleuth.core.records import Task, TrajectoryStatus
 from geosleuth.testing import FakeOpenAIServer, delay, error, reply, tool_call
-from geosleuth.tools.base import ToolRegistry
+from geosleuth.tools.base import ToolContext, ToolRegistry, tool
 
 ANSWER_JSON = '{"lat": 47.3769, "lon": 8.5417, "city": "Zürich", "country": "Switzerland"}'
 ANSWER_TAGS = "<answer>\nCountry: Switzerland\nCity: Zürich\nLatitude: 47.3769\nLongitude: 8.5417\n</answer>"
@@ -342,3 +342,33 @@ async def test_answer_without_coordinates_is_geocoded_when_asked(query_image: Pa
     pred = geocoded.prediction
     assert pred and pred.coords_source == "geocoded" and pred.lat == pytest.approx(47.05, abs=0.1)
     assert pred.lon == pytest.approx(8.31, abs=0.1)
+
+
+async def test_images_snapped_to_the_processor_frame_with_resize_factor(query_image: Path) -> None:
+    seen: list[tuple[int, int] | None] = []
+
+    @tool
+    def image_zoom_in_tool(bbox_2d: list[float], ctx: ToolContext) -> str:
+        """Record the frame the tool maps boxes from.
+
+        Args:
+            bbox_2d: [x1, y1, x2, y2].
+        """
+        seen.append(ctx.model_size)
+        return "ok"
+
+    script = [
+        reply("Zoom.", tool_calls=[tool_call("image_zoom_in_tool", {"bbox_2d": [0, 0, 10, 10]})]),
+        reply(ANSWER_JSON),
+    ]
+    async with FakeOpenAIServer(script) as server:
+        cfg = make_config(
+            server.base_url, prompt_style="thinking_with_map", bbox_convention="absolute", resize_factor=28
+        )
+        traj = await run_task(task(query_image), cfg, registry=ToolRegistry([image_zoom_in_tool]))
+    first = server.chat_requests[0].json
+    sent = decode_data_url(image_parts(first["messages"][1])[0]["image_url"]["url"])
+    # 3000x2000 under a 2 M budget, sides on Qwen2.5-VL's 28 px grid: the processor leaves it as is
+    assert sent.size == (1708, 1148) and sent.width % 28 == 0 and sent.height % 28 == 0
+    assert "1708" in first["messages"][0]["content"] and seen == [(1708, 1148)]
+    assert traj.status is TrajectoryStatus.OK and traj.image_scale == pytest.approx(1708 / 3000)

@@ -47,6 +47,7 @@ class AgentConfig(BaseModel):
     cluster_radius_km: float = Field(default=25.0, gt=0)
     pixel_budget: int = Field(default=DEFAULT_PIXEL_BUDGET, ge=0)
     image_format: Literal["JPEG", "PNG"] = "JPEG"
+    resize_factor: int = Field(default=0, ge=0)  # send images snapped to the processor's frame (Qwen: 28/32)
     nudge_turns_left: int = Field(
         default=1, ge=0
     )  # send the final-answer nudge this many turns before the end

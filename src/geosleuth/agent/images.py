@@ -107,9 +107,43 @@ def png_ready(img: Image.Image) -> Image.Image:
     return img.convert("RGBA" if "A" in img.getbands() else "RGB")
 
 
+def smart_resize(
+    size: tuple[int, int], factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 14 * 14 * 4 * 1280
+) -> tuple[int, int]:
+    """(width, height) the Qwen-VL processors give an image: sides rounded to multiples of
+    ``factor``, then scaled into [min_pixels, max_pixels] (the rule in their image processor).
+
+    Boxes in absolute pixels live in this frame, whatever size the image was sent at.
+    """
+    width, height = size
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
 def prepare_image(
-    img: Image.Image, pixel_budget: int = DEFAULT_PIXEL_BUDGET, fmt: str = "JPEG"
+    img: Image.Image, pixel_budget: int = DEFAULT_PIXEL_BUDGET, fmt: str = "JPEG", resize_factor: int = 0
 ) -> PreparedImage:
-    """Downscale to the pixel budget and encode once, so N samples share identical bytes."""
+    """Downscale to the pixel budget and encode once, so N samples share identical bytes.
+
+    With ``resize_factor`` (28 for Qwen2.5-VL, 32 for Qwen3-VL) the image is sent already in
+    the frame the server's processor would snap it to, so the size the prompt states is
+    exactly the frame the model's boxes live in.
+    """
+    if resize_factor > 0:
+        budget = pixel_budget if pixel_budget > 0 else img.width * img.height
+        target = smart_resize(
+            img.size, resize_factor, (2 * resize_factor) ** 2, max(budget, 4 * resize_factor**2)
+        )
+        small = img if target == img.size else img.resize(target, Image.Resampling.LANCZOS)
+        return PreparedImage(small, encode_data_url(small, fmt), target[0] / img.width, img.size)
     small, scale = fit_to_budget(img, pixel_budget)
     return PreparedImage(small, encode_data_url(small, fmt), scale, img.size)

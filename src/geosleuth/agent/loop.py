@@ -101,6 +101,7 @@ class AgentLoop:
             image=image,
             image_path=task.image,
             model_scale=prepared.scale,
+            model_size=prepared.image.size,  # the exact frame sent, which the prompt states
             bbox_convention=bbox,
             artifacts_dir=store.artifacts_dir,
             settings=config.tool_settings,

@@ -71,7 +71,9 @@ async def _load(task: Task, config: AgentConfig) -> tuple[Image.Image, PreparedI
     if not task.image:
         raise ImageInputError(f"task {task.id} has no image")
     img = await asyncio.to_thread(load_image, task.image)
-    prepared = await asyncio.to_thread(prepare_image, img, config.pixel_budget, config.image_format)
+    prepared = await asyncio.to_thread(
+        prepare_image, img, config.pixel_budget, config.image_format, config.resize_factor
+    )
     return img, prepared
 
 

@@ -69,6 +69,15 @@ def locate(
             "--geocode/--no-geocode", help="Geocode answers that name a place but give no coordinates."
         ),
     ] = True,
+    resize_factor: Annotated[
+        int,
+        typer.Option(
+            "--resize-factor",
+            min=0,
+            help="Send images snapped to the server processor's patch multiple (28 Qwen2.5-VL, 32 "
+            "Qwen3-VL), so absolute zoom boxes map exactly.",
+        ),
+    ] = 0,
 ) -> None:
     """Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image."""
     from pydantic import ValidationError
@@ -89,6 +98,7 @@ def locate(
             tool_calling=tool_calling,
             offline_use_ocr=not no_ocr,
             geocode_answers=geocode,
+            resize_factor=resize_factor,
         )
         if model is not None:
             load_style(prompt)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from geosleuth.agent.images import smart_resize
 from geosleuth.core.records import Sample, Task
 from geosleuth.training.truth import GroundTruth
 
@@ -58,28 +59,6 @@ def model_scale(size: tuple[int, int], pixel_budget: int) -> float:
     if pixel_budget <= 0 or w * h <= pixel_budget:
         return 1.0
     return max(1, int(w * math.sqrt(pixel_budget / (w * h)))) / w
-
-
-def smart_resize(
-    size: tuple[int, int], factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 14 * 14 * 4 * 1280
-) -> tuple[int, int]:
-    """(width, height) the Qwen-VL processors give an image: sides rounded to multiples of
-    ``factor``, then scaled into [min_pixels, max_pixels] (the rule in their image processor).
-
-    verl hands the original image to the processor, so absolute boxes live in this frame.
-    """
-    width, height = size
-    h_bar = max(factor, round(height / factor) * factor)
-    w_bar = max(factor, round(width / factor) * factor)
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return w_bar, h_bar
 
 
 def seen_size(size: tuple[int, int], options: VerlExportOptions) -> tuple[int, int]:
