@@ -182,3 +182,13 @@ def test_png_encoding_accepts_any_decoded_mode(tmp_path: Path, mode: str) -> Non
     assert prepared.data_url.startswith("data:image/png;base64,")
     ref = ImageStore(tmp_path, "s", 0, "PNG").add(img, "t0")
     assert Image.open(tmp_path / ref).size == (40, 30)
+
+
+def test_native_calls_get_ids_unique_within_the_turn() -> None:
+    from geosleuth.agent.client import RawToolCall
+    from geosleuth.agent.toolcalls import parse_native
+
+    calls = [RawToolCall("", "a", "{}"), RawToolCall("x", "b", "{}"), RawToolCall("x", "c", "{}")]
+    assert [c.id for c in parse_native(calls)] == ["call_0", "x", "call_2"]
+    clash = [RawToolCall("call_1", "a", "{}"), RawToolCall("call_1", "b", "{}")]
+    assert [c.id for c in parse_native(clash)] == ["call_1", "call_1_"]

@@ -72,9 +72,20 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def parse_native(calls: Sequence[RawToolCall]) -> list[ParsedCall]:
-    """Native ``tool_calls`` from the response message."""
+    """Native ``tool_calls`` from the response message.
+
+    Each call gets an id unique within the turn: some servers send none or repeat one, and
+    the tool messages that answer them must say which call each result belongs to.
+    """
     out = []
-    for call in calls:
+    used: set[str] = set()
+    for index, call in enumerate(calls):
+        call_id = call.id
+        if not call_id or call_id in used:
+            call_id = f"call_{index}"
+            while call_id in used:
+                call_id += "_"
+        used.add(call_id)
         args, err = decode_arguments(call.arguments)
         raw = (
             call.arguments
@@ -83,7 +94,7 @@ def parse_native(calls: Sequence[RawToolCall]) -> list[ParsedCall]:
         )
         if not call.name:
             err = err or "tool call has no function name"
-        out.append(ParsedCall(call.id, call.name, args, raw or "", err))
+        out.append(ParsedCall(call_id, call.name, args, raw or "", err))
     return out
 
 
