@@ -192,3 +192,16 @@ def test_native_calls_get_ids_unique_within_the_turn() -> None:
     assert [c.id for c in parse_native(calls)] == ["call_0", "x", "call_2"]
     clash = [RawToolCall("call_1", "a", "{}"), RawToolCall("call_1", "b", "{}")]
     assert [c.id for c in parse_native(clash)] == ["call_1", "call_1_"]
+
+
+def test_call_style_spanning_lines_and_parentheses_in_strings() -> None:
+    tools = {"geocode", "image_zoom_in_tool"}
+    multi = parse_text_calls('Let me look.\ngeocode(\n  address="Main St (north), Springfield",\n)\n', tools)
+    assert [(c.name, c.arguments, c.error) for c in multi] == [
+        ("geocode", {"address": "Main St (north), Springfield"}, None)
+    ]
+    box = parse_text_calls("`image_zoom_in_tool(bbox_2d=[1, 2,\n    3, 4])`", tools)
+    assert box[0].arguments == {"bbox_2d": [1, 2, 3, 4]}
+    assert parse_text_calls('geocode(address="x") because the sign says so', tools) == []
+    (bad,) = parse_text_calls("geocode(address=foo)", tools)
+    assert bad.arguments is None and "literal values" in (bad.error or "")

@@ -20,7 +20,9 @@ from geosleuth.agent.client import RawToolCall
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S | re.I)
 _FENCE = re.compile(r"^```(?:json|python)?\s*|\s*```$", re.S)
-_CALL_LINE = re.compile(r"^\s*`?(?P<name>[A-Za-z_]\w*)\((?P<args>.*)\)`?\s*$", re.M)
+_CALL_START = re.compile(r"^[ \t]*`?(?P<name>[A-Za-z_]\w*)\(", re.M)
+_CALL_END = re.compile(r"`?[ \t]*(?:\n|$)")
+MAX_CALL_CHARS = 4000
 
 
 @dataclass
@@ -139,20 +141,31 @@ def parse_text_calls(text: str, known_tools: Collection[str]) -> list[ParsedCall
     if blocks:
         return [_tagged_call(b, i) for i, b in enumerate(blocks)]
     calls = []
-    for m in _CALL_LINE.finditer(text):
+    for m in _CALL_START.finditer(text):
         if m.group("name") not in known_tools:
             continue
-        parsed = _call_style(f"{m.group('name')}({m.group('args')})")
-        if parsed is None:
-            calls.append(
-                ParsedCall(
-                    f"text_call_{len(calls)}",
-                    m.group("name"),
-                    None,
-                    m.group(0).strip(),
-                    "cannot read this call; write name(arg=value, …) with literal values",
-                )
-            )
+        call_id = f"text_call_{len(calls)}"
+        found = _call_at(text, m.start("name"), m.end())
+        if found is None:
+            line = text[m.start("name") :].split("\n", 1)[0].strip()
+            if not line.rstrip("`").endswith(")"):
+                continue  # prose that merely starts with a tool's name, not a call
+            error = "cannot read this call; write name(arg=value, …) with literal values"
+            calls.append(ParsedCall(call_id, m.group("name"), None, line, error))
         else:
-            calls.append(ParsedCall(f"text_call_{len(calls)}", parsed[0], parsed[1], m.group(0).strip()))
+            (name, kwargs), raw = found
+            calls.append(ParsedCall(call_id, name, kwargs, raw))
     return calls
+
+
+def _call_at(text: str, start: int, after_paren: int) -> tuple[tuple[str, dict[str, Any]], str] | None:
+    """The ``name(…)`` call starting at ``start``, possibly over several lines, ending its line."""
+    for close in (
+        i for i, ch in enumerate(text[after_paren : start + MAX_CALL_CHARS], after_paren) if ch == ")"
+    ):
+        if not _CALL_END.match(text, close + 1):
+            continue
+        parsed = _call_style(text[start : close + 1])
+        if parsed is not None:
+            return parsed, text[start : close + 1]
+    return None
