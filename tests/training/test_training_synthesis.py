@@ -196,3 +196,27 @@ async def test_model_errors_are_retried_on_resume(tmp_path: Path, sample: Sample
     report, _, n_plan = await _run(sample, _planner_script(48.8600), out)
     assert report["skipped_already_done"] == 0 and report["kept"] == 1 and n_plan == 3
     assert (out / "rejected.jsonl").read_text(encoding="utf-8") == ""
+
+
+def test_boxes_follow_the_trained_styles_convention() -> None:
+    from geosleuth.training.synthesis import in_style_frame
+
+    args = {"bbox_2d": [0, 0, 32, 12], "label": "sign"}
+    assert in_style_frame(args, (64, 48), "absolute") == args
+    assert in_style_frame(args, (64, 48), "relative1000") == {"bbox_2d": [0, 0, 500, 250], "label": "sign"}
+    assert in_style_frame({"address": "Paris"}, (64, 48), "relative1000") == {"address": "Paris"}
+
+
+async def test_a_relative_style_gets_relative_boxes_in_its_sft_data(tmp_path: Path, sample: Sample) -> None:
+    out = tmp_path / "synth"
+    with FakeOpenAIServer(_observer) as obs_srv, FakeOpenAIServer(_planner_script(48.86)) as plan_srv:
+        async with (
+            ChatClient("obs", obs_srv.base_url, max_retries=0) as obs,
+            ChatClient("plan", plan_srv.base_url, max_retries=0) as plan,
+        ):
+            config = SynthesisConfig(tools=("image_zoom_in_tool", "geocode"), style="thinking_with_map")
+            assert (await Synthesizer(config, registry(), obs, plan, out).run([sample]))["kept"] == 1
+    traj = Trajectory.model_validate_json((out / "trajectories.jsonl").read_text().splitlines()[0])
+    call = traj.messages[2]["tool_calls"][0]["function"]
+    assert json.loads(call["arguments"]) == {"bbox_2d": [0, 0, 312, 208]}  # 20x10 px of a 64x48 image
+    assert "1000" in traj.messages[0]["content"]

@@ -48,6 +48,28 @@ PLANNER_SYSTEM = (
 )
 
 
+BOX_ARGUMENTS = ("bbox_2d", "region")
+
+
+def in_style_frame(arguments: dict[str, Any], seen_size: tuple[int, int], convention: str) -> dict[str, Any]:
+    """Tool arguments with boxes in the trained style's convention.
+
+    The planner always works in absolute pixels of the image it was told about; a style that
+    uses the 0-1000 relative frame must see its boxes written that way in the SFT data.
+    """
+    if convention != "relative1000":
+        return arguments
+    width, height = seen_size
+    out = dict(arguments)
+    for key in BOX_ARGUMENTS:
+        box = out.get(key)
+        if isinstance(box, list) and len(box) == 4 and all(isinstance(v, int | float) for v in box):
+            x1, y1, x2, y2 = box
+            out[key] = [round(x1 * 1000 / width), round(y1 * 1000 / height),
+                        round(x2 * 1000 / width), round(y2 * 1000 / height)]  # fmt: skip
+    return out
+
+
 class ChatLike(Protocol):
     """What synthesis needs of a model client (`geosleuth.agent.client.ChatClient` fits)."""
 
@@ -283,7 +305,10 @@ class Synthesizer:
                             "type": "function",
                             "function": {
                                 "name": r.name,
-                                "arguments": json.dumps(r.arguments, ensure_ascii=False),
+                                "arguments": json.dumps(
+                                    in_style_frame(r.arguments, seen_size, style.bbox_convention),
+                                    ensure_ascii=False,
+                                ),
                             },
                         }
                         for r in step.records
