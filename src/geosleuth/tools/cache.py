@@ -311,11 +311,12 @@ class ToolCache:
             return await call()
         key = cache_key(tool, provider, arguments)
         if self.mode in {"read_write", "replay"}:
-            # SQLite / Redis I/O off the event loop; a replay also serves entries past their TTL
-            entry = await asyncio.to_thread(self.backend.get, key, self.mode == "replay")
-            if entry is not None:
+            # SQLite / Redis I/O and PNG decoding off the event loop, in one thread hop;
+            # a replay also serves entries past their TTL
+            hit = await asyncio.to_thread(_lookup, self.backend, key, self.mode == "replay")
+            if hit is not None:
                 self.stats.hits += 1
-                return await asyncio.to_thread(_from_entry, entry)
+                return hit
             self.stats.misses += 1
             if self.mode == "replay":
                 shown = json.dumps(_normalise(arguments), ensure_ascii=False)[:200]
@@ -328,6 +329,11 @@ class ToolCache:
             await asyncio.to_thread(_store, self.backend, key, result, self.ttl_s)
             self.stats.writes += 1
         return result
+
+
+def _lookup(backend: CacheBackend, key: str, include_expired: bool) -> ToolResult | None:
+    entry = backend.get(key, include_expired)
+    return _from_entry(entry) if entry is not None else None
 
 
 def _store(backend: CacheBackend, key: str, result: ToolResult, ttl_s: float | None) -> None:
