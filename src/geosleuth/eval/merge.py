@@ -114,16 +114,23 @@ def merge_shards(run_dir: Path) -> MergeResult:
     shards = find_shards(run_dir)
     samples = _merge_samples(shards)
     write_atomic(run_dir / SAMPLES, "".join(samples))
-    logs = (TrajectoryStore(s.path).intact_lines() for s in shards)
-    trajectories = _concatenate(run_dir / TRAJECTORIES, logs)
+    done: dict[int, set[str]] = {s.index: set() for s in shards}
+
+    def log(shard: Shard) -> Iterator[bytes]:
+        for line, sample_id in TrajectoryStore(shard.path).lines_with_ids():
+            done[shard.index].add(sample_id)
+            yield line
+
+    trajectories = _concatenate(run_dir / TRAJECTORIES, (log(s) for s in shards))
     for name in (JUDGMENTS, FAILED_ATTEMPTS):
         present = [s.path / name for s in shards if (s.path / name).is_file()]
         if present:
             _concatenate(run_dir / name, (_file_lines(p) for p in present))
     images = sum(_link_tree(s.path / "images", run_dir / "images") for s in shards)
-    done = {s.index: len(TrajectoryStore(s.path).statuses()) for s in shards}
     unfinished = {
-        s.index: len(s.positions) - done[s.index] for s in shards if done[s.index] < len(s.positions)
+        s.index: len(s.positions) - len(done[s.index])
+        for s in shards
+        if len(done[s.index]) < len(s.positions)
     }
     manifest = _merged_manifest(run_dir, shards)
     write_atomic(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")

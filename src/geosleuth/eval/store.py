@@ -49,11 +49,12 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 class TrajectoryStore:
-    """Append-only JSONL of trajectories with torn-tail repair."""
+    """Append-only JSONL of records keyed by ``sample_id`` (trajectories by default), with
+    torn-tail repair; other logs of the same shape (synthesis rejections) name their file."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, filename: str = TRAJECTORIES) -> None:
         self.run_dir = run_dir
-        self.path = run_dir / TRAJECTORIES
+        self.path = run_dir / filename
         self._handle: IO[bytes] | None = None
 
     def _lines(self) -> Iterator[tuple[int, bytes, int]]:
@@ -81,10 +82,10 @@ class TrajectoryStore:
                     continue
                 yield number, line, offset
 
-    def intact_lines(self) -> Iterator[bytes]:
-        """The raw record lines a reader would load (a torn tail left out), for copying logs."""
-        for _, line, _ in self._lines():
-            yield line
+    def lines_with_ids(self) -> Iterator[tuple[bytes, str]]:
+        """The raw record lines a reader would load (a torn tail left out) with their sample ids."""
+        for _, line, record in self._records():
+            yield line, str(record["sample_id"])
 
     def _records(self) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
         for number, line, _ in self._lines():

@@ -175,20 +175,18 @@ def _split_territories(geoms: list[Any], meta: list[dict[str, Any]]) -> None:
             (moved[code] if code in wanted else kept).append(part)
         if not moved:
             continue
-        groups = sorted(moved.items())
-        slots = [len(geoms) + n for n in range(len(groups))]
-        if kept:
-            geoms[i] = shapely.multipolygons(kept)
-        else:  # the whole record is territories (e.g. "Indian Ocean Ter."): reuse its slot
-            slots = [i] + slots[:-1]
-        for slot, (code, parts) in zip(slots, groups, strict=True):
+        entries = []
+        for code, parts in sorted(moved.items()):
             label = max(parts, key=lambda p: p.area).representative_point()
             entry = {"code": code, "name": country_name(code), "label_lat": label.y, "label_lon": label.x}
-            if slot == i:
-                geoms[i], meta[i] = shapely.multipolygons(parts), entry
-            else:
-                geoms.append(shapely.multipolygons(parts))
-                meta.append(entry)
+            entries.append((shapely.multipolygons(parts), entry))
+        if kept:
+            geoms[i] = shapely.multipolygons(kept)
+        else:  # the whole record is territories (e.g. "Indian Ocean Ter."): the first takes its slot
+            geoms[i], meta[i] = entries.pop(0)
+        for geom, entry in entries:
+            geoms.append(geom)
+            meta.append(entry)
 
 
 def _part_code(

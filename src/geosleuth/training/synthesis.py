@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Sample, Task, ToolCallRecord, Trajectory, TrajectoryStatus, Turn
+from geosleuth.eval.store import TrajectoryStore
 from geosleuth.tools.base import ToolContext, ToolRegistry
 
 OBSERVE_PROMPT = (
@@ -48,6 +49,7 @@ PLANNER_SYSTEM = (
 )
 
 
+KEPT, REJECTED = "trajectories.jsonl", "rejected.jsonl"
 BOX_ARGUMENTS = ("bbox_2d", "region")
 
 
@@ -336,19 +338,12 @@ class Synthesizer:
         dropped and those samples run again, as a rerun after an outage must not skip them.
         """
         done: set[str] = set()
-        for name in ("trajectories.jsonl", "rejected.jsonl"):
-            path = self.out_dir / name
-            if path.exists():
-                _cut_torn_tail(path)
-                if name == "rejected.jsonl":
-                    _drop_retryable(path)
-                with path.open(encoding="utf-8") as fh:
-                    for line in fh:
-                        try:
-                            rec = json.loads(line)
-                        except json.JSONDecodeError:
-                            continue
-                        done.add(str(rec.get("sample_id")))
+        for name in (KEPT, REJECTED):
+            log = TrajectoryStore(self.out_dir, name)
+            log.repair()
+            if name == REJECTED and log.path.exists():
+                _drop_retryable(log.path)
+            done.update(log.statuses())
         return done
 
     async def run(self, samples: list[Sample]) -> dict[str, Any]:
@@ -357,7 +352,7 @@ class Synthesizer:
         done = self._done_ids()
         todo = [s for s in samples if s.id not in done]
         sem = asyncio.Semaphore(max(1, self.config.concurrency))
-        kept_path, rej_path = self.out_dir / "trajectories.jsonl", self.out_dir / "rejected.jsonl"
+        kept_path, rej_path = self.out_dir / KEPT, self.out_dir / REJECTED
 
         async def one(sample: Sample) -> Outcome:
             async with sem:
@@ -405,17 +400,3 @@ def _rejection_reason(line: str) -> str | None:
     except json.JSONDecodeError:
         return None
     return rec.get("reason") if isinstance(rec, dict) else None
-
-
-def _cut_torn_tail(path: Path) -> None:
-    """Drop an unterminated last line, so the next append starts on a line of its own."""
-    with path.open("r+b") as fh:
-        size = fh.seek(0, 2)
-        if size == 0:
-            return
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return
-        fh.seek(0)
-        keep = sum(len(line) for line in fh if line.endswith(b"\n"))
-        fh.truncate(keep)

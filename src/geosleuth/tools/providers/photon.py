@@ -42,8 +42,8 @@ class PhotonProvider:
         return await self._search(address, limit)
 
     async def input_tips(self, query: str, city: str | None = None, limit: int = 10) -> list[Place]:
-        """Photon is a search-as-you-type engine: partial words match."""
-        return self.recent.remember(await self._search(f"{query} {city}" if city else query, limit))
+        """Photon is a search-as-you-type engine: partial words match, so tips are a plain search."""
+        return await self.keyword_search(query, city=city, limit=limit)
 
     async def keyword_search(
         self,
