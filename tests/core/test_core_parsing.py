@@ -238,8 +238,9 @@ def test_address_split_into_levels() -> None:
     p = parse_answer("123 Main St, Springfield, Illinois, USA")
     assert (p.street, p.city, p.admin1, p.country_code) == ("123 Main St", "Springfield", "Illinois", "US")
     assert "address_split" in p.recovered and p.status is ParseStatus.PARTIAL
-    q = parse_answer("Tokyo, Japan")
-    assert (q.city, q.country_code) == ("Tokyo", "JP")
+    q = parse_answer("Tokyo, Japan")  # "X, Country": X may be the city or the admin-1 (issue 10)
+    assert (q.city, q.admin1, q.place, q.country_code) == (None, None, "Tokyo", "JP")
+    assert q.level("city") == q.level("admin1") == "Tokyo"
 
 
 def test_lowercase_chatter_is_not_an_address() -> None:
@@ -280,7 +281,7 @@ def test_answer_lines_written_on_one_line():
 )
 def test_address_answer_drops_its_lead_in(text):
     p = parse_answer(text)
-    assert (p.city, p.country_code, p.address) == ("Tokyo", "JP", "Tokyo, Japan")
+    assert (p.level("city"), p.country_code, p.address) == ("Tokyo", "JP", "Tokyo, Japan")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 LEVELS: tuple[str, ...] = ("country", "admin1", "city", "admin2", "town", "street", "poi")
 """Place hierarchy, coarse to fine (DESIGN.md)."""
+PLACE_LEVELS: tuple[str, ...] = ("admin1", "city", "admin2", "town")
+"""Levels a lone place name of open level ("Hesse" in "Hesse, Germany") may stand for."""
 
 
 class ParseStatus(StrEnum):
@@ -38,6 +40,7 @@ class Prediction(BaseModel):
     town: str | None = None
     street: str | None = None
     poi: str | None = None
+    place: str | None = None  # a lone place name whose level the answer leaves open ("Hesse, Germany")
     address: str | None = None
     choice: str | None = None  # multiple-choice letter ("A") when the task is one
     confidence: float | None = None
@@ -54,8 +57,15 @@ class Prediction(BaseModel):
         return self.lat is not None and self.lon is not None
 
     def level(self, name: str) -> str | None:
-        """Text at one hierarchy level (``country``, ``admin1``, …); None if absent or unknown."""
-        return getattr(self, name, None)
+        """Text at one hierarchy level (``country``, ``admin1``, …); None if absent or unknown.
+
+        A lone ``place`` of open level stands in at the levels it may be (admin1, city,
+        admin2, town) when the answer gives that level no text of its own.
+        """
+        value = getattr(self, name, None)
+        if value is None and name in PLACE_LEVELS:
+            return self.place
+        return value
 
 
 class Place(BaseModel):

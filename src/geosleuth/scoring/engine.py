@@ -336,7 +336,7 @@ def _text_level_hits(
     levels = [lv for _, lv in text_levels]
     truth = {lv: [r.truth.labels.get(lv) if r.truth else None for r in rows] for lv in levels}
     truth = {lv: vals for lv, vals in truth.items() if any(vals)}
-    pred = {lv: [getattr(r.prediction, lv, None) for r in rows] for lv in levels}
+    pred = {lv: [r.prediction.level(lv) if r.prediction else None for r in rows] for lv in levels}
     level_hits = M.level_hits_from_text(
         pred, truth, levels=[lv for lv in levels if lv in truth], aliases=aliases
     )
