@@ -161,7 +161,7 @@ _COORD_BODY = (
     rf"(?: ?(?P<dmark>{_DEG_MARK})"
     rf"(?: ?(?P<min>\d{{1,2}}+(?:[.,]\d++)?) ?{_MIN_MARK})?"
     rf"(?: ?(?P<sec>\d{{1,2}}+(?:[.,]\d++)?) ?{_SEC_MARK})?)?"
-    r"(?: ?(?P<h2>[NSEWnsew])(?![A-Za-z]))?"
+    r"(?(h1)|(?: ?(?P<h2>[NSEWnsew])(?![A-Za-z\d]))?)"  # one hemisphere letter, before or after
 )
 _COORD_TEXT = re.compile(_COORD_BODY)
 _COORD_TOKEN = re.compile(rf"(?<![\w.]){_COORD_BODY}")
