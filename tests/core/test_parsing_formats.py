@@ -336,3 +336,38 @@ def test_any_valid_position_round_trips_through_every_format(lat: float, lon: fl
     }[form]
     p = parse_answer(text)
     assert (p.lat, p.lon) == (pytest.approx(lat, abs=1e-9), pytest.approx(lon, abs=1e-9)), text
+
+
+# --- script detection (scoring/checks.language_warning) ---------------------------------------
+
+
+def _script_by_name(text: str) -> str | None:
+    """The definition: count each letter's script from its Unicode name, take the most common."""
+    import unicodedata
+
+    from geosleuth.core.text import script_from_name
+
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            script = script_from_name(unicodedata.name(ch, ""))
+            counts[script] = counts.get(script, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_memoised_script_detection_matches_the_unicode_names(text: str) -> None:
+    from geosleuth.core.text import script_of
+
+    assert script_of(text) == _script_by_name(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [("Zürich", "Latin"), ("東京", "Han"), ("Москва", "Cyrillic"), ("ªº", "Other"), ("12 3", None), ("Tokyo", "Latin")],
+)
+def test_script_of_examples(text: str, script: str | None) -> None:
+    from geosleuth.core.text import script_of
+
+    assert script_of(text) == script

@@ -59,16 +59,34 @@ def similarity(a: str | None, b: str | None) -> float:
     return jaccard
 
 
+@lru_cache(maxsize=100_000)
 def script_of(text: str) -> str | None:
-    """Dominant Unicode script of the letters in ``text`` (Latin, Cyrillic, Han, …)."""
+    """Dominant Unicode script of the letters in ``text`` (Latin, Cyrillic, Han, …).
+
+    Memoised per string (labels repeat across rows) and per character: the Unicode name of
+    each distinct character is looked up once per process, and ASCII text needs no lookup.
+    """
+    if text.isascii():
+        return "Latin" if _ASCII_LETTER.search(text) else None
     counts: dict[str, int] = {}
     for ch in text:
-        if not ch.isalpha():
-            continue
-        name = unicodedata.name(ch, "")
-        script = script_from_name(name)
-        counts[script] = counts.get(script, 0) + 1
+        script = _char_script(ch)
+        if script is not None:
+            counts[script] = counts.get(script, 0) + 1
     return max(counts, key=counts.__getitem__) if counts else None
+
+
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+
+
+@lru_cache(maxsize=65_536)
+def _char_script(ch: str) -> str | None:
+    """Script of one letter (None for anything that is not a letter)."""
+    if not ch.isalpha():
+        return None
+    if ch.isascii():
+        return "Latin"
+    return script_from_name(unicodedata.name(ch, ""))
 
 
 _SCRIPT_PREFIXES = (
