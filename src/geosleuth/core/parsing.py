@@ -37,8 +37,8 @@ last object with coordinates wins; within free text the last pair.
 Coordinates. Out-of-range values are rejected, never wrapped (``{"lat": 200, "lon": 10}`` is
 no position). Robust mode swaps lat/lon only when the pair is impossible as given and valid
 swapped (|lat| in (90, 180], |lon| <= 90). A bare decimal pair in prose counts only with a
-coordinate context: a degree mark or hemisphere letter, a lat/lon/coordinates keyword before
-it on the line, or a line that is nothing but the pair (anywhere in an ``<answer>`` block,
+coordinate context: a degree mark or hemisphere letter, a lat/lon/coordinates/GPS keyword or
+"answer:" before it on the line, or a line that is nothing but the pair (anywhere in an ``<answer>`` block,
 the last line otherwise). "I am 0.85, 0.9 confident" is not a position.
 
 Fields are names, never prose: "The photo was taken in Glovelier" yields "Glovelier"
@@ -166,8 +166,9 @@ _COORD_BODY = (
 _COORD_TEXT = re.compile(_COORD_BODY)
 _COORD_TOKEN = re.compile(rf"(?<![\w.]){_COORD_BODY}")
 _PAIR_GAP = re.compile(r" ?(?:[,;/] ?|and |\n)?")
-_CONTEXT = re.compile(
-    r"(?i:\b(?:coordinates?|coords?|gps|lat(?:itude)?|lon(?:gitude)?|lng|position|located at)\b)"
+_CONTEXT = re.compile(  # words that announce a position (searched just before a pair, same line)
+    r"(?i:\b(?:coordinates?|coords?|gps|lat(?:itude)?|lon(?:gitude)?|lng|position|located at)\b"
+    r"|\b(?:answer|guess|prediction|location) ?(?:is\b|[:：]))"
 )
 _KEYED_PAIR = re.compile(  # "lat=48.85, lon=2.35", "latitude 48.85 longitude 2.35"
     r"(?i:\b(?:lat|latitude)\b)\*{0,2} ?[=:]?\*{0,2} ?(?P<a>[^\n]{1,40}?)[ ,;|/\n]{0,3}"
