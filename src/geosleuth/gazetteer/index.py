@@ -7,6 +7,7 @@ Loading is lazy and cheap (NumPy arrays + a SQLite file opened read-only); each 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -19,10 +20,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geosleuth.core.countries import resolve_country
+from geosleuth.core.countries import country_family, resolve_country
 from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
+from geosleuth.gazetteer.address import cyrillic_stem, designator_free, split_address
 from geosleuth.gazetteer.build import unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -35,6 +37,12 @@ town against a namesake region abroad: "Bali" is the Indonesian province, not B�
 
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
+
+MAX_CANDIDATES = 64
+"""Candidates kept per address component (the most populous): "San José" has hundreds."""
+
+_RANK = {"city": 0, "admin1": 1, "country": 2}
+"""How coarse a kind of place is: a component with only finer candidates never contradicts."""
 
 PlaceRow = tuple[str, str, float, float, str | None, str | None, int | None, str]
 """One stored place: (id, name, lat, lon, cc, admin1, population, kind)."""
@@ -127,54 +135,132 @@ class Gazetteer:
         ).fetchall()
 
     def search(self, query: str, country: str | None = None, limit: int = 10) -> list[Place]:
-        """Places matching a name or a comma-separated address, best first.
+        """Places matching a name or an address, best first.
 
-        "Springfield, Illinois" looks up "Springfield" and uses "Illinois" to rank: a part that
-        names a country filters, other parts favour places whose admin-1 or nearby names match.
+        An address ("Schöneberger Straße, 22149 Hamburg, Germany", "China; Hong Kong; Kowloon",
+        "Springfield, Illinois") resolves to its most specific component that the gazetteer
+        knows and that the other components agree with: each component's candidates are scored
+        by how many other components contain them (a country, its territories, an admin-1
+        region, a larger city around them) and how many contradict them; streets, postcodes and
+        unknown names are skipped. ``country`` (anything `resolve_country` reads) filters.
         """
-        parts = [p.strip() for p in re.split(r"[,;/|]", query or "") if p.strip()]
+        parts = split_address(query)
         if not parts:
             return []
         country_code = resolve_country(country) if country else None
-        qualifiers: list[str] = []
-        qualifier_countries: list[str] = []
-        for part in parts[1:]:
-            code = resolve_country(part)
-            if code and country_code is None:
-                qualifier_countries.append(code)
-            qualifiers.append(normalize(part))
-        candidates: dict[int, bool] = {}
-        for code in qualifier_countries:  # "Paris, France"; but "Springfield, MA" is a state, not Morocco
-            candidates = self._candidates(parts, code)
-            if candidates:
-                break
-        if not candidates:
-            candidates = self._candidates(parts, country_code)
-        if not candidates and len(parts) > 1:  # "Main Street 5, Springfield": fall back to later parts
-            for i in range(1, len(parts)):
-                candidates = self._candidates(parts[i:], country_code)
-                if candidates:
-                    break
-        admin1_keys = self._admin1_keys(qualifiers)
-        admin1_of = dict(
-            self._db.execute(
-                f"SELECT idx, admin1 FROM places WHERE idx IN ({','.join('?' * len(candidates))})",
-                [int(i) for i in candidates],
+        groups = self._part_candidates(parts, country_code)
+        if not any(groups):
+            return []
+        everyone = sorted({i for g in groups for i in g})
+        a1 = {
+            idx: normalize(name or "")
+            for idx, name in self._db.execute(
+                f"SELECT idx, admin1 FROM places WHERE idx IN ({','.join('?' * len(everyone))})", everyone
             ).fetchall()
-        )
-        scored = []
-        for idx, is_primary in candidates.items():
-            pop = float(self.population[idx])
-            score = np.log10(pop + 10.0) + (1.0 if is_primary else 0.0)
-            score += CITY_BONUS if self.kind[idx] == "city" else 0.0
-            a1 = normalize(admin1_of.get(idx) or "")
-            score += 3.0 * sum(1 for keys in admin1_keys if a1 and a1 in keys)
-            scored.append((score, idx))
-        scored.sort(key=lambda s: (-s[0], s[1]))
-        scored = self._settlement_first(scored)
-        top = scored[:limit]
+        }
+        priority = self._part_priority(groups)
+        ranked: list[tuple[tuple[int, int, int, int], float, int]] = []
+        for i, group in enumerate(groups):
+            for pos, (score, idx) in enumerate(self._rank_part(group)):
+                support = conflicts = 0
+                for j, other in enumerate(groups):
+                    if j == i or not other:
+                        continue
+                    if any(self._contains(q, idx, a1) for q in other):
+                        support += 1
+                    elif not any(self._contains(idx, q, a1) for q in other) and not all(
+                        _RANK[self.kind[q]] < _RANK[self.kind[idx]] for q in other
+                    ):
+                        conflicts += 1  # a same-or-coarser component that does not contain it
+                ranked.append(((conflicts, -support, priority[i], pos), score, idx))
+        ranked.sort(key=lambda r: r[0])
+        seen: set[int] = set()
+        top = []
+        for _, score, idx in ranked:
+            if idx not in seen:
+                seen.add(idx)
+                top.append((score, idx))
+            if len(top) == limit:
+                break
         places = self._places([i for _, i in top])
         return [places[i].model_copy(update={"score": round(float(s), 4)}) for s, i in top]
+
+    def _part_candidates(self, parts: list[str], country_code: str | None) -> list[dict[int, bool]]:
+        """For each address component, matching places (index -> is a primary name), capped.
+
+        Exact name keys first; then the key without region designators ("Moscow Oblast",
+        "山东省") or, for a Cyrillic adjective ("Токийская обл."), its stem: both only among
+        admin-1 regions; then a country name `resolve_country` reads in looser forms.
+        """
+        keys = [normalize(p) for p in parts]
+        found: list[dict[int, bool]] = [{} for _ in parts]
+        for key, idx, is_primary in self._lookup(sorted({k for k in keys if k})):
+            for i, k in enumerate(keys):
+                if k == key and (country_code is None or self.cc[idx] == country_code):
+                    found[i][idx] = found[i].get(idx, False) or bool(is_primary)
+        for i, key in enumerate(keys):
+            if found[i] or not key:
+                continue
+            core = designator_free(key)
+            rows = [(idx, False) for _, idx, _ in self._lookup([core])] if core else []
+            stem = cyrillic_stem(core or key)
+            if not rows and stem:
+                rows = [(idx, False) for (idx,) in self._db.execute("SELECT idx FROM stems WHERE key = ?", (stem,))]
+            for idx, primary in rows:
+                if self.kind[idx] == "admin1" and (country_code is None or self.cc[idx] == country_code):
+                    found[i][idx] = primary
+            if not found[i] and country_code is None:
+                code = resolve_country(parts[i])
+                if code:
+                    row = self._db.execute("SELECT idx FROM places WHERE id = ?", (f"country:{code}",)).fetchone()
+                    if row:
+                        found[i][row[0]] = True
+        for i, group in enumerate(found):
+            if len(group) > MAX_CANDIDATES:
+                best = sorted(group, key=lambda idx: -int(self.population[idx]))[:MAX_CANDIDATES]
+                found[i] = {idx: group[idx] for idx in best}
+        return found
+
+    def _rank_part(self, group: dict[int, bool]) -> list[tuple[float, int]]:
+        """One component's candidates by name quality and population, towns before namesake regions."""
+        scored = []
+        for idx, is_primary in group.items():
+            score = np.log10(float(self.population[idx]) + 10.0) + (1.0 if is_primary else 0.0)
+            score += CITY_BONUS if self.kind[idx] == "city" else 0.0
+            scored.append((float(score), idx))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        return self._settlement_first(scored)
+
+    def _part_priority(self, groups: list[dict[int, bool]]) -> list[int]:
+        """Rank of each component by how fine it is likely to be, from the written order.
+
+        An address that starts with a country ("China; Hong Kong; Kowloon") runs coarse to
+        fine, so later components rank first; otherwise (the Western order) earlier ones do.
+        """
+        known = [i for i, g in enumerate(groups) if g]
+        first = known[0]
+        coarse_first = len(known) > 1 and any(self.kind[idx] == "country" for idx in groups[first])
+        coarse_first = coarse_first and not any(self.kind[idx] == "country" for idx in groups[known[-1]])
+        n = len(groups)
+        return [n - i if coarse_first else i for i in range(n)]
+
+    def _contains(self, outer: int, inner: int, a1: dict[int, str]) -> bool:
+        """Whether place ``outer`` contains place ``inner``: a country (with its territories), an
+        admin-1 region, or a larger town within its reach."""
+        if outer == inner:
+            return False
+        kind = self.kind[outer]
+        if kind == "country":
+            return self.cc[inner] in country_family(self.cc[outer])
+        if self.cc[inner] != self.cc[outer] or self.kind[inner] != "city":
+            return False
+        if kind == "admin1":
+            return bool(a1.get(outer)) and a1.get(inner) == a1.get(outer)
+        if self.population[outer] <= self.population[inner]:
+            return False
+        reach = min(max(np.sqrt(float(self.population[outer]) / (np.pi * 300.0)), 10.0), 60.0)
+        d = haversine_km(self.lat[outer], self.lon[outer], self.lat[inner], self.lon[inner])
+        return bool(d <= reach)
 
     def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
@@ -195,36 +281,6 @@ class Gazetteer:
                     return scored
                 return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
         return scored
-
-    def _admin1_keys(self, qualifiers: list[str]) -> list[set[str]]:
-        """For each qualifier, the admin-1 names it may denote ("Bayern", "MA" -> Massachusetts)."""
-        out = []
-        for q in qualifiers:
-            keys = {q}
-            for _, j, _ in self._lookup([q]):
-                if self.kind[j] == "admin1":
-                    keys.add(
-                        normalize(
-                            self._db.execute("SELECT name FROM places WHERE idx = ?", (int(j),)).fetchone()[0]
-                        )
-                    )
-            out.append(keys)
-        return out
-
-    def _candidates(self, parts: list[str], country_code: str | None) -> dict[int, bool]:
-        key = normalize(parts[0])
-        found: dict[int, bool] = {}
-        for _, idx, is_primary in self._lookup([key]):
-            if country_code and self.cc[idx] != country_code:
-                continue
-            found[idx] = found.get(idx, False) or bool(is_primary)
-        if not found and country_code is None:
-            code = resolve_country(parts[0])
-            if code:
-                row = self._db.execute("SELECT idx FROM places WHERE id = ?", (f"country:{code}",)).fetchone()
-                if row:
-                    found[row[0]] = True
-        return found
 
     def suggest(self, prefix: str, country: str | None = None, limit: int = 10) -> list[Place]:
         """Autocomplete: own names before alternate names, towns before regions, then by population.
@@ -535,15 +591,26 @@ class Gazetteer:
 
 _lock = threading.Lock()
 _instance: Gazetteer | None = None
+_UNSET = object()
+_instance_env: object = _UNSET  # the GEOSLEUTH_DATA_DIR the instance was loaded for, if by default
 
 
 def get_gazetteer(data_dir: Path | None = None, progress: bool = False) -> Gazetteer:
-    """The process-wide gazetteer, built on first use (about 15 s, once per machine)."""
-    global _instance
+    """The process-wide gazetteer, built on first use (about 30 s, once per machine).
+
+    Once loaded this is a global read and one environment look-up: tools call it per request.
+    A changed ``GEOSLEUTH_DATA_DIR`` (or an explicit ``data_dir``) loads that index instead.
+    """
+    global _instance, _instance_env
+    env = os.environ.get("GEOSLEUTH_DATA_DIR")
+    current = _instance
+    if data_dir is None and current is not None and _instance_env == env:
+        return current
     from geosleuth.gazetteer.build import default_data_dir, ensure_built
 
     with _lock:
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
+        _instance_env = env if data_dir is None else _UNSET
         return _instance
