@@ -325,13 +325,18 @@ class Gazetteer:
             if int(self.population[idx]) < min_population:
                 continue
             current = best.get(gram)
-            if current is None or self.population[idx] > self.population[current[0]]:
+            if current is None or self._text_rank(idx, is_primary) > self._text_rank(*current):
                 best[gram] = (idx, bool(is_primary))
         places = self._places([i for i, _ in best.values()])
         return [
             NameMatch(text=g, start=grams[g][0], end=grams[g][1], place=places[i], is_primary=p)
             for g, (i, p) in sorted(best.items(), key=lambda kv: grams[kv[0]])
         ]
+
+    def _text_rank(self, idx: int, is_primary: int | bool) -> tuple[bool, int]:
+        """A name in text means the most populous place of that name, but a region's other-language
+        name ("Luzern" for the canton Lucerne) yields to a town whose own name it is."""
+        return (bool(is_primary) or self.kind[idx] != "admin1", int(self.population[idx]))
 
     # -- nearby --------------------------------------------------------------------------------
     @cached_property
