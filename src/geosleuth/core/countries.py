@@ -205,6 +205,7 @@ def same_country(a: str | None, b: str | None) -> bool:
     return ca is not None and ca == cb
 
 
+@lru_cache(maxsize=4096)
 def country_name(code: str, locale: str = "en") -> str:
     """Display name in a CLDR locale, falling back to the code."""
     from babel import Locale

@@ -15,7 +15,7 @@ import re
 from geosleuth.core.text import normalize
 
 MAX_ADDRESS_CHARS = 1000
-MAX_PARTS = 12
+MAX_PARTS = 8
 
 _SEPARATORS = re.compile(r"[,;/|\n\r\t，；、·]+")
 _PARENS = re.compile(r"[(（\[]([^()（）\[\]]*)[)）\]]")

@@ -7,6 +7,7 @@ Loading is lazy and cheap (NumPy arrays + a SQLite file opened read-only); each 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -21,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geosleuth.core.countries import country_family, resolve_country
-from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
+from geosleuth.core.geo import EARTH_RADIUS_KM, chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
 from geosleuth.gazetteer.address import cyrillic_stem, designator_free, split_address
@@ -38,8 +39,9 @@ town against a namesake region abroad: "Bali" is the Indonesian province, not B�
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
 
-MAX_CANDIDATES = 64
-"""Candidates kept per address component (the most populous): "San José" has hundreds."""
+MAX_CANDIDATES = 40
+"""Candidates kept per address component (the most populous): "San José" has hundreds. With
+`split_address`'s cap on components this bounds the consistency check of one query."""
 
 _RANK = {"city": 0, "admin1": 1, "country": 2}
 """How coarse a kind of place is: a component with only finer candidates never contradicts."""
@@ -57,6 +59,40 @@ class NameMatch:
     end: int
     place: Place
     is_primary: bool
+
+
+def _haversine(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle km for two scalars (NumPy's per-call overhead dominates at this size)."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    a = math.sin((p2 - p1) / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(math.radians(lon2 - lon1) / 2) ** 2
+    return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
+
+
+@dataclass(frozen=True)
+class _GroupView:
+    """One address component's candidates, arranged to test "does it contain place p" quickly."""
+
+    families: frozenset[str]  # country codes its countries cover, territories included
+    regions: frozenset[tuple[str, str]]  # (country, normalised admin-1) of its regions
+    towns: tuple[int, ...]
+    coarsest_rank: int
+
+    @classmethod
+    def of(cls, gaz: Gazetteer, group: dict[int, bool], a1: dict[int, str]) -> _GroupView:
+        kinds = [(idx, gaz.kind[idx]) for idx in group]
+        return cls(
+            families=frozenset(c for idx, k in kinds if k == "country" for c in country_family(gaz.cc[idx])),
+            regions=frozenset((gaz.cc[idx], a1[idx]) for idx, k in kinds if k == "admin1" and a1[idx]),
+            towns=tuple(idx for idx, k in kinds if k == "city"),
+            coarsest_rank=max((_RANK[k] for _, k in kinds), default=-1),
+        )
+
+    def contains(self, gaz: Gazetteer, idx: int, a1: dict[int, str]) -> bool:
+        if gaz.cc[idx] in self.families:
+            return True
+        if gaz.kind[idx] != "city":
+            return False
+        return (gaz.cc[idx], a1[idx]) in self.regions or any(gaz._contains(t, idx, a1) for t in self.towns)
 
 
 class Gazetteer:
@@ -141,52 +177,50 @@ class Gazetteer:
         "Springfield, Illinois") resolves to its most specific component that the gazetteer
         knows and that the other components agree with: each component's candidates are scored
         by how many other components contain them (a country, its territories, an admin-1
-        region, a larger city around them) and how many contradict them; streets, postcodes and
+        region, a larger town around them) and how many contradict them; streets, postcodes and
         unknown names are skipped. ``country`` (anything `resolve_country` reads) filters.
         """
         parts = split_address(query)
         if not parts:
             return []
         country_code = resolve_country(country) if country else None
-        groups = self._part_candidates(parts, country_code)
+        rows: dict[int, tuple[Any, ...]] = {}
+        groups = self._part_candidates(parts, country_code, rows)
         if not any(groups):
             return []
-        everyone = sorted({i for g in groups for i in g})
-        a1 = {
-            idx: normalize(name or "")
-            for idx, name in self._db.execute(
-                f"SELECT idx, admin1 FROM places WHERE idx IN ({','.join('?' * len(everyone))})", everyone
-            ).fetchall()
-        }
+        a1 = {idx: normalize(row[6] or "") for idx, row in rows.items()}
+        views = [_GroupView.of(self, g, a1) for g in groups]
         priority = self._part_priority(groups)
         ranked: list[tuple[tuple[int, int, int, int], float, int]] = []
         for i, group in enumerate(groups):
             for pos, (score, idx) in enumerate(self._rank_part(group)):
                 support = conflicts = 0
-                for j, other in enumerate(groups):
-                    if j == i or not other:
+                for j, view in enumerate(views):
+                    if j == i or not groups[j]:
                         continue
-                    if any(self._contains(q, idx, a1) for q in other):
-                        support += 1
-                    elif not any(self._contains(idx, q, a1) for q in other) and not all(
-                        _RANK[self.kind[q]] < _RANK[self.kind[idx]] for q in other
+                    if idx in groups[j] or view.contains(self, idx, a1):
+                        support += 1  # named again ("Washington, D.C.") or inside the other component
+                    elif view.coarsest_rank >= _RANK[self.kind[idx]] and not any(
+                        self._contains(idx, q, a1) for q in groups[j]
                     ):
                         conflicts += 1  # a same-or-coarser component that does not contain it
                 ranked.append(((conflicts, -support, priority[i], pos), score, idx))
         ranked.sort(key=lambda r: r[0])
         seen: set[int] = set()
-        top = []
+        out: list[Place] = []
         for _, score, idx in ranked:
             if idx not in seen:
                 seen.add(idx)
-                top.append((score, idx))
-            if len(top) == limit:
+                out.append(self._row_to_place(rows[idx][1:], round(score, 4)))
+            if len(out) == limit:
                 break
-        places = self._places([i for _, i in top])
-        return [places[i].model_copy(update={"score": round(float(s), 4)}) for s, i in top]
+        return out
 
-    def _part_candidates(self, parts: list[str], country_code: str | None) -> list[dict[int, bool]]:
-        """For each address component, matching places (index -> is a primary name), capped.
+    def _part_candidates(
+        self, parts: list[str], country_code: str | None, rows: dict[int, tuple[Any, ...]]
+    ) -> list[dict[int, bool]]:
+        """For each address component, matching places (index -> is a primary name), capped;
+        their stored rows are collected into ``rows``.
 
         Exact name keys first; then the key without region designators ("Moscow Oblast",
         "山东省") or, for a Cyrillic adjective ("Токийская обл."), its stem: both only among
@@ -194,32 +228,53 @@ class Gazetteer:
         """
         keys = [normalize(p) for p in parts]
         found: list[dict[int, bool]] = [{} for _ in parts]
-        for key, idx, is_primary in self._lookup(sorted({k for k in keys if k})):
+        for key, is_primary, *row in self._lookup_rows(sorted({k for k in keys if k})):
+            idx = row[0]
+            if country_code is not None and row[5] != country_code:
+                continue
+            rows[idx] = tuple(row)
             for i, k in enumerate(keys):
-                if k == key and (country_code is None or self.cc[idx] == country_code):
+                if k == key:
                     found[i][idx] = found[i].get(idx, False) or bool(is_primary)
         for i, key in enumerate(keys):
             if found[i] or not key:
                 continue
-            core = designator_free(key)
-            rows = [(idx, False) for _, idx, _ in self._lookup([core])] if core else []
-            stem = cyrillic_stem(core or key)
-            if not rows and stem:
-                rows = [(idx, False) for (idx,) in self._db.execute("SELECT idx FROM stems WHERE key = ?", (stem,))]
-            for idx, primary in rows:
-                if self.kind[idx] == "admin1" and (country_code is None or self.cc[idx] == country_code):
-                    found[i][idx] = primary
-            if not found[i] and country_code is None:
+            fallback = self._region_fallback(key)
+            if not fallback and country_code is None:
                 code = resolve_country(parts[i])
-                if code:
-                    row = self._db.execute("SELECT idx FROM places WHERE id = ?", (f"country:{code}",)).fetchone()
-                    if row:
-                        found[i][row[0]] = True
+                fallback = self._rows_where("id = ?", (f"country:{code}",)) if code else []
+            for row in fallback:
+                if country_code is None or row[5] == country_code:
+                    rows[row[0]] = row
+                    found[i][row[0]] = row[8] == "country"
         for i, group in enumerate(found):
             if len(group) > MAX_CANDIDATES:
                 best = sorted(group, key=lambda idx: -int(self.population[idx]))[:MAX_CANDIDATES]
                 found[i] = {idx: group[idx] for idx in best}
         return found
+
+    def _region_fallback(self, key: str) -> list[tuple[Any, ...]]:
+        """Admin-1 regions named by ``key`` without its designator, or by its Cyrillic stem."""
+        core = designator_free(key)
+        found = [tuple(r[2:]) for r in self._lookup_rows([core])] if core else []
+        stem = cyrillic_stem(core or key)
+        if not found and stem:
+            found = self._rows_where("idx IN (SELECT idx FROM stems WHERE key = ?)", (stem,))
+        return [r for r in found if r[8] == "admin1"]
+
+    def _lookup_rows(self, keys: list[str]) -> list[tuple[Any, ...]]:
+        """(key, is_primary, idx, id, name, lat, lon, cc, admin1, population, kind) per name match."""
+        if not keys:
+            return []
+        return self._db.execute(
+            "SELECT n.key, n.is_primary, p.idx, p.id, p.name, p.lat, p.lon, p.cc, p.admin1, p.population, "
+            f"p.kind FROM names n JOIN places p ON p.idx = n.idx WHERE n.key IN ({','.join('?' * len(keys))})",
+            keys,
+        ).fetchall()
+
+    def _rows_where(self, where: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        sql = f"SELECT idx, id, name, lat, lon, cc, admin1, population, kind FROM places WHERE {where}"
+        return [tuple(r) for r in self._db.execute(sql, args).fetchall()]
 
     def _rank_part(self, group: dict[int, bool]) -> list[tuple[float, int]]:
         """One component's candidates by name quality and population, towns before namesake regions."""
@@ -258,9 +313,8 @@ class Gazetteer:
             return bool(a1.get(outer)) and a1.get(inner) == a1.get(outer)
         if self.population[outer] <= self.population[inner]:
             return False
-        reach = min(max(np.sqrt(float(self.population[outer]) / (np.pi * 300.0)), 10.0), 60.0)
-        d = haversine_km(self.lat[outer], self.lon[outer], self.lat[inner], self.lon[inner])
-        return bool(d <= reach)
+        reach = min(max(math.sqrt(float(self.population[outer]) / (math.pi * 300.0)), 10.0), 60.0)
+        return _haversine(self.lat[outer], self.lon[outer], self.lat[inner], self.lon[inner]) <= reach
 
     def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
