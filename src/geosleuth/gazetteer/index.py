@@ -7,7 +7,6 @@ Loading is lazy and cheap (NumPy arrays + a SQLite file opened read-only); each 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sqlite3
@@ -22,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geosleuth.core.countries import country_family, resolve_country
-from geosleuth.core.geo import EARTH_RADIUS_KM, chord_to_km, haversine_km, to_unit_vectors
+from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
 from geosleuth.gazetteer.address import cyrillic_stem, designator_free, split_address
@@ -61,38 +60,10 @@ class NameMatch:
     is_primary: bool
 
 
-def _haversine(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Great-circle km for two scalars (NumPy's per-call overhead dominates at this size)."""
-    p1, p2 = math.radians(lat1), math.radians(lat2)
-    a = math.sin((p2 - p1) / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(math.radians(lon2 - lon1) / 2) ** 2
-    return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
-
-
-@dataclass(frozen=True)
-class _GroupView:
-    """One address component's candidates, arranged to test "does it contain place p" quickly."""
-
-    families: frozenset[str]  # country codes its countries cover, territories included
-    regions: frozenset[tuple[str, str]]  # (country, normalised admin-1) of its regions
-    towns: tuple[int, ...]
-    coarsest_rank: int
-
-    @classmethod
-    def of(cls, gaz: Gazetteer, group: dict[int, bool], a1: dict[int, str]) -> _GroupView:
-        kinds = [(idx, gaz.kind[idx]) for idx in group]
-        return cls(
-            families=frozenset(c for idx, k in kinds if k == "country" for c in country_family(gaz.cc[idx])),
-            regions=frozenset((gaz.cc[idx], a1[idx]) for idx, k in kinds if k == "admin1" and a1[idx]),
-            towns=tuple(idx for idx, k in kinds if k == "city"),
-            coarsest_rank=max((_RANK[k] for _, k in kinds), default=-1),
-        )
-
-    def contains(self, gaz: Gazetteer, idx: int, a1: dict[int, str]) -> bool:
-        if gaz.cc[idx] in self.families:
-            return True
-        if gaz.kind[idx] != "city":
-            return False
-        return (gaz.cc[idx], a1[idx]) in self.regions or any(gaz._contains(t, idx, a1) for t in self.towns)
+def _ids(values: list[str]) -> NDArray[np.int64]:
+    """Small integer per distinct value, so equality tests between candidates vectorise."""
+    seen: dict[str, int] = {}
+    return np.array([seen.setdefault(v, len(seen)) for v in values], dtype=np.int64)
 
 
 class Gazetteer:
@@ -162,6 +133,13 @@ class Gazetteer:
         return self._row_to_place(row) if row else None
 
     # -- forward ---------------------------------------------------------------------------
+    def prepare_search(self) -> None:
+        """Build what `search` loads on first use (country names, territory families, the name
+        index's pages), so that later searches take under a millisecond and may run inline."""
+        resolve_country("Germany")
+        country_family("CN")
+        self.search("Springfield, Illinois, United States")
+
     def _lookup(self, keys: list[str]) -> list[tuple[str, int, int]]:
         if not keys:
             return []
@@ -188,23 +166,7 @@ class Gazetteer:
         groups = self._part_candidates(parts, country_code, rows)
         if not any(groups):
             return []
-        a1 = {idx: normalize(row[6] or "") for idx, row in rows.items()}
-        views = [_GroupView.of(self, g, a1) for g in groups]
-        priority = self._part_priority(groups)
-        ranked: list[tuple[tuple[int, int, int, int], float, int]] = []
-        for i, group in enumerate(groups):
-            for pos, (score, idx) in enumerate(self._rank_part(group)):
-                support = conflicts = 0
-                for j, view in enumerate(views):
-                    if j == i or not groups[j]:
-                        continue
-                    if idx in groups[j] or view.contains(self, idx, a1):
-                        support += 1  # named again ("Washington, D.C.") or inside the other component
-                    elif view.coarsest_rank >= _RANK[self.kind[idx]] and not any(
-                        self._contains(idx, q, a1) for q in groups[j]
-                    ):
-                        conflicts += 1  # a same-or-coarser component that does not contain it
-                ranked.append(((conflicts, -support, priority[i], pos), score, idx))
+        ranked = self._rank_components(groups, rows)
         ranked.sort(key=lambda r: r[0])
         seen: set[int] = set()
         out: list[Place] = []
@@ -299,22 +261,85 @@ class Gazetteer:
         n = len(groups)
         return [n - i if coarse_first else i for i in range(n)]
 
-    def _contains(self, outer: int, inner: int, a1: dict[int, str]) -> bool:
-        """Whether place ``outer`` contains place ``inner``: a country (with its territories), an
-        admin-1 region, or a larger town within its reach."""
-        if outer == inner:
-            return False
-        kind = self.kind[outer]
-        if kind == "country":
-            return self.cc[inner] in country_family(self.cc[outer])
-        if self.cc[inner] != self.cc[outer] or self.kind[inner] != "city":
-            return False
-        if kind == "admin1":
-            return bool(a1.get(outer)) and a1.get(inner) == a1.get(outer)
-        if self.population[outer] <= self.population[inner]:
-            return False
-        reach = min(max(math.sqrt(float(self.population[outer]) / (math.pi * 300.0)), 10.0), 60.0)
-        return _haversine(self.lat[outer], self.lon[outer], self.lat[inner], self.lon[inner]) <= reach
+    def _rank_components(
+        self, groups: list[dict[int, bool]], rows: dict[int, tuple[Any, ...]]
+    ) -> list[tuple[tuple[int, int, int, int], float, int]]:
+        """Every component's candidates with their sort key (conflicts, -support, component
+        priority, rank within the component), and their score.
+
+        A candidate is supported by a component that contains it (or names it again) and
+        contradicted by a same-or-coarser component that neither contains it nor lies in it.
+        """
+        priority = self._part_priority(groups)
+        lists = [list(g) for g in groups]
+        only_countries = [all(self.kind[q] == "country" for q in g) for g in lists]
+        coarsest = [max((_RANK[self.kind[q]] for q in g), default=-1) for g in lists]
+        matrix: tuple[dict[int, int], NDArray[np.bool_]] | None = None
+        ranked = []
+        for i, mine in enumerate(lists):
+            support = dict.fromkeys(mine, 0)
+            conflicts = dict.fromkeys(mine, 0)
+            for j, theirs in enumerate(lists):
+                if j == i or not theirs:
+                    continue
+                if only_countries[i] or only_countries[j]:
+                    inside, around = self._country_relation(mine, theirs, groups[j])
+                else:
+                    if matrix is None:
+                        everyone = sorted({q for g in lists for q in g})
+                        at = {q: k for k, q in enumerate(everyone)}
+                        admin1 = [rows[q][6] or "" for q in everyone]
+                        matrix = at, self._containment(np.array(everyone, dtype=np.int64), admin1)
+                    at, contains = matrix
+                    a, b = [at[p] for p in mine], [at[q] for q in theirs]
+                    inside = (contains[np.ix_(b, a)].any(axis=0) | [p in groups[j] for p in mine]).tolist()
+                    around = contains[np.ix_(a, b)].any(axis=1).tolist()
+                for p, is_in, is_around in zip(mine, inside, around, strict=True):
+                    if is_in:
+                        support[p] += 1
+                    elif not is_around and coarsest[j] >= _RANK[self.kind[p]]:
+                        conflicts[p] += 1
+            for pos, (score, idx) in enumerate(self._rank_part(groups[i])):
+                ranked.append(((conflicts[idx], -support[idx], priority[i], pos), score, idx))
+        return ranked
+
+    def _country_relation(
+        self, mine: list[int], theirs: list[int], theirs_set: dict[int, bool]
+    ) -> tuple[list[bool], list[bool]]:
+        """(inside, around) of each candidate against a component, when one of the two holds
+        countries only: containment is then a matter of country families, no geometry."""
+        covered = {c for q in theirs if self.kind[q] == "country" for c in country_family(self.cc[q])}
+        inside = [p in theirs_set or self.cc[p] in covered for p in mine]
+        around = [
+            self.kind[p] == "country"
+            and any(q != p and self.cc[q] in country_family(self.cc[p]) for q in theirs)
+            for p in mine
+        ]
+        return inside, around
+
+    def _containment(self, idx: NDArray[np.int64], admin1: list[str]) -> NDArray[np.bool_]:
+        """``C[a, b]``: place ``idx[a]`` contains place ``idx[b]`` — a country (with its territories)
+        any place of its family, an admin-1 region its towns, a town a smaller town within its
+        reach (10–60 km, growing with population)."""
+        n = idx.size
+        kind, cc, pop = self.kind[idx], self.cc[idx], self.population[idx].astype(np.float64)
+        cc_id, a1_id = _ids(cc.tolist()), _ids([normalize(a) for a in admin1])
+        town, region = kind == "city", kind == "admin1"
+        same = cc_id[:, None] == cc_id[None, :]
+        out = np.zeros((n, n), dtype=bool)
+        for a in np.flatnonzero(kind == "country"):
+            family = country_family(cc[a])
+            out[a] = [c in family for c in cc]
+        named = np.array([bool(a) for a in admin1])
+        out |= (region & named)[:, None] & town[None, :] & same & (a1_id[:, None] == a1_id[None, :])
+        pairs = town[:, None] & town[None, :] & same & (pop[:, None] > pop[None, :])
+        if pairs.any():
+            a, b = np.nonzero(pairs)
+            reach = np.clip(np.sqrt(pop[a] / (np.pi * 300.0)), 10.0, 60.0)
+            lat, lon = self.lat[idx], self.lon[idx]
+            out[a, b] = haversine_km(lat[a], lon[a], lat[b], lon[b]) <= reach
+        np.fill_diagonal(out, False)
+        return out
 
     def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
