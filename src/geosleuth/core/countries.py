@@ -205,6 +205,7 @@ def same_country(a: str | None, b: str | None) -> bool:
     return ca is not None and ca == cb
 
 
+@lru_cache(maxsize=4096)
 def country_name(code: str, locale: str = "en") -> str:
     """Display name in a CLDR locale, falling back to the code."""
     from babel import Locale
@@ -264,6 +265,40 @@ def country_info(code: str) -> CountryInfo | None:
 def _opt(value: object) -> str | None:
     text = str(value or "").strip()
     return text or None
+
+
+OVERSEAS_PARTS: dict[str, str] = {
+    "GF": "FR", "GP": "FR", "MQ": "FR", "RE": "FR", "YT": "FR", "SJ": "NO", "BV": "NO", "BQ": "NL",
+    "CX": "AU", "CC": "AU",
+}  # fmt: skip
+"""Territories with their own ISO code that Natural Earth draws inside their sovereign's polygon
+(so its admin-0 rows do not name their sovereign); the gazetteer splits them out again."""
+
+_SOVEREIGN_TYPES = frozenset({"Dependency", "Country", "Disputed"})
+
+
+@lru_cache(maxsize=1)
+def _sovereigns() -> dict[str, str]:
+    out = dict(OVERSEAS_PARTS)
+    for rec in natural_earth_country_records():
+        code = ne_record_code(rec)
+        if code is None or rec.get("TYPE") not in _SOVEREIGN_TYPES or rec.get("SOVEREIGNT") == rec.get("ADMIN"):
+            continue
+        sovereign = resolve_country(str(rec.get("SOVEREIGNT") or ""))
+        if sovereign and sovereign != code:
+            out[code] = sovereign
+    return out
+
+
+def sovereign_of(code: str) -> str:
+    """The sovereign state of a dependent territory ("HK" -> "CN", "GI" -> "GB"); a state is its own."""
+    return _sovereigns().get(code, code)
+
+
+@lru_cache(maxsize=512)
+def country_family(code: str) -> frozenset[str]:
+    """A country and its dependent territories: "China" in an address also covers Hong Kong."""
+    return frozenset({code} | {t for t, s in _sovereigns().items() if s == code})
 
 
 def all_country_codes() -> list[str]:

