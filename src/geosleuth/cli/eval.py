@@ -338,12 +338,13 @@ def validate_command(
     except DatasetError as exc:
         _fail(str(exc))
     typer.echo(
-        f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s)"
+        f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s), "
+        f"{len(dataset.missing_images)} missing image(s)"
     )
     typer.echo(f"fingerprint {dataset.fingerprint}")
-    for problem in dataset.problems:
+    for problem in [*dataset.problems, *dataset.missing_images]:
         typer.echo(f"  {problem}")
-    if dataset.problems:
+    if dataset.problems or dataset.missing_images:
         raise typer.Exit(1)
 
 
