@@ -224,15 +224,20 @@ def copies_hint(prediction: Prediction | None, hint: str | None) -> bool:
 
 
 def item_path_score(
-    prediction: Prediction | None, labels: Mapping[str, str], level: str, hint: str | None
+    prediction: Prediction | None,
+    labels: Mapping[str, str],
+    level: str,
+    hint: str | None,
+    given: str | None = None,
 ) -> tuple[float, dict[str, bool], str | None, bool]:
     """(path score, level hits, hint level, copied hint) of one WhereStreet text item.
 
-    The path runs over the levels the ground truth has, from one below the hint's level to
-    the answer level; levels the truth leaves out cannot be checked and are not on it.
+    The path runs over the levels the ground truth has, from one below the hint's level
+    (``given``, else found in the hint text) to the answer level; levels the truth leaves
+    out cannot be checked and are not on it.
     """
     hits = path_hits(prediction, labels)
-    given = hint_level(hint, labels)
+    given = given if given in labels else hint_level(hint, labels)
     copied = copies_hint(prediction, hint) and given is not None
     present = tuple(lv for lv in metrics.PATH_LEVELS if labels.get(lv))
     score = metrics.path_score(hits, level, given, copied, order=present) if level in present else 0.0
