@@ -325,9 +325,7 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
             "n_coordinates": len(coords),
             "answered_coordinates": int(np.isfinite(np.asarray(d, dtype=float)).sum()) if d else 0,
             **{
-                metrics.threshold_name(km): _pct(
-                    float(hits_open(d, km).mean()) if d else math.nan
-                )
+                metrics.threshold_name(km): _pct(float(hits_open(d, km).mean()) if d else math.nan)
                 for km in ACC_KM
             },
             "thinking_text": thinking_figures(text),

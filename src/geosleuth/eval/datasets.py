@@ -68,7 +68,9 @@ class Dataset:
     format: str
     samples: list[Sample]
     problems: list[DatasetProblem] = field(default_factory=list)
-    missing_images: list[DatasetProblem] = field(default_factory=list)  # samples kept; runs record them failed
+    missing_images: list[DatasetProblem] = field(
+        default_factory=list
+    )  # samples kept; runs record them failed
 
     @property
     def fingerprint(self) -> str:
@@ -326,7 +328,7 @@ MAX_LITERAL_CHARS = 20_000
 
 
 def _list_cell(value: Any, name: str) -> list[Any] | None:
-    """A list from a JSON or Python-literal cell (``"['Italy', 'San Marino']"``), ``|``-separated text, or a list."""
+    """A list from a JSON or Python-literal cell (``"['Italy', 'San Marino']"``) or ``|``-separated text."""
     if value is None or isinstance(value, list):
         return value
     text = str(value).strip()

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 class HFReadError(Exception):
     """A Hugging Face dataset or parquet file cannot be read."""
 

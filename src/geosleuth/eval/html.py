@@ -217,7 +217,9 @@ def _metric_rows(summary: dict[str, Any]) -> str:
             value, (lo, hi) = metric["value"], metric["ci95"]
             shown = "–" if value is None else f"{value:.2f}"  # accuracies are stored in percent
             ci = "" if lo is None else f" [{lo:.2f}, {hi:.2f}]"
-            cells.append(f"<tr><td>{_esc(name)}{' (%)' if 'acc' in name else ''}</td><td>{shown}{ci}</td></tr>")
+            cells.append(
+                f"<tr><td>{_esc(name)}{' (%)' if 'acc' in name else ''}</td><td>{shown}{ci}</td></tr>"
+            )
         else:
             shown = f"{metric:.2f}" if isinstance(metric, float) else metric
             cells.append(f"<tr><td>{_esc(name)}</td><td>{_esc(shown)}</td></tr>")

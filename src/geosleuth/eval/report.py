@@ -16,7 +16,16 @@ from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
 from geosleuth.eval.store import write_atomic
 from geosleuth.eval.summary import percent_judges, percent_summary, summarize
 
-__all__ = ["MARKDOWN", "PER_SAMPLE", "SUMMARY", "RunData", "compute", "load_records", "load_run", "write_report"]
+__all__ = [
+    "MARKDOWN",
+    "PER_SAMPLE",
+    "SUMMARY",
+    "RunData",
+    "compute",
+    "load_records",
+    "load_run",
+    "write_report",
+]
 
 SUMMARY = "summary.json"
 MARKDOWN = "summary.md"
@@ -172,14 +181,22 @@ def wherebench_markdown(block: dict[str, Any] | None) -> list[str]:
         ]
         if country["unparsed_ids"]:
             shown = ", ".join(country["unparsed_ids"][:50])
-            more = f" … and {len(country['unparsed_ids']) - 50} more" if len(country["unparsed_ids"]) > 50 else ""
-            lines += ["", f"Rows that differ (unparsed: dropped as published, wrong every row): {shown}{more}."]
+            more = (
+                f" … and {len(country['unparsed_ids']) - 50} more"
+                if len(country["unparsed_ids"]) > 50
+                else ""
+            )
+            lines += [
+                "",
+                f"Rows that differ (unparsed: dropped as published, wrong every row): {shown}{more}.",
+            ]
     street = block.get("wherestreet") or {}
     if street:
         acc = [k for k in next(iter(street.values())) if k.startswith("acc@")]
         lines += [
             "",
-            "| WhereStreet split | text n | path score | coord n | " + " | ".join(acc)
+            "| WhereStreet split | text n | path score | coord n | "
+            + " | ".join(acc)
             + " | thinking (text) | Shapley thinking (text) | thinking (coord) | Shapley thinking (coord) |",
             "|" + "---|" * (8 + len(acc)),
         ]
@@ -193,7 +210,10 @@ def wherebench_markdown(block: dict[str, Any] | None) -> list[str]:
             )
         judged = {s: f["path_score_judge"] for s, f in street.items() if "path_score_judge" in f}
         if judged:
-            lines += ["", "Judged path score: " + ", ".join(f"{s} {_fmt(v)}" for s, v in judged.items()) + "."]
+            lines += [
+                "",
+                "Judged path score: " + ", ".join(f"{s} {_fmt(v)}" for s, v in judged.items()) + ".",
+            ]
     lines += [
         "",
         f"Overall (Eq. 2): {_fmt(block.get('overall'))} (WhereCountry as published); "

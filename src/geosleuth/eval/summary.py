@@ -295,7 +295,10 @@ def wherebench_summary(
         if source == "wherecountry" and row.answer_type == "choice":
             items.append(
                 wherebench.WhereItem(
-                    row.sample_id, "wherecountry", parsed=bool(row.choice_parsed), correct=bool(row.choice_correct)
+                    row.sample_id,
+                    "wherecountry",
+                    parsed=bool(row.choice_parsed),
+                    correct=bool(row.choice_correct),
                 )
             )
             continue
@@ -365,9 +368,12 @@ def percent_summary(summary: dict[str, Any]) -> dict[str, Any]:
     if (summary.get("units") or {}).get("accuracy") == "percent":
         return summary
     out = dict(summary)
-    out["metrics"] = {k: _scale_metric(v) if _is_accuracy(k) else v for k, v in summary.get("metrics", {}).items()}
+    out["metrics"] = {
+        k: _scale_metric(v) if _is_accuracy(k) else v for k, v in summary.get("metrics", {}).items()
+    }
     out["coordinate_levels"] = {
-        k: _scale_metric(v) if isinstance(v, dict) else v for k, v in (summary.get("coordinate_levels") or {}).items()
+        k: _scale_metric(v) if isinstance(v, dict) else v
+        for k, v in (summary.get("coordinate_levels") or {}).items()
     }
     multi = summary.get("multi_sample") or {}
     if multi:
@@ -391,7 +397,7 @@ def percent_summary(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def percent_judges(judges: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Judge aggregates (fractions, as ``judge_summary`` computes them) with accuracies and scores in percent."""
+    """Judge aggregates (fractions from ``judge_summary``) with accuracies and scores in percent."""
     return {
         judge: {k: _scaled(v) if _is_accuracy(k) or k == "mean_score" else v for k, v in values.items()}
         for judge, values in judges.items()
