@@ -106,8 +106,8 @@ def hierarchy_labels(answer: str, level: str) -> dict[str, str]:
     top = metrics.PATH_LEVELS.index(level)
     slots = list(metrics.PATH_LEVELS[1:top])
     finest, middle, country = parts[0], parts[1:-1], parts[-1]
-    if len(middle) > len(slots):
-        extra = len(middle) - len(slots)
+    extra = max(len(middle) - len(slots), _street_parts(middle) if level == "street" else 0)
+    if extra:
         finest = ", ".join([finest, *middle[:extra]])
         middle = middle[extra:]
     coarse_first = list(reversed(middle))  # coarse → fine, like the slots
@@ -132,17 +132,35 @@ def _contains(haystack_key: str, name: str) -> bool:
     return bool(needle) and f" {needle} " in f" {haystack_key} "
 
 
-@lru_cache(maxsize=1)
-def _country_keys() -> tuple[tuple[str, str], ...]:
-    from geosleuth.core.countries import all_country_codes, country_name
+_AMBIGUOUS_ALIASES = frozenset({"us", "america"})
+"""Aliases that are ordinary English words or whole continents in a hint."""
+MAX_NGRAM = 4
 
-    return tuple((code, _key(country_name(code))) for code in all_country_codes())
+
+@lru_cache(maxsize=1)
+def _country_keys() -> dict[str, str]:
+    """English country names and the common aliases ("U.S.", "UK"), normalised → ISO code.
+
+    English only: other languages' names include ordinary English words (German "Island").
+    """
+    from geosleuth.core.countries import ALIASES, all_country_codes, country_name
+
+    keys = {normalize(alias): code for alias, code in ALIASES.items() if alias not in _AMBIGUOUS_ALIASES}
+    keys.update((normalize(country_name(code)), code) for code in all_country_codes())
+    return {k: v for k, v in keys.items() if k}
 
 
 def countries_named(text: str) -> set[str]:
-    """ISO codes of the countries whose English name occurs as whole words in ``text``."""
-    key = f" {_key(text)} "
-    return {code for code, name in _country_keys() if name and f" {name} " in key}
+    """ISO codes of the countries an English text names (whole words, up to four-word names)."""
+    words = normalize(text[:MAX_TEXT_CHARS]).split()
+    keys = _country_keys()
+    found: set[str] = set()
+    for n in range(1, MAX_NGRAM + 1):
+        for i in range(len(words) - n + 1):
+            code = keys.get(" ".join(words[i : i + n]))
+            if code:
+                found.add(code)
+    return found
 
 
 def hint_level(hint: str | None, labels: Mapping[str, str]) -> str | None:
@@ -174,6 +192,16 @@ def _country_in(key: str, hint: str, truth: str) -> bool:
 
     code = resolve_country(truth)
     return _contains(key, truth) or (code is not None and code in countries_named(hint))
+
+
+def _street_parts(middle: list[str]) -> int:
+    """How many of the finest middle components (fine → coarse) are address parts (numbers, postcodes)."""
+    count = 0
+    for part in middle:
+        if not any(ch.isdigit() for ch in part):
+            break
+        count += 1
+    return count
 
 
 def _predicted_parts(prediction: Prediction) -> list[str]:

@@ -27,7 +27,7 @@ CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 ID_STEM_SUFFIXES: tuple[str, ...] = ("_panoramic",)
 """Image names a release adds to a row id (WhereCountry's ``<panoID>_panoramic.jpg``)."""
 
-_ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "index", "idx")
+_ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "panoID", "BVID", "index", "idx")
 _IMAGE_KEYS = ("image", "image_path", "img_path", "img", "file", "filename", "file_name", "path")
 _LAT_KEYS = ("lat", "latitude", "LAT", "Latitude", "gps_lat")
 _LON_KEYS = ("lon", "lng", "longitude", "LON", "Longitude", "gps_lon", "long")
@@ -364,10 +364,10 @@ def where_country_row(row: dict[str, Any], index: int, images: ImageResolver, se
         distractors = [row[k] for k in ("distractor1", "distractor2", "distractor3") if row.get(k)]
     if not nation:
         raise ValueError("no nation / answer")
-    if len(distractors) != 3:
+    if len(distractors) not in (2, 3):  # two released rows offer two distractors (a 3-way question)
         raise ValueError(f"expected 3 distractors, got {distractors!r}")
     options = [str(nation), *(str(d) for d in distractors)]
-    if len(set(options)) != 4:
+    if len(set(options)) != len(options):
         raise ValueError(f"options are not distinct: {options}")
     random.Random(f"{seed}:{sample_id}").shuffle(options)
     extra = {k: v for k, v in row.items() if k in ("answer-type", "answer_type") and v}
@@ -385,9 +385,12 @@ def where_country_row(row: dict[str, Any], index: int, images: ImageResolver, se
     )
 
 
+_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2014": "-"})
+
+
 def _coordinate_answer(text: str) -> tuple[float, float]:
-    """``"16.0993, 108.2768"`` or ``"(23.70, 113.07)"`` → (lat, lon)."""
-    parts = [p.strip(" ()[]") for p in text[:200].split(",")]
+    """``"16.0993, 108.2768"`` or ``"(23.70, 113.07)"`` → (lat, lon); typographic minus signs are read."""
+    parts = [p.strip(" ()[]") for p in text[:200].translate(_MINUS_SIGNS).split(",")]
     if len(parts) != 2:
         raise ValueError(f"coordinate answer {text[:80]!r} is not 'latitude, longitude'")
     lat, lon = (_float(p, "coordinate") for p in parts)
@@ -397,7 +400,11 @@ def _coordinate_answer(text: str) -> tuple[float, float]:
 
 
 def _hint_text(value: Any) -> str | None:
-    items = _list_cell(value, "hint") if isinstance(value, str) and value.strip()[:1] == "[" else value
+    """Hint sentences joined; a cell that is no valid list (one released row lacks a quote) stays text."""
+    try:
+        items = _list_cell(value, "hint") if isinstance(value, str) and value.strip()[:1] == "[" else value
+    except ValueError:
+        items = str(value).strip().strip("[]").replace('"', "")
     if isinstance(items, list):
         text = " ".join(str(h).strip() for h in items if str(h).strip())
     else:

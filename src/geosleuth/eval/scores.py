@@ -26,6 +26,8 @@ def protocol_for(name: str | None, samples: Sequence[Sample]) -> ScoringProtocol
     if name:
         return get_protocol(name)
     sources = {s.data_source for s in samples}
+    if sources and sources <= {"wherecountry", "wherestreet"}:
+        return get_protocol("wherebench")
     if "osv5m" in sources:
         return get_protocol("osv5m")
     if any(src and src.upper().startswith("IMAGEO") for src in sources):
