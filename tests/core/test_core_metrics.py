@@ -142,9 +142,11 @@ def test_choice_accuracy() -> None:
 
 def test_thinking_score_vanilla_and_weighted() -> None:
     assert M.thinking_score([True, False, True, True]) == 0.75
-    assert M.thinking_score([True, False], weights=[3.0, 1.0]) == 0.75
+    # WhereBench Eq. 5: Σ wᵢ·sᵢ exactly, no division by Σw (released weights need not sum to 1)
+    assert M.thinking_score([True, False], weights=[3.0, 1.0]) == 3.0
+    assert M.thinking_score([True, False, True], weights=[0.25, 0.5, 0.5]) == 0.75
     assert math.isnan(M.thinking_score([]))
-    assert math.isnan(M.thinking_score([True], weights=[0.0]))
+    assert M.thinking_score([True], weights=[0.0]) == 0.0
     with pytest.raises(ValueError):
         M.thinking_score([True, False], weights=[1.0])
 

@@ -34,11 +34,11 @@ def test_compare_two_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     b = _run(tmp_path, data, "b", {"paris", "berlin", "tokyo", "nyc", "sydney", "cairo"}, monkeypatch)
     result = compare_runs([a, b])
     assert result["n_common"] == 8
-    assert result["runs"][0]["metrics"]["acc@1km"] == 0.25 and result["runs"][1]["metrics"]["acc@1km"] == 0.75
+    assert result["runs"][0]["metrics"]["acc@1km"] == 25.0 and result["runs"][1]["metrics"]["acc@1km"] == 75.0
     test = result["comparisons"][0]["tests"]["acc@1km"]
-    assert test["diff"] == 0.5 and (test["only_baseline"], test["only_other"]) == (0, 4)
+    assert test["diff"] == 50.0 and (test["only_baseline"], test["only_other"]) == (0, 4)
     assert test["mcnemar_p"] == pytest.approx(0.125)
-    assert 0 < test["ci95"][0] <= 0.5 <= test["ci95"][1]
+    assert 0 < test["ci95"][0] <= 50.0 <= test["ci95"][1]
     cli = CliRunner().invoke(app, ["compare", str(a), str(b), "--out", str(tmp_path / "cmp")])
     assert cli.exit_code == 0, cli.output
     assert "| acc@1km (%) | 25.00 | 75.00 |" in cli.output

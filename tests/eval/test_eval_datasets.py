@@ -47,10 +47,12 @@ def test_jsonl_rows_with_nested_labels_and_bad_lines(tmp_path: Path) -> None:
     ]
     (tmp_path / "d.jsonl").write_text("\n".join(lines) + "\n")
     ds = load_dataset(tmp_path / "d.jsonl")
-    assert [s.id for s in ds.samples] == ["a"]
+    assert [s.id for s in ds.samples] == ["a", "b"]  # a missing image is recorded failed at run time
     problems = [str(p) for p in ds.problems]
     assert any("row 2" in p and "line 2 is not JSON" in p for p in problems)
-    assert any("id b" in p and "image not found" in p for p in problems)
+    assert [str(p) for p in ds.missing_images] == [
+        f"row 3 (id b): image not found: {tmp_path / 'missing.jpg'}"
+    ]
     assert any("id c" in p and "latitude 95.0 outside" in p for p in problems)
     assert any("duplicate id" in p for p in problems)
 

@@ -67,8 +67,8 @@ def test_eval_over_http_with_scripted_agent(tmp_path: Path, monkeypatch: pytest.
     assert len(requests) == 9  # paris twice, everyone else once (the 500 is not retried)
     assert summary["status_counts"] == {"model_error": 1, "ok": 6, "parse_failed": 1}
     metrics = summary["metrics"]
-    assert metrics["acc@1km"]["value"] == 0.625 and metrics["acc@750km"]["value"] == 0.75
-    assert metrics["country_acc"]["value"] == 0.75 and metrics["city_acc"]["value"] == 0.625
+    assert metrics["acc@1km"]["value"] == 62.5 and metrics["acc@750km"]["value"] == 75.0
+    assert metrics["country_acc"]["value"] == 75.0 and metrics["city_acc"]["value"] == 62.5
     tools = summary["tools"]
     assert tools["per_tool"]["image_zoom_in_tool"]["calls"] == 1 and tools["tool_success_rate"] == 1.0
     assert tools["total_tokens"] == 6 * 120 + 15 + 15  # 6 scripted answers, paris' zoom turn, tokyo's reply
@@ -117,8 +117,8 @@ def test_eval_with_the_real_agent(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status_counts"] == {"ok": 8}
     metrics = summary["metrics"]
-    assert metrics["acc@1km"]["value"] == 0.125 and metrics["acc@2500km"]["value"] == 0.25
-    assert metrics["country_acc"]["value"] == 0.125
+    assert metrics["acc@1km"]["value"] == 12.5 and metrics["acc@2500km"]["value"] == 25.0
+    assert metrics["country_acc"]["value"] == 12.5
     zoom = summary["tools"]["per_tool"]["image_zoom_in_tool"]
     assert zoom["calls"] == 8 and zoom["success_rate"] == 1.0
     page = (tmp_path / "run" / "html" / "samples" / "paris.html").read_text()
@@ -147,5 +147,5 @@ def test_real_agent_with_several_samples_reports_pass_at_k(tmp_path: Path) -> No
     report = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--json", "--no-html", "--no-plots"])
     multi = json.loads(report.output)["multi_sample"]
     assert multi["n"] == 3
-    assert multi["pass@k"]["acc@1km"] == {"1": 0.125, "2": 0.125, "3": 0.125}
-    assert multi["best@n"]["acc@1km"] == 0.125 and multi["aggregated"]["acc@1km"] == 0.125
+    assert multi["pass@k"]["acc@1km"] == {"1": 12.5, "2": 12.5, "3": 12.5}
+    assert multi["best@n"]["acc@1km"] == 12.5 and multi["aggregated"]["acc@1km"] == 12.5

@@ -204,7 +204,7 @@ def test_report_runs_judges_and_summarises(tmp_path: Path, monkeypatch: pytest.M
         )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["judges"]["levels"]["country_acc_judge"] == 0.125
+    assert summary["judges"]["levels"]["country_acc_judge"] == 12.5
     assert summary["judges"]["levels"]["n"] == 8 and summary["judges"]["levels"]["failed"] == 0
 
 

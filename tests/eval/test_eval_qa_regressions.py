@@ -40,7 +40,7 @@ def test_image_paths_relative_to_the_table_are_not_confused_by_equal_stems(tmp_p
 def test_bad_rows_are_numbered_from_one_and_show_the_path_as_written(tmp_path: Path) -> None:
     make_image(tmp_path / "images" / "ok.jpg", 1)
     table = _write_csv(tmp_path / "d.csv", [["ok", "images/ok.jpg", 1, 2], ["bad", "images/nope.jpg", 1, 2]])
-    (problem,) = [str(p) for p in load_dataset(table).problems]
+    (problem,) = [str(p) for p in load_dataset(table).missing_images]
     assert problem.startswith("row 2 (id bad)")
     assert "images/images" not in problem and problem.endswith(str(tmp_path / "images" / "nope.jpg"))
 

@@ -117,7 +117,9 @@ def test_run_listing_detail_and_trajectory(client: TestClient) -> None:
     assert run["name"] == "demo" and run["model"] == "webapp_stub_agent:agent" and run["reported"]
     assert (run["n_samples"], run["n_finished"], run["n_failed"]) == (3, 3, 1)
     assert run["status_counts"] == {"ok": 2, "timeout": 1}
-    assert run["headline"]["acc@25km"] == pytest.approx(1 / 3)  # Paris right, Berlin 400 km off, Tokyo failed
+    assert run["headline"]["acc@25km"] == pytest.approx(
+        100 / 3, abs=1e-3
+    )  # percent: Paris right, Berlin 400 km off, Tokyo failed
     detail = client.get("/api/runs/demo").json()
     rows = {r["sample_id"]: r for r in detail["samples"]}
     assert set(rows) == {"paris", "berlin", "tokyo"} and rows["tokyo"]["status"] == "timeout"

@@ -52,7 +52,7 @@ def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
         value = metric.get("value") if isinstance(metric, dict) else metric
         if value is None:
             continue
-        parts.append(f"{name}={100 * value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
+        parts.append(f"{name}={value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
     typer.echo(
         f"{summary['n_finished']}/{summary['n_samples']} finished, {summary['n_failed']} failed/missing"
     )
@@ -338,12 +338,13 @@ def validate_command(
     except DatasetError as exc:
         _fail(str(exc))
     typer.echo(
-        f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s)"
+        f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s), "
+        f"{len(dataset.missing_images)} missing image(s)"
     )
     typer.echo(f"fingerprint {dataset.fingerprint}")
-    for problem in dataset.problems:
+    for problem in [*dataset.problems, *dataset.missing_images]:
         typer.echo(f"  {problem}")
-    if dataset.problems:
+    if dataset.problems or dataset.missing_images:
         raise typer.Exit(1)
 
 

@@ -1,8 +1,9 @@
 """Evaluation metrics as small pure functions over NumPy arrays.
 
 Conventions: distances in km, one entry per sample; a failed parse is ``NaN`` and always counts
-as a miss (it is never dropped from a denominator). Accuracies are fractions in [0, 1]; the
-CLI turns them into percent. Empty input gives ``NaN`` accuracies (there is nothing to average).
+as a miss (it is never dropped from a denominator). Accuracies are fractions in [0, 1] here;
+every summary, report and CLI shows them as percentages (0–100). Empty input gives ``NaN``
+accuracies (there is nothing to average).
 """
 
 from __future__ import annotations
@@ -312,7 +313,11 @@ def choice_accuracy(predicted: Sequence[str | None], correct: Sequence[str | Non
 
 
 def thinking_score(used: ArrayLike, weights: ArrayLike | None = None) -> float:
-    """Share of key clues the reasoning uses; weighted by per-clue weights (e.g. Shapley) if given."""
+    """Thinking score of one item: the share of key clues used, or Σ wᵢ·sᵢ with per-clue weights.
+
+    With weights this is WhereBench Eq. 5 exactly: no division by Σw, since the released
+    Shapley weight vectors need not sum to 1 (53 of 310 do not).
+    """
     u = np.asarray(used, dtype=bool).reshape(-1)
     if u.size == 0:
         return math.nan
@@ -321,8 +326,7 @@ def thinking_score(used: ArrayLike, weights: ArrayLike | None = None) -> float:
     w = _f64(weights)
     if w.shape != u.shape:
         raise ValueError(f"{w.size} weights for {u.size} clues")
-    total = float(w.sum())
-    return float((w * u).sum() / total) if total > 0 else math.nan
+    return float((w * u).sum())
 
 
 def shapley_values(value: Callable[[frozenset[int]], float], n_players: int) -> NDArray[np.float64]:

@@ -2,6 +2,7 @@
 
 Each run is compared to the first (the baseline) on the same samples: the accuracy difference
 with a paired bootstrap 95 % interval, and McNemar's exact test on the discordant pairs.
+Accuracies are percentages and differences percentage points, as in every summary.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from geosleuth.core import metrics
-from geosleuth.eval.report import load_run
+from geosleuth.eval.rundata import load_run
 from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
 from geosleuth.scoring.protocols import ScoringProtocol
 
@@ -74,7 +75,7 @@ def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[
             {
                 "run_dir": str(r.run_dir),
                 "model": r.manifest.get("model"),
-                "metrics": {m: float(v[m].mean()) for m in names},
+                "metrics": {m: 100.0 * float(v[m].mean()) for m in names},
                 "median_km": med,
             }
             for r, v, med in zip(runs, vectors, medians, strict=True)
@@ -87,8 +88,8 @@ def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[
             a, b = vectors[0][m], vectors[i][m]
             lo, hi = paired_bootstrap(a, b)
             tests[m] = {
-                "diff": float(b.mean() - a.mean()),
-                "ci95": [lo, hi],
+                "diff": 100.0 * float(b.mean() - a.mean()),
+                "ci95": [100.0 * lo, 100.0 * hi],
                 "mcnemar_p": mcnemar_p(a, b),
                 "only_baseline": int((a & ~b).sum()),
                 "only_other": int((~a & b).sum()),
@@ -110,7 +111,7 @@ def compare_markdown(result: dict[str, Any]) -> str:
         "|---|" + "---|" * len(runs),
     ]
     for m in names:
-        lines.append(f"| {m} (%) | " + " | ".join(f"{100 * r['metrics'][m]:.2f}" for r in runs) + " |")
+        lines.append(f"| {m} (%) | " + " | ".join(f"{r['metrics'][m]:.2f}" for r in runs) + " |")
     if runs[0]["median_km"] is not None:
         lines.append("| median km | " + " | ".join(f"{r['median_km']:.1f}" for r in runs) + " |")
     for comp in result["comparisons"]:
@@ -124,7 +125,7 @@ def compare_markdown(result: dict[str, Any]) -> str:
         for m, t in comp["tests"].items():
             lo, hi = t["ci95"]
             lines.append(
-                f"| {m} | {100 * t['diff']:+.2f} | [{100 * lo:+.2f}, {100 * hi:+.2f}] | "
+                f"| {m} | {t['diff']:+.2f} | [{lo:+.2f}, {hi:+.2f}] | "
                 f"{t['mcnemar_p']:.4g} | {t['only_baseline']} | {t['only_other']} |"
             )
     return "\n".join(lines) + "\n"

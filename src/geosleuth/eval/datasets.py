@@ -6,6 +6,7 @@ downloaded here: data lives wherever the user says.
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import json
@@ -18,12 +19,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from geosleuth.core.records import LEVELS, Sample
+from geosleuth.core.records import Sample
+from geosleuth.core.wherebench import answer_level, hierarchy_labels, hint_level, source_of
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+ID_STEM_SUFFIXES: tuple[str, ...] = ("_panoramic",)
+"""Image names a release adds to a row id (WhereCountry's ``<panoID>_panoramic.jpg``)."""
 
-_ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "index", "idx")
+_ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "panoID", "BVID", "index", "idx")
 _IMAGE_KEYS = ("image", "image_path", "img_path", "img", "file", "filename", "file_name", "path")
 _LAT_KEYS = ("lat", "latitude", "LAT", "Latitude", "gps_lat")
 _LON_KEYS = ("lon", "lng", "longitude", "LON", "Longitude", "gps_lon", "long")
@@ -64,6 +68,9 @@ class Dataset:
     format: str
     samples: list[Sample]
     problems: list[DatasetProblem] = field(default_factory=list)
+    missing_images: list[DatasetProblem] = field(
+        default_factory=list
+    )  # samples kept; runs record them failed
 
     @property
     def fingerprint(self) -> str:
@@ -183,7 +190,9 @@ class ImageResolver:
             return str((found or missing).absolute())
         if self.root is None:
             return None
-        found = self._index().get(Path(sample_id).stem)
+        index = self._index()
+        stem = Path(sample_id).name
+        found = next((index[k] for k in (stem, *(stem + s for s in ID_STEM_SUFFIXES)) if k in index), None)
         return str(found.absolute()) if found else None
 
 
@@ -314,23 +323,54 @@ def map_bench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sam
     )
 
 
+MAX_LITERAL_CHARS = 20_000
+"""Cap on a list cell (Python literal or JSON) before it is parsed."""
+
+
+def _list_cell(value: Any, name: str) -> list[Any] | None:
+    """A list from a JSON or Python-literal cell (``"['Italy', 'San Marino']"``) or ``|``-separated text."""
+    if value is None or isinstance(value, list):
+        return value
+    text = str(value).strip()
+    if not text:
+        return []
+    if text[:1] != "[":
+        return [part.strip() for part in text.split("|") if part.strip()]
+    if len(text) > MAX_LITERAL_CHARS:
+        raise ValueError(f"{name} cell longer than {MAX_LITERAL_CHARS} characters")
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise ValueError(f"{name} {text[:80]!r} is neither a JSON nor a Python list") from None
+    if not isinstance(parsed, list | tuple):
+        raise ValueError(f"{name} is not a list")
+    return list(parsed)
+
+
 def where_country_row(row: dict[str, Any], index: int, images: ImageResolver, seed: int = 0) -> Sample:
-    """WhereCountry: the nation plus three distractors, shuffled into A–D by (seed, id)."""
-    sample_id = _sample_id(row, index)
+    """WhereCountry: the nation plus three distractors, shuffled into A–D by (seed, id).
+
+    Released layout ``nation,panoID,options,answer-type``: ``options`` is a Python-literal list
+    of the three distractors and the image is named by ``panoID`` (``<panoID>.jpg`` or the
+    released ``<panoID>_panoramic.jpg``).
+    """
+    sample_id = str(_first(row, ("panoID", "pano_id", *_ID_KEYS)) or _sample_id(row, index))
     nation = _first(row, ("nation", "country", "answer"))
-    distractors = _maybe_json(_first(row, ("distractors", "options", "wrong_options")))
-    if isinstance(distractors, str):
-        distractors = [part.strip() for part in distractors.split("|") if part.strip()]
+    distractors = _list_cell(_first(row, ("distractors", "options", "wrong_options")), "options")
     if distractors is None:
         distractors = [row[k] for k in ("distractor1", "distractor2", "distractor3") if row.get(k)]
     if not nation:
         raise ValueError("no nation / answer")
-    if not isinstance(distractors, list) or len(distractors) != 3:
+    if len(distractors) not in (2, 3):  # two released rows offer two distractors (a 3-way question)
         raise ValueError(f"expected 3 distractors, got {distractors!r}")
     options = [str(nation), *(str(d) for d in distractors)]
-    if len(set(options)) != 4:
+    if len(set(options)) != len(options):
         raise ValueError(f"options are not distinct: {options}")
     random.Random(f"{seed}:{sample_id}").shuffle(options)
+    extra = {k: v for k, v in row.items() if k in ("answer-type", "answer_type") and v}
     return Sample(
         id=sample_id,
         image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
@@ -341,47 +381,111 @@ def where_country_row(row: dict[str, Any], index: int, images: ImageResolver, se
         choices=options,
         answer=CHOICE_LETTERS[options.index(str(nation))],
         data_source="wherecountry",
+        metadata=extra,
     )
 
 
-def where_street_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
-    """WhereStreet: answer text at a level (or coordinates), optional hint, key clues, Shapley weights."""
-    sample_id = _sample_id(row, index)
-    level = _first(row, ("level", "answer_level"))
+_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2014": "-"})
+
+
+def _coordinate_answer(text: str) -> tuple[float, float]:
+    """``"16.0993, 108.2768"`` or ``"(23.70, 113.07)"`` → (lat, lon); typographic minus signs are read."""
+    parts = [p.strip(" ()[]") for p in text[:200].translate(_MINUS_SIGNS).split(",")]
+    if len(parts) != 2:
+        raise ValueError(f"coordinate answer {text[:80]!r} is not 'latitude, longitude'")
+    lat, lon = (_float(p, "coordinate") for p in parts)
+    if lat is None or lon is None:
+        raise ValueError(f"coordinate answer {text[:80]!r} is not 'latitude, longitude'")
+    return lat, lon
+
+
+def _hint_text(value: Any) -> str | None:
+    """Hint sentences joined; a cell that is no valid list (one released row lacks a quote) stays text."""
+    try:
+        items = _list_cell(value, "hint") if isinstance(value, str) and value.strip()[:1] == "[" else value
+    except ValueError:
+        items = str(value).strip().strip("[]").replace('"', "")
+    if isinstance(items, list):
+        text = " ".join(str(h).strip() for h in items if str(h).strip())
+    else:
+        text = str(items).strip() if items not in (None, "") else ""
+    return text or None
+
+
+def where_street_row(
+    row: dict[str, Any], index: int, images: ImageResolver, weights: dict[str, list[float]] | None = None
+) -> Sample:
+    """WhereStreet: answer text at a level (or coordinates), optional hint, key clues, Shapley weights.
+
+    Released layout ``BVID,key_clues,answer,answer_type,hint``: JSON lists in the cells, the
+    answer a fine→coarse hierarchy ("Liuzhou, Guangxi, China") at ``answer_type`` or
+    "latitude, longitude" for ``latitude & longitude`` items; the source split is the id
+    (``BV…`` bilibili, else YouTube) and weights come from ``gt_key_clues_weight.json``.
+    """
+    sample_id = str(_first(row, ("BVID", "bvid", *_ID_KEYS)) or _sample_id(row, index))
+    kind = _first(row, ("answer_type", "level", "answer_level"))
     lat = _float(_first(row, _LAT_KEYS), "latitude")
     lon = _float(_first(row, _LON_KEYS), "longitude")
-    clues = _maybe_json(_first(row, ("key_clues", "clues")) or [])
-    weights = _maybe_json(_first(row, ("clue_weights", "shapley", "shapley_values")) or [])
-    if isinstance(clues, str):
-        clues = [part.strip() for part in clues.split("|") if part.strip()]
-    if isinstance(weights, str):
-        weights = [float(part) for part in weights.split("|") if part.strip()]
-    if isinstance(weights, dict):
-        weights = [float(weights.get(clue, 0.0)) for clue in clues]
-    coordinates = level in (None, "coordinates") and lat is not None
-    if not coordinates and level not in LEVELS:
-        raise ValueError(f"answer level {level!r} is not one of {', '.join(LEVELS)} or 'coordinates'")
+    clues = _list_cell(_first(row, ("key_clues", "clues")), "key_clues") or []
+    raw_weights = _maybe_json(_first(row, ("clue_weights", "shapley", "shapley_values")))
+    if raw_weights is None and weights is not None:
+        raw_weights = weights.get(sample_id)
+    if isinstance(raw_weights, str):
+        raw_weights = [float(part) for part in raw_weights.split("|") if part.strip()]
+    if isinstance(raw_weights, dict):
+        raw_weights = [float(raw_weights.get(clue, 0.0)) for clue in clues]
     answer = _first(row, ("answer", "answer_text", "label"))
-    if not coordinates and not answer:
+    level = "coordinates" if kind is None and lat is not None else answer_level(str(kind or ""))
+    if level == "coordinates" and lat is None:
+        if not answer:
+            raise ValueError("a coordinate item needs coordinates")
+        lat, lon = _coordinate_answer(str(answer))
+    if level != "coordinates" and not answer:
         raise ValueError("a level answer needs answer text")
+    hint = _hint_text(_first(row, ("hint",)))
     labels = _labels(row)
-    if not coordinates:
-        labels[str(level)] = str(answer)
+    given = _first(row, ("hint_level",))
+    if level != "coordinates":
+        answer_labels = hierarchy_labels(str(answer), level) if "," in str(answer) else {level: str(answer)}
+        labels = {**labels, **answer_labels}
+        given = given or hint_level(hint, labels)
+    source = source_of(sample_id) if "BVID" in row or "bvid" in row else row.get("split")
     return Sample(
         id=sample_id,
         image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
         lat=lat,
         lon=lon,
-        labels=labels,
-        answer_type="coordinates" if coordinates else "level",
-        answer_level=None if coordinates else str(level),
-        answer=None if coordinates else str(answer),
-        hint=_first(row, ("hint",)),
-        hint_level=_first(row, ("hint_level",)),
+        labels=labels if level != "coordinates" else {},
+        answer_type="coordinates" if level == "coordinates" else "level",
+        answer_level=None if level == "coordinates" else level,
+        answer=None if level == "coordinates" else str(answer),
+        hint=hint,
+        hint_level=given,
         key_clues=[str(c) for c in clues],
-        clue_weights=[float(w) for w in weights],
+        clue_weights=[float(w) for w in raw_weights or []],
+        split=source,
         data_source="wherestreet",
+        metadata={"answer_type": str(kind)} if kind is not None else {},
     )
+
+
+WEIGHTS_FILE = "gt_key_clues_weight.json"
+
+
+def read_clue_weights(path: Path) -> dict[str, list[float]]:
+    """The released Shapley weights file: ``{id: [w1, w2, …]}`` in key-clue order."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"{path}: cannot read clue weights: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DatasetError(f"{path}: expected an object of id -> weight list")
+    out: dict[str, list[float]] = {}
+    for key, values in data.items():
+        if not isinstance(values, list) or not all(isinstance(v, int | float) for v in values):
+            raise DatasetError(f"{path}: weights of {key!r} are not a list of numbers")
+        out[str(key)] = [float(v) for v in values]
+    return out
 
 
 ADAPTERS: dict[str, RowAdapter] = {
@@ -400,11 +504,25 @@ FORMATS: tuple[str, ...] = (*ADAPTERS, "hf")
 # ----------------------------------------------------------------------------- validation
 
 
-def validate_sample(sample: Sample, check_images: bool = True) -> list[str]:
-    """Problems with one sample: missing image, coordinates out of range, inconsistent answers."""
+def image_problem(sample: Sample) -> str | None:
+    """Why a sample's image cannot be read, or None when the file is there."""
+    if not sample.image:
+        names = "/".join(s.lstrip(".") for s in IMAGE_SUFFIXES[:4])
+        return f"image not found: no {sample.id}.{{{names}}} (any case) in the image folder"
+    if not Path(sample.image).is_file():
+        return f"image not found: {sample.image}"
+    return None
+
+
+def validate_sample(sample: Sample, check_images: bool = False) -> list[str]:
+    """Problems with one sample's record: coordinates out of range, inconsistent answers.
+
+    With ``check_images`` a missing image is one of them; loaders report missing images
+    separately (``Dataset.missing_images``) and keep the sample, so a run records it as failed.
+    """
     problems: list[str] = []
-    if check_images and (not sample.image or not Path(sample.image).is_file()):
-        problems.append(f"image not found: {sample.image or '(none given)'}")
+    if check_images and (missing := image_problem(sample)):
+        problems.append(missing)
     if (sample.lat is None) != (sample.lon is None):
         problems.append("only one of latitude / longitude is given")
     if sample.lat is not None and not -90.0 <= sample.lat <= 90.0:
@@ -424,9 +542,17 @@ def validate_sample(sample: Sample, check_images: bool = True) -> list[str]:
 
 
 def build_samples(
-    rows: Iterable[dict[str, Any]], adapter: RowAdapter, images: ImageResolver, check_images: bool = True
+    rows: Iterable[dict[str, Any]],
+    adapter: RowAdapter,
+    images: ImageResolver,
+    check_images: bool = True,
+    missing_images: list[DatasetProblem] | None = None,
 ) -> tuple[list[Sample], list[DatasetProblem]]:
-    """Apply a row adapter, collecting bad rows and duplicate ids as problems."""
+    """Apply a row adapter, collecting bad rows and duplicate ids as problems.
+
+    A sample whose image is missing stays in the samples (a run records it as failed);
+    with ``check_images`` it is listed in ``missing_images``.
+    """
     samples: list[Sample] = []
     problems: list[DatasetProblem] = []
     seen: set[str] = set()
@@ -440,7 +566,9 @@ def build_samples(
             message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             problems.append(DatasetProblem(index, _sample_id(row, index), message))
             continue
-        issues = validate_sample(sample, check_images)
+        issues = validate_sample(sample)
+        if check_images and missing_images is not None and (missing := image_problem(sample)):
+            missing_images.append(DatasetProblem(index, sample.id, missing))
         if sample.id in seen:
             issues.append("duplicate id")
         seen.add(sample.id)
@@ -479,14 +607,18 @@ def detect_format(path: Path) -> str:
     if table.suffix.lower() == ".parquet":
         return "hf"
     first = next(iter(read_rows(table)), {})
-    columns = set(first)
+    return format_of_columns(set(first), first)
+
+
+def format_of_columns(columns: set[str], first: dict[str, Any]) -> str:
+    """The adapter a row's column names call for (shared by table and Hugging Face loaders)."""
     if {"IMG_ID", "LAT", "LON"} <= columns:
         return "im2gps3k"
     if {"id", "latitude", "longitude", "sub-region"} <= columns:
         return "osv5m"
     if "distractors" in columns or {"nation", "options"} <= columns:
         return "wherecountry"
-    if "key_clues" in columns and ("level" in columns or "hint" in columns):
+    if "key_clues" in columns and ({"level", "hint", "answer_type", "BVID"} & columns):
         return "wherestreet"
     if "metadata" in columns and "location" in str(first.get("metadata")):
         return "geobench"
@@ -511,23 +643,61 @@ def load_dataset(
         raise DatasetError(f"unknown dataset format {fmt!r}; choose one of auto, {', '.join(FORMATS)}")
     image_root = Path(images).expanduser() if images else None
     if fmt == "hf":
-        from geosleuth.eval.hf import load_hf_dataset
-
-        return load_hf_dataset(source, image_root, split=split, seed=seed, check_images=check_images)
+        return _load_hf(source, image_root, split=split, seed=seed, check_images=check_images)
     table = _table_in(source) if source.is_dir() else source
-    adapter = ADAPTERS[fmt]
-    if fmt == "wherecountry":
-
-        def adapter(row: dict[str, Any], index: int, res: ImageResolver) -> Sample:
-            return where_country_row(row, index, res, seed=seed)
-
+    weights_file = table.parent / WEIGHTS_FILE
+    weights = read_clue_weights(weights_file) if fmt == "wherestreet" and weights_file.is_file() else None
     resolver = ImageResolver(_image_root(table, image_root), table.parent)
+    missing: list[DatasetProblem] = []
     try:
-        samples, problems = build_samples(read_rows(table), adapter, resolver, check_images)
+        samples, problems = build_samples(
+            read_rows(table), _adapter(fmt, seed, weights), resolver, check_images, missing
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
         raise DatasetError(f"{table}: cannot read: {exc}") from exc
     if split is not None:
         samples = [s for s in samples if s.split in (None, split)]
+        kept = {s.id for s in samples}
+        missing = [m for m in missing if m.sample_id in kept]
     return Dataset(
-        name=source.stem, source=str(source.resolve()), format=fmt, samples=samples, problems=problems
+        name=source.stem,
+        source=str(source.resolve()),
+        format=fmt,
+        samples=samples,
+        problems=problems,
+        missing_images=missing,
+    )
+
+
+def _adapter(fmt: str, seed: int, weights: dict[str, list[float]] | None = None) -> RowAdapter:
+    """The row adapter of a format, bound to the shuffling seed and clue weights it needs."""
+    if fmt == "wherecountry":
+        return lambda row, index, res: where_country_row(row, index, res, seed=seed)
+    if fmt == "wherestreet":
+        return lambda row, index, res: where_street_row(row, index, res, weights=weights)
+    return ADAPTERS[fmt]
+
+
+def _load_hf(
+    source: Path, image_root: Path | None, *, split: str | None, seed: int, check_images: bool
+) -> Dataset:
+    """Samples from a saved Hugging Face dataset or parquet file(s)."""
+    from geosleuth.eval.hf import HFReadError, read_hf_rows
+
+    folder = image_root or source.with_name(source.name + ".images")
+    try:
+        rows = read_hf_rows(source, folder, split)
+    except HFReadError as exc:
+        raise DatasetError(str(exc)) from exc
+    adapter = _adapter(format_of_columns(set(rows[0]), rows[0]), seed)
+    root = image_root or (source.parent if source.is_file() else source)
+    missing: list[DatasetProblem] = []
+    samples, problems = build_samples(rows, adapter, ImageResolver(root), check_images, missing)
+    return Dataset(
+        name=source.stem,
+        source=str(source.resolve()),
+        format="hf",
+        samples=samples,
+        problems=problems,
+        missing_images=missing,
     )

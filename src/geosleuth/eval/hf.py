@@ -1,7 +1,8 @@
-"""Hugging Face datasets (``save_to_disk`` folders or parquet files), imported lazily.
+"""Rows of Hugging Face datasets (``save_to_disk`` folders or parquet files), imported lazily.
 
 Embedded images (bytes or PIL) are written once to an image folder so that samples, like all
-others, reference image files by path.
+others, reference image files by path. This module only reads rows; ``eval.datasets`` turns
+them into samples (the dependency runs one way).
 """
 
 from __future__ import annotations
@@ -11,14 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from geosleuth.eval.datasets import (
-    ADAPTERS,
-    Dataset,
-    DatasetError,
-    ImageResolver,
-    build_samples,
-    where_country_row,
-)
+
+class HFReadError(Exception):
+    """A Hugging Face dataset or parquet file cannot be read."""
+
 
 _IMAGE_COLUMNS = ("image", "img", "photo")
 
@@ -28,7 +25,7 @@ def _rows(source: Path, split: str | None) -> Iterator[dict[str, Any]]:
         try:
             import pyarrow.parquet as pq
         except ImportError as exc:
-            raise DatasetError("reading parquet needs pyarrow: pip install 'geosleuth[hf]'") from exc
+            raise HFReadError("reading parquet needs pyarrow: pip install 'geosleuth[hf]'") from exc
         files = [source] if source.is_file() else sorted(source.glob("*.parquet"))
         for file in files:
             yield from pq.read_table(file).to_pylist()
@@ -36,14 +33,14 @@ def _rows(source: Path, split: str | None) -> Iterator[dict[str, Any]]:
     try:
         import datasets
     except ImportError as exc:
-        raise DatasetError(
+        raise HFReadError(
             "loading a saved Hugging Face dataset needs `datasets`: pip install 'geosleuth[hf]'"
         ) from exc
     loaded = datasets.load_from_disk(str(source))
     if isinstance(loaded, datasets.DatasetDict):
         name = split or ("test" if "test" in loaded else next(iter(loaded)))
         if name not in loaded:
-            raise DatasetError(f"{source}: no split {name!r}; splits are {', '.join(loaded)}")
+            raise HFReadError(f"{source}: no split {name!r}; splits are {', '.join(loaded)}")
         loaded = loaded[name]
     yield from loaded
 
@@ -75,32 +72,9 @@ def _materialise(row: dict[str, Any], index: int, folder: Path) -> dict[str, Any
     return row
 
 
-def _adapter_for(row: dict[str, Any], seed: int):  # type: ignore[no-untyped-def]
-    columns = set(row)
-    if {"IMG_ID", "LAT", "LON"} <= columns:
-        return ADAPTERS["im2gps3k"]
-    if {"id", "latitude", "longitude", "sub-region"} <= columns:
-        return ADAPTERS["osv5m"]
-    if "distractors" in columns or {"nation", "options"} <= columns:
-        return lambda r, i, res: where_country_row(r, i, res, seed=seed)
-    if "key_clues" in columns:
-        return ADAPTERS["wherestreet"]
-    if "metadata" in columns:
-        return ADAPTERS["geobench"]
-    return ADAPTERS["generic"]
-
-
-def load_hf_dataset(
-    source: Path, image_root: Path | None, *, split: str | None, seed: int, check_images: bool
-) -> Dataset:
-    """Samples from a saved Hugging Face dataset or parquet file(s)."""
-    folder = image_root or source.with_name(source.name + ".images")
-    rows = [_materialise(row, i, folder) for i, row in enumerate(_rows(source, split))]
+def read_hf_rows(source: Path, image_folder: Path, split: str | None) -> list[dict[str, Any]]:
+    """Every row of a saved dataset or parquet file(s), embedded images written under ``image_folder``."""
+    rows = [_materialise(row, i, image_folder) for i, row in enumerate(_rows(source, split))]
     if not rows:
-        raise DatasetError(f"{source}: no rows")
-    adapter = _adapter_for(rows[0], seed)
-    root = image_root or (source.parent if source.is_file() else source)
-    samples, problems = build_samples(rows, adapter, ImageResolver(root), check_images)
-    return Dataset(
-        name=source.stem, source=str(source.resolve()), format="hf", samples=samples, problems=problems
-    )
+        raise HFReadError(f"{source}: no rows")
+    return rows

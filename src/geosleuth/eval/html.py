@@ -20,7 +20,7 @@ from typing import Any
 
 from geosleuth.core.records import Sample, Trajectory
 from geosleuth.eval.judges import read_judgments
-from geosleuth.eval.report import RunData
+from geosleuth.eval.rundata import RunData
 from geosleuth.eval.scores import ScoreRow
 from geosleuth.eval.store import load_run_trajectories
 
@@ -215,11 +215,10 @@ def _metric_rows(summary: dict[str, Any]) -> str:
     for name, metric in summary["metrics"].items():
         if isinstance(metric, dict):
             value, (lo, hi) = metric["value"], metric["ci95"]
-            scale = 100 if "acc" in name else 1
-            shown = "–" if value is None else f"{value * scale:.2f}"
-            ci = "" if lo is None else f" [{lo * scale:.2f}, {hi * scale:.2f}]"
+            shown = "–" if value is None else f"{value:.2f}"  # accuracies are stored in percent
+            ci = "" if lo is None else f" [{lo:.2f}, {hi:.2f}]"
             cells.append(
-                f"<tr><td>{_esc(name)}{' (%)' if scale == 100 else ''}</td><td>{shown}{ci}</td></tr>"
+                f"<tr><td>{_esc(name)}{' (%)' if 'acc' in name else ''}</td><td>{shown}{ci}</td></tr>"
             )
         else:
             shown = f"{metric:.2f}" if isinstance(metric, float) else metric

@@ -61,7 +61,7 @@ def write_plots(folder: Path, rows: list[ScoreRow], summary: dict[str, Any]) -> 
     )
     if continents and key:
         names = list(continents)
-        values = [(continents[n].get(key) or 0.0) * 100 for n in names]
+        values = [continents[n].get(key) or 0.0 for n in names]  # stored in percent
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.bar(names, values)
         ax.set(ylabel=f"{key} (%)", ylim=(0, 100), title=f"{key} by continent")

@@ -6,48 +6,30 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.records import Sample
-from geosleuth.eval.config import Price, read_manifest
-from geosleuth.eval.run import read_samples
-from geosleuth.eval.scores import RecordStats, ScoreRow, protocol_for, score_run
-from geosleuth.eval.store import TrajectoryStore, write_atomic
-from geosleuth.eval.summary import summarize
+from geosleuth.eval.config import Price
+from geosleuth.eval.judges import judge_summary, read_judgments
+from geosleuth.eval.rundata import RunData, load_records, load_run
+from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
+from geosleuth.eval.store import write_atomic
+from geosleuth.eval.summary import percent_judges, percent_summary, summarize
+
+__all__ = [
+    "MARKDOWN",
+    "PER_SAMPLE",
+    "SUMMARY",
+    "RunData",
+    "compute",
+    "load_records",
+    "load_run",
+    "write_report",
+]
 
 SUMMARY = "summary.json"
 MARKDOWN = "summary.md"
 PER_SAMPLE = "per_sample.csv"
-
-
-@dataclass
-class RunData:
-    """Everything stored in a run directory, loaded once for reports and comparisons.
-
-    Trajectories are kept as `RecordStats` (no texts), so a report over a 100k-sample run
-    fits in memory; pages that show a trajectory read it with `load_run_trajectories`.
-    """
-
-    run_dir: Path
-    manifest: dict[str, Any]
-    samples: list[Sample]
-    records: dict[str, RecordStats]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return dict(self.manifest.get("config", {}))
-
-
-def load_run(run_dir: Path) -> RunData:
-    manifest = read_manifest(run_dir)
-    return RunData(run_dir, manifest, read_samples(run_dir), load_records(run_dir))
-
-
-def load_records(run_dir: Path) -> dict[str, RecordStats]:
-    """`RecordStats` of every finished trajectory by sample id, streaming the log."""
-    return {t.sample_id: RecordStats.of(t) for t in TrajectoryStore(run_dir).records()}
 
 
 def compute(
@@ -65,6 +47,7 @@ def compute(
         fields=[*(config.get("breakdowns") or []), *(fields or [])],
         prices=prices,
         seed=int(config.get("seed") or 0),
+        judgments=read_judgments(run.run_dir),
     )
     summary["run"] = {
         k: run.manifest.get(k)
@@ -78,31 +61,38 @@ def compute(
             "dataset",
         )
     }
-    from geosleuth.eval.judges import judge_summary
-
     judges = judge_summary(run.run_dir)
     if judges:
-        summary["judges"] = judges
+        summary["judges"] = percent_judges(judges)
     return summary, rows
 
 
-def _fmt(value: Any, percent: bool = False) -> str:
+def _fmt(value: Any, scale: float = 1.0) -> str:
+    """A table cell; ``scale`` 100 turns a stored fraction (tool rates) into percent."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if isinstance(value, float):
-        return f"{100 * value:.2f}" if percent else f"{value:.2f}"
+        return f"{scale * value:.2f}"
     return str(value)
 
 
-def _metric_cell(metric: Any, percent: bool) -> str:
+def _metric_cell(metric: Any) -> str:
     if isinstance(metric, dict):
         lo, hi = metric.get("ci95", [None, None])
-        return f"{_fmt(metric['value'], percent)} [{_fmt(lo, percent)}, {_fmt(hi, percent)}]"
+        return f"{_fmt(metric['value'])} [{_fmt(lo)}, {_fmt(hi)}]"
     return _fmt(metric)
 
 
+def _percent_name(name: str) -> bool:
+    return "acc" in name or name.startswith(("pass@", "best@"))
+
+
 def markdown(summary: dict[str, Any]) -> str:
-    """A human-readable summary: headline metrics with 95 % CIs, statuses, tools, breakdowns."""
+    """A human-readable summary: headline metrics with 95 % CIs, statuses, tools, breakdowns.
+
+    Accuracies are percentages (a summary stored before that convention is converted first).
+    """
+    summary = percent_summary(summary)
     run = summary.get("run", {})
     lines = [
         f"# Evaluation: {run.get('model')}",
@@ -115,17 +105,17 @@ def markdown(summary: dict[str, Any]) -> str:
         "|---|---|",
     ]
     for name, metric in summary["metrics"].items():
-        percent = "acc" in name
-        unit = " (%)" if percent else ""
-        lines.append(f"| {name}{unit} | {_metric_cell(metric, percent)} |")
+        unit = " (%)" if _percent_name(name) else ""
+        lines.append(f"| {name}{unit} | {_metric_cell(metric)} |")
     for name, metric in summary.get("coordinate_levels", {}).items():
         if isinstance(metric, dict):
-            lines.append(f"| {name} (%, reverse-geocoded) | {_metric_cell(metric, True)} |")
+            lines.append(f"| {name} (%, reverse-geocoded) | {_metric_cell(metric)} |")
         else:
             lines += ["", f"Coordinate levels: {metric}."]
     for judge, values in summary.get("judges", {}).items():
-        shown = ", ".join(f"{k} {_fmt(v, 'acc' in k or 'score' in k)}" for k, v in values.items())
-        lines += ["", f"Judge `{judge}`: {shown}."]
+        shown = ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
+        lines += ["", f"Judge `{judge}`: {shown} (accuracies and scores in %)."]
+    lines += wherebench_markdown(summary.get("wherebench"))
     lines += ["", "| status | samples |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary["status_counts"].items()]
     tools = summary["tools"]
@@ -138,8 +128,8 @@ def markdown(summary: dict[str, Any]) -> str:
     ]
     for name, t in tools["per_tool"].items():
         lines.append(
-            f"| {name} | {t['calls']} | {_fmt(t['calls_per_sample'])} | {_fmt(t['success_rate'], True)} | "
-            f"{_fmt(t['cache_hit_rate'], True)} | {_fmt(t['mean_latency_s'])} |"
+            f"| {name} | {t['calls']} | {_fmt(t['calls_per_sample'])} | {_fmt(t['success_rate'], 100)} | "
+            f"{_fmt(t['cache_hit_rate'], 100)} | {_fmt(t['mean_latency_s'])} |"
         )
     lines += [
         "",
@@ -151,30 +141,85 @@ def markdown(summary: dict[str, Any]) -> str:
     if multi:
         lines += [
             "",
-            f"## N = {multi['n']} samples per image",
+            f"## N = {multi['n']} samples per image (%)",
             "",
             "| threshold | pass@k | Best@N | aggregated |",
             "|---|---|---|---|",
         ]
         for name, by_k in multi["pass@k"].items():
-            passes = ", ".join(f"@{k} {_fmt(v, True)}" for k, v in by_k.items())
+            passes = ", ".join(f"@{k} {_fmt(v)}" for k, v in by_k.items())
             lines.append(
-                f"| {name} | {passes} | {_fmt(multi['best@n'][name], True)} | "
-                f"{_fmt(multi['aggregated'][name], True)} |"
+                f"| {name} | {passes} | {_fmt(multi['best@n'][name])} | {_fmt(multi['aggregated'][name])} |"
             )
     for field, groups in summary["breakdowns"].items():
         keys = list(dict.fromkeys(k for g in groups.values() for k in g if k != "n"))  # metric order
         lines += [
             "",
-            f"## By {field}",
+            f"## By {field} (accuracies in %)",
             "",
             "| " + " | ".join([field, "n", *keys]) + " |",
             "|" + "---|" * (len(keys) + 2),
         ]
         for value, group in groups.items():
-            cells = [_fmt(group.get(k), "acc" in k) for k in keys]
+            cells = [_fmt(group.get(k)) for k in keys]
             lines.append("| " + " | ".join([value, str(group["n"]), *cells]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def wherebench_markdown(block: dict[str, Any] | None) -> list[str]:
+    """The WhereBench section: WhereCountry both ways, WhereStreet per split, thinking, Overall (all %)."""
+    if not block:
+        return []
+    lines = ["", "## WhereBench (%)", ""]
+    country = block.get("wherecountry")
+    if country:
+        lines += [
+            "| WhereCountry | n | parsed | accuracy as published (over parsed) | accuracy every row |",
+            "|---|---|---|---|---|",
+            f"| | {country['n']} | {country['parsed']} | {_fmt(country['accuracy_as_published'])} | "
+            f"{_fmt(country['accuracy_every_row'])} |",
+        ]
+        if country["unparsed_ids"]:
+            shown = ", ".join(country["unparsed_ids"][:50])
+            more = (
+                f" … and {len(country['unparsed_ids']) - 50} more"
+                if len(country["unparsed_ids"]) > 50
+                else ""
+            )
+            lines += [
+                "",
+                f"Rows that differ (unparsed: dropped as published, wrong every row): {shown}{more}.",
+            ]
+    street = block.get("wherestreet") or {}
+    if street:
+        acc = [k for k in next(iter(street.values())) if k.startswith("acc@")]
+        lines += [
+            "",
+            "| WhereStreet split | text n | path score | coord n | "
+            + " | ".join(acc)
+            + " | thinking (text) | Shapley thinking (text) | thinking (coord) | Shapley thinking (coord) |",
+            "|" + "---|" * (8 + len(acc)),
+        ]
+        for split, f in street.items():
+            tt, tc = f["thinking_text"], f["thinking_coordinates"]
+            lines.append(
+                f"| {split} | {f['n_text']} | {_fmt(f['path_score'])} | {f['n_coordinates']} | "
+                + " | ".join(_fmt(f[k]) for k in acc)
+                + f" | {_fmt(tt['thinking'])} | {_fmt(tt['thinking_shapley'])} | {_fmt(tc['thinking'])} | "
+                f"{_fmt(tc['thinking_shapley'])} |"
+            )
+        judged = {s: f["path_score_judge"] for s, f in street.items() if "path_score_judge" in f}
+        if judged:
+            lines += [
+                "",
+                "Judged path score: " + ", ".join(f"{s} {_fmt(v)}" for s, v in judged.items()) + ".",
+            ]
+    lines += [
+        "",
+        f"Overall (Eq. 2): {_fmt(block.get('overall'))} (WhereCountry as published); "
+        f"{_fmt(block.get('overall_every_row'))} (every row).",
+    ]
+    return lines
 
 
 CSV_COLUMNS = (

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from geosleuth.core import metrics
+from geosleuth.core import metrics, wherebench
 from geosleuth.core.geo import distance_km
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
 from geosleuth.scoring.protocols import ScoringProtocol, get_protocol
@@ -26,6 +26,8 @@ def protocol_for(name: str | None, samples: Sequence[Sample]) -> ScoringProtocol
     if name:
         return get_protocol(name)
     sources = {s.data_source for s in samples}
+    if sources and sources <= {"wherecountry", "wherestreet"}:
+        return get_protocol("wherebench")
     if "osv5m" in sources:
         return get_protocol("osv5m")
     if any(src and src.upper().startswith("IMAGEO") for src in sources):
@@ -60,6 +62,9 @@ class ScoreRow:
     sample_distances: list[float] = field(default_factory=list)  # the N trajectories when N > 1
     aggregator: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)  # breakdown keys
+    choice_parsed: bool | None = None  # multiple choice: an option was read from the answer
+    path_score: float | None = None  # WhereStreet text items: hierarchical path score in [0, 1]
+    clue_weights: list[float] = field(default_factory=list)  # per key clue (WhereStreet Shapley)
 
     @property
     def failed(self) -> bool:
@@ -111,6 +116,16 @@ def reverse_countries(samples: Sequence[Sample]) -> dict[str, str | None]:
         return {}
     codes = result["country_code"]
     return {s.id: (str(c) if c else None) for s, c in zip(todo, codes, strict=True)}
+
+
+def _path(sample: Sample, prediction: Prediction | None) -> tuple[float | None, dict[str, bool]]:
+    """WhereStreet text items: path score and per-level hits along the answer hierarchy."""
+    if sample.answer_type != "level" or not sample.answer_level:
+        return None, {}
+    score, hits, _, _ = wherebench.item_path_score(
+        prediction, sample.labels, sample.answer_level, sample.hint, sample.hint_level
+    )
+    return score, hits
 
 
 def _level_hits(sample: Sample, prediction: Prediction | None) -> dict[str, bool]:
@@ -234,6 +249,7 @@ def score_sample(
     continent = _continent(country)
     calls = stats.calls if stats else ()
     usage = stats.usage if stats else ()
+    path_score, path_hits = _path(sample, prediction)
     return ScoreRow(
         sample_id=sample.id,
         status=status,
@@ -247,7 +263,7 @@ def score_sample(
         continent=continent,
         choice_correct=_choice(sample, prediction),
         labels=dict(sample.labels),
-        level_hits=_level_hits(sample, prediction),
+        level_hits=path_hits if path_score is not None else _level_hits(sample, prediction),
         confidence=prediction.confidence if prediction else None,
         turns=stats.turns if stats else 0,
         tool_calls=len(calls),
@@ -261,6 +277,9 @@ def score_sample(
         ],
         aggregator=stats.aggregator if stats else None,
         fields=_field_values(sample, country, continent, status),
+        choice_parsed=bool(prediction and prediction.choice) if sample.answer_type == "choice" else None,
+        path_score=path_score,
+        clue_weights=list(sample.clue_weights),
     )
 
 

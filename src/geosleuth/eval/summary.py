@@ -1,7 +1,9 @@
 """Aggregate score rows into the numbers of ``summary.json``.
 
 All metric math comes from ``geosleuth.core.metrics``; this module only selects rows, groups
-them and attaches bootstrap intervals.
+them and attaches bootstrap intervals. Accuracies (and WhereBench scores) are stored as
+percentages 0–100 (``units.accuracy == "percent"``); rates and probabilities (tool success and
+cache-hit rates, calibration confidence and hit rate) stay fractions in [0, 1].
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from geosleuth.core import metrics
+from geosleuth.core import metrics, wherebench
 from geosleuth.core.records import Trajectory, TrajectoryStatus
 from geosleuth.eval.config import Price
 from geosleuth.eval.scores import RecordStats, ScoreRow
 from geosleuth.scoring.protocols import ScoringProtocol
 
 DEFAULT_BREAKDOWNS: tuple[str, ...] = ("continent", "data_source", "data_type", "difficulty", "answer_type")
+UNITS: dict[str, str] = {"accuracy": "percent", "rates": "fraction", "distance": "km"}
 CALIBRATION_BINS = 5
 
 
@@ -275,6 +278,132 @@ def status_counts(rows: Sequence[ScoreRow]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def wherebench_summary(
+    rows: Sequence[ScoreRow], judgments: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """WhereCountry accuracy (as published and every row), WhereStreet per split, thinking, Overall.
+
+    Thinking scores come from recorded ``clues`` judgments (a failed judgment counts as no
+    clue used); items never judged are counted, not scored. A recorded ``path`` judgment
+    adds the judged path score beside the rule-based one.
+    """
+    judgments = judgments or {}
+    items: list[wherebench.WhereItem] = []
+    judged_path: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        source = row.fields.get("data_source")
+        if source == "wherecountry" and row.answer_type == "choice":
+            items.append(
+                wherebench.WhereItem(
+                    row.sample_id,
+                    "wherecountry",
+                    parsed=bool(row.choice_parsed),
+                    correct=bool(row.choice_correct),
+                )
+            )
+            continue
+        if source != "wherestreet":
+            continue
+        split = row.fields.get("split")
+        split = split if split in wherebench.SOURCES else wherebench.source_of(row.sample_id)
+        clues = judgments.get((row.sample_id, "clues"))
+        used = None
+        if clues is not None:
+            recorded = (clues.get("result") or {}).get("used")
+            used = [bool(u) for u in recorded] if isinstance(recorded, list) else None
+        text = row.path_score is not None
+        items.append(
+            wherebench.WhereItem(
+                row.sample_id,
+                "text" if text else "coordinates",
+                source=split,
+                path_score=row.path_score or 0.0,
+                distance_km=row.distance_km,
+                clues_used=used,
+                clue_weights=list(row.clue_weights),
+            )
+        )
+        path = judgments.get((row.sample_id, "path"))
+        if text and path is not None:
+            judged_path[split].append(float((path.get("result") or {}).get("score") or 0.0))
+    if not items:
+        return None
+    out = wherebench.wherebench_figures(items)
+    for split, figures in (out.get("wherestreet") or {}).items():
+        scores = judged_path.get(split)
+        if scores:
+            figures["path_score_judge"] = round(100.0 * float(np.mean(scores)), 4)
+            figures["n_path_judged"] = len(scores)
+    return out
+
+
+_RATE_KEYS = ("rate", "confidence", "ece", "spearman")
+
+
+def _is_accuracy(name: str) -> bool:
+    return ("acc" in name or name.startswith(("pass@", "best@"))) and not any(k in name for k in _RATE_KEYS)
+
+
+def _scaled(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return round(100.0 * float(value), 4) if math.isfinite(value) else value
+
+
+def _scale_metric(metric: Any) -> Any:
+    if isinstance(metric, dict) and "value" in metric:
+        return {
+            **metric,
+            "value": _scaled(metric["value"]),
+            "ci95": [_scaled(v) for v in metric.get("ci95", [])],
+        }
+    return _scaled(metric)
+
+
+def percent_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary with accuracies in percent; summaries written before the convention are converted.
+
+    Idempotent: a summary marked ``units.accuracy == "percent"`` is returned as is.
+    """
+    if (summary.get("units") or {}).get("accuracy") == "percent":
+        return summary
+    out = dict(summary)
+    out["metrics"] = {
+        k: _scale_metric(v) if _is_accuracy(k) else v for k, v in summary.get("metrics", {}).items()
+    }
+    out["coordinate_levels"] = {
+        k: _scale_metric(v) if isinstance(v, dict) else v
+        for k, v in (summary.get("coordinate_levels") or {}).items()
+    }
+    multi = summary.get("multi_sample") or {}
+    if multi:
+        out["multi_sample"] = {
+            **multi,
+            "pass@k": {t: {k: _scaled(v) for k, v in by_k.items()} for t, by_k in multi["pass@k"].items()},
+            "best@n": {k: v if k.endswith("_km") else _scaled(v) for k, v in multi["best@n"].items()},
+            "aggregated": {k: _scaled(v) for k, v in multi["aggregated"].items()},
+        }
+    out["breakdowns"] = {
+        field: {
+            value: {k: _scaled(v) if _is_accuracy(k) else v for k, v in group.items()}
+            for value, group in groups.items()
+        }
+        for field, groups in (summary.get("breakdowns") or {}).items()
+    }
+    if summary.get("judges"):
+        out["judges"] = percent_judges(summary["judges"])
+    out["units"] = dict(UNITS)
+    return out
+
+
+def percent_judges(judges: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Judge aggregates (fractions from ``judge_summary``) with accuracies and scores in percent."""
+    return {
+        judge: {k: _scaled(v) if _is_accuracy(k) or k == "mean_score" else v for k, v in values.items()}
+        for judge, values in judges.items()
+    }
+
+
 def summarize(
     rows: Sequence[ScoreRow],
     trajectories: Mapping[str, Trajectory] | Mapping[str, RecordStats],
@@ -283,8 +412,24 @@ def summarize(
     fields: Sequence[str] = (),
     prices: Mapping[str, Price] | None = None,
     seed: int = 0,
+    judgments: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The whole ``summary.json`` body except run provenance and judges."""
+    """The whole ``summary.json`` body except run provenance and judges (accuracies in percent)."""
+    body = percent_summary(_summary_fractions(rows, trajectories, protocol, fields, prices, seed))
+    where = wherebench_summary(rows, judgments)
+    if where is not None:
+        body["wherebench"] = where
+    return body
+
+
+def _summary_fractions(
+    rows: Sequence[ScoreRow],
+    trajectories: Mapping[str, Trajectory] | Mapping[str, RecordStats],
+    protocol: ScoringProtocol,
+    fields: Sequence[str],
+    prices: Mapping[str, Price] | None,
+    seed: int,
+) -> dict[str, Any]:
     counts = status_counts(rows)
     finished = sum(v for k, v in counts.items() if k != "missing")
     return {

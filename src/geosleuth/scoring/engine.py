@@ -436,6 +436,10 @@ def score_file(
     aliases: AliasFn | None = None,
 ) -> FileScore:
     """Score one prediction file; raises :class:`ScoreInputError` only for fatal input problems."""
+    if protocol.name == "wherebench":
+        from geosleuth.scoring.wherebench import score_wherebench_file
+
+        return score_wherebench_file(path, protocol, truth_path)
     truth = None
     problems: list[str] = []
     if truth_path is not None:

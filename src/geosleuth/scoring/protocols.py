@@ -87,6 +87,15 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             text_levels=(("acc_country", "country"), ("acc_state", "admin1"), ("acc_city", "city")),
         ),
         ScoringProtocol(
+            name="wherebench",
+            description="WhereBench as released: WhereCountry accuracy over parsed answers and every row; "
+            "WhereStreet path score per split, Acc@1-200 km as 0 < d <= k (haversine R = 6371 km), "
+            "thinking score Σ w·s, Overall (Eq. 2); needs --truth (scoring.wherebench)",
+            radius_km=6371.0,
+            thresholds=THRESHOLD_PRESETS["street"],
+            strict_threshold=False,
+        ),
+        ScoringProtocol(
             name="default",
             description="robust parsing with geocoding; every threshold preset, GeoGuessr and GeoScore, "
             "levels from reverse-geocoded coordinates and from answer text",

@@ -1,9 +1,11 @@
 """Four-way country questions (WhereCountry style) with geographically hard distractors.
 
-Distractors come first from the answer's land neighbours and its UN geoscheme sub-region
-(the countries a model most easily confuses), then from the same UN region, then the same
-continent, then anywhere. Each question is shuffled by ``(seed, sample id)`` so that the
-output does not depend on file order and is reproducible.
+Distractors are sovereign states only (UN member and observer states; never a territory such
+as Jersey or Åland). They come first from the answer's land neighbours and its UN geoscheme
+sub-region (the countries a model most easily confuses), else from its UN regional group
+(culturally related countries), then the same UN geoscheme region, continent, and anywhere.
+Each question is shuffled by ``(seed, sample id)`` so that the output does not depend on file
+order and is reproducible.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from functools import lru_cache
 
 from geosleuth.core.countries import (
     CountryInfo,
-    all_country_codes,
     country_info,
     country_name,
     resolve_country,
@@ -24,6 +25,27 @@ from geosleuth.core.countries import (
 from geosleuth.core.records import Sample
 
 N_CHOICES = 4
+
+UN_REGIONAL_GROUPS: dict[str, tuple[str, ...]] = {
+    name: tuple(codes.split())
+    for name, codes in {
+        "African": "DZ AO BJ BW BF BI CV CM CF TD KM CG CD CI DJ EG GQ ER SZ ET GA GM GH GN GW KE LS "
+        "LR LY MG MW ML MR MU MA MZ NA NE NG RW ST SN SC SL SO ZA SS SD TZ TG TN UG ZM ZW",
+        "Asia-Pacific": "AF BH BD BT BN KH CN CY FJ IN ID IR IQ JP JO KZ KI KW KG LA LB MY MV MH FM MN "
+        "MM NR NP KP OM PK PW PG PH QA KR WS SA SG SB LK SY TJ TH TL TO TM TV AE UZ VU VN YE PS",
+        "Eastern European": "AL AM AZ BY BA BG HR CZ EE GE HU LV LT MD ME MK PL RO RU RS SK SI UA",
+        "Latin American and Caribbean": "AG AR BS BB BZ BO BR CL CO CR CU DM DO EC SV GD GT GY HT HN "
+        "JM MX NI PA PY PE KN LC VC SR TT UY VE",
+        "Western European and Others": "AD AT AU BE CA DK FI FR DE GR IS IE IL IT LI LU MT MC NL NZ NO "
+        "PT SM ES SE CH TR GB US",
+    }.items()
+}
+"""The UN regional groups (United States with WEOG, Palestine with Asia-Pacific; the Holy See is in none)."""
+
+_SOVEREIGN_TYPES = ("Sovereign country", "Country", "Sovereignty")
+_SOVEREIGN_FIXES = {"IL": True, "PS": True, "TW": False}
+"""Natural Earth marks Israel "Disputed" and Palestine "Indeterminate" (UN member / observer state);
+Taiwan is neither a UN member nor an observer."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +57,39 @@ class Tier:
 
 
 @lru_cache(maxsize=1)
+def sovereign_states() -> frozenset[str]:
+    """ISO codes of the 195 UN member and observer states: the only codes offered as distractors.
+
+    From Natural Earth: the home part of a sovereign country (dependencies, crown
+    dependencies and autonomous regions such as Jersey, Åland, Greenland or Hong Kong are
+    not), with the corrections in ``_SOVEREIGN_FIXES``.
+    """
+    from geosleuth.core.countries import ne_record_code
+    from geosleuth.data import natural_earth_country_records
+
+    codes = {
+        code
+        for rec in natural_earth_country_records()
+        if (code := ne_record_code(rec)) and rec.get("HOMEPART") == 1 and rec.get("TYPE") in _SOVEREIGN_TYPES
+    }
+    codes |= {c for c, keep in _SOVEREIGN_FIXES.items() if keep}
+    return frozenset(codes - {c for c, keep in _SOVEREIGN_FIXES.items() if not keep})
+
+
+def regional_group(code: str) -> str | None:
+    """The UN regional group of a state, or None (the Holy See, territories)."""
+    return next((name for name, codes in UN_REGIONAL_GROUPS.items() if code in codes), None)
+
+
+@lru_cache(maxsize=1)
 def _all_infos() -> tuple[CountryInfo, ...]:
-    infos = (country_info(c) for c in all_country_codes())
-    return tuple(i for i in infos if i is not None and i.population > 0)
+    sovereign = sovereign_states()
+    infos = (country_info(c) for c in sorted(sovereign))
+    return tuple(i for i in infos if i is not None)
 
 
 def distractor_tiers(code: str) -> list[Tier]:
-    """Candidate rings from closest to loosest; the answer is never a candidate."""
+    """Candidate rings of sovereign states from closest to loosest; the answer is never a candidate."""
     info = country_info(code)
     if info is None:
         raise ValueError(f"unknown country code {code!r}")
@@ -53,9 +101,11 @@ def distractor_tiers(code: str) -> list[Tier]:
         return Tier(name, tuple(codes))
 
     neighbours = Tier("neighbours", tuple(sorted(n for n in info.neighbours if n in known and n != code)))
+    group = regional_group(code)
     return [
         neighbours,
         ring("subregion", lambda i: info.subregion is not None and i.subregion == info.subregion),
+        ring("regional_group", lambda i: group is not None and regional_group(i.code) == group),
         ring("region", lambda i: info.region_un is not None and i.region_un == info.region_un),
         ring("continent", lambda i: info.continent is not None and i.continent == info.continent),
         ring("world", lambda i: True),

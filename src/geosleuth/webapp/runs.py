@@ -60,6 +60,14 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _stored_summary(run_dir: Path) -> dict[str, Any] | None:
+    """summary.json with accuracies in percent (runs reported before that convention are converted)."""
+    from geosleuth.eval.summary import percent_summary
+
+    summary = _read_json(run_dir / SUMMARY)
+    return percent_summary(summary) if summary is not None else None
+
+
 def _metric_value(metric: Any) -> float | None:
     value = metric.get("value") if isinstance(metric, dict) else metric
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
@@ -93,7 +101,7 @@ class RunIndex:
     def overview(self, name: str, run_dir: Path) -> dict[str, Any]:
         """Name, model, dataset, counts and headline metrics (``reported`` false before `report`)."""
         manifest = _read_json(run_dir / MANIFEST) or {}
-        summary = _read_json(run_dir / SUMMARY)
+        summary = _stored_summary(run_dir)
         dataset = manifest.get("dataset") or {}
         out: dict[str, Any] = {
             "name": name,
@@ -117,7 +125,7 @@ class RunIndex:
     def detail(self, name: str) -> dict[str, Any]:
         """The overview plus every metric, the Markdown summary and the sample table."""
         run_dir = self.run_dir(name)
-        summary = _read_json(run_dir / SUMMARY) or {}
+        summary = _stored_summary(run_dir) or {}
         markdown = run_dir / MARKDOWN
         return self.overview(name, run_dir) | {
             "metrics": {k: _metric_value(v) for k, v in (summary.get("metrics") or {}).items()},

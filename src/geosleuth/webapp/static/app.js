@@ -318,7 +318,7 @@ function watchJob(jobId, work, onEnd) {
 function metricName(key) { return key.replace(/_/g, " "); }
 function metricValue(key, value) {
   if (value === null || value === undefined) return "–";
-  if (/acc/.test(key)) return (value * 100).toFixed(1) + " %";
+  if (/acc/.test(key)) return value.toFixed(1) + " %";
   if (/km/.test(key)) return value.toFixed(1) + " km";
   return Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
 }
@@ -385,8 +385,8 @@ function runPage(main, name) {
         el("div", { class: "bars", id: "acc-bars" }, accKeys.map(function (k) {
           var v = run.metrics[k] || 0;
           return el("div", { class: "bar", title: k + ": " + metricValue(k, run.metrics[k]) },
-            el("div", { class: "pct", text: Math.round(v * 100) + "%" }),
-            el("div", { class: "fill", style: "height:" + Math.max(1, Math.round(v * 120)) + "px" }),
+            el("div", { class: "pct", text: Math.round(v) + "%" }),
+            el("div", { class: "fill", style: "height:" + Math.max(1, Math.round(v * 1.2)) + "px" }),
             el("div", { class: "lab", text: k.replace("acc@", "") }));
         }))));
       box.appendChild(el("div", { class: "metrics" }, Object.keys(run.metrics).filter(function (k) { return accKeys.indexOf(k) < 0; }).map(function (k) {

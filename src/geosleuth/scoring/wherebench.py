@@ -1,0 +1,247 @@
+"""``geosleuth score --protocol wherebench``: WhereCountry / WhereStreet prediction files, as released.
+
+The ground truth is the released table (``--truth wherecountry_500.csv`` or ``all.csv``, with
+``gt_key_clues_weight.json`` beside it). Predictions are joined by id and may be any row
+file ``geosleuth score`` reads, or the released outputs: the WhereCountry CSV (``panoId``,
+``predicted`` country name, ``choices``) and the WhereStreet JSON object keyed by BVID
+(``predicted`` answer text, ``response``, and after their evaluation ``thinking_result``).
+Every truth row is scored: a row the file lacks is unanswered (wrong every row; dropped from
+the as-published WhereCountry accuracy, as the released code does).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from geosleuth.core import metrics, wherebench
+from geosleuth.core.geo import distance_km
+from geosleuth.core.parsing import parse_answer
+from geosleuth.core.records import Prediction, Sample
+from geosleuth.scoring.engine import FileScore, Score
+from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, read_rows, row_id
+from geosleuth.scoring.protocols import ScoringProtocol
+
+ID_KEYS = ("panoID", "panoId", "pano_id", "BVID", "bvid")
+ANSWER_KEYS = ("predicted", "answer", *TEXT_KEYS)
+MAX_LIST_CHARS = 20_000
+MAX_TABLES = 50
+
+
+def _tables(truth_path: Path) -> list[Path]:
+    """The truth table, or every WhereBench table under a folder (e.g. the released repository)."""
+    from geosleuth.eval.datasets import DatasetError, detect_format
+
+    if truth_path.is_file():
+        return [truth_path]
+    found: list[Path] = []
+    for table in sorted(truth_path.rglob("*.csv"))[:MAX_TABLES]:
+        try:
+            if detect_format(table) in ("wherecountry", "wherestreet"):
+                found.append(table)
+        except (DatasetError, OSError, UnicodeDecodeError, csv.Error):
+            continue
+    if not found:
+        raise ScoreInputError(f"{truth_path}: no WhereCountry or WhereStreet table (.csv) in this folder")
+    return found
+
+
+def _truth(truth_path: Path | None) -> list[Sample]:
+    """Ground-truth samples of one released table, or of every table in a folder (for Overall)."""
+    from geosleuth.eval.datasets import DatasetError, load_dataset
+
+    if truth_path is None:
+        raise ScoreInputError(
+            "--protocol wherebench needs --truth: the released wherecountry_500.csv, wherestreet all.csv, "
+            "or a folder holding both (for the Overall score)"
+        )
+    if not truth_path.exists():
+        raise ScoreInputError(f"{truth_path}: no such file or folder")
+    samples: list[Sample] = []
+    for table in _tables(truth_path):
+        try:
+            dataset = load_dataset(table, check_images=False)
+        except DatasetError as exc:
+            raise ScoreInputError(str(exc)) from None
+        if dataset.format not in ("wherecountry", "wherestreet"):
+            raise ScoreInputError(
+                f"{table}: not a WhereCountry or WhereStreet table (read as {dataset.format})"
+            )
+        if dataset.problems:
+            shown = "; ".join(str(p) for p in dataset.problems[:5])
+            raise ScoreInputError(f"{table}: {len(dataset.problems)} bad truth row(s): {shown}")
+        samples.extend(dataset.samples)
+    return samples
+
+
+def _predictions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Prediction rows by id; the released WhereStreet JSON object ``{BVID: {...}}`` is read too."""
+    problems: list[str] = []
+    text = path.read_text(encoding="utf-8-sig") if path.is_file() else ""
+    if text.lstrip().startswith("{") and path.suffix.lower() == ".json":
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):
+            return {str(k): v for k, v in obj.items()}, problems
+    out: dict[str, dict[str, Any]] = {}
+    for row in read_rows(path):
+        if row.data is None:
+            problems.append(row.error or f"line {row.line}: unreadable")
+            continue
+        key = next((str(row.data[k]) for k in ID_KEYS if row.data.get(k) not in (None, "")), None)
+        key = key or row_id(row.data)
+        if key is None:
+            problems.append(f"line {row.line}: no id")
+        elif key in out:
+            problems.append(f"line {row.line}: duplicate id {key} (first kept)")
+        else:
+            out[key] = row.data
+    return out, problems
+
+
+def _list(value: Any) -> list[Any] | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str) and value.strip().startswith("[") and len(value) <= MAX_LIST_CHARS:
+        try:
+            parsed = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        return list(parsed) if isinstance(parsed, list | tuple) else None
+    return None
+
+
+def _text(data: dict[str, Any]) -> str | None:
+    for key in ANSWER_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _country_item(sample: Sample, data: dict[str, Any] | None) -> tuple[wherebench.WhereItem, dict[str, Any]]:
+    """A WhereCountry row: the chosen option (a name in the row's own option order, or parsed text)."""
+    nation = sample.labels["country"]
+    if data is None:
+        return wherebench.WhereItem(sample.id, "wherecountry"), {"status": "missing"}
+    choices = [str(c) for c in (_list(data.get("choices")) or sample.choices)]
+    chosen: str | None = None
+    named = data.get("predicted")
+    if isinstance(named, str) and named.strip() in choices:
+        chosen = named.strip()
+    else:
+        text = _text(data)
+        prediction = parse_answer(text, "robust", choices=choices) if text else None
+        if prediction is not None and prediction.choice:
+            index = ord(prediction.choice.upper()) - ord("A")
+            chosen = choices[index] if 0 <= index < len(choices) else None
+    item = wherebench.WhereItem(
+        sample.id, "wherecountry", parsed=chosen is not None, correct=chosen == nation
+    )
+    return item, {"status": "ok" if chosen else "unparsed", "chosen": chosen, "correct": item.correct}
+
+
+def _street_item(
+    sample: Sample, data: dict[str, Any] | None, protocol: ScoringProtocol
+) -> tuple[wherebench.WhereItem, dict[str, Any]]:
+    """A WhereStreet row: path score (text items) or distance (coordinate items), and judged clue use."""
+    source = sample.split if sample.split in wherebench.SOURCES else wherebench.source_of(sample.id)
+    text_item = sample.answer_type == "level"
+    item = wherebench.WhereItem(
+        sample.id,
+        "text" if text_item else "coordinates",
+        source=source,
+        clue_weights=list(sample.clue_weights),
+    )
+    if data is None:
+        return item, {"status": "missing", "source": source}
+    text = _text(data)
+    prediction = parse_answer(text, "robust") if text else Prediction()
+    used = _list(data.get("thinking_result"))
+    if used is not None:
+        item.clues_used = [bool(u) for u in used]
+    record: dict[str, Any] = {"status": "ok" if text else "unparsed", "source": source}
+    if text_item and sample.answer_level:
+        score, hits, given, copied = wherebench.item_path_score(
+            prediction, sample.labels, sample.answer_level, sample.hint, sample.hint_level
+        )
+        item.path_score = score
+        record |= {"path_score": score, "level_hits": hits, "hint_level": given, "copied_hint": copied}
+    elif prediction.has_coords and sample.lat is not None and sample.lon is not None:
+        d = float(
+            distance_km(
+                sample.lat,
+                sample.lon,
+                prediction.lat,
+                prediction.lon,
+                method=protocol.distance,
+                radius_km=protocol.radius_km,
+            )
+        )
+        item.distance_km = d
+        record["distance_km"] = d
+    if item.clues_used is not None:
+        record["thinking"] = metrics.thinking_score(item.clues_used)
+    return item, record
+
+
+def _flat(figures: dict[str, Any]) -> dict[str, float]:
+    """The nested WhereBench figures as ``geosleuth score`` metric names (percent)."""
+    out: dict[str, float] = {}
+    country = figures.get("wherecountry")
+    if country:
+        out["acc_wherecountry_as_published"] = country["accuracy_as_published"]
+        out["acc_wherecountry_every_row"] = country["accuracy_every_row"]
+    for split, f in (figures.get("wherestreet") or {}).items():
+        out[f"path_score_{split}"] = f["path_score"]
+        for key, value in f.items():
+            if key.startswith("acc@"):
+                out[f"{key}_{split}"] = value
+        for kind in ("text", "coordinates"):
+            thinking = f[f"thinking_{kind}"]
+            out[f"thinking_{split}_{kind}"] = thinking["thinking"]
+            out[f"thinking_shapley_{split}_{kind}"] = thinking["thinking_shapley"]
+    out["overall"] = figures["overall"]
+    out["overall_every_row"] = figures["overall_every_row"]
+    return {k: math.nan if v is None else float(v) for k, v in out.items()}
+
+
+def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Path | None) -> FileScore:
+    """Score one WhereCountry or WhereStreet prediction file against the released table."""
+    samples = _truth(truth_path)
+    predictions, problems = _predictions(path)
+    items: list[wherebench.WhereItem] = []
+    records: list[dict[str, Any]] = []
+    for sample in samples:
+        data = predictions.get(sample.id)
+        if sample.answer_type == "choice":
+            item, record = _country_item(sample, data)
+        else:
+            item, record = _street_item(sample, data, protocol)
+        items.append(item)
+        records.append({"id": sample.id, **record})
+    known = {s.id for s in samples}
+    extra = [k for k in predictions if k not in known]
+    figures = wherebench.wherebench_figures(items)
+    warnings = list(problems[:10])
+    if extra:
+        warnings.append(f"{len(extra)} prediction id(s) not in the truth table, ignored (e.g. {extra[0]})")
+    missing = sum(r["status"] == "missing" for r in records)
+    if missing:
+        warnings.append(f"{missing} truth row(s) have no prediction; they count as unanswered")
+    country = figures.get("wherecountry")
+    if isinstance(country, dict) and country["unparsed_ids"]:
+        ids = country["unparsed_ids"]
+        warnings.append(
+            f"{len(ids)} WhereCountry row(s) without a readable choice differ between the as-published "
+            f"accuracy (dropped) and every row (wrong): {', '.join(ids[:10])}{' …' if len(ids) > 10 else ''}"
+        )
+    parsed = sum(r["status"] == "ok" for r in records)
+    score = Score(n=len(samples), parsed=parsed, metrics=_flat(figures), ci95={}, warnings=warnings)
+    return FileScore(str(path), protocol.name, score, records)
