@@ -204,13 +204,17 @@ def filter_cmd(
     samples: Annotated[
         Path | None, typer.Option("--truth", help="Ground truth JSONL (default RUN_DIR/samples.jsonl).")
     ] = None,
-    thresholds: Annotated[
-        str, typer.Option(help="Comma-separated km thresholds, strict to loose.")
-    ] = "1,25,200,750",
+    phases: Annotated[
+        str,
+        typer.Option(
+            help="Curriculum phases: km regimes per phase, ';' between phases; each phase adds to the earlier ones."
+        ),
+    ] = "1,25;200,750",
 ) -> None:
-    """Keep images with 0 < pass@K < K per threshold; write curriculum phases strict -> loose."""
+    """Keep images with 0 < pass@K < K at a regime; write SpotAgent's cumulative phases (phase<i>.jsonl)."""
     from geosleuth.training.filtering import (
         filter_trajectories,
+        parse_phases,
         read_samples,
         read_trajectory_records,
         write_filter_outputs,
@@ -222,8 +226,7 @@ def filter_cmd(
             raise ValueError(f"{run_dir}: no trajectories.jsonl (is this an eval run directory?)")
         truth_path = samples or run_dir / "samples.jsonl"
         truth = read_samples(truth_path if truth_path.exists() else None)
-        ts = [float(x) for x in thresholds.split(",") if x.strip()]
-        result = filter_trajectories(read_trajectory_records(traj_path), truth, ts)
+        result = filter_trajectories(read_trajectory_records(traj_path), truth, parse_phases(phases))
         report = write_filter_outputs(result, out or run_dir / "filter", truth)
         typer.echo(
             json.dumps({k: report[k] for k in ("images", "kept", "dropped", "phases", "regimes")}, indent=2)
