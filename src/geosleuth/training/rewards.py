@@ -240,12 +240,27 @@ def _truth_semantic(truth: GroundTruth) -> dict[str, str | None]:
     return {"country": lv.get("country"), "region": lv.get("admin1"), "precise": precise}
 
 
+_STATE_KEYS = frozenset({"province/state", "province / state", "province", "state", "region", "admin1"})
+
+
+def _state_line(text: str | None) -> str | None:
+    """A ``Province/State:`` line of the answer block (GeoVista's form), read line by line."""
+    content = answer_content(text)
+    if not content:
+        return None
+    for line in content.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().strip("*-").strip().lower() in _STATE_KEYS and value.strip():
+            return value.strip().strip("*").strip()
+    return None
+
+
 def _hierarchy_levels(text: str | None, pred: Prediction) -> tuple[str | None, str | None, str | None]:
     """(country, state, city) of an answer; a GeoAgent answer gives (country, region, place)."""
     ga = geoagent_levels(text)
     if ga is not None:
         return ga["country"], ga["region"], ga["precise"]
-    return pred.country, pred.admin1, pred.city
+    return pred.country, pred.admin1 or _state_line(text), pred.city
 
 
 def _verdicts(verdict: Any) -> tuple[bool, bool, bool]:
