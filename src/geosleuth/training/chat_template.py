@@ -141,3 +141,43 @@ def hydra_override_value(template: str) -> str:
         raise ValueError("the template contains '${', which Hydra would read as an interpolation")
     body = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, template)
     return "'" + re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", body) + "'"
+
+
+def prepare_chat_template(out_dir: Path, choice: str = "auto", model: Path | None = None) -> dict[str, Any]:
+    """Decide the chat template a verl run needs for tool rollouts, and write it beside the data.
+
+    ``choice``: ``auto`` (the model's own template when ``model`` is a local directory whose
+    template renders tools and tool responses, else the shipped tool template), ``model``
+    (the model's, refused if it fails the check), ``qwen-vl-tools`` (the shipped one) or a
+    template file. A chosen override is written as ``chat_template.jinja`` and, quoted for a
+    Hydra override, ``chat_template.hydra`` (the launch scripts pass it as
+    ``actor_rollout_ref.model.custom_chat_template``).
+    """
+    report: dict[str, Any] = {"choice": choice}
+    own = model_chat_template(model) if model is not None else None
+    if model is not None:
+        report["model_problems"] = check_chat_template(own)
+    if choice == "model" or (choice == "auto" and model is not None and not report["model_problems"]):
+        if model is None:
+            raise ValueError("--chat-template model needs --model (a local model directory)")
+        if report["model_problems"]:
+            raise ValueError(f"{model}: " + "; ".join(report["model_problems"]))
+        report["template"] = "model"
+        return report
+    if choice in ("auto", "qwen-vl-tools"):
+        template = QWEN_VL_TOOL_TEMPLATE
+        report["template"] = "qwen-vl-tools"
+    else:
+        path = Path(choice).expanduser()
+        if not path.is_file():
+            raise ValueError(f"--chat-template {choice!r}: use auto, model, qwen-vl-tools or a template file")
+        template = path.read_text(encoding="utf-8")
+        report["template"] = str(path)
+    problems = check_chat_template(template)
+    if problems:
+        raise ValueError(f"chat template {report['template']}: " + "; ".join(problems))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "chat_template.jinja").write_text(template, encoding="utf-8")
+    (out_dir / "chat_template.hydra").write_text(hydra_override_value(template), encoding="utf-8")
+    report["written"] = [str(out_dir / "chat_template.jinja"), str(out_dir / "chat_template.hydra")]
+    return report
