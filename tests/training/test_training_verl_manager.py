@@ -242,3 +242,31 @@ def test_tool_template_passes_the_check_the_stock_one_fails() -> None:
     )[0].value()
     assert value == QWEN_VL_TOOL_TEMPLATE
     assert json.loads(json.dumps(value)) == QWEN_VL_TOOL_TEMPLATE
+
+
+def test_launch_script_composes_against_verls_config(tmp_path: Path) -> None:
+    """Every override of grpo_single_node.sh is one verl 0.9.1's Hydra config accepts, and it loads our manager."""
+    import os
+    import subprocess
+
+    verl = pytest.importorskip("verl", reason="verl is not installed")
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+
+    from geosleuth.training.chat_template import QWEN_VL_TOOL_TEMPLATE, prepare_chat_template
+    from geosleuth.training.verl_manager import GeoSleuthRewardManager
+
+    prepare_chat_template(tmp_path, "qwen-vl-tools")
+    script = Path(__file__).resolve().parents[2] / "examples" / "training" / "verl" / "grpo_single_node.sh"
+    shell = 'python3(){ printf "%s\\0" "$@"; }; export -f python3; source "$0"'  # capture the exact argv
+    env = {**os.environ, "DATA": str(tmp_path), "REWARD": "hierarchical"}
+    argv = subprocess.run(["bash", "-c", shell, str(script)], env=env, capture_output=True, check=True).stdout
+    args = argv.decode().split("\0")[:-1]
+    assert args[:2] == ["-m", "verl.trainer.main_ppo"]
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=args[2:])
+    assert resolve_reward_manager_cls(cfg) is GeoSleuthRewardManager
+    assert cfg.reward.custom_reward_function.reward_kwargs.reward == "hierarchical"
+    assert cfg.actor_rollout_ref.model.custom_chat_template == QWEN_VL_TOOL_TEMPLATE
+    assert not any("reward_manager.name=batch" in a for a in args)
