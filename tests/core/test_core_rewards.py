@@ -45,7 +45,8 @@ def test_step_reward(d: float, expected: float) -> None:
         (13.0, 0.875),
         (25.0, 0.75),
         (112.5, 0.475),
-        (200.0, 0.2),
+        (199.0, 0.75 - 0.55 * 174.0 / 175.0),
+        (200.0, 0.0),  # SpotAgent: 0 at exactly 200 km and beyond (issue 11)
         (200.01, 0.0),
         (5000.0, 0.0),
         (math.nan, 0.0),
@@ -110,7 +111,9 @@ def test_semantic_reward_gating() -> None:
 def test_semantic_reward_pluggable_similarity_and_failures() -> None:
     truth = {"country": "a", "region": "b", "precise": "c"}
     half = R.semantic_reward(truth, truth, similarity=lambda p, r, lv: 0.6)
-    assert half == pytest.approx(0.1 * 0.6)  # country 0.6 < 0.7 closes the gate
+    assert half == 0.0  # paper: country 0.6 < 0.7 neither adds nor opens the gate (issue 11)
+    released = R.semantic_reward(truth, truth, similarity=lambda p, r, lv: 0.6, gating="released")
+    assert released == pytest.approx(0.1 * 0.6)  # released code: the country still adds 0.06
 
     def broken(p: str, r: str, lv: str) -> float:
         raise RuntimeError("embedding server down")

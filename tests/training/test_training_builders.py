@@ -11,7 +11,12 @@ import pytest
 
 from geosleuth.core.geo import destination
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.training.filtering import filter_trajectories, read_trajectory_records, write_filter_outputs
+from geosleuth.training.filtering import (
+    filter_trajectories,
+    parse_phases,
+    read_trajectory_records,
+    write_filter_outputs,
+)
 from geosleuth.training.mcq import build_mcq, distractor_tiers
 from geosleuth.training.sampling import (
     allocate_quotas,
@@ -42,36 +47,46 @@ def _truths(ids: list[str]) -> dict[str, Sample]:
     return {i: Sample(id=i, lat=TRUTH[0], lon=TRUTH[1]) for i in ids}
 
 
-def test_filter_keeps_mixed_images_in_the_strictest_phase(tmp_path: Path) -> None:
+def test_filter_writes_two_cumulative_phases(tmp_path: Path) -> None:
     records = [
         _run("easy", [0.1, 0.2, 0.3, 0.4]),  # all < 1 km at every threshold: dropped
         _run("hard", [5000.0, 9000.0, None, 8000.0]),  # never within 750 km: dropped
-        _run("street", [0.5, 3.0, 30.0, 300.0]),  # mixed at 1 km -> phase 1
-        _run("city", [5.0, 5.0, 300.0, None]),  # 2/4 at 25 km -> phase 2
-        _run("region", [100.0, 100.0, 100.0, 500.0]),  # 3/4 at 200 km -> phase 3
-        _run("country", [300.0, 300.0, 900.0, 900.0]),  # 2/4 at 750 km -> phase 4
+        _run("street", [0.5, 3.0, 30.0, 300.0]),  # mixed at 1 km -> phase I
+        _run("city", [5.0, 5.0, 300.0, None]),  # 2/4 at 25 km -> phase I
+        _run("region", [100.0, 100.0, 100.0, 500.0]),  # 3/4 at 200 km -> phase II only
+        _run("country", [300.0, 300.0, 900.0, 900.0]),  # 2/4 at 750 km -> phase II only
         {"sample_id": "line 7", "reason": "invalid trajectory"},
     ]
     ids = ["easy", "hard", "street", "city", "region", "country"]
     result = filter_trajectories(records, _truths(ids))
+    # SpotAgent: phase I = regimes {1, 25} km; phase II adds {200, 750} km (cumulative)
     assert [(t, ids_) for t, ids_ in result.phases] == [
-        (1.0, ["street"]),
-        (25.0, ["city"]),
-        (200.0, ["region"]),
-        (750.0, ["country"]),
+        ((1.0, 25.0), ["street", "city"]),
+        ((1.0, 25.0, 200.0, 750.0), ["street", "city", "region", "country"]),
     ]
     stats = {s.sample_id: s for s in result.stats}
-    for t, kept in result.phases:
-        for sid in kept:
-            assert 0 < stats[sid].hits[t] < stats[sid].k  # no pass@K = K or 0 survives
+    for regimes, kept in result.phases:
+        for sid in kept:  # no pass@K = K or 0 survives at every regime of its phase
+            assert any(0 < stats[sid].hits[t] < stats[sid].k for t in regimes)
     regimes = result.regime_counts()
     assert regimes["1km"] == {"all_correct": 1, "all_wrong": 4, "mixed": 1}
     assert regimes["750km"] == {"all_correct": 3, "all_wrong": 1, "mixed": 2}
     report = write_filter_outputs(result, tmp_path, _truths(ids))
     assert report["kept"] == 4 and report["dropped"] == 2 and report["failed_records"] == 1
-    phase1 = [json.loads(x) for x in (tmp_path / "phase1_1km.jsonl").read_text().splitlines()]
-    assert [p["id"] for p in phase1] == ["street"] and phase1[0]["lat"] == TRUTH[0]
+    assert [p["count"] for p in report["phases"]] == [2, 4]
+    phase1 = [json.loads(x) for x in (tmp_path / "phase1.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in phase1] == ["street", "city"] and phase1[0]["lat"] == TRUTH[0]
+    phase2 = [json.loads(x)["id"] for x in (tmp_path / "phase2.jsonl").read_text().splitlines()]
+    assert phase2 == ["street", "city", "region", "country"]
     assert len((tmp_path / "stats.jsonl").read_text().splitlines()) == 6
+
+
+def test_parse_phases() -> None:
+    assert parse_phases("1,25;200,750") == [(1.0, 25.0), (200.0, 750.0)]
+    with pytest.raises(ValueError, match="phase"):
+        parse_phases("1,25;;200")
+    with pytest.raises(ValueError, match="phases"):
+        parse_phases("1,x")
 
 
 def test_filter_reports_missing_truth_and_reads_broken_lines(tmp_path: Path) -> None:

@@ -114,8 +114,9 @@ def test_verl_reward_choice_and_params() -> None:
 
 
 def test_hierarchical_and_semantic() -> None:
-    # country + city right, no admin1 in the answer: the path stops at country -> 1
-    assert compute_score("x", ROLLOUT_JSON, TRUTH, reward="hierarchical")["score"] == pytest.approx(1.0)
+    # country + city right, no admin1 in the answer: each level is judged on its own (GeoVista's
+    # released reward), so the right city alone earns beta^2 = 4
+    assert compute_score("x", ROLLOUT_JSON, TRUTH, reward="hierarchical")["score"] == pytest.approx(4.0)
     full = ROLLOUT_JSON.replace('"city": "Paris", "country": "France"}</answer>', "") + (
         '"city": "Paris", "state": "Ile-de-France", "country": "France"}</answer>'
     )
@@ -130,7 +131,7 @@ def test_hierarchical_and_semantic() -> None:
 
 def test_geo_similarity_combines_spatial_semantic_consistency() -> None:
     spec = RewardSpec("geo_similarity")
-    batch = score_texts(spec, [ROLLOUT_JSON], [TRUTH], consistency_fn=lambda texts: [0.5] * len(texts))
+    batch = score_texts(spec, [ROLLOUT_JSON], [TRUTH], consistency_fn=lambda texts, truths: [0.5] * len(texts))
     assert batch.scores[0] == pytest.approx(1.5 * math.exp(-D_JSON / 200) + 1.0 * 0.1 + 0.5 * 0.5)
     no_judge = compute_score("x", ROLLOUT_JSON, TRUTH, reward="combined")["score"]
     assert no_judge == pytest.approx(1.5 * math.exp(-D_JSON / 200) + 0.1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -152,3 +153,26 @@ def test_create_kwargs_carry_the_exact_model_frame(image_path: Path) -> None:
     ctx = verl_tools._context({"image": str(image_path), "model_size": [32, 24]}, {})
     assert ctx.model_size == (32, 24) and ctx.image is not None and ctx.image.size == (64, 48)
     assert verl_tools._context({"image": str(image_path)}, {}).model_size is None
+
+
+async def test_create_decodes_the_image_only_for_tools_that_read_it(
+    image_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PIL import Image
+
+    opened: list[str] = []
+    real_open = Image.open
+
+    def counting_open(fp: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(fp))
+        return real_open(fp, *args, **kwargs)
+
+    monkeypatch.setattr(Image, "open", counting_open)
+    search = GeoSleuthTool({"tool": "web_search", "registry_factory": FACTORY})
+    sid, _ = await search.create(create_kwargs={"image": str(image_path)})
+    await search.execute(sid, {"query": "Zürich"})
+    assert opened == []  # web search never decodes the query image
+    crop_tool = GeoSleuthTool({"tool": "crop", "registry_factory": FACTORY})
+    cid, _ = await crop_tool.create(create_kwargs={"image": str(image_path)})
+    resp, _, _ = await crop_tool.execute(cid, {"bbox_2d": [0, 0, 8, 8]})
+    assert opened == [str(image_path)] and resp.text == "zoomed 8x8"

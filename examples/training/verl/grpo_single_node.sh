@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Agentic GRPO with verl on one node (8 GPUs), geosleuth tools and a geographic reward.
+# Agentic GRPO with verl 0.9.1 on one node (8 GPUs), geosleuth tools and a geographic reward.
 # Run prepare_data.sh first. Values are starting points in the range of the published
 # recipes (GeoVista / SpotAgent / Thinking with Map style): group size 8, KL 0.001,
 # lr 1e-6, up to 6 tool turns, long responses, tool responses up to 4k tokens.
+# The reward runs in geosleuth's reward manager (only the policy's own tokens are scored);
+# REWARD must match the answer format prepare_data.sh exported (export-verl --reward checks it).
 set -euo pipefail
 DATA="${DATA:-$HOME/data/geosleuth}"
 MODEL="${MODEL:-Qwen/Qwen2.5-VL-7B-Instruct}"
-REWARD="${REWARD:-step}"                # step | piecewise | spatial | hierarchical | geo_similarity
-GEOSLEUTH_REWARD="$(python3 -c 'import geosleuth.training.verl_reward as m; print(m.__file__)')"
+REWARD="${REWARD:-step}"                # step | piecewise | spatial | hierarchical | semantic | geo_similarity
+TRAIN_FILE="${TRAIN_FILE:-$DATA/train.parquet}"   # curriculum: phase1.parquet, then phase2.parquet (docs/training.md)
 NNODES="${NNODES:-1}"
 GPUS="${GPUS_PER_NODE:-8}"
+
+# export-verl writes a tool-capable chat template when the model's own one lacks tool rendering
+template_args=()
+if [[ -f "$DATA/chat_template.hydra" ]]; then
+  template_args=("actor_rollout_ref.model.custom_chat_template=$(cat "$DATA/chat_template.hydra")")
+fi
 
 python3 -m verl.trainer.main_ppo \
   algorithm.adv_estimator=grpo \
   algorithm.use_kl_in_reward=False \
-  data.train_files="$DATA/train.parquet" \
+  data.train_files="$TRAIN_FILE" \
   data.val_files="$DATA/${VAL_FILE:-train.parquet}" \
   data.image_key=images \
   data.return_raw_chat=True \
@@ -50,8 +58,9 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4096 \
   actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=right \
   actor_rollout_ref.rollout.multi_turn.tool_config_path="$DATA/tools.yaml" \
-  reward.custom_reward_function.path="$GEOSLEUTH_REWARD" \
-  reward.custom_reward_function.name=compute_score \
+  reward.reward_manager.source=importlib \
+  reward.reward_manager.name=GeoSleuthRewardManager \
+  reward.reward_manager.module.path=pkg://geosleuth.training.verl_manager \
   +reward.custom_reward_function.reward_kwargs.reward="$REWARD" \
   trainer.logger='["console"]' \
   trainer.project_name=geosleuth \
@@ -60,4 +69,4 @@ python3 -m verl.trainer.main_ppo \
   trainer.nnodes="$NNODES" \
   trainer.save_freq=50 \
   trainer.test_freq=25 \
-  trainer.total_epochs=2 "$@"
+  trainer.total_epochs=2 "${template_args[@]}" "$@"

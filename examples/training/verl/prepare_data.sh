@@ -4,7 +4,10 @@
 set -euo pipefail
 : "${DATASET:?set DATASET to a training set any geosleuth loader reads}"
 OUT="${OUT:-$HOME/data/geosleuth}"
-STYLE="${STYLE:-spotagent}"              # prompt style: its tools and answer format
+REWARD="${REWARD:-step}"                 # the reward grpo_single_node.sh will use (checked against the style)
+STYLE="${STYLE:-}"                       # prompt style (default: the reward's paper's: geovista for
+                                         # hierarchical, geoagent for semantic / geo_similarity, else spotagent)
+MODEL_DIR="${MODEL_DIR:-}"               # local model directory: its chat template is checked for tool rendering
 TOOLS="${TOOLS:-image_zoom_in_tool,web_search,geocode}"
 SETTINGS="${TOOL_SETTINGS:-}"            # tool settings file (providers, cache); keys come from the environment
 PIXELS="${PIXEL_BUDGET:-2000000}"        # must match the processor's max_pixels in the launch script
@@ -12,6 +15,9 @@ mkdir -p "$OUT"
 
 settings_args=()
 if [[ -n "$SETTINGS" ]]; then settings_args=(--tool-settings "$SETTINGS"); fi
+style_args=(--reward "$REWARD")
+if [[ -n "$STYLE" ]]; then style_args+=(--prompt "$STYLE"); fi
+if [[ -n "$MODEL_DIR" ]]; then style_args+=(--model "$MODEL_DIR"); fi
 
 # Optional: a geographically balanced subset, and only images of useful difficulty.
 if [[ -n "${SAMPLE_SIZE:-}" ]]; then
@@ -19,10 +25,11 @@ if [[ -n "${SAMPLE_SIZE:-}" ]]; then
   DATASET="$OUT/train_sampled.jsonl"
 fi
 
-geosleuth data export-verl "$DATASET" -o "$OUT/train.parquet" --style "$STYLE" --tools "$TOOLS" \
+# export-verl also writes chat_template.hydra when the model's template does not render tools
+geosleuth data export-verl "$DATASET" -o "$OUT/train.parquet" "${style_args[@]}" --tools "$TOOLS" \
   --pixel-budget "$PIXELS" "${settings_args[@]}"
 if [[ -n "${VAL:-}" ]]; then
-  geosleuth data export-verl "$VAL" -o "$OUT/val.parquet" --style "$STYLE" --tools "$TOOLS" \
+  geosleuth data export-verl "$VAL" -o "$OUT/val.parquet" "${style_args[@]}" --tools "$TOOLS" \
     --pixel-budget "$PIXELS" "${settings_args[@]}"
 fi
 # Tool text is truncated by geosleuth (with a notice) at 4000 characters; keep verl's own

@@ -78,12 +78,28 @@ def export_verl_cmd(
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
     style: Annotated[
-        str, typer.Option("--prompt", "--style", help="Agent prompt style for the system / user text.")
-    ] = "spotagent",
+        str | None,
+        typer.Option(
+            "--prompt",
+            "--style",
+            help="Agent prompt style for the system / user text (default: the --reward's paper's style, else spotagent).",
+        ),
+    ] = None,
     tools: Annotated[
         str | None, typer.Option(help="Comma-separated tool names (default: the style's tools; '' for none).")
     ] = None,
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
+    reward: Annotated[
+        str | None,
+        typer.Option(help="The reward the run will use: checked against the answer format of the style."),
+    ] = None,
+    model: Annotated[
+        Path | None, typer.Option(help="Local model directory: its chat template is checked for tool rendering.")
+    ] = None,
+    chat_template: Annotated[
+        str,
+        typer.Option(help="auto | model | qwen-vl-tools | FILE: the template verl renders tool rollouts with."),
+    ] = "auto",
     pixel_budget: Annotated[
         int, typer.Option(help="Pixels the model sees (processor max_pixels).")
     ] = 2_000_000,
@@ -100,15 +116,22 @@ def export_verl_cmd(
         str | None, typer.Option(help="data_source column (default: the sample's).")
     ] = None,
 ) -> None:
-    """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom."""
+    """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom.
+
+    With tools, the chat template verl renders rollouts with is checked: a template that does
+    not render tool schemas and ``<tool_response>`` turns (Qwen2.5-VL's stock one) is replaced
+    by a shipped one, written beside the parquet for the launch script.
+    """
     from geosleuth.agent.prompting import load_style
-    from geosleuth.training.export_verl import VerlExportOptions, export_verl
+    from geosleuth.training.chat_template import prepare_chat_template
+    from geosleuth.training.export_verl import VerlExportOptions, export_verl, style_for_reward
 
     def run() -> None:
+        chosen = style_for_reward(style, reward)
         samples = _load_samples(dataset, fmt, images)
-        names = tools if tools is not None else ",".join(load_style(style).tools)
+        names = tools if tools is not None else ",".join(load_style(chosen).tools)
         options = VerlExportOptions(
-            style=style,
+            style=chosen,
             schemas=tuple(_tool_schemas(names, tool_settings)),
             pixel_budget=pixel_budget,
             resize_factor=resize_factor,
@@ -118,7 +141,18 @@ def export_verl_cmd(
         report = export_verl(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
-        typer.echo(f"wrote {report.written} rows to {out} ({len(report.failed)} failed)")
+        typer.echo(f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})")
+        if options.schemas:
+            tpl = prepare_chat_template(out.parent, chat_template, model)
+            for problem in tpl.get("model_problems", []):
+                typer.echo(f"warning: {model}: {problem}", err=True)
+            if tpl["template"] == "model":
+                typer.echo(f"chat template: {model}'s own (renders tools and tool responses)")
+            else:
+                typer.echo(
+                    f"chat template: {tpl['template']} written to {out.parent}/chat_template.jinja; pass it to verl with "
+                    f'actor_rollout_ref.model.custom_chat_template="$(cat {out.parent}/chat_template.hydra)"'
+                )
 
     _guard(run)
 
@@ -204,13 +238,17 @@ def filter_cmd(
     samples: Annotated[
         Path | None, typer.Option("--truth", help="Ground truth JSONL (default RUN_DIR/samples.jsonl).")
     ] = None,
-    thresholds: Annotated[
-        str, typer.Option(help="Comma-separated km thresholds, strict to loose.")
-    ] = "1,25,200,750",
+    phases: Annotated[
+        str,
+        typer.Option(
+            help="Curriculum phases: km regimes per phase, ';' between phases; each phase adds to the earlier ones."
+        ),
+    ] = "1,25;200,750",
 ) -> None:
-    """Keep images with 0 < pass@K < K per threshold; write curriculum phases strict -> loose."""
+    """Keep images with 0 < pass@K < K at a regime; write SpotAgent's cumulative phases (phase<i>.jsonl)."""
     from geosleuth.training.filtering import (
         filter_trajectories,
+        parse_phases,
         read_samples,
         read_trajectory_records,
         write_filter_outputs,
@@ -222,8 +260,7 @@ def filter_cmd(
             raise ValueError(f"{run_dir}: no trajectories.jsonl (is this an eval run directory?)")
         truth_path = samples or run_dir / "samples.jsonl"
         truth = read_samples(truth_path if truth_path.exists() else None)
-        ts = [float(x) for x in thresholds.split(",") if x.strip()]
-        result = filter_trajectories(read_trajectory_records(traj_path), truth, ts)
+        result = filter_trajectories(read_trajectory_records(traj_path), truth, parse_phases(phases))
         report = write_filter_outputs(result, out or run_dir / "filter", truth)
         typer.echo(
             json.dumps({k: report[k] for k in ("images", "kept", "dropped", "phases", "regimes")}, indent=2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,12 +24,24 @@ STEP_VALUES: tuple[float, ...] = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
 
 PIECEWISE_KNOTS_KM: tuple[float, ...] = (1.0, 25.0, 200.0)
 PIECEWISE_VALUES: tuple[float, ...] = (1.0, 0.75, 0.2)
-"""SpotAgent: 1 below 1 km, linear to 0.75 at 25 km and 0.2 at 200 km, 0 beyond."""
+"""SpotAgent: 1 below 1 km, linear to 0.75 at 25 km and towards 0.2 at 200 km; 0 from 200 km on."""
 
 SEMANTIC_LEVELS: tuple[str, ...] = ("country", "region", "precise")
 SEMANTIC_ALPHAS: tuple[float, float, float] = (0.1, 0.6, 0.3)
 SEMANTIC_GATES: tuple[float, float] = (0.7, 0.5)
 COMBINED_WEIGHTS: tuple[float, float, float] = (1.5, 1.0, 0.5)
+SemanticGating = Literal["paper", "released"]
+"""``paper``: a level adds αᵢ·sᵢ only when sᵢ passes its own threshold (and every level above
+passed); ``released``: GeoAgent's ``TripleFieldAccuracy`` adds every computed sᵢ, the
+threshold only decides whether the next level is computed (0.69 at country adds 0.069)."""
+
+GEOAGENT_SPATIAL_MAX_KM = 2000.0
+"""GeoAgent's released ``GeoScoreAccuracy``: exp(−10·d/2000) below 2000 km, 0 from there."""
+CONSISTENCY_LAMBDA = 8.0
+CONSISTENCY_MU = 0.5
+CONSISTENCY_LENGTH_RANGE: tuple[float, float] = (90.0, 200.0)
+"""Eq. 9 constants as released (``ThinkAnswerConsistency``): characters of a level's reasoning,
+min–max normalised between 90 and 200, p = 1/(1+exp(−8·(ℓ̂−0.5)))."""
 
 Similarity = Callable[[str, str, str], float]
 """``(predicted, reference, level) -> similarity in [0, 1]``; plug an embedding cosine here."""
@@ -52,30 +65,39 @@ def step_reward(distance_km: ArrayLike) -> float | NDArray[np.float64]:
 
 
 def piecewise_linear_reward(distance_km: ArrayLike) -> float | NDArray[np.float64]:
-    """SpotAgent's piecewise-linear distance reward; 0 beyond 200 km and for failures."""
+    """SpotAgent's piecewise-linear distance reward; 0 from 200 km on (exactly 200 km gives 0) and for failures."""
     d = _f64(distance_km)
     safe = np.where(np.isfinite(d) & (d >= 0), d, np.inf)
     out = np.interp(safe, PIECEWISE_KNOTS_KM, PIECEWISE_VALUES, left=1.0, right=0.0)
-    out = np.where(safe > PIECEWISE_KNOTS_KM[-1], 0.0, out)
+    out = np.where(safe >= PIECEWISE_KNOTS_KM[-1], 0.0, out)
     return _scalar_or_array(out, distance_km)
 
 
-def spatial_reward(distance_km: ArrayLike, tau_km: float = 200.0) -> float | NDArray[np.float64]:
-    """GeoAgent's R_spa = exp(−d/τ), τ = 200 km; failures earn 0."""
+def spatial_reward(
+    distance_km: ArrayLike, tau_km: float = 200.0, max_km: float | None = None
+) -> float | NDArray[np.float64]:
+    """GeoAgent's R_spa = exp(−d/τ), τ = 200 km; failures earn 0.
+
+    ``max_km`` (released code: 2000 = 10·τ) sets the reward to 0 from that distance on.
+    """
     if tau_km <= 0:
         raise ValueError("tau_km must be positive")
     d = _f64(distance_km)
     safe = np.where(np.isfinite(d) & (d >= 0), d, np.inf)
-    return _scalar_or_array(np.exp(-safe / tau_km), distance_km)
+    out = np.exp(-safe / tau_km)
+    if max_km is not None:
+        out = np.where(safe >= max_km, 0.0, out)
+    return _scalar_or_array(out, distance_km)
 
 
 def hierarchical_reward(
     country_ok: ArrayLike, state_ok: ArrayLike, city_ok: ArrayLike, beta: float = 2.0, normalize: bool = False
 ) -> float | NDArray[np.float64]:
-    """GeoVista's hierarchical reward: 1 / β / β² for the finest correct level country / state / city.
+    """GeoVista's hierarchical reward as released: β² when the city is right, else β when the
+    state is, else 1 when the country is, else 0.
 
-    A correct finer level implies the coarser ones. ``normalize`` divides by β² so the reward
-    lies in [0, 1].
+    Each level is judged on its own (a right city with a wrong state still earns β²).
+    ``normalize`` divides by β² so the reward lies in [0, 1].
     """
     c, s, t = (np.asarray(x, dtype=bool) for x in (country_ok, state_ok, city_ok))
     out = np.where(t, beta**2, np.where(s, beta, np.where(c, 1.0, 0.0))).astype(np.float64)
@@ -102,6 +124,14 @@ def default_similarity(predicted: str, reference: str, level: str) -> float:
     return similarity(predicted, reference)
 
 
+def _clamped(similarity: Similarity, p: str | None, r: str | None, level: str) -> float:
+    try:
+        s = float(similarity(p, r, level)) if p and r else 0.0  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a failing similarity backend scores 0, training goes on
+        return 0.0
+    return min(max(s, 0.0), 1.0) if math.isfinite(s) else 0.0
+
+
 def semantic_reward(
     predicted: Mapping[str, str | None],
     reference: Mapping[str, str | None],
@@ -109,24 +139,70 @@ def semantic_reward(
     alphas: Sequence[float] = SEMANTIC_ALPHAS,
     gates: Sequence[float] = SEMANTIC_GATES,
     levels: Sequence[str] = SEMANTIC_LEVELS,
+    gating: SemanticGating = "paper",
 ) -> float:
     """R_sem = Σ αᵢ·sᵢ over country / region / precise place, gated top-down.
 
-    A level contributes only if the level above reached its gate (0.7 for country, 0.5 for
-    region); a missing level scores 0 and closes the gate.
+    A level is looked at only if every level above passed its threshold (0.7 for country,
+    0.5 for region). ``paper``: a level adds αᵢ·sᵢ only if sᵢ also passes its own threshold
+    (the precise level has none); ``released``: it adds αᵢ·sᵢ whatever sᵢ is. A missing
+    level scores 0 and closes the gate.
     """
+    if gating not in ("paper", "released"):
+        raise ValueError(f"unknown semantic gating {gating!r}; use 'paper' or 'released'")
     total = 0.0
     for i, level in enumerate(levels):
-        p, r = predicted.get(level), reference.get(level)
-        try:
-            s = float(similarity(p, r, level)) if p and r else 0.0
-        except Exception:  # noqa: BLE001 - a failing similarity backend scores 0, training goes on
-            s = 0.0
-        s = min(max(s, 0.0), 1.0) if math.isfinite(s) else 0.0
-        total += alphas[i] * s
-        if i < len(gates) and s < gates[i]:
+        s = _clamped(similarity, predicted.get(level), reference.get(level), level)
+        passed = i >= len(gates) or s >= gates[i]
+        if passed or gating == "released":
+            total += alphas[i] * s
+        if not passed:
             break
     return total
+
+
+def length_weight(
+    length: float,
+    lam: float = CONSISTENCY_LAMBDA,
+    mu: float = CONSISTENCY_MU,
+    length_range: Sequence[float] = CONSISTENCY_LENGTH_RANGE,
+    hard_cutoff: bool = False,
+) -> float:
+    """GeoAgent Eq. 9: pᵢ = 1/(1+exp(−λ(ℓ̂ᵢ−μ))), ℓ̂ᵢ the min–max-normalised reasoning length.
+
+    ℓ̂ = (ℓ − ℓ_min)/(ℓ_max − ℓ_min) clipped to [0, 1]. ``hard_cutoff`` (released code) gives
+    exactly 0 below ℓ_min and 1 above ℓ_max.
+    """
+    lo, hi = float(length_range[0]), float(length_range[1])
+    if hi <= lo:
+        raise ValueError("length_range must be (min, max) with max > min")
+    if hard_cutoff and length < lo:
+        return 0.0
+    if hard_cutoff and length > hi:
+        return 1.0
+    norm = min(max((length - lo) / (hi - lo), 0.0), 1.0)
+    return 1.0 / (1.0 + math.exp(-lam * (norm - mu)))
+
+
+def consistency_reward(
+    matches: Sequence[float],
+    lengths: Sequence[float],
+    alphas: Sequence[float] = SEMANTIC_ALPHAS,
+    lam: float = CONSISTENCY_LAMBDA,
+    mu: float = CONSISTENCY_MU,
+    length_range: Sequence[float] = CONSISTENCY_LENGTH_RANGE,
+    hard_cutoff: bool = False,
+) -> float:
+    """GeoAgent Eq. 8: R_con = Σ αᵢ·pᵢ·cᵢ, cᵢ ∈ {0, 1} whether level i's re-derived conclusion
+    matches, pᵢ the length weight of level i's own reasoning (Eq. 9)."""
+    if not (len(matches) == len(lengths) == len(alphas)):
+        raise ValueError("matches, lengths and alphas need one value per level")
+    return float(
+        sum(
+            a * length_weight(n, lam, mu, length_range, hard_cutoff) * float(c)
+            for a, c, n in zip(alphas, matches, lengths, strict=True)
+        )
+    )
 
 
 def semantic_levels(prediction: Prediction | None) -> dict[str, str | None]:
@@ -166,11 +242,14 @@ def semantic_rewards(
     predicted: Sequence[Mapping[str, str | None]],
     reference: Sequence[Mapping[str, str | None]],
     similarity: Similarity = default_similarity,
+    gating: SemanticGating = "paper",
 ) -> NDArray[np.float64]:
     """:func:`semantic_reward` over a batch (one value per sample)."""
     if len(predicted) != len(reference):
         raise ValueError(f"{len(predicted)} predictions for {len(reference)} references")
-    return np.array([semantic_reward(p, r, similarity) for p, r in zip(predicted, reference, strict=True)])
+    return np.array(
+        [semantic_reward(p, r, similarity, gating=gating) for p, r in zip(predicted, reference, strict=True)]
+    )
 
 
 def prediction_distance_km(

@@ -29,6 +29,12 @@ from geosleuth.core.records import Sample, Task
 from geosleuth.training.truth import GroundTruth
 
 ABILITY = "geolocation"
+REGION_STYLES = frozenset({"geovista", "geoagent"})
+"""Prompt styles whose answer names the admin-1 region (GeoVista's ``Province/State:`` line,
+GeoAgent's ``Country; Region; Place``)."""
+NO_REGION_STYLES = frozenset({"spotagent", "thinking_with_map", "direct"})
+REGION_REWARDS = {"hierarchical": "geovista", "semantic": "geoagent", "geo_similarity": "geoagent", "combined": "geoagent"}
+"""Rewards that need the region in the answer, and the style each one's paper uses."""
 ROW_GROUP = 256
 """Rows per parquet row group (bounded memory with embedded images)."""
 
@@ -51,6 +57,23 @@ class VerlExportOptions:
 class ExportReport:
     written: int = 0
     failed: list[dict[str, str]] = field(default_factory=list)
+
+
+def style_for_reward(style: str | None, reward: str | None) -> str:
+    """The prompt style to export: the given one, checked against the reward, else the reward's paper's.
+
+    A reward that scores the admin-1 region (``hierarchical``, ``semantic``, ``geo_similarity``)
+    cannot reach its range with a style whose answer has no region: that pairing is refused.
+    """
+    name = (reward or "").partition(":")[0].strip() or None
+    if style is None:
+        return REGION_REWARDS.get(name or "", "spotagent")
+    if name in REGION_REWARDS and style not in REGION_STYLES:
+        raise ValueError(
+            f"reward {name!r} scores the province/state, but the {style!r} answer format has no region line; "
+            f"use --prompt {REGION_REWARDS[name]} (or {' / '.join(sorted(REGION_STYLES))})"
+        )
+    return style
 
 
 def model_scale(size: tuple[int, int], pixel_budget: int) -> float:

@@ -2,8 +2,9 @@
 
 An `eval` run with K samples per image says how often the policy already gets each image
 right at 1 / 25 / 200 / 750 km. Images it always gets right (pass@K = K) or never (0) give
-GRPO no signal: every trajectory in the group earns the same reward. The survivors are put
-into curriculum phases, strictest threshold first.
+GRPO no signal at a threshold δ: every trajectory in the group earns the same reward. The
+curriculum has SpotAgent's two cumulative phases: phase I trains on the images informative
+at δ ∈ {1, 25} km, phase II on those plus the images informative at δ ∈ {200, 750} km.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from geosleuth.agent.trajectory import scan_trajectories
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import Sample, Trajectory
 
-DEFAULT_THRESHOLDS_KM: tuple[float, ...] = (1.0, 25.0, 200.0, 750.0)
+DEFAULT_PHASES_KM: tuple[tuple[float, ...], ...] = ((1.0, 25.0), (200.0, 750.0))
+"""SpotAgent's regimes per phase; each phase adds its regimes to the earlier ones."""
+DEFAULT_THRESHOLDS_KM: tuple[float, ...] = tuple(t for group in DEFAULT_PHASES_KM for t in group)
 
 
 @dataclass
@@ -42,7 +45,7 @@ class FilterResult:
 
     thresholds_km: tuple[float, ...]
     stats: list[ImageStats]
-    phases: list[tuple[float, list[str]]]
+    phases: list[tuple[tuple[float, ...], list[str]]]  # (regimes so far, cumulative image ids)
     failed: list[dict[str, str]] = field(default_factory=list)
 
     def regime_counts(self) -> dict[str, dict[str, int]]:
@@ -65,7 +68,10 @@ class FilterResult:
             "failed_records": len(self.failed),
             "thresholds_km": list(self.thresholds_km),
             "regimes": self.regime_counts(),
-            "phases": [{"threshold_km": t, "count": len(ids)} for t, ids in self.phases],
+            "phases": [
+                {"phase": i, "thresholds_km": list(ts), "count": len(ids), "file": f"phase{i}.jsonl"}
+                for i, (ts, ids) in enumerate(self.phases, 1)
+            ],
             "failed": self.failed,
         }
 
@@ -101,12 +107,14 @@ def truth_of(trajectory: Trajectory, samples: dict[str, Sample]) -> tuple[float,
 def filter_trajectories(
     records: Iterable[Trajectory | dict[str, str]],
     samples: dict[str, Sample],
-    thresholds: Sequence[float] = DEFAULT_THRESHOLDS_KM,
+    phases: Sequence[Sequence[float]] = DEFAULT_PHASES_KM,
 ) -> FilterResult:
-    """Stats per image, then each informative image goes to the strictest threshold where it is mixed."""
-    ordered = tuple(sorted(float(t) for t in thresholds))
-    if not ordered:
-        raise ValueError("at least one threshold is needed")
+    """Stats per image, then cumulative phases: phase i keeps every image informative at a
+    regime of phases 1..i (0 < pass@K < K at that δ), in input order."""
+    groups = [tuple(sorted(float(t) for t in group)) for group in phases]
+    if not groups or not all(groups):
+        raise ValueError("at least one phase with at least one threshold is needed")
+    ordered = tuple(sorted({t for group in groups for t in group}))
     stats: list[ImageStats] = []
     failed: list[dict[str, str]] = []
     for rec in records:
@@ -118,13 +126,26 @@ def filter_trajectories(
             failed.append({"sample_id": rec.sample_id, "reason": "no ground truth for this sample"})
             continue
         stats.append(image_stats(rec, truth, ordered))
-    phases: list[tuple[float, list[str]]] = [(t, []) for t in ordered]
-    for s in stats:
-        for t, ids in phases:
-            if s.informative(t):
-                ids.append(s.sample_id)
-                break
-    return FilterResult(ordered, stats, phases, failed)
+    out: list[tuple[tuple[float, ...], list[str]]] = []
+    regimes: tuple[float, ...] = ()
+    for group in groups:
+        regimes = tuple(sorted({*regimes, *group}))
+        out.append((regimes, [s.sample_id for s in stats if any(s.informative(t) for t in regimes)]))
+    return FilterResult(ordered, stats, out, failed)
+
+
+def parse_phases(text: str) -> list[tuple[float, ...]]:
+    """``"1,25;200,750"`` -> [(1, 25), (200, 750)]; a clear error for anything else."""
+    groups: list[tuple[float, ...]] = []
+    for part in text.split(";"):
+        try:
+            group = tuple(float(x) for x in part.split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"phases must look like '1,25;200,750', got {text!r}") from None
+        if not group or any(not t > 0 for t in group):
+            raise ValueError(f"each phase needs positive km thresholds, got {part!r}")
+        groups.append(group)
+    return groups
 
 
 def read_trajectory_records(path: Path) -> list[Trajectory | dict[str, str]]:
@@ -154,7 +175,7 @@ def read_samples(path: Path | None) -> dict[str, Sample]:
 
 
 def write_filter_outputs(result: FilterResult, out_dir: Path, samples: dict[str, Sample]) -> dict[str, Any]:
-    """stats.jsonl, one phase file per threshold (sample ids, or full samples when known), report.json."""
+    """stats.jsonl, ``phase<i>.jsonl`` per cumulative phase (full samples when known, else ids), report.json."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / "stats.jsonl").open("w", encoding="utf-8") as fh:
         for s in result.stats:
@@ -165,8 +186,8 @@ def write_filter_outputs(result: FilterResult, out_dir: Path, samples: dict[str,
                 "distances_km": s.distances_km,
             }
             fh.write(json.dumps(row) + "\n")
-    for i, (t, ids) in enumerate(result.phases, 1):
-        with (out_dir / f"phase{i}_{_label(t)}.jsonl").open("w", encoding="utf-8") as fh:
+    for i, (_, ids) in enumerate(result.phases, 1):
+        with (out_dir / f"phase{i}.jsonl").open("w", encoding="utf-8") as fh:
             for sid in ids:
                 sample = samples.get(sid)
                 fh.write((sample.model_dump_json() if sample else json.dumps({"id": sid})) + "\n")

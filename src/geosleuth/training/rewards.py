@@ -9,15 +9,23 @@ parser, and `score_distance_one` scores a single rollout without arrays (verl's 
 reward manager); both are tested against the full path.
 
 Names: ``step`` (Thinking-with-Map 0.5–750 km), ``piecewise`` / ``linear`` (SpotAgent),
-``spatial`` (exp(−d/τ)), ``hierarchical`` (GeoVista 1/β/β²), ``semantic`` (gated name
-similarity), ``geo_similarity`` / ``combined`` (GeoAgent 1.5·spatial + 1.0·semantic +
-0.5·consistency, the consistency term from a judge when one is given).
+``spatial`` (GeoAgent R_spa = exp(−d/τ); a text answer without coordinates is geocoded
+through the tool layer), ``hierarchical`` (GeoVista 1/β/β², each level judged on its own, or
+by a verifier), ``semantic`` (GeoAgent R_sem, gated multilingual name similarity),
+``geo_similarity`` / ``combined`` (GeoAgent 1.5·R_spa + 1.0·R_sem + 0.5·R_con, R_con from a
+consistency judge when one is given). ``released=true`` selects the authors' released
+behaviour where it differs from the paper (see docs/training.md).
+
+Nothing inside tool blocks (``<tool_call>``, ``<tool_response>``, ``<observation>``, the
+``<<<TOOL OUTPUT …>>>`` fence) is ever read as the answer: `strip_tool_blocks` removes them
+in one linear pass before any parser sees the text.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import logging
 import math
 import operator
 import re
@@ -34,6 +42,8 @@ from geosleuth.core.parsing import ANSWER_LINE, INLINE_KEY, LAT_KEYS, LON_KEYS, 
 from geosleuth.core.records import Prediction
 from geosleuth.training.truth import GroundTruth, parse_ground_truth
 
+log = logging.getLogger(__name__)
+
 ACC_THRESHOLDS_KM: tuple[float, ...] = (0.5, 1.0, 2.0, 10.0, 25.0, 200.0, 750.0, 2500.0)
 MISS_DISTANCE_KM = 20015.1
 """Half the Earth's circumference: the distance logged for an answer without coordinates."""
@@ -42,8 +52,10 @@ DISTANCE_REWARDS = ("step", "piecewise", "linear", "spatial")
 LEVEL_REWARDS = ("hierarchical", "semantic", "geo_similarity", "combined")
 REWARD_NAMES: tuple[str, ...] = DISTANCE_REWARDS + LEVEL_REWARDS
 
-ConsistencyFn = Callable[[Sequence[str]], Sequence[float]]
-"""Batch of rollout texts -> consistency scores in [0, 1] (see `training.consistency`)."""
+ConsistencyFn = Callable[[Sequence[str], Sequence[GroundTruth]], Sequence[float]]
+"""(rollout texts, their ground truths) -> consistency scores (see `training.consistency`)."""
+Verifier = Callable[[str, Mapping[str, str]], Any]
+"""GeoVista's model verifier: (answer text, truth levels) -> {"country", "state", "city"} verdicts."""
 
 
 def acc_key(threshold_km: float) -> str:
@@ -130,9 +142,78 @@ class RewardBatch:
         return out
 
 
+_TOOL_OPEN = re.compile(r"<(tool_response|tool_call|observation)>|<<<TOOL OUTPUT", re.I)
+_TOOL_CLOSE = {
+    "tool_response": re.compile(r"</tool_response>", re.I),
+    "tool_call": re.compile(r"</tool_call>", re.I),
+    "observation": re.compile(r"</observation>", re.I),
+    "fence": re.compile(r"<<<END TOOL OUTPUT>>>", re.I),
+}
+_ANSWER_OPEN = re.compile(r"<answer>", re.I)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.I)
+_GEOAGENT_SPLIT = re.compile(r"[;；]")
+
+
+def strip_tool_blocks(text: str) -> str:
+    """The text with every tool block removed (an unclosed one runs to the end); one linear pass."""
+    if "<" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _TOOL_OPEN.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            return " ".join(out) if len(out) > 1 else out[0]
+        out.append(text[pos : m.start()])
+        kind = (m.group(1) or "fence").lower()
+        close = _TOOL_CLOSE.get(kind, _TOOL_CLOSE["tool_response"]).search(text, m.end())
+        if close is None:
+            return " ".join(out)
+        pos = close.end()
+
+
+def answer_content(text: str | None) -> str | None:
+    """Content of the last ``<answer>`` block outside tool blocks (unclosed: to the end)."""
+    if not text:
+        return None
+    own = strip_tool_blocks(text)
+    last = None
+    for last in _ANSWER_OPEN.finditer(own):
+        pass
+    if last is None:
+        return None
+    close = _ANSWER_CLOSE.search(own, last.end())
+    content = own[last.end() : close.start() if close else len(own)].strip()
+    return content or None
+
+
+def geoagent_levels(text: str | None) -> dict[str, str | None] | None:
+    """GeoAgent's ``Country; Region; Place`` answer (``;`` or ``；``) as semantic levels, else None.
+
+    Positions are kept: an empty part is a missing level; a fourth part and beyond belong to
+    the place (the released code joins them the same way).
+    """
+    content = answer_content(text)
+    if not content or "{" in content or not _GEOAGENT_SPLIT.search(content):
+        return None
+    parts = [p.strip() for p in _GEOAGENT_SPLIT.split(content)]
+    if any(":" in p for p in parts[:2]):
+        return None  # key: value answers that happen to contain a semicolon
+    while len(parts) < 3:
+        parts.append("")
+    place = "; ".join(p for p in parts[2:] if p)
+    return {"country": parts[0] or None, "region": parts[1] or None, "precise": place or None}
+
+
 def parse_rollout(text: str | None) -> Prediction:
-    """The model's final answer in a decoded rollout (robust mode: tool output never counts)."""
-    return parse_answer(text or "", mode="robust")
+    """The model's final answer in a decoded rollout (robust mode; tool blocks are removed first)."""
+    return parse_answer(strip_tool_blocks(text or ""), mode="robust")
+
+
+def rollout_levels(text: str | None, pred: Prediction | None) -> dict[str, str | None]:
+    """Country / region / precise place of a rollout: GeoAgent's answer form, else the parsed fields."""
+    return geoagent_levels(text) or core.semantic_levels(pred)
 
 
 def _distances(preds: Sequence[Prediction], truths: Sequence[GroundTruth]) -> NDArray[np.float64]:
@@ -143,8 +224,14 @@ def _distances(preds: Sequence[Prediction], truths: Sequence[GroundTruth]) -> ND
     return np.asarray(haversine_km(lat, lon, tlat, tlon), dtype=np.float64)
 
 
-def _level_ok(pred: str | None, ref: str | None, level: str, threshold: float) -> bool:
-    return bool(pred and ref) and core.default_similarity(pred, ref, level) >= threshold  # type: ignore[arg-type]
+def _released(spec: RewardSpec) -> bool:
+    return bool(spec.params.get("released", False))
+
+
+def _similarity(spec: RewardSpec) -> core.Similarity:
+    from geosleuth.training.similarity import resolve_similarity
+
+    return resolve_similarity(spec.params.get("similarity"), spec.params.get("similarity_model"))
 
 
 def _truth_semantic(truth: GroundTruth) -> dict[str, str | None]:
@@ -153,24 +240,71 @@ def _truth_semantic(truth: GroundTruth) -> dict[str, str | None]:
     return {"country": lv.get("country"), "region": lv.get("admin1"), "precise": precise}
 
 
-def _hierarchical(spec: RewardSpec, preds: Sequence[Prediction], truths: Sequence[GroundTruth]) -> NDArray:
+_STATE_KEYS = frozenset({"province/state", "province / state", "province", "state", "region", "admin1"})
+
+
+def _state_line(text: str | None) -> str | None:
+    """A ``Province/State:`` line of the answer block (GeoVista's form), read line by line."""
+    content = answer_content(text)
+    if not content:
+        return None
+    for line in content.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().strip("*-").strip().lower() in _STATE_KEYS and value.strip():
+            return value.strip().strip("*").strip()
+    return None
+
+
+def _hierarchy_levels(text: str | None, pred: Prediction) -> tuple[str | None, str | None, str | None]:
+    """(country, state, city) of an answer; a GeoAgent answer gives (country, region, place)."""
+    ga = geoagent_levels(text)
+    if ga is not None:
+        return ga["country"], ga["region"], ga["precise"]
+    return pred.country, pred.admin1 or _state_line(text), pred.city
+
+
+def _verdicts(verdict: Any) -> tuple[bool, bool, bool]:
+    if isinstance(verdict, Mapping):
+        state = verdict.get("state", verdict.get("admin1", verdict.get("province", False)))
+        return bool(verdict.get("country", False)), bool(state), bool(verdict.get("city", False))
+    c, s, y = verdict
+    return bool(c), bool(s), bool(y)
+
+
+def _hierarchical(
+    spec: RewardSpec, preds: Sequence[Prediction], truths: Sequence[GroundTruth], texts: Sequence[str | None]
+) -> NDArray:
+    """GeoVista as released: β² if the city is right, else β if the state is, else 1 if the country is.
+
+    Each level is judged on its own, by name similarity (multilingual, ``match_threshold``)
+    or, when ``verifier`` names a callable, by that model verifier's verdict.
+    """
     thr = float(spec.params.get("match_threshold", 0.85))
-    c = [
-        _level_ok(p.country, t.levels.get("country"), "country", thr)
-        for p, t in zip(preds, truths, strict=True)
-    ]
-    s = [
-        _level_ok(p.admin1, t.levels.get("admin1"), "admin1", thr) for p, t in zip(preds, truths, strict=True)
-    ]
-    y = [_level_ok(p.city, t.levels.get("city"), "city", thr) for p, t in zip(preds, truths, strict=True)]
-    # a finer level counts only when the coarser one is right (the hierarchy is a path)
-    s = [a and b for a, b in zip(c, s, strict=True)]
-    y = [a and b for a, b in zip(s, y, strict=True)]
+    verifier_path = spec.params.get("verifier")
+    verifier: Verifier | None = None
+    if verifier_path:
+        from geosleuth.training.similarity import load_callable
+
+        verifier = verifier_path if callable(verifier_path) else load_callable(str(verifier_path))
+    sim = _similarity(spec)
+    n = len(preds)
+    ok = np.zeros((n, 3), dtype=bool)
+    for i, (p, t, text) in enumerate(zip(preds, truths, texts, strict=True)):
+        if verifier is not None:
+            try:
+                ok[i] = _verdicts(verifier(answer_content(text) or "", dict(t.levels)))
+            except Exception as exc:  # noqa: BLE001 - a failed verdict is a wrong answer, logged
+                log.warning("hierarchical reward: verifier failed on item %d: %s; scored 0", i, exc)
+            continue
+        levels = _hierarchy_levels(text, p)
+        refs = (t.levels.get("country"), t.levels.get("admin1"), t.levels.get("city"))
+        for j, (name, pv, rv) in enumerate(zip(("country", "admin1", "city"), levels, refs, strict=True)):
+            ok[i, j] = bool(pv and rv) and core._clamped(sim, pv, rv, name) >= thr
     return np.asarray(
         core.hierarchical_reward(
-            np.array(c),
-            np.array(s),
-            np.array(y),
+            ok[:, 0],
+            ok[:, 1],
+            ok[:, 2],
             beta=float(spec.params.get("beta", 2.0)),
             normalize=bool(spec.params.get("normalize", False)),
         ),
@@ -178,14 +312,44 @@ def _hierarchical(spec: RewardSpec, preds: Sequence[Prediction], truths: Sequenc
     )
 
 
-def _semantic(preds: Sequence[Prediction], truths: Sequence[GroundTruth]) -> NDArray[np.float64]:
+def _semantic(
+    spec: RewardSpec, preds: Sequence[Prediction], truths: Sequence[GroundTruth], texts: Sequence[str | None]
+) -> NDArray[np.float64]:
+    gating = spec.params.get("gating", "released" if _released(spec) else "paper")
+    sim = _similarity(spec)
     return np.array(
         [
-            core.semantic_reward(core.semantic_levels(p), _truth_semantic(t))
-            for p, t in zip(preds, truths, strict=True)
+            core.semantic_reward(rollout_levels(x, p), _truth_semantic(t), sim, gating=gating)
+            for p, t, x in zip(preds, truths, texts, strict=True)
         ],
         dtype=np.float64,
     )
+
+
+def _spatial_params(spec: RewardSpec) -> tuple[float, float | None]:
+    max_km = spec.params.get("max_km", core.GEOAGENT_SPATIAL_MAX_KM if _released(spec) else None)
+    return _tau_km(spec), None if max_km is None else float(max_km)
+
+
+def _geocode_missing(
+    spec: RewardSpec, d: NDArray[np.float64], levels: Sequence[Mapping[str, str | None]], truths: Sequence[Any]
+) -> NDArray[np.float64]:
+    """Distances for answers without coordinates, from their geocoded text (GeoAgent R_spa)."""
+    if not spec.params.get("geocode", True):
+        return d
+    todo = [i for i in range(len(d)) if np.isnan(d[i]) and any(levels[i].values())]
+    if not todo:
+        return d
+    from geosleuth.training.geocoding import shared_geocoder
+
+    geocoder = shared_geocoder(spec.params.get("tool_settings"))
+    hits = geocoder.geocode_many([[levels[i].get(k) for k in core.SEMANTIC_LEVELS] for i in todo])
+    out = d.copy()
+    for i, hit in zip(todo, hits, strict=True):
+        if hit is not None:
+            tlat, tlon = _truth_latlon(truths[i])
+            out[i] = float(haversine_km(hit[0], hit[1], tlat, tlon))
+    return out
 
 
 def _answered(pred: Prediction) -> bool:
@@ -198,30 +362,38 @@ def score_predictions(
     preds: Sequence[Prediction],
     truths: Sequence[GroundTruth],
     consistency: Sequence[float] | None = None,
+    texts: Sequence[str | None] | None = None,
 ) -> RewardBatch:
-    """Apply one reward to parsed predictions; anything unparseable scores 0."""
+    """Apply one reward to parsed predictions (``texts``: the rollouts, for GeoAgent answers); 0 if unparseable."""
+    texts = list(texts) if texts is not None else [None] * len(preds)
     d = _distances(preds, truths)
     name, p = spec.name, dict(spec.params)
+    if name in ("spatial", "geo_similarity", "combined"):
+        d = _geocode_missing(spec, d, [rollout_levels(x, pr) for x, pr in zip(texts, preds, strict=True)], truths)
     if name == "step":
         scores = core.step_reward(d)
     elif name in ("piecewise", "linear"):
         scores = core.piecewise_linear_reward(d)
     elif name == "spatial":
-        scores = core.spatial_reward(d, tau_km=float(p.get("tau_km", 200.0)))
+        tau, max_km = _spatial_params(spec)
+        scores = core.spatial_reward(d, tau_km=tau, max_km=max_km)
     elif name == "hierarchical":
-        scores = _hierarchical(spec, preds, truths)
+        scores = _hierarchical(spec, preds, truths, texts)
     elif name == "semantic":
-        scores = _semantic(preds, truths)
+        scores = _semantic(spec, preds, truths, texts)
     else:
         con = np.zeros(len(preds)) if consistency is None else np.asarray(consistency, dtype=np.float64)
         weights = tuple(p.get("weights", core.COMBINED_WEIGHTS))
+        tau, max_km = _spatial_params(spec)
         scores = core.combined_reward(
-            core.spatial_reward(d, tau_km=float(p.get("tau_km", 200.0))),
-            _semantic(preds, truths),
+            core.spatial_reward(d, tau_km=tau, max_km=max_km),
+            _semantic(spec, preds, truths, texts),
             con,
             weights,
         )
-    parsed = np.array([_answered(pr) for pr in preds], dtype=bool)
+    parsed = np.array(
+        [_answered(pr) or geoagent_levels(x) is not None for pr, x in zip(preds, texts, strict=True)], dtype=bool
+    )
     return RewardBatch(np.atleast_1d(np.asarray(scores, dtype=np.float64)), d, parsed, list(preds))
 
 
@@ -375,7 +547,12 @@ def score_distances_fast(spec: RewardSpec, texts: Sequence[str | None], truths: 
     if spec.name == "step":
         scores = core.step_reward(d)
     elif spec.name == "spatial":
-        scores = core.spatial_reward(d, tau_km=float(spec.params.get("tau_km", 200.0)))
+        if np.isnan(d).any():
+            levels = [rollout_levels(x, pr) if pr is not None else {} for x, pr in zip(texts, preds, strict=True)]
+            d = _geocode_missing(spec, d, levels, truths)
+            parsed |= np.array([bool(lv and any(lv.values())) for lv in levels], dtype=bool)
+        tau, max_km = _spatial_params(spec)
+        scores = core.spatial_reward(d, tau_km=tau, max_km=max_km)
     else:
         scores = core.piecewise_linear_reward(d)
     return RewardBatch(np.atleast_1d(np.asarray(scores, dtype=np.float64)), d, parsed, preds)
@@ -414,7 +591,7 @@ def _step_one(d: float) -> float:
 def _piecewise_one(d: float) -> float:
     """`core.piecewise_linear_reward` for one finite distance, with `np.interp`'s arithmetic."""
     xs, ys = core.PIECEWISE_KNOTS_KM, core.PIECEWISE_VALUES
-    if d > xs[-1]:
+    if d >= xs[-1]:
         return 0.0
     if d < xs[0]:
         return 1.0
@@ -436,7 +613,8 @@ def _distance_score_one(spec: RewardSpec, d: float) -> float:
     if spec.name == "step":
         return _step_one(d)
     if spec.name == "spatial":
-        return math.exp(-d / _tau_km(spec))
+        tau, max_km = _spatial_params(spec)
+        return 0.0 if max_km is not None and d >= max_km else math.exp(-d / tau)
     return _piecewise_one(d)
 
 
@@ -456,6 +634,8 @@ def score_distance_one(spec: RewardSpec, text: str | None, truth: Any) -> dict[s
         parsed = _answered(pred)
         if pred.has_coords:
             hit = (float(pred.lat), float(pred.lon))  # type: ignore[arg-type]
+    if hit is None and spec.name == "spatial" and spec.params.get("geocode", True):
+        return score_distances_fast(spec, [text], [truth]).item_info(0)  # a text answer: geocode it
     tlat, tlon = _truth_latlon(truth)
     if hit is None:
         info = {"score": 0.0, "distance_km": MISS_DISTANCE_KM, "parsed": 1.0 if parsed else 0.0}
@@ -484,5 +664,5 @@ def score_texts(
     preds = [parse_rollout(t) for t in texts]
     consistency = None
     if spec.name in ("geo_similarity", "combined") and consistency_fn is not None:
-        consistency = list(consistency_fn([t or "" for t in texts]))
-    return score_predictions(spec, preds, gts, consistency)
+        consistency = list(consistency_fn([t or "" for t in texts], gts))
+    return score_predictions(spec, preds, gts, consistency, texts)

@@ -1,21 +1,27 @@
-"""verl reward functions.
+"""verl reward functions (the plain ``compute_score`` path).
 
-Point verl at this file (``reward.custom_reward_function.path``; ``custom_reward_function``
-at the top level in verl < 0.6) with ``name: compute_score`` for the default (naive) reward
-manager, or ``name: compute_score_batch`` with ``reward_manager.name=batch`` to score a whole
-batch in one vectorised call (much faster). ``reward_kwargs`` choose the reward:
+The recommended way to score rollouts in verl 0.9 is `verl_manager.GeoSleuthRewardManager`
+(``reward.reward_manager.source=importlib``): it decodes only the tokens the policy
+generated and scores concurrent rollouts in one vectorised call. This module keeps the plain
+function for users who want verl's own ``naive`` manager: point
+``reward.custom_reward_function.path`` at this file with ``name: compute_score``
+(``compute_score_batch`` is the same scoring over lists, used by the manager).
+``reward_kwargs`` choose the reward:
 
     reward_kwargs: {reward: step}                       # or piecewise / spatial / hierarchical …
     reward_kwargs: {reward: spatial, reward_params: {tau_km: 100}}
     reward_kwargs: {reward: geo_similarity, consistency: {base_url: http://…/v1, model: judge}}
 
 Distance rewards through `compute_score` take a scalar path (no NumPy arrays, no pydantic
-records for clean answers): about 60,000–90,000 rollouts/s on one core.
+records for clean answers).
 
-``solution_str`` is the whole decoded multi-turn response, tool responses included: the
-score comes from the model's last final answer, never from an answer quoted by a tool.
-Every result is ``{"score": …, "distance_km": …, "parsed": 0/1, "acc@1km": 0/1, …}`` (verl
-logs the extra keys as reward metrics; all items carry the same keys).
+With the naive manager ``solution_str`` is the whole decoded response, tool responses
+included and chat markers removed: the score comes from the model's last answer outside
+``<tool_response>`` / ``<tool_call>`` / ``<observation>`` / tool-output fences, which holds
+only when the chat template renders those markers (see `training.chat_template`); the
+manager does not depend on that. Every result is ``{"score": …, "distance_km": …,
+"parsed": 0/1, "acc@1km": 0/1, …}`` (verl logs the extra keys as reward metrics; all items
+carry the same keys).
 """
 
 from __future__ import annotations
@@ -97,7 +103,7 @@ def compute_score_batch(
     consistency: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> list[dict[str, float]]:
-    """verl's batch reward manager signature: the same dicts as `compute_score`, in order.
+    """The same dicts as `compute_score` for lists of rollouts, in order (verl's batch signature).
 
     Rows may pick different rewards through ``extra_info["reward"]``; each group is scored
     in one vectorised call.

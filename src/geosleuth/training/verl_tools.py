@@ -85,8 +85,11 @@ def _size(value: Any) -> tuple[int, int] | None:
     return width, height
 
 
-def _context(create_kwargs: dict[str, Any], config: dict[str, Any]) -> ToolContext:
-    """The trajectory's ToolContext with the query image decoded (blocking: call it off the event loop)."""
+def _context(create_kwargs: dict[str, Any], config: dict[str, Any], decode: bool = True) -> ToolContext:
+    """The trajectory's ToolContext; the query image is decoded only when ``decode`` (the tool reads it).
+
+    Decoding is blocking (~90 ms for a 3000×2000 JPEG): call it off the event loop.
+    """
     image_path = create_kwargs.get("image") or create_kwargs.get("image_path")
     ctx = ToolContext(
         image_path=str(image_path) if image_path else None,
@@ -95,7 +98,7 @@ def _context(create_kwargs: dict[str, Any], config: dict[str, Any]) -> ToolConte
         bbox_convention=create_kwargs.get("bbox_convention", config.get("bbox_convention", "absolute")),
         artifacts_dir=Path(config["artifacts_dir"]) if config.get("artifacts_dir") else None,
     )
-    if ctx.image_path:
+    if decode and ctx.image_path:
         from PIL import Image
 
         try:
@@ -139,6 +142,7 @@ class GeoSleuthTool(_VerlBaseTool):  # type: ignore[misc, valid-type]
 
             tool_schema = OpenAIFunctionToolSchema.model_validate(verl_schema(self._geo_tool().schema()))
         self._instances: dict[str, _Instance] = {}
+        self._needs_image: bool | None = None
         super().__init__(config, tool_schema)
 
     def _registry(self) -> ToolRegistry:
@@ -158,11 +162,27 @@ class GeoSleuthTool(_VerlBaseTool):  # type: ignore[misc, valid-type]
     async def create(
         self, instance_id: str | None = None, create_kwargs: dict[str, Any] | None = None, **kwargs: Any
     ) -> tuple[str, Any]:
-        """Open the trajectory's context (image, scale); returns the id and an empty response."""
+        """Open the trajectory's context (image, scale); returns the id and an empty response.
+
+        The query image is decoded only for a tool that takes the context (zoom, OCR, EXIF, a
+        user's image tool); web search, geocoding, POI and map tools never pay for it.
+        """
         instance_id = instance_id or str(uuid4())
         merged = {**(create_kwargs or {}), **kwargs}
-        self._instances[instance_id] = _Instance(await asyncio.to_thread(_context, merged, self.config))
+        if self._wants_image():
+            ctx = await asyncio.to_thread(_context, merged, self.config)
+        else:
+            ctx = _context(merged, self.config, decode=False)
+        self._instances[instance_id] = _Instance(ctx)
         return instance_id, ToolResponse()
+
+    def _wants_image(self) -> bool:
+        if self._needs_image is None:
+            try:
+                self._needs_image = bool(getattr(self._geo_tool(), "wants_context", True))
+            except ValueError:
+                self._needs_image = True  # an unknown tool fails at execute, with its message
+        return self._needs_image
 
     async def execute(
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any

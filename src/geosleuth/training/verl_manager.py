@@ -1,0 +1,223 @@
+"""geosleuth's reward manager for verl's reward loop (verl ≥ 0.7, ``verl.experimental.reward_loop``).
+
+Load it with::
+
+    reward.reward_manager.source=importlib
+    reward.reward_manager.name=GeoSleuthRewardManager
+    reward.reward_manager.module.path=pkg://geosleuth.training.verl_manager
+    +reward.custom_reward_function.reward_kwargs.reward=step   # or piecewise / spatial / …
+
+It differs from verl's ``naive`` manager + `verl_reward.compute_score` in two ways:
+
+- **Only the policy's own tokens are read.** verl's naive manager decodes the whole response,
+  tool responses included, with special tokens skipped (so chat markers vanish and tool text
+  reads like the model's). Here each rollout is decoded segment by segment over the tokens
+  the policy generated: ``response_mask`` when the batch carries it, otherwise the mask is
+  rebuilt from the ChatML turn markers (verl's streaming reward path does not pass
+  ``response_mask``): everything from a non-assistant ``<|im_start|>`` to the next turn, and
+  every turn header, is excluded. Tool output can never be scored as the answer.
+- **Batches are scored vectorised.** verl's reward worker calls ``run_single`` once per
+  rollout, all of a chunk concurrently; the calls that arrive together are gathered and
+  scored in one `compute_score_batch` call (one parse pass, one NumPy distance pass), and
+  `score_batch` scores a whole `DataProto` directly.
+
+``reward_kwargs`` are those of `verl_reward.compute_score` (``reward``, ``reward_params``,
+``consistency``); ``extra_info["reward"]`` still picks a reward per row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from geosleuth.training.verl_reward import compute_score_batch
+
+log = logging.getLogger(__name__)
+
+try:
+    from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
+
+    HAVE_VERL = True
+except ImportError:  # importable without verl, for the decoding helpers and their tests
+    RewardManagerBase = object  # type: ignore[assignment, misc]
+    HAVE_VERL = False
+
+HEADER_MAX_TOKENS = 6
+"""Tokens a ChatML turn header may span (``<|im_start|>`` role ``\\n``)."""
+
+
+class PolicyDecoder:
+    """Decodes the policy-generated parts of responses (batch-decoded in one tokenizer call)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+        self.im_start = vocab.get("<|im_start|>")
+        self.im_end = vocab.get("<|im_end|>")
+        self._warned = False
+
+    def derived_mask(self, ids: np.ndarray) -> np.ndarray:
+        """1 for tokens the policy wrote, from the ChatML turn structure of the response."""
+        mask = np.ones(len(ids), dtype=bool)
+        if self.im_start is None:
+            if not self._warned:
+                log.warning(
+                    "GeoSleuthRewardManager: no response_mask and no ChatML markers in this tokenizer; "
+                    "tool output is only excluded where <tool_response> tags delimit it"
+                )
+                self._warned = True
+            return mask
+        starts = np.flatnonzero(ids == self.im_start)
+        ends = np.flatnonzero(ids == self.im_end) if self.im_end is not None else np.array([], dtype=np.int64)
+        for e in ends:  # template glue between a turn's end and the next turn's start
+            following = starts[starts > e]
+            mask[e + 1 : following[0] if following.size else len(ids)] = False
+        for k, s in enumerate(starts):
+            header_end = self._header_end(ids, s)
+            role = self.tokenizer.decode(ids[s + 1 : header_end].tolist()).strip()
+            nxt = starts[k + 1] if k + 1 < len(starts) else len(ids)
+            mask[s : header_end if role == "assistant" else nxt] = False
+        return mask
+
+    def _header_end(self, ids: np.ndarray, start: int) -> int:
+        """Index just past the newline that ends the header opened at ``start``."""
+        for j in range(start + 1, min(start + 1 + HEADER_MAX_TOKENS, len(ids))):
+            if "\n" in self.tokenizer.decode([int(ids[j])]):
+                return j + 1
+        return min(start + 2, len(ids))
+
+    def texts(
+        self, responses: np.ndarray, valid_lengths: Sequence[int], response_mask: np.ndarray | None
+    ) -> list[str]:
+        """The policy's own text of each response; segments joined by a newline."""
+        segments: list[list[int]] = []
+        owners: list[int] = []
+        for i, n in enumerate(valid_lengths):
+            ids = np.asarray(responses[i][: int(n)])
+            mask = (
+                np.asarray(response_mask[i][: int(n)]).astype(bool)
+                if response_mask is not None
+                else self.derived_mask(ids)
+            )
+            edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
+            for a, b in zip(edges[::2], edges[1::2], strict=True):
+                segments.append(ids[a:b].tolist())
+                owners.append(i)
+        decoded = self.tokenizer.batch_decode(segments, skip_special_tokens=True) if segments else []
+        parts: list[list[str]] = [[] for _ in valid_lengths]
+        for i, text in zip(owners, decoded, strict=True):
+            parts[i].append(text)
+        return ["\n".join(p) for p in parts]
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers to plain Python (reward kwargs come from the Hydra config)."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(value, DictConfig | ListConfig):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:
+        pass
+    return value
+
+
+def reward_kwargs(config: Any) -> dict[str, Any]:
+    """``reward.custom_reward_function.reward_kwargs`` of a verl config (empty when absent)."""
+    reward = config.get("reward") if hasattr(config, "get") else None
+    fn = reward.get("custom_reward_function") if reward is not None else None
+    kwargs = fn.get("reward_kwargs") if fn is not None else None
+    return dict(_plain(kwargs) or {})
+
+
+def _item(batch: Any, key: str, i: int, default: Any = None) -> Any:
+    values = batch.get(key) if hasattr(batch, "get") else None
+    if values is None:
+        return default
+    return values[i]
+
+
+class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-type]
+    """verl reward-loop manager: policy tokens only, batches scored in one vectorised call."""
+
+    def __init__(
+        self,
+        config: Any,
+        tokenizer: Any,
+        compute_score: Any = None,
+        reward_router_address: str | None = None,
+        reward_model_tokenizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if HAVE_VERL:
+            super().__init__(config, tokenizer, compute_score)
+        else:
+            self.config, self.tokenizer, self.compute_score = config, tokenizer, compute_score
+        self.kwargs = reward_kwargs(config)
+        self.decoder = PolicyDecoder(tokenizer)
+        self._pending: list[tuple[tuple[str, Any, Any, Any], asyncio.Future[dict[str, Any]]]] = []
+        self.batch_sizes: list[int] = []  # rows per vectorised call, for logs and tests
+
+    def decode(self, data: Any) -> list[str]:
+        """The policy's own text of every item of a `DataProto`."""
+        batch = data.batch
+        responses = batch["responses"].cpu().numpy()
+        length = responses.shape[-1]
+        valid = batch["attention_mask"][:, -length:].sum(dim=-1).cpu().numpy()
+        mask = batch["response_mask"].cpu().numpy() if "response_mask" in batch.keys() else None
+        return self.decoder.texts(responses, valid.tolist(), mask)
+
+    def _rows(self, data: Any) -> list[tuple[str, Any, Any, Any]]:
+        texts = self.decode(data)
+        nt = data.non_tensor_batch
+        rows = []
+        for i, text in enumerate(texts):
+            reward_model = _item(nt, "reward_model", i, {}) or {}
+            extra = _item(nt, "extra_info", i, None)
+            rows.append((str(_item(nt, "data_source", i, "geosleuth")), text, reward_model.get("ground_truth"), extra))
+        return rows
+
+    def _score(self, rows: Sequence[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]]:
+        infos = compute_score_batch(
+            [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], **self.kwargs
+        )
+        return [{"reward_score": info["score"], "reward_extra_info": info} for info in infos]
+
+    def score_batch(self, data: Any) -> list[dict[str, Any]]:
+        """Every item of a `DataProto`, scored in one vectorised call."""
+        rows = self._rows(data)
+        self.batch_sizes.append(len(rows))
+        return self._score(rows)
+
+    async def run_single(self, data: Any) -> dict[str, Any]:
+        """verl's per-rollout entry point; concurrent calls are gathered into one batch."""
+        row = self._rows(data[-1:])[0]  # multi-sequence outputs: the last sequence, as verl's naive manager
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._pending.append((row, future))
+        if len(self._pending) == 1:
+            loop.call_soon(self._flush)  # after every run_single already scheduled has enqueued its row
+        return await future
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        loop = asyncio.get_running_loop()
+        task = loop.run_in_executor(None, self._score, [row for row, _ in pending])
+
+        def deliver(done: asyncio.Future[list[dict[str, Any]]]) -> None:
+            error = done.exception()
+            for k, (_, future) in enumerate(pending):
+                if future.done():
+                    continue
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(done.result()[k])
+
+        task.add_done_callback(deliver)
+        self.batch_sizes.append(len(pending))
+
