@@ -42,7 +42,8 @@ async def test_mcp_in_process_lists_tools_and_zooms() -> None:
         )
         assert not result.is_error
         image = next(c for c in result.content if c.type == "image")
-        assert image.mime_type == "image/png"
+        assert image.mime_type == "image/jpeg"
+        assert result.structured_content["ok"] and result.structured_content["images"] == 1
         zoomed = Image.open(io.BytesIO(base64.b64decode(image.data)))
         assert zoomed.size == (200, 200)
 
@@ -136,6 +137,9 @@ def test_cli_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:
         (["tool", "image_zoom_in_tool", "--args", '{"bbox_2d": [1, 2]}'], 1, "no image"),
         (["tool", "geocode", "--config", str(tmp_path / "none.yaml")], 2, "not found"),
         (["mcp", "--transport", "carrier-pigeon"], 2, "stdio or http"),
+        (["mcp", "--image-format", "png"], 2, "jpeg or webp"),
+        (["mcp", "--image-root", str(tmp_path / "nowhere")], 2, "not a directory"),
+        (["mcp", "--bbox-convention", "pixels"], 2, "absolute or relative1000"),
     ]
     for argv, code, message in cases:
         res = runner.invoke(app, argv, env={"GEOSLEUTH_TOOL_CACHE_MODE": "off"})

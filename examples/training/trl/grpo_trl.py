@@ -1,17 +1,22 @@
-"""GRPO with TRL on a vision-language model, a geosleuth reward and the zoom tool.
+"""GRPO with TRL on a vision-language model, a geosleuth reward and geosleuth's tools.
 
     python grpo_trl.py --model Qwen/Qwen3-VL-2B-Instruct --data train.jsonl --out runs/grpo
+    python grpo_trl.py --model ./tiny --data train.jsonl --bf16 false --max-steps 2   # CPU
 
 ``--data`` is a samples JSONL (``geosleuth data sample`` / ``build-mcq`` / ``filter`` write
-one). Every row becomes a conversational prompt with its image; ``lat`` / ``lon`` columns feed
-the reward, which also logs Acc@k and the median distance through TRL's ``log_metric``.
-TRL's tool loop needs a chat template it can parse tool calls from (Qwen3 / Qwen3-VL and
-others it ships response templates for) and transformers >= 5.2.
+one). Every row becomes a conversational prompt with its image; ``lat`` / ``lon`` (and the
+country label) feed the reward, which also logs Acc@k and the median distance through TRL's
+``log_metric``. Every registry tool is offered unless ``--tools`` names a subset; zoom boxes
+are read in the frame the processor gives the model (Qwen ``smart_resize``). TRL's tool loop
+needs a chat template it can parse tool calls from (Qwen3 / Qwen3-VL and others it ships
+response templates for) and transformers >= 5.2. Without a GPU the run uses the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+from typing import Any
 
 from datasets import Dataset
 from PIL import Image
@@ -22,7 +27,7 @@ from geosleuth.training.trl_env import make_environment_factory
 from geosleuth.training.trl_reward import make_reward_func
 
 QUESTION = (
-    "Where was this photo taken? Zoom in on details if useful. Finish with "
+    "Where was this photo taken? Use the tools if useful. Finish with "
     '<answer>{"lat": <deg>, "lon": <deg>, "city": "<city>", "country": "<country>"}</answer>.'
 )
 
@@ -31,6 +36,8 @@ def load_rows(path: str) -> Dataset:
     with open(path, encoding="utf-8") as fh:
         samples = [Sample.model_validate_json(line) for line in fh if line.strip()]
     usable = [s for s in samples if s.image and s.lat is not None and s.lon is not None]
+    if not usable:
+        raise SystemExit(f"error: {path} has no sample with an image and coordinates")
     prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
     return Dataset.from_dict(
         {
@@ -43,39 +50,100 @@ def load_rows(path: str) -> Dataset:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--data", required=True)
+def boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def load_object(dotted: str) -> Any:
+    """``package.module:attribute`` (or ``package.module.attribute``)."""
+    module, _, attr = dotted.partition(":") if ":" in dotted else dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="GRPO with TRL and geosleuth tools and rewards.")
+    parser.add_argument("--model", required=True, help="Model id or local directory.")
+    parser.add_argument("--data", required=True, help="Samples JSONL with image, lat, lon.")
     parser.add_argument("--out", default="runs/grpo-trl")
     parser.add_argument(
         "--reward", default="step", help="step | piecewise | spatial | hierarchical | geo_similarity"
     )
     parser.add_argument("--tool-settings", default=None, help="geosleuth tool settings file")
-    args = parser.parse_args()
+    parser.add_argument("--tools", default=None, help="Comma-separated subset of tools (default: all).")
+    parser.add_argument("--bbox-convention", default="absolute", choices=["absolute", "relative1000"])
+    parser.add_argument(
+        "--processor-factory",
+        default=None,
+        help="module:function(model) returning the processor, when AutoProcessor cannot load it.",
+    )
+    parser.add_argument("--bf16", type=boolean, default=None, help="true / false (default: true on a GPU).")
+    parser.add_argument("--max-steps", type=int, default=-1, help="Stop after N optimiser steps (-1: epochs).")
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--num-generations", type=int, default=8, help="GRPO group size.")
+    parser.add_argument("--batch-size", type=int, default=8, help="Per-device train batch size.")
+    parser.add_argument("--grad-accum", type=int, default=4)
+    parser.add_argument("--learning-rate", type=float, default=1e-6)
+    parser.add_argument("--beta", type=float, default=0.001, help="KL coefficient.")
+    parser.add_argument("--max-completion-length", type=int, default=4096)
+    parser.add_argument("--max-tool-calls", type=int, default=6)
+    parser.add_argument("--save-steps", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=42)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> GRPOTrainer:
+    import torch
+
+    args = parse_args(argv)
+    on_gpu = torch.cuda.is_available()
+    bf16 = on_gpu if args.bf16 is None else args.bf16
+    if bf16 and not (on_gpu and torch.cuda.is_bf16_supported()):
+        raise SystemExit("error: --bf16 true needs a GPU with bfloat16; use --bf16 false on CPU")
+    if args.processor_factory:
+        processor = load_object(args.processor_factory)(args.model)
+    else:
+        from transformers import AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(args.model)
     config = GRPOConfig(
         output_dir=args.out,
-        num_generations=8,  # GRPO group size
-        per_device_train_batch_size=8,
-        gradient_accumulation_steps=4,
-        learning_rate=1e-6,
-        beta=0.001,  # KL coefficient
-        max_completion_length=4096,
-        max_tool_calling_iterations=6,
+        num_generations=args.num_generations,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        learning_rate=args.learning_rate,
+        beta=args.beta,
+        max_completion_length=args.max_completion_length,
+        max_tool_calling_iterations=args.max_tool_calls,
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
         logging_steps=1,
-        save_steps=100,
-        bf16=True,
+        save_steps=args.save_steps,
+        bf16=bf16,
+        use_cpu=not on_gpu,
+        report_to=[],
+        seed=args.seed,
     )
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     trainer = GRPOTrainer(
         model=args.model,
         reward_funcs=[make_reward_func(args.reward)],
         args=config,
         train_dataset=load_rows(args.data),
+        processing_class=processor,
         environment_factory=make_environment_factory(
-            ["image_zoom_in_tool"], settings_path=args.tool_settings
+            tools,
+            settings_path=args.tool_settings,
+            processor=processor,
+            bbox_convention=args.bbox_convention,
         ),
     )
     trainer.train()
+    return trainer
 
 
 if __name__ == "__main__":

@@ -1,21 +1,115 @@
-"""The ``geosleuth`` command: one typer app, one module per command group."""
+"""The ``geosleuth`` command: one typer app, one module per command group.
+
+Command modules are registered lazily: ``geosleuth --help`` lists every command from the
+table below without importing any of them (their imports — asyncio, NumPy, pydantic models,
+httpx — cost more than the whole help screen), and running a command imports only its own
+module. ``tests/test_cli_startup.py`` checks that the table matches what the modules register.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+from typing import Any, NamedTuple
 
-from geosleuth.cli import data, eval, gazetteer, locate, score, serve, tools
+import typer
+from typer.core import TyperGroup
+
+
+class LazyCommand(NamedTuple):
+    module: str  # a module with ``register(app)`` that adds this command
+    help: str  # the command's one-line help, shown by ``geosleuth --help``
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "locate": LazyCommand(
+        "geosleuth.cli.locate",
+        "Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image.",
+    ),
+    "score": LazyCommand(
+        "geosleuth.cli.score",
+        "Score prediction files: Acc@k, median/mean km, GeoGuessr, level accuracy, 95 % CIs.",
+    ),
+    "eval": LazyCommand(
+        "geosleuth.cli.eval", "Run the agent over a benchmark into a resumable run directory, then report."
+    ),
+    "report": LazyCommand(
+        "geosleuth.cli.eval",
+        "Metrics, tool-use statistics, plots and the HTML report of a run directory.",
+    ),
+    "compare": LazyCommand(
+        "geosleuth.cli.eval", "Runs side by side on their common samples, with paired significance tests."
+    ),
+    "merge": LazyCommand(
+        "geosleuth.cli.eval",
+        "Merge the shards of a run (eval --shard I/N) into one run directory, then report.",
+    ),
+    "tool": LazyCommand(
+        "geosleuth.cli.tools", "Run one tool and print its result as JSON (images are written to files)."
+    ),
+    "mcp": LazyCommand("geosleuth.cli.tools", "Serve the tools over MCP (stdio or streamable HTTP)."),
+    "serve": LazyCommand(
+        "geosleuth.cli.serve",
+        "Serve the web app: locate photos live (Locate) and browse evaluation runs (Runs).",
+    ),
+    "datasets": LazyCommand("geosleuth.cli.eval", "Inspect benchmark datasets."),
+    "tools": LazyCommand("geosleuth.cli.tools", "Inspect the tool suite."),
+    "gazetteer": LazyCommand("geosleuth.cli.gazetteer", "Offline gazetteer: build, search, reverse."),
+    "data": LazyCommand(
+        "geosleuth.cli.data",
+        "Training data: export for verl / SFT, synthesise, filter by difficulty, sample, build MCQ.",
+    ),
+}
+
+
+def load_module_commands(module: str) -> dict[str, Any]:
+    """Every click command that ``module.register`` adds, by name."""
+    sub = typer.Typer()
+    sub.callback()(lambda: None)  # a callback makes typer build a group even for one command
+    importlib.import_module(module).register(sub)
+    group = typer.main.get_command(sub)
+    return dict(group.commands)  # type: ignore[attr-defined]
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose commands are imported on first use, not at start-up."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(dict.fromkeys([*COMMANDS, *self.commands]))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return self.commands.get(cmd_name)
+        spec = COMMANDS[cmd_name]
+        if self._listing:  # the help screen needs the name and one line, not the command
+            return typer.core.TyperCommand(cmd_name, help=spec.help, short_help=spec.help)
+        for name, command in load_module_commands(spec.module).items():
+            self.commands.setdefault(name, command)
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="geosleuth",
     help="Agentic image geolocation: locate, score, evaluate, train.",
+    cls=LazyGroup,
+    rich_markup_mode=None,  # plain help here: typer's rich renderer alone imports for ~80 ms
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
 
-for module in (locate, score, eval, tools, serve, gazetteer, data):
-    module.register(app)
+
+@app.callback()
+def _root() -> None:
+    """Agentic image geolocation: locate, score, evaluate, train."""
 
 
 def main() -> None:

@@ -178,6 +178,22 @@ def mcp_serve(
     image: Annotated[
         Path | None, typer.Option("--image", help="Default query image for zoom / OCR / EXIF.")
     ] = None,
+    image_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--image-root",
+            help="Directory whose regular files clients may name as image_path (repeatable). "
+            "Default: none, images only as image_base64.",
+        ),
+    ] = None,
+    image_format: Annotated[str, typer.Option(help="Format of returned images: jpeg or webp.")] = "jpeg",
+    max_image_bytes: Annotated[
+        int, typer.Option(help="Size cap of each returned image as base64 (quality, then size, shrink).")
+    ] = 1_000_000,
+    max_input_pixels: Annotated[int, typer.Option(help="Largest query image accepted, in pixels.")] = 64_000_000,
+    bbox_convention: Annotated[
+        str, typer.Option(help="Zoom boxes: absolute (pixels of the image) or relative1000.")
+    ] = "absolute",
     tools: Annotated[str | None, typer.Option(help="Comma-separated subset of tools to serve.")] = None,
     config: ConfigOpt = None,
 ) -> None:
@@ -187,7 +203,7 @@ def mcp_serve(
     from geosleuth.tools.registry import build_registry
 
     try:
-        from geosleuth.tools.mcp_server import build_server, serve_http, serve_stdio
+        from geosleuth.tools.mcp_server import ImagePolicy, build_server, serve_http, serve_stdio
     except ImportError as exc:
         typer.echo(
             f"error: the MCP server needs the mcp package ({exc}): pip install 'geosleuth[mcp]'", err=True
@@ -197,8 +213,22 @@ def mcp_serve(
     if transport not in {"stdio", "http"}:
         typer.echo("error: --transport must be stdio or http", err=True)
         raise typer.Exit(2)
+    if bbox_convention not in {"absolute", "relative1000"}:
+        typer.echo("error: --bbox-convention must be absolute or relative1000", err=True)
+        raise typer.Exit(2)
+    if image_format not in {"jpeg", "webp"}:
+        typer.echo("error: --image-format must be jpeg or webp", err=True)
+        raise typer.Exit(2)
+    if max_image_bytes < 1000 or max_input_pixels < 1:
+        typer.echo("error: --max-image-bytes must be at least 1000 and --max-input-pixels positive", err=True)
+        raise typer.Exit(2)
     if image is not None and not image.is_file():
         typer.echo(f"error: image not found: {image}", err=True)
+        raise typer.Exit(2)
+    roots = list(image_root or [])
+    missing = [str(r) for r in roots if not r.is_dir()]
+    if missing:
+        typer.echo(f"error: --image-root is not a directory: {', '.join(missing)}", err=True)
         raise typer.Exit(2)
     names = [n.strip() for n in tools.split(",") if n.strip()] if tools else None
     try:
@@ -206,7 +236,14 @@ def mcp_serve(
     except (KeyError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    server = build_server(registry, image=str(image) if image else None)
+    policy = ImagePolicy(
+        roots=tuple(roots),
+        default_image=image,
+        output_format=image_format,  # type: ignore[arg-type]
+        max_output_bytes=max_image_bytes,
+        max_input_pixels=max_input_pixels,
+    )
+    server = build_server(registry, bbox_convention=bbox_convention, policy=policy)
     if transport == "stdio":
         anyio.run(serve_stdio, server)
     else:

@@ -19,11 +19,11 @@ from typing import Any, Literal, get_type_hints
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from geosleuth.tools.errors import ToolError, redact
+
+__all__ = ["BBoxConvention", "Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
+
 BBoxConvention = Literal["absolute", "relative1000"]
-
-
-class ToolError(Exception):
-    """An error whose message is shown to the model (bad arguments, provider refusal, …)."""
 
 
 @dataclass
@@ -169,8 +169,6 @@ class Tool:
         except ToolError as exc:
             result = ToolResult.failure(str(exc))
         except Exception as exc:  # a tool bug must not end the trajectory
-            from geosleuth.tools.http import redact  # lazy: http imports this module
-
             result = ToolResult.failure(redact(f"{self.name} failed: {type(exc).__name__}: {exc}"))
         result.latency_s = time.perf_counter() - start
         return result

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from geosleuth.tools.base import BBoxConvention
 
@@ -73,6 +73,8 @@ class HttpSettings(BaseModel):
     backoff_base_s: float = 0.5
     backoff_max_s: float = 20.0
     allow_private_urls: bool = False  # tests flip this to reach fake servers on 127.0.0.1
+    pool_connections: bool = True  # one pooled client per event loop; False opens one per request
+    redis_url: str | None = None  # rate limits shared by every process using this Redis server
     user_agent: str = "geosleuth/0.1 (+https://github.com/geosleuth/geosleuth)"
 
 
@@ -122,6 +124,13 @@ class ToolSettings(BaseModel):
     poi_files: list[Path] = Field(default_factory=list)  # GeoJSON / CSV points for offline POI search
     search_documents: list[Path] = Field(default_factory=list)  # .txt / .md / .jsonl for offline search
     data_dir: Path | None = None  # default: $GEOSLEUTH_DATA_DIR or ~/.cache/geosleuth/<version>
+
+    @model_validator(mode="after")
+    def _share_rate_limits(self) -> ToolSettings:
+        """A Redis cache means many workers: their rate limits share that server unless told otherwise."""
+        if self.http.redis_url is None and self.cache.backend == "redis" and self.cache.redis_url:
+            self.http = self.http.model_copy(update={"redis_url": self.cache.redis_url})
+        return self
 
     def service(self, name: str) -> ServiceConfig:
         return self.services.get(name) or ServiceConfig()
@@ -200,3 +209,4 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
         data.setdefault("cache", {})["path"] = env["GEOSLEUTH_TOOL_CACHE"]
     if env.get("GEOSLEUTH_REDIS_URL"):
         data.setdefault("cache", {}).update(backend="redis", redis_url=env["GEOSLEUTH_REDIS_URL"])
+        data.setdefault("http", {}).setdefault("redis_url", env["GEOSLEUTH_REDIS_URL"])

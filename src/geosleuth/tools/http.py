@@ -19,53 +19,53 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Protocol
+from urllib.parse import quote, urlsplit
 
 import httpx
 
-from geosleuth.tools.base import ToolError
 from geosleuth.tools.config import HttpSettings
+from geosleuth.tools.errors import (
+    MissingKeyError,
+    ProviderError,
+    ToolError,
+    UnsafeUrlError,
+    has_secrets,
+    redact,
+    register_secret,
+)
+
+__all__ = [
+    "HttpClient",
+    "MissingKeyError",
+    "ProviderError",
+    "RateLimiter",
+    "RedisRateLimiter",
+    "Response",
+    "ToolError",
+    "UnsafeUrlError",
+    "aclose_loop_client",
+    "check_url",
+    "limiter_for",
+    "loop_client",
+    "path_segment",
+    "redact",
+    "register_secret",
+    "require_key",
+]
 
 log = logging.getLogger(__name__)
-
-_SECRETS: set[str] = set()
-_SECRETS_LOCK = threading.Lock()
-
-
-class ProviderError(ToolError):
-    """A provider refused or failed; the message is safe to show to the model and to log."""
-
-
-class MissingKeyError(ProviderError):
-    """A real provider was selected but no API key is configured."""
-
-
-class UnsafeUrlError(ToolError):
-    """A URL outside http(s) or pointing at a private network was refused."""
-
-
-def register_secret(secret: str | None) -> None:
-    """Remember a key so that `redact` (and the httpx log filter) can scrub it."""
-    if secret and len(secret) >= 4:
-        with _SECRETS_LOCK:
-            _SECRETS.add(secret)
-
-
-def redact(text: str) -> str:
-    for secret in sorted(_SECRETS, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 class _RedactingFilter(logging.Filter):
     """httpx logs full request URLs at INFO; keys in query strings must not reach logs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
+        if has_secrets():
             record.msg = redact(record.getMessage())
             record.args = None
         return True
@@ -85,20 +85,77 @@ def require_key(key: str | None, service: str, family: str) -> str:
     return key
 
 
+def path_segment(value: object) -> str:
+    """``value`` escaped as one URL path segment: ``/``, ``?``, ``#``, ``&`` and ``%`` cannot
+    change the path or add query parameters (``abc?fields=*&key=…`` stays one segment)."""
+    return quote(str(value), safe="")
+
+
 # --- URL safety --------------------------------------------------------------------------------
 
-
-def _address_is_private(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
-        addr = addr.ipv4_mapped
-    return (
-        addr.is_loopback
-        or addr.is_link_local
-        or addr.is_private
-        or addr.is_reserved
-        or addr.is_multicast
-        or addr.is_unspecified
+_BLOCKED_V4 = tuple(
+    ipaddress.IPv4Network(n)
+    for n in (
+        "0.0.0.0/8",  # "this network"
+        "10.0.0.0/8",  # private
+        "100.64.0.0/10",  # carrier-grade NAT (shared address space)
+        "127.0.0.0/8",  # loopback
+        "169.254.0.0/16",  # link-local, cloud metadata
+        "172.16.0.0/12",  # private
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # TEST-NET-1
+        "192.88.99.0/24",  # deprecated 6to4 relay anycast
+        "192.168.0.0/16",  # private
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # TEST-NET-2
+        "203.0.113.0/24",  # TEST-NET-3
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, and 255.255.255.255 broadcast
     )
+)
+_BLOCKED_V6 = tuple(
+    ipaddress.IPv6Network(n)
+    for n in (
+        "::/128",  # unspecified
+        "::1/128",  # loopback
+        "::/96",  # deprecated IPv4-compatible addresses
+        "100::/64",  # discard-only
+        "64:ff9b:1::/48",  # local-use NAT64
+        "2001:db8::/32",  # documentation
+        "fc00::/7",  # unique local
+        "fe80::/10",  # link-local
+        "fec0::/10",  # deprecated site-local
+        "ff00::/8",  # multicast
+    )
+)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _embedded_v4(addr: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses an IPv6 address carries: IPv4-mapped, 6to4, NAT64 and Teredo forms."""
+    found: list[ipaddress.IPv4Address] = []
+    if addr.ipv4_mapped is not None:
+        found.append(addr.ipv4_mapped)
+    if addr.sixtofour is not None:
+        found.append(addr.sixtofour)
+    if addr.teredo is not None:
+        found.extend(addr.teredo)
+    if addr in _NAT64:
+        found.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
+    return found
+
+
+def address_is_private(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True for every special-use address (RFC 6890 registries), including IPv4 special-use
+    addresses embedded in IPv6 (``::ffff:127.0.0.1``, 6to4 ``2002:7f00:1::``, NAT64, Teredo)."""
+    if isinstance(addr, ipaddress.IPv4Address):
+        return any(addr in net for net in _BLOCKED_V4) or not addr.is_global
+    embedded = _embedded_v4(addr)
+    if any(address_is_private(v4) for v4 in embedded):
+        return True
+    if addr.teredo is not None:  # 2001::/32 is not globally routable itself; a public client is fine
+        return False
+    return any(addr in net for net in _BLOCKED_V6) or (not embedded and not addr.is_global)
 
 
 def check_url(url: str, allow_private: bool = False) -> str:
@@ -114,7 +171,7 @@ def check_url(url: str, allow_private: bool = False) -> str:
     if host.lower() in {"localhost", "localhost.localdomain"} or host.lower().endswith(".localhost"):
         raise UnsafeUrlError(f"refused loopback host {host!r}")
     for addr in _resolve(host, parts.port):
-        if _address_is_private(addr):
+        if address_is_private(addr):
             raise UnsafeUrlError(f"refused {host!r}: it resolves to the non-public address {addr}")
     return url
 
@@ -134,8 +191,12 @@ def _resolve(host: str, port: int | None) -> list[ipaddress.IPv4Address | ipaddr
 # --- rate limiting -----------------------------------------------------------------------------
 
 
+class Limiter(Protocol):
+    async def acquire(self) -> None: ...
+
+
 class RateLimiter:
-    """Minimum spacing between requests; thread-safe so it works across event loops."""
+    """Minimum spacing between requests in this process; thread-safe so it works across loops."""
 
     def __init__(self, per_second: float | None) -> None:
         self.interval = 1.0 / per_second if per_second and per_second > 0 else 0.0
@@ -158,14 +219,149 @@ class RateLimiter:
             await asyncio.sleep(delay)
 
 
-_LIMITERS: dict[tuple[str, float | None], RateLimiter] = {}
+_RESERVE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
+local interval = tonumber(ARGV[1])
+local slot = now
+if nxt > now then slot = nxt end
+local ttl_ms = math.floor((slot + interval - now) / 1000) + 1000
+redis.call('SET', KEYS[1], string.format('%.0f', slot + interval), 'PX', ttl_ms)
+return string.format('%.0f', slot - now)
+"""
+
+
+class RedisRateLimiter:
+    """The same spacing shared by every process that uses one Redis server.
+
+    Slots are booked atomically by a Lua script on the server's clock, so N workers on many
+    machines together keep to the configured rate. When Redis fails, the call falls back to
+    this process's own limiter (logged once) rather than failing the tool call.
+    """
+
+    def __init__(self, client: Any, key: str, per_second: float | None, fallback: RateLimiter) -> None:
+        self.interval_us = round(1e6 / per_second) if per_second and per_second > 0 else 0
+        self.key = f"geosleuth:ratelimit:{key}"
+        self.fallback = fallback
+        self._script = client.register_script(_RESERVE_LUA)
+        self._errors: tuple[type[Exception], ...] = _redis_errors()
+        self._warned = False
+
+    def reserve(self) -> float | None:
+        """Book the next shared slot; None when Redis could not be reached."""
+        try:
+            return int(self._script(keys=[self.key], args=[self.interval_us])) / 1e6
+        except self._errors as exc:
+            if not self._warned:
+                self._warned = True
+                log.warning("shared rate limit unavailable (%s); limiting per process", type(exc).__name__)
+            return None
+
+    async def acquire(self) -> None:
+        if self.interval_us <= 0:
+            return
+        delay = await asyncio.to_thread(self.reserve)
+        if delay is None:
+            await self.fallback.acquire()
+        elif delay > 0:
+            await asyncio.sleep(delay)
+
+
+def _redis_errors() -> tuple[type[Exception], ...]:
+    import redis
+
+    return (redis.RedisError, OSError)
+
+
+_LIMITERS: dict[tuple[str, float | None, str | None], Limiter] = {}
 _LIMITERS_LOCK = threading.Lock()
+_REDIS_CLIENTS: dict[str, Any] = {}
 
 
-def limiter_for(key: str, per_second: float | None) -> RateLimiter:
-    """One limiter per provider and host in the process, shared by every client instance."""
+def _redis_client(url: str) -> Any | None:
+    """One Redis client per URL in the process (redis-py clients are thread-safe and fork-aware)."""
+    client = _REDIS_CLIENTS.get(url)
+    if client is None:
+        try:
+            import redis
+        except ImportError:
+            log.warning("shared rate limits need the redis package (pip install redis); limiting per process")
+            return None
+        try:
+            client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        except ValueError as exc:
+            raise ValueError(f"bad redis URL for rate limits: {exc}") from None
+        _REDIS_CLIENTS[url] = client
+    return client
+
+
+def limiter_for(key: str, per_second: float | None, redis_url: str | None = None) -> Limiter:
+    """One limiter per provider and host, shared by every client in the process and, when
+    ``redis_url`` is set, by every process using that Redis server."""
     with _LIMITERS_LOCK:
-        return _LIMITERS.setdefault((key, per_second), RateLimiter(per_second))
+        found = _LIMITERS.get((key, per_second, redis_url))
+        if found is not None:
+            return found
+        local = _LIMITERS.setdefault((key, per_second, None), RateLimiter(per_second))
+        limiter: Limiter = local
+        if redis_url and per_second and per_second > 0:
+            client = _redis_client(redis_url)
+            if client is not None:
+                limiter = RedisRateLimiter(client, key, per_second, local)
+        _LIMITERS[(key, per_second, redis_url)] = limiter
+        return limiter
+
+
+# --- pooled connections ------------------------------------------------------------------------
+
+_LOOP_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
+_LOOP_CLOSERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+_LOOP_LOCK = threading.Lock()
+POOL_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=30.0)
+
+
+async def _close_at_shutdown(client: httpx.AsyncClient) -> AsyncIterator[None]:
+    """Parked on its first ``yield``; the loop's ``shutdown_asyncgens`` (run by ``asyncio.run``,
+    anyio and uvicorn at exit) closes it, and closing it closes the pool on its own loop."""
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+async def loop_client() -> httpx.AsyncClient:
+    """The running loop's pooled client: connections (and TLS sessions) are reused across
+    requests and providers on that loop. httpx clients cannot cross loops, so each loop
+    (the CLI's, the MCP server's, each verl worker thread's) gets its own."""
+    loop = asyncio.get_running_loop()
+    with _LOOP_LOCK:
+        client = _LOOP_CLIENTS.get(loop)
+        if client is not None and not client.is_closed:
+            return client
+        for stale in [lp for lp in _LOOP_CLIENTS if lp.is_closed()]:
+            _LOOP_CLIENTS.pop(stale, None)
+            _LOOP_CLOSERS.pop(stale, None)
+        client = httpx.AsyncClient(verify=_ssl_context(), follow_redirects=False, limits=POOL_LIMITS)
+        closer = _close_at_shutdown(client)
+        _LOOP_CLIENTS[loop] = client
+        _LOOP_CLOSERS[loop] = closer
+    await closer.__anext__()  # registers the generator with this loop's shutdown hooks
+    return client
+
+
+async def aclose_loop_client() -> None:
+    """Close the running loop's pool now (for loops that live on without ``asyncio.run``)."""
+    loop = asyncio.get_running_loop()
+    with _LOOP_LOCK:
+        client = _LOOP_CLIENTS.pop(loop, None)
+        closer = _LOOP_CLOSERS.pop(loop, None)
+    if closer is not None:
+        await closer.aclose()
+    elif client is not None:
+        await client.aclose()
 
 
 # --- client ------------------------------------------------------------------------------------
@@ -188,7 +384,7 @@ class Response:
 
 @lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
-    """Building a context costs ~20 ms; clients are per call, so share one."""
+    """Building a context costs ~20 ms; every loop's client shares one."""
     return ssl.create_default_context()
 
 
@@ -232,7 +428,9 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
     ) -> Response:
         await asyncio.to_thread(check_url, url, self.settings.allow_private_urls)
-        limiter = limiter_for(f"{self.provider}@{urlsplit(url).netloc}", self.requests_per_second)
+        limiter = limiter_for(
+            f"{self.provider}@{urlsplit(url).netloc}", self.requests_per_second, self.settings.redis_url
+        )
         all_headers = {"User-Agent": self.settings.user_agent, **(headers or {})}
         timeout = self.timeout_s or self.settings.timeout_s
         attempts = max(1, self.settings.max_retries + 1)
@@ -241,10 +439,7 @@ class HttpClient:
             await limiter.acquire()
             retry_after: float | None = None
             try:
-                async with httpx.AsyncClient(
-                    timeout=timeout, follow_redirects=False, verify=_ssl_context()
-                ) as client:
-                    r = await client.request(method, url, params=params, json=json_body, headers=all_headers)
+                r = await self._send(method, url, params, json_body, all_headers, timeout)
             except httpx.TimeoutException:
                 last_problem = f"timed out after {timeout:g} s"
             except httpx.HTTPError as exc:
@@ -261,6 +456,24 @@ class HttpClient:
                 log.info("%s: %s, retrying in %.2f s", self.provider, last_problem, delay)
                 await self.sleep(delay)
         raise ProviderError(f"{self.provider}: {last_problem} after {attempts} attempt(s)")
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None,
+        json_body: Any,
+        headers: Mapping[str, str],
+        timeout: float,
+    ) -> httpx.Response:
+        """One attempt, on the loop's pooled client (or a client of its own when pooling is off)."""
+        if self.settings.pool_connections:
+            client = await loop_client()
+            return await client.request(
+                method, url, params=params, json=json_body, headers=headers, timeout=timeout
+            )
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, verify=_ssl_context()) as own:
+            return await own.request(method, url, params=params, json=json_body, headers=headers)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

@@ -1,74 +1,271 @@
-"""The tool suite as an MCP server (official ``mcp`` SDK, low-level server API).
+"""The tool suite as an MCP server (official ``mcp`` SDK >= 2.0, low-level server API).
 
-Tools keep their names and schemas. Tools that look at the query image (zoom, OCR, EXIF)
-take two extra optional arguments over MCP, ``image_path`` or ``image_base64``, because an
-MCP client has no other way to hand over the photo; a server started with ``--image``
-uses that image by default. Images come back as MCP image content (PNG, base64).
+Tools keep their names and input schemas, and declare annotations (read-only, idempotent,
+open-world when a network provider serves them) and one output schema: every result also
+comes back as structured content ``{ok, text, error, provider, cache_hit, images, data}``.
+
+Tools that look at the query image (zoom, OCR, EXIF) take two extra optional arguments,
+``image_base64`` (always accepted, bounded in size and pixels) or ``image_path`` (only for
+regular files under the directories the server was started with; none by default). A path
+is opened without blocking (a FIFO or device is refused, never waited on) and read with a
+timeout, and every refusal reads the same, so a client cannot probe which files exist.
+Images go back as JPEG or WebP, re-encoded until each fits the configured size cap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import copy
 import io
+import json
+import logging
+import os
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
+from geosleuth.tools.config import PROVIDER_TOOLS
+
+log = logging.getLogger(__name__)
+
+ImageFormat = Literal["jpeg", "webp"]
 
 IMAGE_ARGS: dict[str, dict[str, str]] = {
-    "image_path": {"type": "string", "description": "Path of the query image on the server's machine."},
-    "image_base64": {"type": "string", "description": "The query image as base64 (PNG or JPEG)."},
+    "image_path": {
+        "type": "string",
+        "description": "Path of the query image on the server's machine (only under the server's image roots).",
+    },
+    "image_base64": {"type": "string", "description": "The query image as base64 (PNG, JPEG or WebP)."},
 }
 
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ok": {"type": "boolean", "description": "False when the call failed; `error` says why."},
+        "text": {"type": "string", "description": "What the model reads (delimited tool output)."},
+        "error": {"type": ["string", "null"]},
+        "provider": {"type": ["string", "null"], "description": "Backend that answered, e.g. offline."},
+        "cache_hit": {"type": "boolean"},
+        "images": {"type": "integer", "description": "Number of image contents in this result."},
+        "data": {"description": "Structured result (places, hits, boxes); null when too large."},
+    },
+    "required": ["ok", "text", "error", "provider", "cache_hit", "images", "data"],
+}
 
-def png_base64(image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+OPAQUE_PATH_ERROR = "image_path is not a readable image file under the server's image directories"
+
+
+@dataclass(frozen=True)
+class ImagePolicy:
+    """How images enter and leave the server."""
+
+    roots: tuple[Path, ...] = ()  # directories image_path may point into; empty: base64 only
+    default_image: Path | None = None  # --image: the operator's own choice, always allowed
+    max_input_bytes: int = 30_000_000  # of an image file or decoded base64
+    max_input_pixels: int = 64_000_000
+    open_timeout_s: float = 5.0
+    output_format: ImageFormat = "jpeg"
+    max_output_bytes: int = 1_000_000  # of each returned image, as base64 text
+    quality: int = 85
+    resolved_roots: tuple[Path, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resolved_roots", tuple(Path(os.path.realpath(r)) for r in self.roots))
+
+
+# --- images in -----------------------------------------------------------------------------------
+
+
+class ImageRefused(Exception):
+    """An image argument was refused; the message is safe to return to the client."""
+
+
+def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
+    """Decode with the pixel count checked from the header, before any pixel is read."""
+    try:
+        with Image.open(io.BytesIO(raw)) as im:
+            width, height = im.size
+            if width * height > policy.max_input_pixels:
+                raise ImageRefused(
+                    f"the image has {width}x{height} pixels; this server accepts at most "
+                    f"{policy.max_input_pixels:,}"
+                )
+            im.load()
+            return im.copy()
+    except ImageRefused:
+        raise
+    except (OSError, ValueError, Image.DecompressionBombError):
+        raise ImageRefused("the image could not be decoded (PNG, JPEG or WebP expected)") from None
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """Read a regular file without ever blocking on a FIFO, socket or device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise ImageRefused(OPAQUE_PATH_ERROR)
+        chunks: list[bytes] = []
+        remaining = info.st_size
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _allowed(path: str, policy: ImagePolicy) -> Path:
+    """The real path, if it lies under an image root (symlinks resolved first)."""
+    real = Path(os.path.realpath(os.path.expanduser(path)))
+    if policy.default_image is not None and real == Path(os.path.realpath(policy.default_image)):
+        return real
+    if any(real.is_relative_to(root) for root in policy.resolved_roots):
+        return real
+    raise ImageRefused(OPAQUE_PATH_ERROR)
+
+
+async def load_path(path: str, policy: ImagePolicy) -> Image.Image:
+    """An image from a path the policy allows, read off the event loop with a timeout."""
+    try:
+        real = _allowed(path, policy)
+        raw = await asyncio.wait_for(
+            asyncio.to_thread(_read_regular_file, real, policy.max_input_bytes), policy.open_timeout_s
+        )
+    except (OSError, TimeoutError, ValueError) as exc:
+        log.info("image_path refused: %s", type(exc).__name__)
+        raise ImageRefused(OPAQUE_PATH_ERROR) from None
+    return await asyncio.to_thread(_decode, raw, policy)
+
+
+async def load_base64(data: str, policy: ImagePolicy) -> Image.Image:
+    if len(data) > policy.max_input_bytes * 4 // 3 + 4:
+        raise ImageRefused(f"image_base64 is larger than {policy.max_input_bytes:,} bytes")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ImageRefused("image_base64 is not valid base64") from None
+    return await asyncio.to_thread(_decode, raw, policy)
+
+
+async def image_context(arguments: dict[str, Any], policy: ImagePolicy, ctx: ToolContext) -> ToolContext:
+    """Pop the image arguments and attach the query image they name (or the default one)."""
+    path = arguments.pop("image_path", None)
+    data = arguments.pop("image_base64", None)
+    if (data is not None and not isinstance(data, str)) or (path is not None and not isinstance(path, str)):
+        raise ImageRefused("image_base64 and image_path must be strings")
+    if data:
+        ctx.image = await load_base64(data, policy)
+    elif path:
+        ctx.image = await load_path(path, policy)
+    elif policy.default_image is not None:
+        ctx.image = await _default_image(policy)
+    return ctx
+
+
+_DEFAULT_IMAGES: dict[Path, Image.Image] = {}
+
+
+async def _default_image(policy: ImagePolicy) -> Image.Image:
+    """The server's --image, decoded once (tools never modify the query image)."""
+    assert policy.default_image is not None
+    image = _DEFAULT_IMAGES.get(policy.default_image)
+    if image is None:
+        image = await load_path(str(policy.default_image), policy)
+        _DEFAULT_IMAGES[policy.default_image] = image
+    return image
+
+
+# --- images out ----------------------------------------------------------------------------------
+
+
+def encode_image(image: Image.Image, fmt: ImageFormat, max_b64_chars: int, quality: int = 85) -> str:
+    """Base64 JPEG/WebP of ``image`` within ``max_b64_chars``: lower the quality first, then
+    the resolution, so a full-frame zoom never turns into a multi-megabyte result."""
+    im = image if fmt == "webp" and image.mode in {"RGB", "RGBA"} else image.convert("RGB")
+    budget = max_b64_chars * 3 // 4
+    qualities = [q for q in (quality, 75, 65, 55) if q <= quality] or [quality]
+    while True:
+        for q in qualities:
+            buf = io.BytesIO()
+            im.save(buf, format=fmt.upper(), quality=q, **({"method": 4} if fmt == "webp" else {"optimize": True}))
+            if buf.tell() <= budget or min(im.size) <= 16:
+                return base64.b64encode(buf.getvalue()).decode("ascii")
+        shrink = max(0.25, min(0.9, (budget / buf.tell()) ** 0.5))
+        im = im.resize((max(16, round(im.width * shrink)), max(16, round(im.height * shrink))), Image.LANCZOS)
+
+
+# --- schema and results --------------------------------------------------------------------------
 
 
 def mcp_schema(registry: ToolRegistry, name: str) -> dict[str, Any]:
     tool = registry.get(name)
-    assert tool is not None
+    if tool is None:
+        raise KeyError(name)
     schema = copy.deepcopy(tool.parameters)
     if tool.wants_context:
         schema["properties"].update(copy.deepcopy(IMAGE_ARGS))
     return schema
 
 
-def _context(
-    arguments: dict[str, Any], default_image: str | None, scale: float, convention: str
-) -> ToolContext:
-    path = arguments.pop("image_path", None) or default_image
-    data = arguments.pop("image_base64", None)
-    ctx = ToolContext(model_scale=scale, bbox_convention=convention)  # type: ignore[arg-type]
-    if data:
-        try:
-            raw = base64.b64decode(data, validate=True)
-            with Image.open(io.BytesIO(raw)) as im:
-                im.load()
-                ctx.image = im.copy()
-        except (binascii.Error, OSError, ValueError):
-            ctx.state["image_error"] = "image_base64 is not a valid base64-encoded PNG or JPEG"
-    elif path:
-        ctx.image_path = str(Path(path).expanduser())
-    return ctx
+def annotations(registry: ToolRegistry, name: str) -> types.ToolAnnotations:
+    """Every tool only reads; those served by a network provider reach an open world."""
+    family = PROVIDER_TOOLS.get(name)
+    settings = getattr(registry.runtime, "settings", None)
+    choice = str(getattr(settings.providers, family)) if settings is not None and family else "offline"
+    networked = family is not None and family != "ocr" and choice != "offline"
+    return types.ToolAnnotations(
+        title=name.replace("_", " "),
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=networked,
+    )
 
 
-def to_call_result(result: ToolResult) -> types.CallToolResult:
-    content: list[Any] = [
-        types.TextContent(type="text", text=result.text or ("ok" if result.ok else "error"))
-    ]
+def _structured_data(data: Any, limit: int) -> Any:
+    """The result's data as plain JSON, or None when it is not JSON-like or too large."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return None
+    return json.loads(text) if len(text) <= limit else None
+
+
+def to_call_result(result: ToolResult, policy: ImagePolicy | None = None) -> types.CallToolResult:
+    policy = policy or ImagePolicy()
+    mime = f"image/{policy.output_format}"
+    text = result.text or ("ok" if result.ok else "error")
+    content: list[Any] = [types.TextContent(type="text", text=text)]
     content += [
-        types.ImageContent(type="image", data=png_base64(im), mime_type="image/png") for im in result.images
+        types.ImageContent(
+            type="image",
+            data=encode_image(im, policy.output_format, policy.max_output_bytes, policy.quality),
+            mime_type=mime,
+        )
+        for im in result.images
     ]
-    return types.CallToolResult(content=content, is_error=not result.ok)
+    structured = {
+        "ok": result.ok,
+        "text": text,
+        "error": result.error,
+        "provider": result.provider,
+        "cache_hit": result.cache_hit,
+        "images": len(result.images),
+        "data": _structured_data(result.data, policy.max_output_bytes),
+    }
+    return types.CallToolResult(content=content, structured_content=structured, is_error=not result.ok)
 
 
 def build_server(
@@ -76,27 +273,37 @@ def build_server(
     image: str | None = None,
     model_scale: float = 1.0,
     bbox_convention: str = "absolute",
+    policy: ImagePolicy | None = None,
 ) -> Server:
     """An MCP server exposing every tool of ``registry``."""
+    policy = policy or ImagePolicy()
+    if image is not None:
+        policy = ImagePolicy(**{**_fields(policy), "default_image": Path(image)})
+    listed = [
+        types.Tool(
+            name=name,
+            description=registry.get(name).description,  # type: ignore[union-attr]
+            input_schema=mcp_schema(registry, name),
+            output_schema=copy.deepcopy(OUTPUT_SCHEMA),
+            annotations=annotations(registry, name),
+        )
+        for name in registry.names()
+    ]
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        tools = [
-            types.Tool(
-                name=name, description=registry.get(name).description, input_schema=mcp_schema(registry, name)
-            )  # type: ignore[union-attr]
-            for name in registry.names()
-        ]
-        return types.ListToolsResult(tools=tools)
+        return types.ListToolsResult(tools=listed)
 
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         tool = registry.get(params.name)
         ctx = None
         if tool is not None and tool.wants_context:
-            ctx = _context(arguments, image, model_scale, bbox_convention)
-            if "image_error" in ctx.state:
-                return to_call_result(ToolResult.failure(ctx.state["image_error"]))
-        return to_call_result(await registry.call(params.name, arguments, ctx))
+            ctx = ToolContext(model_scale=model_scale, bbox_convention=bbox_convention)  # type: ignore[arg-type]
+            try:
+                await image_context(arguments, policy, ctx)
+            except ImageRefused as exc:
+                return to_call_result(ToolResult.failure(str(exc)), policy)
+        return to_call_result(await registry.call(params.name, arguments, ctx), policy)
 
     from geosleuth import __version__
 
@@ -107,6 +314,10 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _fields(policy: ImagePolicy) -> dict[str, Any]:
+    return {k: getattr(policy, k) for k in policy.__dataclass_fields__ if k != "resolved_roots"}
 
 
 async def serve_stdio(server: Server) -> None:

@@ -8,18 +8,21 @@ query parameter (redacted from every error and log line); Places (New) takes it 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
 from geosleuth.core.records import Place
 from geosleuth.tools.config import ToolSettings
-from geosleuth.tools.http import ProviderError, require_key
+from geosleuth.tools.http import ProviderError, path_segment, require_key
 from geosleuth.tools.providers.base import MapImage, MapKind, as_float, client_for
 
 MAPS_URL = "https://maps.googleapis.com"
 PLACES_URL = "https://places.googleapis.com"
 PLACE_FIELDS = "id,displayName,formattedAddress,location,types,addressComponents"
+PLACE_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
+"""Google place ids (``ChIJ…``) are URL-safe base64; anything else is refused before any request."""
 
 
 class GoogleProvider:
@@ -92,10 +95,10 @@ class GoogleProvider:
         return await self.keyword_search(query, city=city, limit=limit)
 
     async def detail(self, poi_id: str) -> Place | None:
-        if not poi_id or "/" in poi_id:
-            raise ProviderError(f"invalid Google place id {poi_id!r}")
+        if not PLACE_ID.fullmatch(poi_id or ""):
+            raise ProviderError(f"invalid Google place id {poi_id[:80]!r}: ids are letters, digits, '-' and '_'")
         data = await self.client.get_json(
-            f"{self.places_url}/v1/places/{poi_id}", None, self._headers(PLACE_FIELDS)
+            f"{self.places_url}/v1/places/{path_segment(poi_id)}", None, self._headers(PLACE_FIELDS)
         )
         if not isinstance(data, dict) or "id" not in data:
             raise ProviderError("google place details returned an unexpected response")

@@ -48,8 +48,8 @@ class TileMapProvider:
 
     def tile_url(self, x: int, y: int, z: int) -> str:
         if self.name == "esri":
-            return f"{self.base_url}/tile/{z}/{y}/{x}"
-        return f"{self.base_url}/{z}/{x}/{y}.png"
+            return f"{self.base_url}/tile/{int(z)}/{int(y)}/{int(x)}"
+        return f"{self.base_url}/{int(z)}/{int(x)}/{int(y)}.png"
 
     async def render(self, lat: float, lon: float, zoom: int, kind: MapKind) -> MapImage:
         zoom = max(0, min(zoom, self.max_zoom))

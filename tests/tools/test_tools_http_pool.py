@@ -1,0 +1,309 @@
+"""Provider HTTP: one pooled client per event loop, shared rate limits through a real Redis,
+the special-use address filter and escaped path values."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from tools_fakes import FakeServer, Reply, fake_settings
+
+from geosleuth.tools import build_registry
+from geosleuth.tools.config import HttpSettings, ToolSettings
+from geosleuth.tools.http import (
+    HttpClient,
+    RateLimiter,
+    RedisRateLimiter,
+    UnsafeUrlError,
+    address_is_private,
+    check_url,
+    limiter_for,
+    loop_client,
+    path_segment,
+)
+
+
+class KeepAliveServer:
+    """HTTP/1.1 on 127.0.0.1 that records, per request, the client's port and arrival time."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, float]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                owner.seen.append((self.client_address[1], time.time()))
+                body = b'{"ok": true}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/x"
+
+    def connections(self) -> int:
+        return len({port for port, _ in self.seen})
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def keepalive() -> Iterator[KeepAliveServer]:
+    s = KeepAliveServer()
+    yield s
+    s.close()
+
+
+LOCAL = HttpSettings(allow_private_urls=True, max_retries=0, timeout_s=5.0)
+
+
+def _run_requests(url: str, n: int, settings: HttpSettings = LOCAL) -> Any:
+    async def go() -> Any:
+        client = HttpClient("pooltest", settings)
+        for _ in range(n):
+            assert await client.get_json(url) == {"ok": True}
+        return await loop_client()
+
+    return asyncio.run(go())
+
+
+def test_one_loop_reuses_one_connection_and_closes_it_at_shutdown(keepalive: KeepAliveServer) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unclosed transport or client would raise here
+        pooled = _run_requests(keepalive.url, 5)
+    assert keepalive.connections() == 1
+    assert pooled.is_closed  # asyncio.run's shutdown closed the pool
+
+
+def test_per_request_mode_opens_a_connection_per_call(keepalive: KeepAliveServer) -> None:
+    _run_requests(keepalive.url, 4, LOCAL.model_copy(update={"pool_connections": False}))
+    assert keepalive.connections() == 4
+
+
+def test_each_worker_thread_gets_its_own_pool(keepalive: KeepAliveServer) -> None:
+    """verl runs tools from worker threads, each with its own loop: one client per loop."""
+    clients: list[Any] = []
+
+    def worker() -> None:
+        loop = asyncio.new_event_loop()
+
+        async def go() -> Any:
+            client = HttpClient("pooltest", LOCAL)
+            for _ in range(3):
+                await client.get_json(keepalive.url)
+            return await loop_client()
+
+        clients.append(loop.run_until_complete(go()))
+        assert not clients[-1].is_closed  # a loop that lives on keeps its pool
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(clients) == 2 and clients[0] is not clients[1]
+    assert all(c.is_closed for c in clients)
+    assert keepalive.connections() == 2
+
+
+# --- special-use addresses ------------------------------------------------------------------------
+
+REFUSED = [
+    "0.1.2.3", "10.0.0.1", "100.64.0.1", "100.127.255.254", "127.0.0.1", "127.8.9.10", "169.254.169.254",
+    "172.16.0.1", "172.31.255.255", "192.0.0.8", "192.0.2.1", "192.168.1.1", "198.18.0.1", "198.19.255.1",
+    "198.51.100.7", "203.0.113.9", "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255",
+    "::1", "::", "fc00::1", "fd12:3456::1", "fe80::1", "ff02::1",
+    "::ffff:127.0.0.1", "::ffff:100.64.0.1",       # IPv4-mapped
+    "2002:7f00:1::", "2002:a00:1::1",               # 6to4 of 127.0.0.1 and 10.0.0.1
+    "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe",        # NAT64 of 127.0.0.1 and 169.254.169.254
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",         # Teredo, client 127.0.0.1 (obfuscated)
+]  # fmt: skip
+ACCEPTED = ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "2002:808:808::1", "64:ff9b::808:808"]
+
+
+@pytest.mark.parametrize("address", REFUSED)
+def test_every_special_use_range_is_refused(address: str) -> None:
+    assert address_is_private(ipaddress.ip_address(address))
+    host = f"[{address}]" if ":" in address else address
+    with pytest.raises(UnsafeUrlError, match="non-public"):
+        check_url(f"https://{host}/x")
+
+
+@pytest.mark.parametrize("address", ACCEPTED)
+def test_public_addresses_and_their_embeddings_pass(address: str) -> None:
+    assert not address_is_private(ipaddress.ip_address(address))
+
+
+def test_teredo_client_is_decoded_before_the_check() -> None:
+    teredo = ipaddress.ip_address("2001:0:4136:e378:8000:63bf:80ff:fffe")
+    assert teredo.teredo is not None and teredo.teredo[1] == ipaddress.ip_address("127.0.0.1")
+
+
+# --- escaping -------------------------------------------------------------------------------------
+
+
+def test_path_segment_cannot_add_parameters_or_path() -> None:
+    assert path_segment("abc?fields=*&key=x") == "abc%3Ffields%3D%2A%26key%3Dx"
+    assert path_segment("../../admin") == "..%2F..%2Fadmin"
+    assert path_segment("a#b c") == "a%23b%20c"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+async def test_google_poi_id_cannot_inject_parameters(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEOSLEUTH_GOOGLE_API_KEY", "k-123456")
+    server.route("/v1/places/*", Reply(json={"id": "x", "location": {"latitude": 1, "longitude": 2}}))
+    reg = build_registry(fake_settings(server, {"poi": "google"}))
+    for hostile in ("abc?fields=*&key=k", "abc/../../v1/x", "abc#frag", "abc%3F", "a b"):
+        result = await reg.call("poi_detail_query", {"poi_id": hostile})
+        assert not result.ok and "invalid Google place id" in (result.error or "")
+    assert server.hits() == 0
+    ok = await reg.call("poi_detail_query", {"poi_id": "ChIJ-a_1"})
+    assert ok.ok and server.requests[-1].path == "/v1/places/ChIJ-a_1" and server.requests[-1].query == {}
+
+
+# --- shared rate limits ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server not installed (apt-get install -y redis-server)")
+    redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis)")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"redis-server did not start on port {port}")
+                time.sleep(0.05)
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+WORKER = """
+import asyncio, sys, time
+from geosleuth.tools.config import HttpSettings
+from geosleuth.tools.http import HttpClient
+url, redis_url, start_at, n, rate = sys.argv[1], sys.argv[2] or None, float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+settings = HttpSettings(allow_private_urls=True, max_retries=0, redis_url=redis_url)
+async def main():
+    client = HttpClient("shared", settings, requests_per_second=rate)
+    time.sleep(max(0.0, start_at - time.time()))
+    for _ in range(n):
+        await client.get_json(url)
+asyncio.run(main())
+"""
+
+
+def _two_processes(url: str, redis_url: str, n: int, rate: float) -> None:
+    start_at = time.time() + 4.0  # both past their imports, then they start together
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WORKER, url, redis_url, str(start_at), str(n), str(rate)])
+        for _ in range(2)
+    ]
+    for p in procs:
+        assert p.wait(timeout=60) == 0
+
+
+def _span(server: KeepAliveServer) -> float:
+    times = sorted(t for _, t in server.seen)
+    return times[-1] - times[0]
+
+
+N, RATE = 5, 10.0
+BOOKED = (2 * N - 1) / RATE  # 10 requests 0.1 s apart across both processes
+
+
+def test_two_processes_share_one_rate_through_redis(keepalive: KeepAliveServer, redis_url: str) -> None:
+    _two_processes(keepalive.url, redis_url, n=N, rate=RATE)
+    assert len(keepalive.seen) == 2 * N
+    assert _span(keepalive) > 0.9 * BOOKED  # the rate holds across both processes, not per process
+
+
+def test_without_redis_each_process_has_its_own_rate(keepalive: KeepAliveServer) -> None:
+    """The control for the test above: the same two processes overlap without a shared limiter."""
+    _two_processes(keepalive.url, "", n=N, rate=RATE)
+    assert len(keepalive.seen) == 2 * N
+    assert _span(keepalive) < 0.75 * BOOKED
+
+
+def test_redis_limiter_falls_back_to_the_process_limiter_when_redis_is_down() -> None:
+    redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis)")
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=0.5)
+    local = RateLimiter(1000.0)
+    limiter = RedisRateLimiter(client, "down", 1000.0, local)
+    assert limiter.reserve() is None
+    asyncio.run(limiter.acquire())  # no exception: the local limiter booked the slot
+    assert local._next > 0
+
+
+def test_settings_share_rate_limits_with_a_redis_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEOSLEUTH_REDIS_URL", "redis://127.0.0.1:1/0")
+    assert ToolSettings.load().http.redis_url == "redis://127.0.0.1:1/0"
+    monkeypatch.delenv("GEOSLEUTH_REDIS_URL")
+    from_file = ToolSettings.model_validate({"cache": {"backend": "redis", "redis_url": "redis://h:2/0"}})
+    assert from_file.http.redis_url == "redis://h:2/0"
+    assert ToolSettings().http.redis_url is None
+
+
+def test_limiter_for_uses_redis_only_when_configured(redis_url: str) -> None:
+    assert isinstance(limiter_for("a@b", 5.0), RateLimiter)
+    assert isinstance(limiter_for("a@b", 5.0, redis_url), RedisRateLimiter)
+    assert isinstance(limiter_for("a@b", None, redis_url), RateLimiter)  # unlimited needs no booking

@@ -1,0 +1,92 @@
+"""`examples/training/trl/grpo_trl.py` runs on CPU (`--bf16 false --max-steps 2`) with a tiny
+Qwen3-VL built locally (nothing downloaded) and every geosleuth tool in TRL's loop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "training" / "trl" / "grpo_trl.py"
+
+
+def tiny_processor(model_dir: str) -> Any:
+    """The image-only Qwen3-VL processor of `test_training_smoke._tiny_vlm`, reloaded from disk."""
+    from transformers import PreTrainedTokenizerFast, Qwen3VLProcessor
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from trl.chat_template_utils import qwen3_vl_chat_template
+
+    class ImageOnlyProcessor(Qwen3VLProcessor):  # the video processor needs torchvision
+        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None) -> None:
+            super().__init__(image_processor, tokenizer, None, chat_template=chat_template)
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    images = Qwen2VLImageProcessorPil.from_pretrained(model_dir)
+    return ImageOnlyProcessor(images, tokenizer, chat_template=qwen3_vl_chat_template)
+
+
+@pytest.mark.slow
+def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from test_training_smoke import _tiny_vlm
+
+    model_dir = tmp_path / "tiny-vlm"
+    processor = _tiny_vlm(model_dir)
+    processor.tokenizer.save_pretrained(model_dir)
+    processor.image_processor.save_pretrained(model_dir)
+    rows = []
+    for i, (lat, lon, country) in enumerate([(48.85, 2.35, "FR"), (35.68, 139.69, "JP")] * 2):
+        image = tmp_path / f"img{i}.png"
+        Image.new("RGB", (64, 48), (i * 50, 90, 160)).save(image)
+        rows.append({"id": f"s{i}", "image": str(image), "lat": lat, "lon": lon, "labels": {"country": country}})
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "GEOSLEUTH_DATA_DIR": os.environ.get("GEOSLEUTH_DATA_DIR", ""),
+        "GEOSLEUTH_TOOL_CACHE_MODE": "off",
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    if not env["GEOSLEUTH_DATA_DIR"]:
+        del env["GEOSLEUTH_DATA_DIR"]
+    argv = [
+        sys.executable, str(EXAMPLE), "--model", str(model_dir), "--data", str(data), "--out", str(out),
+        "--bf16", "false", "--max-steps", "2", "--num-generations", "2", "--batch-size", "2",
+        "--grad-accum", "1", "--max-completion-length", "12", "--max-tool-calls", "2", "--save-steps", "2",
+        "--learning-rate", "1e-4", "--processor-factory", "test_training_trl_example:tiny_processor",
+    ]  # fmt: skip
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    logs = [h for h in state["log_history"] if "loss" in h]
+    assert len(logs) == 2 and state["global_step"] == 2
+    assert all("geo/acc@750km" in h and "rewards/geo_step/mean" in h for h in logs)
+    assert "tools/call_frequency" in logs[0]  # geosleuth's tools are wired into TRL's tool loop
+
+
+def test_example_refuses_bf16_without_a_gpu_and_bad_flags(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--model", "x", "--data", "y", "--bf16", "maybe"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2 and "expected true or false" in run.stderr
+    import torch
+
+    if not torch.cuda.is_available():
+        run = subprocess.run(
+            [sys.executable, str(EXAMPLE), "--model", "x", "--data", "y", "--bf16", "true"],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        )  # fmt: skip
+        assert run.returncode == 1 and "--bf16 false" in run.stderr
