@@ -45,7 +45,8 @@ class AgentConfig(BaseModel):
     provider: Literal["auto", "generic", "openai", "gemini", "deepseek"] = "auto"  # request dialect
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None  # None: the provider's
     echo_reasoning: bool | None = None  # send reasoning text back on assistant turns (None: the provider's)
-    observer: str | None = None  # "offline", or a VLM (name or URL) that describes images to a text-only model
+    observer: str | None = None  # "offline", or a VLM (name or URL) describing images to a text-only model;
+    # unused by the offline pipeline (model=None), which reads the image itself
     observer_base_url: str | None = None  # default: base_url
     observer_max_tokens: int = Field(default=1024, ge=16)
     samples: int = Field(default=1, ge=1)
@@ -70,6 +71,4 @@ class AgentConfig(BaseModel):
             raise ValueError("model name is empty")
         if self.observer is not None and not self.observer.strip():
             raise ValueError("observer is empty: use 'offline' or a vision model name")
-        if self.observer is not None and self.model is None:
-            raise ValueError("--observer describes images to a text-only --model; give the model too")
         return self
