@@ -153,10 +153,11 @@ def describe_offline(
                 for c in report.clues[:20]]  # fmt: skip
     if report.lines:
         result = locate_offline(image, path if target == "photo" else None, ocr=lambda _img: report)
-        if result.candidates:
+        unique = list({c.label: c for c in reversed(result.candidates)}.values())[::-1]  # best of each place
+        if unique:
             out.append("Candidate places (offline gazetteer, ranked by agreeing clues):")
             out += [f"- {c.label} ({c.lat:.4f}, {c.lon:.4f}): {'; '.join(c.evidence[:3])}"
-                    for c in result.candidates[:MAX_CANDIDATES]]  # fmt: skip
+                    for c in unique[:MAX_CANDIDATES]]  # fmt: skip
     return _clip("\n".join(out))
 
 

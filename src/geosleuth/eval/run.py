@@ -133,6 +133,8 @@ def checked_agent_settings(config: EvalConfig, base_url: str | None = None) -> d
     from geosleuth.agent import AgentConfig
 
     settings = agent_settings(config, base_url)
+    if settings.get("observer") and not settings.get("model"):
+        raise ValueError("--observer describes images to a text-only --model: give --model too")
     try:
         AgentConfig.model_validate(settings)
     except ValidationError as exc:
