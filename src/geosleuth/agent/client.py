@@ -53,7 +53,7 @@ _UNSUPPORTED = re.compile(
     re.I,
 )
 _IMAGE_REJECTION = re.compile(
-    r"you requested \d+ tokens|maximum context length|context (?:length|window)|exceeds? the context|"
+    r"you requested \d+ tokens|maximum context length|context_length_exceeded|context (?:length|window)|exceeds? the context|"
     r"too many tokens|prompt is too long|image input (?:is )?not supported|does not support (?:image|vision)|"
     r"not a multimodal model|images? (?:are|is) not supported|image_url is only supported|"
     r"invalid content type|unsupported content (?:part|type)|vision is not enabled",
@@ -340,7 +340,10 @@ class ChatClient:
         profile = self.profile
         payload: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
+            # explicit, as OpenAI's default: some servers (llama.cpp's chatml-function-calling)
+            # ignore the tools without it
             payload["tools"] = tools
+            payload["tool_choice"] = "auto"
         extra = sampling.pop("extra_body", None) or {}
         limit = sampling.pop("max_tokens", None)
         if limit is not None:
