@@ -90,8 +90,10 @@ async def test_text_only_reasoner_never_receives_pixels(
     obs_turn, zoom_turn, answer_turn = traj.turns
     assert obs_turn.note == "observation" and obs_turn.tool_calls[0].name == OBSERVE_TOOL
     assert obs_turn.usage.total_tokens == 0  # the observer's tokens are counted apart
-    assert traj.metadata["observer"] == {"name": "stub-observer", "observations": 2,
-                                         "usage": {"prompt_tokens": 200, "completion_tokens": 40}}  # fmt: skip
+    info = traj.metadata["observer"]
+    assert info["latency_s"] == pytest.approx(0.02)
+    assert {k: info[k] for k in ("name", "observations", "usage")} == {
+        "name": "stub-observer", "observations": 2, "usage": {"prompt_tokens": 200, "completion_tokens": 40}}  # fmt: skip
     zoom = zoom_turn.tool_calls[0]
     assert zoom.ok and "region" in zoom.result_text and (tmp_path / zoom.result_images[0]).exists()
     assert answer_turn.index == 2 and traj.prediction is not None and traj.prediction.city == "Luzern"

@@ -150,6 +150,7 @@ class AgentLoop:
             self.traj.turns.append(observation_turn(observation, 0))
             self.observed_turns = 1
             self.traj.metadata["observer"] = {"name": observation.observer, "observations": 1,
+                                              "latency_s": observation.latency_s,
                                               "usage": observation.usage.model_dump()}  # fmt: skip
         self.calls_per_tool: Counter[str] = Counter()
         self.total_calls = 0
@@ -330,9 +331,10 @@ class AgentLoop:
 
     def _count_observation(self, seen: Observation) -> None:
         info = self.traj.metadata.setdefault(
-            "observer", {"name": seen.observer, "observations": 0, "usage": {}}
+            "observer", {"name": seen.observer, "observations": 0, "latency_s": 0.0, "usage": {}}
         )
         info["observations"] += 1
+        info["latency_s"] += seen.latency_s
         for key, value in seen.usage.model_dump().items():
             info["usage"][key] = info["usage"].get(key, 0) + value
 

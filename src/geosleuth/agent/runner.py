@@ -187,7 +187,7 @@ def _observer_failed(task: Task, model: str, style: str, observation: Observatio
         started_at=now - observation.latency_s,
         finished_at=now,
         metadata={"observer": {"name": observation.observer, "observations": 1,
-                               "usage": observation.usage.model_dump()}},
+                               "latency_s": observation.latency_s, "usage": observation.usage.model_dump()}},
     )  # fmt: skip
 
 
