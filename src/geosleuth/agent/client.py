@@ -5,6 +5,14 @@ works. Transient failures (429, 5xx, timeouts, dropped connections, unreadable b
 retried with exponential backoff honouring ``Retry-After``; anything else becomes a
 `ModelError` the loop records as the trajectory's status. Like the OpenAI SDK, the client
 falls back to ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` when nothing else is configured.
+
+Providers differ in what a request may carry. A `ProviderProfile` (detected from the base
+URL, overridable) says which token-limit field to send (OpenAI's reasoning models take only
+``max_completion_tokens``), whether ``top_k`` / ``reasoning_effort`` are accepted, and
+whether reasoning text must go back with the assistant turn (DeepSeek). A 400 naming an
+unsupported parameter adapts the profile once and resends, so an unknown server works too.
+Assistant turns go back with every field the server sent that the client does not read
+(Gemini's ``extra_content.google.thought_signature`` on tool calls, ``reasoning_details``).
 """
 
 from __future__ import annotations
@@ -12,21 +20,113 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import math
 import os
 import random
+import re
 import ssl
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+from urllib.parse import urlparse
 
 import httpx
 
 from geosleuth.core.records import Usage
 
+log = logging.getLogger(__name__)
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SHARD_CONNECTIONS = 32
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per request
+ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
+"""Optional sampling fields the client may drop when a server says it does not accept them."""
+READ_FIELDS = frozenset({"role", "content", "tool_calls"})
+"""Assistant-message fields the client reads and rebuilds itself."""
+RESPONSE_ONLY = frozenset({"refusal", "annotations", "audio", "function_call", "name"})
+"""Response fields a strict server (OpenAI) rejects in a request message: never echoed."""
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+_UNSUPPORTED = re.compile(
+    r"(?:Unsupported parameter|Unrecognized request argument supplied|Unknown parameter)\W{0,4}'?\"?(?P<param>[A-Za-z_]{1,40})",
+    re.I,
+)
+_IMAGE_REJECTION = re.compile(
+    r"you requested \d+ tokens|maximum context length|context_length_exceeded|context (?:length|window)|exceeds? the context|"
+    r"too many tokens|prompt is too long|image input (?:is )?not supported|does not support (?:image|vision)|"
+    r"not a multimodal model|images? (?:are|is) not supported|image_url is only supported|"
+    r"invalid content type|unsupported content (?:part|type)|vision is not enabled",
+    re.I,
+)
+
+
+@dataclass
+class ProviderProfile:
+    """What one endpoint accepts; `detect_profile` guesses it from the URL, errors refine it."""
+
+    name: str = "generic"
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    top_k: bool = True
+    reasoning_effort: bool = True
+    echo_reasoning: bool = False  # send reasoning_content back on assistant turns
+    dropped: frozenset[str] = frozenset()  # parameters the server refused, learned from its errors
+
+
+PROFILES = {
+    "generic": ProviderProfile(),
+    "openai": ProviderProfile("openai", "max_completion_tokens", top_k=False),
+    "gemini": ProviderProfile("gemini", top_k=False),
+    "deepseek": ProviderProfile("deepseek", top_k=False, reasoning_effort=False, echo_reasoning=True),
+}
+_HOSTS = {
+    "api.openai.com": "openai",
+    "generativelanguage.googleapis.com": "gemini",
+    "api.deepseek.com": "deepseek",
+}
+
+
+def detect_profile(base_url: str, provider: str = "auto") -> ProviderProfile:
+    """The named profile, or the one the base URL's host implies (``generic`` otherwise)."""
+    if provider != "auto":
+        if provider not in PROFILES:
+            raise ValueError(f"unknown provider {provider!r}; choose auto, {', '.join(PROFILES)}")
+        return replace(PROFILES[provider])
+    host = (urlparse(base_url).hostname or "").lower()
+    for suffix, name in _HOSTS.items():
+        if host == suffix or host.endswith("." + suffix):
+            return replace(PROFILES[name])
+    return replace(PROFILES["generic"])
+
+
+def unsupported_parameter(status: int, body: str) -> str | None:
+    """The request parameter a 400/422 says the server does not accept, or None."""
+    if status not in (400, 422):
+        return None
+    try:
+        err = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        err = None
+    if isinstance(err, dict) and err.get("code") == "unsupported_parameter" and isinstance(err.get("param"), str):
+        return err["param"]
+    try:  # pydantic servers (FastAPI): {"detail": [{"type": "extra_forbidden", "loc": ["body", "top_k"]}]}
+        detail = json.loads(body).get("detail")
+        forbidden = [d["loc"][-1] for d in detail if d.get("type") == "extra_forbidden"]
+    except (ValueError, AttributeError, TypeError, KeyError, IndexError):
+        forbidden = []
+    if forbidden and isinstance(forbidden[0], str):
+        return forbidden[0]
+    m = _UNSUPPORTED.search(body[:2000])
+    return m.group("param") if m else None
+
+
+def looks_like_image_rejection(exc: ModelError) -> bool:
+    """The provider refused the request because of its images: input too long, or no image input.
+
+    Read from the error the server returned (status 400/413/422 and its message), never
+    guessed from a model name. The caller decides whether the request carried images.
+    """
+    return exc.status in (400, 413, 422) and bool(_IMAGE_REJECTION.search(str(exc)[:3000]))
 
 
 class ModelError(Exception):
@@ -40,11 +140,16 @@ class ModelError(Exception):
 
 @dataclass
 class RawToolCall:
-    """A native tool call as the server returned it; ``arguments`` is usually a JSON string."""
+    """A native tool call as the server returned it; ``arguments`` is usually a JSON string.
+
+    ``extra`` keeps the fields the client does not read (Gemini's ``extra_content`` with the
+    thought signature), to be sent back untouched with the assistant turn.
+    """
 
     id: str
     name: str
     arguments: Any
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -53,6 +158,31 @@ class ChatChoice:
     reasoning: str | None = None
     tool_calls: list[RawToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # unread message fields, echoed back
+
+
+def assistant_message(
+    choice: ChatChoice,
+    content: str | None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    *,
+    echo_reasoning: bool = False,
+) -> dict[str, Any]:
+    """The assistant turn as it goes back to the server: what the client rebuilt plus every
+    field the server sent that the client does not read (``tool_calls[i]`` keeps the extras
+    of the i-th call the server returned)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    for key, value in choice.extra.items():
+        if key in REASONING_FIELDS and not echo_reasoning:
+            continue
+        msg[key] = value
+    if tool_calls:
+        out = []
+        for i, call in enumerate(tool_calls):
+            extra = choice.tool_calls[i].extra if i < len(choice.tool_calls) else {}
+            out.append({**extra, **call})
+        msg["tool_calls"] = out
+    return msg
 
 
 @dataclass
@@ -97,15 +227,23 @@ def parse_completion(body: Any) -> tuple[list[ChatChoice], Usage, str]:
     choices = []
     for ch in body["choices"]:
         msg = ch.get("message") or {}
+        if not isinstance(msg, dict):
+            raise ValueError("choice message is not an object")
         calls = []
         for i, tc in enumerate(msg.get("tool_calls") or []):
+            if not isinstance(tc, dict):
+                continue
             fn = tc.get("function") or {}
+            extra = {k: v for k, v in tc.items() if k not in ("id", "type", "function", "index")}
             calls.append(
-                RawToolCall(str(tc.get("id") or f"call_{i}"), str(fn.get("name") or ""), fn.get("arguments"))
+                RawToolCall(
+                    str(tc.get("id") or f"call_{i}"), str(fn.get("name") or ""), fn.get("arguments"), extra
+                )
             )
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+        extra = {k: v for k, v in msg.items() if k not in READ_FIELDS | RESPONSE_ONLY and v is not None}
         choices.append(
-            ChatChoice(_content_text(msg.get("content")), reasoning, calls, ch.get("finish_reason"))
+            ChatChoice(_content_text(msg.get("content")), reasoning, calls, ch.get("finish_reason"), extra)
         )
     u = body.get("usage") or {}
     usage = Usage(
@@ -129,9 +267,11 @@ class ChatClient:
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         max_connections: int = 512,
+        profile: ProviderProfile | None = None,
     ) -> None:
         self.model = model
         self.base_url, self._api_key = resolve_endpoint(base_url, api_key, api_key_env)
+        self.profile = profile or detect_profile(self.base_url)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -191,14 +331,45 @@ class ChatClient:
     def build_payload(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **sampling: Any
     ) -> dict[str, Any]:
-        """Request body; sampling parameters left as None are not sent (servers accept different sets)."""
+        """Request body in the form this endpoint accepts.
+
+        Parameters left as None are not sent; the token limit goes out under the profile's
+        field name; ``top_k`` / ``reasoning_effort`` only where the profile accepts them, and
+        nothing the server has refused before. ``extra_body`` is sent as given.
+        """
+        profile = self.profile
         payload: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
+            # explicit, as OpenAI's default: some servers (llama.cpp's chatml-function-calling)
+            # ignore the tools without it
             payload["tools"] = tools
+            payload["tool_choice"] = "auto"
         extra = sampling.pop("extra_body", None) or {}
-        payload.update({k: v for k, v in sampling.items() if v is not None})
+        limit = sampling.pop("max_tokens", None)
+        if limit is not None:
+            sampling[profile.max_tokens_field] = limit
+        if not profile.top_k:
+            sampling.pop("top_k", None)
+        if not profile.reasoning_effort:
+            sampling.pop("reasoning_effort", None)
+        payload.update({k: v for k, v in sampling.items() if v is not None and k not in profile.dropped})
         payload.update(extra)
         return payload
+
+    def adapt(self, param: str, message: str) -> bool:
+        """Learn from a 400 naming ``param``; True when the request can be resent in another form."""
+        profile = self.profile
+        if param in ("max_tokens", "max_completion_tokens"):
+            other = "max_completion_tokens" if param == "max_tokens" else "max_tokens"
+            if profile.max_tokens_field != param:
+                return False
+            profile.max_tokens_field = other  # type: ignore[assignment]
+        elif param in ADAPTABLE and param not in profile.dropped:
+            profile.dropped = profile.dropped | {param}
+        else:
+            return False
+        log.warning("%s does not accept %r (%s); resending without it", self.base_url, param, message[:160])
+        return True
 
     async def complete(
         self,
@@ -212,6 +383,7 @@ class ChatClient:
         seed: int | None = None,
         n: int | None = None,
         stop: list[str] | None = None,
+        reasoning_effort: str | None = None,
         extra_body: dict[str, Any] | None = None,
         image_urls: dict[str, str] | None = None,
     ) -> ChatResponse:
@@ -219,24 +391,31 @@ class ChatClient:
 
         ``image_urls`` maps image references used in ``messages`` to their data URLs; they are
         spliced into the serialised body so megabytes of base64 are not re-encoded every turn.
+        A 400 naming an unsupported parameter adapts the profile and resends (not a retry).
         """
-        payload = self.build_payload(
-            messages,
-            tools,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            max_tokens=max_tokens,
-            seed=seed,
-            n=n,
-            stop=stop,
-            extra_body=extra_body,
-        )
-        body = splice_images(json.dumps(payload, ensure_ascii=False), image_urls or {}).encode()
+        sampling: dict[str, Any] = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "max_tokens": max_tokens,
+            "seed": seed,
+            "n": n,
+            "stop": stop,
+            "reasoning_effort": reasoning_effort,
+        }
+
+        def encode() -> bytes:
+            payload = self.build_payload(messages, tools, **sampling, extra_body=extra_body)
+            return splice_images(json.dumps(payload, ensure_ascii=False), image_urls or {}).encode()
+
+        body = encode()
         start = time.perf_counter()
         last = "no attempt made"
         status: int | None = None
-        for attempt in range(1, self.max_retries + 2):
+        adaptations = 0
+        attempt = 0
+        while attempt <= self.max_retries:
+            attempt += 1
             retry_after: float | None = None
             try:
                 resp = await self._post(body)
@@ -256,6 +435,12 @@ class ChatClient:
                         return ChatResponse(choices, usage, latency, model or self.model, attempt)
                 else:
                     last = f"HTTP {status}: {resp.text[:300]}"
+                    param = unsupported_parameter(status, resp.text)
+                    if param and adaptations < MAX_ADAPTATIONS and self.adapt(param, resp.text):
+                        adaptations += 1
+                        attempt -= 1  # the server named what to change: a resend, not a retry
+                        body = encode()
+                        continue
                     if status not in RETRYABLE_STATUS:
                         raise ModelError(last, status, attempt)
                     retry_after = _retry_after(resp.headers.get("retry-after"))

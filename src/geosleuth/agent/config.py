@@ -41,6 +41,14 @@ class AgentConfig(BaseModel):
     max_tokens: int | None = None  # per completion
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific request fields
+    reasoning_effort: str | None = None  # sent only where the endpoint accepts it
+    provider: Literal["auto", "generic", "openai", "gemini", "deepseek"] = "auto"  # request dialect
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None  # None: the provider's
+    echo_reasoning: bool | None = None  # send reasoning text back on assistant turns (None: the provider's)
+    observer: str | None = None  # "offline", or a VLM (name or URL) describing images to a text-only model;
+    # unused by the offline pipeline (model=None), which reads the image itself
+    observer_base_url: str | None = None  # default: base_url
+    observer_max_tokens: int = Field(default=1024, ge=16)
     samples: int = Field(default=1, ge=1)
     verifier_model: str | None = None  # None with samples > 1: geodesic medoid aggregation
     verifier_base_url: str | None = None
@@ -61,4 +69,6 @@ class AgentConfig(BaseModel):
             raise ValueError("a verifier needs samples >= 2")
         if self.model is not None and not self.model.strip():
             raise ValueError("model name is empty")
+        if self.observer is not None and not self.observer.strip():
+            raise ValueError("observer is empty: use 'offline' or a vision model name")
         return self

@@ -7,6 +7,10 @@ runs the turn's calls concurrently, appends the observations (wrapped in
 per tool and in total, tokens, wall clock) end the loop with an explicit status; a
 final-answer nudge goes out when a budget is nearly spent. Nothing the model writes can
 crash the loop: bad calls become error observations the model reads.
+
+With an observer (``--observer``) the model never receives pixels: the photo arrives as the
+observer's description (recorded as turn 0, an ``observe_image`` call, which budgets do not
+count), and images returned by tools are re-observed and answered in text.
 """
 
 from __future__ import annotations
@@ -21,9 +25,16 @@ from typing import Any
 
 from PIL import Image
 
-from geosleuth.agent.client import ChatChoice, ChatClient, ModelError
+from geosleuth.agent.client import (
+    ChatChoice,
+    ChatClient,
+    ModelError,
+    assistant_message,
+    looks_like_image_rejection,
+)
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import PreparedImage
+from geosleuth.agent.observer import OBSERVE_TOOL, Observation, Observer, observation_turn
 from geosleuth.agent.prompting import PromptStyle, build_prompts, common, render
 from geosleuth.agent.toolcalls import ParsedCall, parse_native, parse_text_calls
 from geosleuth.agent.trajectory import ImageStore
@@ -38,6 +49,7 @@ from geosleuth.core.records import (
     Turn,
 )
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
+from geosleuth.tools.text import wrap_output
 
 _ANSWERED = (ParseStatus.OK, ParseStatus.PARTIAL)
 
@@ -67,7 +79,12 @@ class AgentLoop:
         *,
         sample_index: int = 0,
         on_turn: TurnCallback | None = None,
+        observer: Observer | None = None,
+        observation: Observation | None = None,
     ) -> None:
+        if (observer is None) != (observation is None):
+            raise ValueError("an observer and its observation of the photo come together")
+        self.observer = observer
         self.task = task
         self.sample_index = sample_index
         self.on_turn = on_turn
@@ -83,20 +100,27 @@ class AgentLoop:
         bbox = config.bbox_convention or style.bbox_convention
         self.schemas = registry.schemas()
         self.seed = None if config.seed is None else config.seed + sample_index
-        system, user = build_prompts(style, task, self.schemas, self.tool_calling, bbox, prepared.image.size)
-        query_ref = store.add_encoded(
-            str(Path(task.image).resolve()) if task.image else "query", prepared.data_url
-        )
-        self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "image_url", "image_url": {"url": query_ref}},
-                    {"type": "text", "text": user},
-                ],
-            },
-        ]
+        system, user = build_prompts(
+            style, task, self.schemas, self.tool_calling, bbox, prepared.image.size,
+            observer=observer.name if observer is not None else None,
+        )  # fmt: skip
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        if observation is not None:
+            seen = render(common()["observation"], observation=_observed_text(observation)).strip()
+            self.messages.append({"role": "user", "content": f"{user}\n\n{seen}"})
+        else:
+            query_ref = store.add_encoded(
+                str(Path(task.image).resolve()) if task.image else "query", prepared.data_url
+            )
+            self.messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": query_ref}},
+                        {"type": "text", "text": user},
+                    ],
+                }
+            )
         self.ctx = ToolContext(
             image=image,
             image_path=task.image,
@@ -121,11 +145,24 @@ class AgentLoop:
                 "image_size_original": list(prepared.original_size),
             },
         )
+        self.observed_turns = 0  # observation turns, which no budget counts
+        if observation is not None:
+            self.traj.turns.append(observation_turn(observation, 0))
+            self.observed_turns = 1
+            self.traj.metadata["observer"] = {"name": observation.observer, "observations": 1,
+                                              "latency_s": observation.latency_s,
+                                              "usage": observation.usage.model_dump()}  # fmt: skip
         self.calls_per_tool: Counter[str] = Counter()
         self.total_calls = 0
         self.reminded = False
         self.pending: list[ParsedCall] = []
         self.pending_native = False
+        self.pending_choice: ChatChoice | None = None
+
+    @property
+    def model_turns(self) -> int:
+        """Turns the model generated (observations are not turns of the budget)."""
+        return len(self.traj.turns) - self.observed_turns
 
     # -- driver ----------------------------------------------------------------------------
 
@@ -164,12 +201,14 @@ class AgentLoop:
                 top_k=self.config.top_k,
                 max_tokens=self.config.max_tokens,
                 seed=self.seed,
+                reasoning_effort=self.config.reasoning_effort,
                 extra_body=self.config.extra_body or None,
                 image_urls=self.store.data_urls,
             )
         except ModelError as exc:
-            return self._finish(TrajectoryStatus.MODEL_ERROR, str(exc))
+            return self._finish(TrajectoryStatus.MODEL_ERROR, self._model_error(exc))
         choice = resp.first
+        self.pending_choice = choice
         turn = Turn(
             index=len(self.traj.turns),
             text=choice.content,
@@ -184,7 +223,7 @@ class AgentLoop:
             self.pending, self.pending_native = calls, bool(choice.tool_calls)
             spent = self._budget_spent()
             if spent:
-                self._append_assistant(choice.content, calls, self.pending_native)
+                self._append_assistant(choice, calls, self.pending_native)
                 turn.tool_calls = [_not_run(c, f"{spent}; the call was not run") for c in calls]
                 answer = parse_answer(choice.content, "robust", choices=self.task.choices or None)
                 return self._finish(
@@ -193,7 +232,17 @@ class AgentLoop:
                     answer if _is_answer(answer) else None,
                 )
             return State.ACT
-        return await self._on_text(turn, choice.content)
+        return await self._on_text(turn, choice)
+
+    def _model_error(self, exc: ModelError) -> str:
+        """The error text, naming ``--observer`` when the server refused the images it was sent."""
+        if self.observer is None and self.store.data_urls and looks_like_image_rejection(exc):
+            return (
+                f"{exc} -- the server refused the image input (a text-only model reads an image as "
+                "text, or rejects it): run with --observer offline (the offline clue pipeline "
+                "describes the image) or --observer VISION_MODEL (a VLM describes it)"
+            )
+        return str(exc)
 
     def _notify(self, turn: Turn) -> None:
         """Let a watcher (the web app) see the turn as it happens; a no-op without one."""
@@ -202,7 +251,7 @@ class AgentLoop:
 
     def _budget_spent(self) -> str | None:
         """Why no further turn may start (turns or tokens used up), or None."""
-        if len(self.traj.turns) >= self.max_turns:
+        if self.model_turns >= self.max_turns:
             return f"turn budget of {self.max_turns} spent"
         budget = self.config.max_total_tokens
         if budget and self.traj.usage.total_tokens >= budget:
@@ -216,15 +265,16 @@ class AgentLoop:
             return []
         return parse_text_calls(choice.content, self.registry.names())
 
-    async def _on_text(self, turn: Turn, text: str) -> State:
+    async def _on_text(self, turn: Turn, choice: ChatChoice) -> State:
         """A turn without tool calls: the final answer, a reminder, or a parse failure."""
-        self.messages.append({"role": "assistant", "content": text})
+        text = choice.content
+        self.messages.append(assistant_message(choice, text, echo_reasoning=self.client.profile.echo_reasoning))
         prediction = parse_answer(text, "robust", choices=self.task.choices or None)
         if self.config.geocode_answers and _is_answer(prediction) and not prediction.has_coords:
             prediction = await asyncio.to_thread(_geocoded, text, self.task.choices or None)
         if _is_answer(prediction):
             return self._finish(TrajectoryStatus.OK, prediction=prediction)
-        if not self.reminded and len(self.traj.turns) < self.max_turns:
+        if not self.reminded and self.model_turns < self.max_turns:
             self.reminded = True
             turn.note = "reminder sent"
             self.messages.append({"role": "user", "content": common()["reminder"]})
@@ -236,7 +286,8 @@ class AgentLoop:
         turn = self.traj.turns[-1]
         results = await asyncio.gather(*(self._run_call(c) for c in calls))
         records = []
-        for j, (call, result) in enumerate(zip(calls, results, strict=True)):
+        observed = await asyncio.gather(*(self._observe_images(r) for r in results))
+        for j, (call, result, (seen, seen_error)) in enumerate(zip(calls, results, observed, strict=True)):
             refs = []
             for k, img in enumerate(result.images):  # PNG + JPEG encoding off the event loop
                 refs.append(await asyncio.to_thread(self.store.add, img, f"t{turn.index}_c{j}_{k}"))
@@ -245,9 +296,9 @@ class AgentLoop:
                     id=call.id,
                     name=call.name,
                     arguments=call.arguments if call.arguments is not None else {"_raw": call.raw},
-                    ok=result.ok,
-                    error=result.error,
-                    result_text=result.text,
+                    ok=result.ok and seen_error is None,
+                    error=result.error or seen_error,
+                    result_text="\n".join(t for t in (result.text, seen) if t),
                     result_images=refs,
                     latency_s=result.latency_s,
                     cache_hit=result.cache_hit,
@@ -256,12 +307,36 @@ class AgentLoop:
             )
         turn.tool_calls = records
         self._notify(turn)
-        self._append_assistant(turn.text, calls, native)
+        self._append_assistant(self.pending_choice, calls, native)
         nudge = self._nudge_reason()
         if nudge:
             turn.note = "final-answer nudge"
         self._append_observations(records, native, nudge)
         return State.GENERATE
+
+    async def _observe_images(self, result: ToolResult) -> tuple[str, str | None]:
+        """With an observer, the text that stands in for a tool's images, and an error if it failed."""
+        if self.observer is None or not result.images:
+            return "", None
+        parts, errors = [], []
+        for img in result.images:
+            seen = await self.observer.observe(img, "region")
+            self._count_observation(seen)
+            if seen.ok:
+                parts.append(_observed_text(seen))
+            else:
+                errors.append(seen.error or "the observer failed")
+        error = f"the observer could not describe the image: {'; '.join(errors)}" if errors else None
+        return "\n".join(parts), error
+
+    def _count_observation(self, seen: Observation) -> None:
+        info = self.traj.metadata.setdefault(
+            "observer", {"name": seen.observer, "observations": 0, "latency_s": 0.0, "usage": {}}
+        )
+        info["observations"] += 1
+        info["latency_s"] += seen.latency_s
+        for key, value in seen.usage.model_dump().items():
+            info["usage"][key] = info["usage"].get(key, 0) + value
 
     async def _run_call(self, call: ParsedCall) -> ToolResult:
         """Budget checks, then the registry (which turns every tool failure into a result)."""
@@ -284,7 +359,7 @@ class AgentLoop:
     # -- messages --------------------------------------------------------------------------
 
     def _nudge_reason(self) -> str | None:
-        turns_left = self.max_turns - len(self.traj.turns)
+        turns_left = self.max_turns - self.model_turns
         if turns_left <= self.config.nudge_turns_left:
             return f"{turns_left} turn(s) left"
         if self.max_tool_calls is not None and self.total_calls >= self.max_tool_calls:
@@ -297,33 +372,30 @@ class AgentLoop:
             return f"{used} of {budget} tokens used"
         return None
 
-    def _append_assistant(self, text: str, calls: list[ParsedCall], native: bool) -> None:
+    def _append_assistant(self, choice: ChatChoice | None, calls: list[ParsedCall], native: bool) -> None:
+        """The assistant turn as the server must see it again, with every field it sent that the
+        client does not read (thought signatures, reasoning details)."""
+        choice = choice or ChatChoice("")
+        echo = self.client.profile.echo_reasoning
         if not native:
-            self.messages.append({"role": "assistant", "content": text})
+            self.messages.append(assistant_message(choice, choice.content, echo_reasoning=echo))
             return
-        self.messages.append(
-            {
-                "role": "assistant",
-                "content": text or None,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments_json},
-                    }
-                    for c in calls
-                ],
-            }
-        )
+        wire = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+            for c in calls
+        ]
+        self.messages.append(assistant_message(choice, choice.content or None, wire, echo_reasoning=echo))
 
     def _append_observations(self, records: list[ToolCallRecord], native: bool, nudge: str | None) -> None:
         """Tool results into the conversation in the configured style."""
         nudge_text = render(common()["nudge"], reason=nudge) if nudge else None
+        blind = self.observer is not None  # images were answered in text by the observer
         if not native:
             parts: list[dict[str, Any]] = []
             for r in records:
                 parts.append({"type": "text", "text": f"<tool_response>\n{_result_text(r)}"})
-                parts.extend({"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images)
+                if not blind:
+                    parts.extend({"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images)
                 parts.append({"type": "text", "text": "\n</tool_response>"})
             if nudge_text:
                 parts.append({"type": "text", "text": nudge_text})
@@ -332,7 +404,7 @@ class AgentLoop:
         in_tool_role = self.config.tool_result_role == "tool"
         wrapped: list[dict[str, Any]] = []
         for r in records:
-            images = [{"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images]
+            images = [] if blind else [{"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images]
             content: Any = _result_text(r)
             if images and in_tool_role:
                 content = [{"type": "text", "text": content}, *images]
@@ -370,6 +442,12 @@ def _result_text(record: ToolCallRecord) -> str:
     if record.result_images:
         return f"({len(record.result_images)} image(s))"
     return "(no output)" if record.ok else f"Error: {record.error}"
+
+
+def _observed_text(seen: Observation) -> str:
+    """An observation as the reasoner reads it: fenced, since OCR text is data, not instructions."""
+    body = seen.text if seen.ok else f"(no description: {seen.error})"
+    return wrap_output(f"{OBSERVE_TOOL} {seen.target} by {seen.observer}", body)
 
 
 def _not_run(call: ParsedCall, reason: str) -> ToolCallRecord:

@@ -52,10 +52,10 @@ def _read(name: str) -> dict[str, Any]:
 
 
 def available_styles() -> list[str]:
-    """Style names shipped with the package (the verifier and shared text are not styles)."""
+    """Style names shipped with the package (the verifier, observer and shared text are not styles)."""
     folder = resources.files("geosleuth.agent").joinpath("prompts")
     names = (p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
-    return sorted(n for n in names if n not in {"common", "verifier"})
+    return sorted(n for n in names if n not in {"common", "verifier", "observer"})
 
 
 @lru_cache(maxsize=32)
@@ -108,8 +108,9 @@ def build_prompts(
     tool_calling: str,
     bbox_convention: str,
     image_size: tuple[int, int],
+    observer: str | None = None,
 ) -> tuple[str, str]:
-    """System and user text for one trajectory."""
+    """System and user text for one trajectory (``observer``: who describes the image to a text-only model)."""
     c = common()
     has_zoom = any("bbox_2d" in s["function"].get("parameters", {}).get("properties", {}) for s in schemas)
     bbox_note = ""
@@ -123,6 +124,8 @@ def build_prompts(
         bbox_note=bbox_note,
         tool_output_notice=c["tool_output_notice"] if schemas else "",
     )
+    if observer is not None:
+        system = f"{system}\n\n{render(c['observer_note'], observer=observer)}"
     user = render(style.user, task_extra=task_extra(task))
     return _tidy(system), _tidy(user)
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from PIL import Image
 
-from geosleuth.agent.client import ChatClient, ModelError
+from geosleuth.agent.client import ChatClient, ModelError, detect_profile
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
 from geosleuth.agent.loop import AgentLoop, TurnCallback
+from geosleuth.agent.observer import Frame, Observation, Observer, make_observer, observation_turn
 from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
@@ -43,13 +44,19 @@ def build_tool_registry(config: AgentConfig, style: PromptStyle) -> ToolRegistry
     return build_registry(config.tool_settings, names=list(names))
 
 
-def make_client(config: AgentConfig, model: str | None = None, base_url: str | None = None) -> ChatClient:
-    """A chat client for the configured endpoint (``--model URL`` means that server's first model)."""
+def make_client(
+    config: AgentConfig, model: str | None = None, base_url: str | None = None, *, agent: bool = True
+) -> ChatClient:
+    """A chat client for the configured endpoint (``--model URL`` means that server's first model).
+
+    The request-dialect settings (provider, token-limit field, reasoning echo) are the agent
+    model's; a verifier or observer client (``agent=False``) detects its own from its URL.
+    """
     name = model or config.model or ""
     url = base_url or config.base_url
     if name.startswith(("http://", "https://")):
         url, name = name, ""
-    return ChatClient(
+    client = ChatClient(
         name,
         url,
         api_key_env=config.api_key_env,
@@ -57,6 +64,14 @@ def make_client(config: AgentConfig, model: str | None = None, base_url: str | N
         max_retries=config.max_retries,
         backoff_s=config.retry_backoff_s,
     )
+    if agent:
+        profile = detect_profile(client.base_url, config.provider)
+        if config.max_tokens_param is not None:
+            profile.max_tokens_field = config.max_tokens_param
+        if config.echo_reasoning is not None:
+            profile.echo_reasoning = config.echo_reasoning
+        client.profile = profile
+    return client
 
 
 async def _ensure_model_name(client: ChatClient) -> None:
@@ -86,12 +101,15 @@ async def run_task(
     registry: ToolRegistry | None = None,
     verifier_client: ChatClient | None = None,
     on_turn: TurnCallback | None = None,
+    observer: Observer | None = None,
 ) -> Trajectory:
     """Locate one task's image; never raises for a bad image or a failing model (see the status).
 
-    ``client`` / ``registry`` let a caller share one connection pool and one tool set across
-    many tasks; ``artifacts_dir`` is where tool images are written (the JSONL's directory);
-    ``on_turn(sample_index, turn)`` watches the model's turns live (unused offline).
+    ``client`` / ``registry`` / ``observer`` let a caller share one connection pool, one tool
+    set and one observer across many tasks; ``artifacts_dir`` is where tool images are
+    written (the JSONL's directory); ``on_turn(sample_index, turn)`` watches the model's
+    turns live (unused offline). With ``config.observer`` the photo is observed once and the
+    N samples and the verifier all read that description.
     """
     if config.model is None:
         from geosleuth.agent.offline import run_offline
@@ -101,12 +119,19 @@ async def run_task(
     tools = registry if registry is not None else build_tool_registry(config, style)
     own_client = client is None
     chat = client or make_client(config)
+    own_observer = observer is None and config.observer is not None
+    seer = observer if observer is not None else make_observer(config)
     try:
         try:
             await _ensure_model_name(chat)
             img, prepared = await _load(task, config)
         except (ImageInputError, ModelError) as exc:
             return input_error(task, chat.model or str(config.model), str(exc))
+        observation = None
+        if seer is not None:
+            observation = await _observe_photo(seer, task, config, style, img, prepared)
+            if not observation.ok:
+                return _observer_failed(task, chat.model, style.name, observation)
         loops = [
             AgentLoop(
                 task,
@@ -124,16 +149,46 @@ async def run_task(
                 ),
                 sample_index=i,
                 on_turn=on_turn,
+                observer=seer,
+                observation=observation,
             )
             for i in range(config.samples)
         ]
         trajectories = list(await asyncio.gather(*(loop.run() for loop in loops)))
         if config.samples == 1:
             return trajectories[0]
-        return await _aggregate(task, config, chat, trajectories, prepared, verifier_client)
+        return await _aggregate(task, config, chat, trajectories, prepared, verifier_client, observation)
     finally:
         if own_client:
             await chat.aclose()
+        if own_observer and seer is not None:
+            await seer.aclose()
+
+
+async def _observe_photo(
+    observer: Observer, task: Task, config: AgentConfig, style: PromptStyle, img: Image.Image,
+    prepared: PreparedImage,
+) -> Observation:  # fmt: skip
+    """The observer's description of the photo, in the frame and box convention the reasoner uses."""
+    frame = Frame(prepared.image.size, config.bbox_convention or style.bbox_convention, prepared.scale)
+    return await observer.observe(img, "photo", frame=frame, path=task.image)
+
+
+def _observer_failed(task: Task, model: str, style: str, observation: Observation) -> Trajectory:
+    """The record of a task whose photo the observer could not describe (the reasoner never ran)."""
+    now = time.time()
+    return Trajectory(
+        sample_id=task.id,
+        model=model,
+        prompt_style=style,
+        turns=[observation_turn(observation, 0)],
+        status=TrajectoryStatus.MODEL_ERROR,
+        error=observation.error or "the observer failed",
+        started_at=now - observation.latency_s,
+        finished_at=now,
+        metadata={"observer": {"name": observation.observer, "observations": 1,
+                               "latency_s": observation.latency_s, "usage": observation.usage.model_dump()}},
+    )  # fmt: skip
 
 
 async def _aggregate(
@@ -143,6 +198,7 @@ async def _aggregate(
     trajectories: list[Trajectory],
     prepared: PreparedImage,
     verifier_client: ChatClient | None,
+    observation: Observation | None = None,
 ) -> Trajectory:
     """One record holding the N samples and the aggregate answer."""
     metadata: dict[str, object] = {"samples": len(trajectories)}
@@ -154,12 +210,12 @@ async def _aggregate(
     elif config.verifier_model:
         own = verifier_client is None
         vclient = verifier_client or make_client(
-            config, config.verifier_model, config.verifier_base_url or config.base_url
+            config, config.verifier_model, config.verifier_base_url or config.base_url, agent=False
         )
         try:
             await _ensure_model_name(vclient)
             prediction, log = await verify(
-                task, trajectories, vclient, prepared, max_tokens=config.max_tokens
+                task, trajectories, vclient, prepared, max_tokens=config.max_tokens, observation=observation
             )
         except ModelError as exc:
             prediction, log = None, {"model": config.verifier_model, "error": str(exc)}
@@ -211,17 +267,22 @@ async def run_tasks(
         tools = (
             registry if registry is not None else build_tool_registry(config, load_style(config.prompt_style))
         )
+    observer = make_observer(config) if config.model is not None else None
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(task: Task) -> Trajectory:
         async with gate:
-            return await run_task(task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools)
+            return await run_task(
+                task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools, observer=observer
+            )
 
     try:
         return list(await asyncio.gather(*(one(t) for t in tasks)))
     finally:
         if chat is not None:
             await chat.aclose()
+        if observer is not None:
+            await observer.aclose()
 
 
 def run_task_sync(task: Task, config: AgentConfig, *, artifacts_dir: Path | None = None) -> Trajectory:

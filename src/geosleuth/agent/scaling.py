@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from geosleuth.agent.client import ChatClient, ModelError
+from geosleuth.agent.client import ChatClient, ModelError, looks_like_image_rejection
 from geosleuth.agent.images import PreparedImage
-from geosleuth.agent.prompting import load_style, render, task_extra, verifier_prompt
+from geosleuth.agent.observer import Observation
+from geosleuth.agent.prompting import common, load_style, render, task_extra, verifier_prompt
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import ParseStatus, Prediction, Task, Trajectory
@@ -110,8 +111,11 @@ def verifier_view(trajectory: Trajectory) -> dict[str, Any]:
     return {"evidence": evidence, "answer": answer, "final_text": final_text}
 
 
-def verifier_messages(task: Task, trajectories: list[Trajectory], image_url: str) -> list[dict[str, Any]]:
-    """The verifier request: image + task + each candidate's `verifier_view`."""
+def verifier_messages(
+    task: Task, trajectories: list[Trajectory], image_url: str, observation: str | None = None
+) -> list[dict[str, Any]]:
+    """The verifier request: image (or, in observer mode, its description) + task + each
+    candidate's `verifier_view`."""
     prompt = verifier_prompt()
     question = load_style("direct").user
     task_text = render(question, task_extra=task_extra(task)).strip()
@@ -120,6 +124,12 @@ def verifier_messages(task: Task, trajectories: list[Trajectory], image_url: str
         view = verifier_view(traj)
         blocks.append(f"### Candidate {i}\n{json.dumps(view, ensure_ascii=False, indent=1)}")
     user = render(prompt["user"], task_text=task_text, candidates="\n\n".join(blocks)).strip()
+    if observation is not None:  # a text-only verifier reads what the observer saw
+        seen = render(common()["observation"], observation=observation).strip()
+        return [
+            {"role": "system", "content": prompt["system"].strip()},
+            {"role": "user", "content": f"{seen}\n\n{user}"},
+        ]
     return [
         {"role": "system", "content": prompt["system"].strip()},
         {
@@ -140,14 +150,26 @@ async def verify(
     *,
     max_tokens: int | None = None,
     temperature: float | None = 0.0,
+    observation: Observation | None = None,
 ) -> tuple[Prediction | None, dict[str, Any]]:
-    """Ask the verifier; return its parsed prediction (None when unusable) and a log record."""
-    messages = verifier_messages(task, trajectories, image.data_url)
+    """Ask the verifier; return its parsed prediction (None when unusable) and a log record.
+
+    With an ``observation`` (observer mode) the verifier gets the photo's description instead
+    of the image, like the samples did.
+    """
+    from geosleuth.tools.text import wrap_output
+
+    seen = None
+    if observation is not None:
+        seen = wrap_output(f"observe_image photo by {observation.observer}", observation.text)
+    messages = verifier_messages(task, trajectories, image.data_url, seen)
     log: dict[str, Any] = {"model": client.model}
     try:
         resp = await client.complete(messages, max_tokens=max_tokens, temperature=temperature)
     except ModelError as exc:
         log["error"] = str(exc)
+        if observation is None and looks_like_image_rejection(exc):
+            log["error"] += " -- the verifier refused the image: run with --observer (offline or a VLM)"
         return None, log
     text = resp.first.content
     log.update(text=text, latency_s=resp.latency_s, usage=resp.usage.model_dump())

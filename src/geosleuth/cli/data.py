@@ -419,7 +419,15 @@ def _registry(tool_settings: Path | None, registry_factory: str | None) -> Any:
 def synthesize_cmd(
     dataset: DatasetArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (resumable).")],
-    observer_model: Annotated[str, typer.Option(help="Observer VLM (sees the image).")],
+    observer_model: Annotated[
+        str,
+        typer.Option(
+            "--observer",
+            "--observer-model",
+            help="Who sees the image: a vision model (name) or 'offline' (the offline clue pipeline: "
+            "OCR text with positions, EXIF, languages, phone numbers, domains, candidate places).",
+        ),
+    ],
     planner_model: Annotated[str, typer.Option(help="Planner LLM (calls tools, concludes).")],
     observer_url: Annotated[
         str | None,
@@ -440,6 +448,7 @@ def synthesize_cmd(
         float, typer.Option(help="Keep trajectories whose answer is within this distance.")
     ] = 5.0,
     max_steps: Annotated[int, typer.Option(help="Planner steps before giving up.")] = 6,
+    max_tokens: Annotated[int, typer.Option(min=16, help="Token limit per observer / planner reply.")] = 1024,
     concurrency: Annotated[int, typer.Option(help="Samples in flight.")] = 4,
     limit: Annotated[int | None, typer.Option(help="Only the first N samples.")] = None,
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
@@ -461,12 +470,15 @@ def synthesize_cmd(
             max_steps=max_steps,
             delta_km=delta_km,
             concurrency=concurrency,
+            max_tokens=max_tokens,
         )
-        async with (
-            ChatClient(observer_model, observer_url) as observer,
-            ChatClient(planner_model, planner_url) as planner,
-        ):
-            return await Synthesizer(config, registry, observer, planner, out).run(samples)
+        from geosleuth.agent.observer import OfflineObserver
+
+        async with ChatClient(planner_model, planner_url) as planner:
+            if observer_model.strip().lower() == "offline":
+                return await Synthesizer(config, registry, OfflineObserver(), planner, out).run(samples)
+            async with ChatClient(observer_model, observer_url) as observer:
+                return await Synthesizer(config, registry, observer, planner, out).run(samples)
 
     def run() -> None:
         samples = _load_samples(dataset, fmt, images)[:limit]

@@ -79,6 +79,21 @@ def eval_command(
         str | None, typer.Option(help="Verifier model that aggregates N trajectories.")
     ] = None,
     max_turns: Annotated[int | None, typer.Option(help="Maximum agent turns.")] = None,
+    observer: Annotated[
+        str | None,
+        typer.Option(
+            help="For a text-only --model: 'offline' (the offline clue pipeline describes each image) "
+            "or a vision model that describes it; image tools then answer in text."
+        ),
+    ] = None,
+    observer_base_url: Annotated[str | None, typer.Option(help="Base URL of the observer model.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Completion token limit per model turn.")] = None,
+    reasoning_effort: Annotated[
+        str | None, typer.Option(help="reasoning_effort for reasoning models (sent where accepted).")
+    ] = None,
+    provider: Annotated[
+        str | None, typer.Option(help="Request dialect: auto | generic | openai | gemini | deepseek.")
+    ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per sample.")] = None,
@@ -143,6 +158,11 @@ def eval_command(
             "samples": samples,
             "verifier": verifier,
             "max_turns": max_turns,
+            "observer": observer,
+            "observer_base_url": observer_base_url,
+            "max_tokens": max_tokens,
+            "reasoning_effort": reasoning_effort,
+            "provider": provider,
             "concurrency": concurrency,
             "limit": limit,
             "timeout_s": timeout,

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from geosleuth.cli.options import BaseUrlOpt, ModelOpt
+from geosleuth.cli.options import (
+    BaseUrlOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    ObserverOpt,
+    ObserverUrlOpt,
+    ProviderOpt,
+    ReasoningEffortOpt,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,6 +86,11 @@ def locate(
             "Qwen3-VL), so absolute zoom boxes map exactly.",
         ),
     ] = 0,
+    observer: ObserverOpt = None,
+    observer_base_url: ObserverUrlOpt = None,
+    provider: ProviderOpt = "auto",
+    reasoning_effort: ReasoningEffortOpt = None,
+    max_tokens: MaxTokensOpt = None,
 ) -> None:
     """Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image."""
     from pydantic import ValidationError
@@ -99,9 +112,16 @@ def locate(
             offline_use_ocr=not no_ocr,
             geocode_answers=geocode,
             resize_factor=resize_factor,
+            observer=observer,
+            observer_base_url=observer_base_url,
+            provider=provider,
+            reasoning_effort=reasoning_effort,
+            max_tokens=max_tokens,
         )
         if model is not None:
             load_style(prompt)
+        elif observer is not None:
+            raise ValueError("--observer describes the image to a text-only --model: give --model too")
         elif samples > 1:
             raise ValueError("--samples and --verifier need --model (the offline pipeline is deterministic)")
     except (ValidationError, ValueError) as exc:

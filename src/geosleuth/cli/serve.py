@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from geosleuth.cli.options import BaseUrlOpt, ModelOpt
+from geosleuth.cli.options import BaseUrlOpt, ModelOpt, ObserverOpt, ObserverUrlOpt
 
 STYLE_HELP = "Default prompt style: geovista | thinking_with_map | spotagent | direct."
 
@@ -37,9 +37,13 @@ def serve(
     max_upload_mb: Annotated[
         float, typer.Option("--max-upload-mb", min=0.1, help="Largest accepted upload.")
     ] = 25.0,
+    observer: ObserverOpt = None,
+    observer_base_url: ObserverUrlOpt = None,
 ) -> None:
     """Serve the web app: locate photos live (Locate) and browse evaluation runs (Runs)."""
-    from geosleuth.agent import load_style
+    from pydantic import ValidationError
+
+    from geosleuth.agent import AgentConfig, load_style
 
     if model is not None:
         try:
@@ -47,6 +51,15 @@ def serve(
         except (KeyError, ValueError, OSError) as exc:
             typer.echo(f"error: unknown prompt style {prompt!r}: {exc}", err=True)
             raise typer.Exit(2) from None
+    agent_options = {k: v for k, v in {"observer": observer, "observer_base_url": observer_base_url}.items() if v}
+    if observer is not None and model is None:
+        typer.echo("error: --observer describes images to a text-only --model: give --model too", err=True)
+        raise typer.Exit(2)
+    try:
+        AgentConfig(model=model, base_url=base_url, **agent_options)
+    except ValidationError as exc:
+        typer.echo(f"error: {exc.errors()[0]['msg'].removeprefix('Value error, ')}", err=True)
+        raise typer.Exit(2) from None
     missing = [str(p) for p in runs or [] if not p.is_dir()]
     if missing:
         typer.echo(f"error: --runs folder not found: {', '.join(missing)}", err=True)
@@ -71,6 +84,7 @@ def serve(
         runs=list(runs or []),
         workdir=workdir,
         max_upload_bytes=int(max_upload_mb * 1024 * 1024),
+        agent_options=agent_options,
     )
     hosts = LOOPBACK_HOSTS if _is_loopback(host) else ["*"]
     shown = f"[{host}]" if ":" in host else host

@@ -5,6 +5,9 @@ The driver owns the run directory: it computes the pending samples, hands batche
 durable log as each batch comes back. A killed driver therefore resumes exactly like a local
 run; at most the batches in flight are re-run. Workers only need the images (a shared
 filesystem or the same paths on every node) and their endpoint.
+
+Imports flow one way: `geosleuth.eval.run` builds the run functions and calls this module,
+which knows nothing of run configs.
 """
 
 from __future__ import annotations
@@ -13,14 +16,12 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
 from geosleuth.eval.runner import RunFn, RunStats, pending_samples, run_one
 from geosleuth.eval.store import TrajectoryStore
-
-if TYPE_CHECKING:
-    from geosleuth.eval.run import PreparedRun
 
 DEFAULT_BATCH = 32
 
@@ -178,28 +179,29 @@ class RayExecutor:
 
 
 class RayBackend:
-    """``--backend ray``: one shard per endpoint (or ``--shards``), each a Ray actor."""
+    """``--backend ray``: one Ray actor per run function (one per endpoint, or ``--shards``)."""
 
-    def __init__(
-        self, address: str | None = None, shards: int | None = None, batch_size: int = DEFAULT_BATCH
-    ) -> None:
+    def __init__(self, address: str | None = None, batch_size: int = DEFAULT_BATCH) -> None:
         self.address = address
-        self.shards = shards
         self.batch_size = batch_size
 
-    async def run(self, prepared: PreparedRun, *, retry_failed: bool = False) -> RunStats:
+    async def run(
+        self,
+        samples: Sequence[Sample],
+        run_dir: Path,
+        run_fns: Sequence[RunFn],
+        *,
+        concurrency: int,
+        timeout_s: float | None,
+        retry_failed: bool = False,
+    ) -> RunStats:
+        """Run the pending ``samples`` into ``run_dir``; shard i runs on ``run_fns[i]``."""
         try:
             import ray  # noqa: F401
         except ImportError as exc:
             raise ValueError("--backend ray needs Ray: pip install 'geosleuth[ray]'") from exc
-        from geosleuth.eval.run import build_run_fn
-
-        config = prepared.config
-        endpoints = config.endpoints or [config.base_url]
-        n = self.shards or len(endpoints)
-        run_fns = [build_run_fn(config, prepared.run_dir, endpoints[i % len(endpoints)]) for i in range(n)]
-        executor = RayExecutor(run_fns, config.concurrency, config.timeout_s, self.address)
-        store = TrajectoryStore(prepared.run_dir)
+        executor = RayExecutor(run_fns, concurrency, timeout_s, self.address)
+        store = TrajectoryStore(run_dir)
         return await run_sharded(
-            prepared.samples, executor, store, n, batch_size=self.batch_size, retry_failed=retry_failed
+            samples, executor, store, len(run_fns), batch_size=self.batch_size, retry_failed=retry_failed
         )

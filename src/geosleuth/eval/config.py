@@ -75,6 +75,11 @@ class EvalConfig(BaseModel):
     samples: int = Field(default=1, ge=1)
     verifier: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
+    observer: str | None = None  # "offline" or a VLM describing images to a text-only model
+    observer_base_url: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)  # per model turn
+    reasoning_effort: str | None = None
+    provider: str | None = None  # request dialect: auto | generic | openai | gemini | deepseek
     agent: dict[str, Any] = Field(default_factory=dict)  # further AgentConfig fields, passed through
     agent_fn: str | None = None  # "module:function", an async (Task) -> Trajectory replacing the agent
     concurrency: int = Field(default=8, ge=1)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Task, Trajectory
+from geosleuth.eval.backends import RayBackend, shard_of
 from geosleuth.eval.config import (
     SAMPLES,
     SHARD_POSITIONS,
@@ -60,6 +61,11 @@ def agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str,
         "samples": config.samples if config.samples != 1 else None,
         "verifier_model": config.verifier,
         "max_turns": config.max_turns,
+        "observer": config.observer,
+        "observer_base_url": config.observer_base_url,
+        "max_tokens": config.max_tokens,
+        "reasoning_effort": config.reasoning_effort,
+        "provider": config.provider,
     }
     return {**config.agent, **{k: v for k, v in explicit.items() if v is not None}}
 
@@ -74,35 +80,38 @@ class AgentRunner:
     def __init__(self, settings: dict[str, Any], artifacts_dir: Path) -> None:
         self.settings = settings
         self.artifacts_dir = artifacts_dir
-        self._shared: tuple[Any, Any, Any] | None = None
+        self._shared: tuple[Any, Any, Any, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"settings": self.settings, "artifacts_dir": self.artifacts_dir, "_shared": None}
 
-    def _resources(self) -> tuple[Any, Any, Any]:
+    def _resources(self) -> tuple[Any, Any, Any, Any]:
         from geosleuth.agent import AgentConfig, load_style
+        from geosleuth.agent.observer import make_observer
         from geosleuth.agent.runner import build_tool_registry, make_client
 
         if self._shared is None:
             config = AgentConfig.model_validate(self.settings)
             if config.model is None:
-                self._shared = (config, None, None)
+                self._shared = (config, None, None, None)
             else:
                 registry = build_tool_registry(config, load_style(config.prompt_style))
-                self._shared = (config, make_client(config), registry)
+                self._shared = (config, make_client(config), registry, make_observer(config))
         return self._shared
 
     async def __call__(self, task: Task) -> Trajectory:
         from geosleuth.agent import run_task
 
-        config, client, registry = self._resources()
+        config, client, registry, observer = self._resources()
         return await run_task(
-            task, config, artifacts_dir=self.artifacts_dir, client=client, registry=registry
+            task, config, artifacts_dir=self.artifacts_dir, client=client, registry=registry, observer=observer
         )
 
     async def aclose(self) -> None:
-        if self._shared is not None and self._shared[1] is not None:
-            await self._shared[1].aclose()
+        if self._shared is not None:
+            for resource in self._shared[1::2]:  # the client and the observer
+                if resource is not None:
+                    await resource.aclose()
         self._shared = None
 
 
@@ -124,6 +133,8 @@ def checked_agent_settings(config: EvalConfig, base_url: str | None = None) -> d
     from geosleuth.agent import AgentConfig
 
     settings = agent_settings(config, base_url)
+    if settings.get("observer") and not settings.get("model"):
+        raise ValueError("--observer describes images to a text-only --model: give --model too")
     try:
         AgentConfig.model_validate(settings)
     except ValidationError as exc:
@@ -173,8 +184,6 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     run_dir = Path(config.out).expanduser()
     positions: list[int] | None = None
     if config.shard_spec is not None:
-        from geosleuth.eval.backends import shard_of
-
         index, count = config.shard_spec
         positions = [i for i, s in enumerate(samples) if shard_of(s.id, count) == index]
         n_selected = len(samples)
@@ -204,9 +213,17 @@ async def execute(
     """Run the pending samples on the configured backend."""
     config = prepared.config
     if config.backend == "ray":
-        from geosleuth.eval.backends import RayBackend
-
-        return await RayBackend(config.ray_address, config.shards).run(prepared, retry_failed=retry_failed)
+        endpoints = config.endpoints or [config.base_url]
+        n = config.shards or len(endpoints)
+        run_fns = [build_run_fn(config, prepared.run_dir, endpoints[i % len(endpoints)]) for i in range(n)]
+        return await RayBackend(config.ray_address).run(
+            prepared.samples,
+            prepared.run_dir,
+            run_fns,
+            concurrency=config.concurrency,
+            timeout_s=config.timeout_s,
+            retry_failed=retry_failed,
+        )
     run_fn = build_run_fn(config, prepared.run_dir)
     return await run_samples(
         prepared.samples,

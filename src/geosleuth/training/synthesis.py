@@ -2,7 +2,9 @@
 
 The observer looks at the photo and describes its clues from macro (climate, terrain,
 vegetation, architecture) to micro (text, signs, plates); it also describes every zoomed
-region the zoom tool returns. The planner never sees pixels: it reads those descriptions,
+region the zoom tool returns. It is a VLM (a chat client, prompted as below) or any
+`geosleuth.agent.observer.Observer` — ``--observer offline`` uses the offline clue pipeline
+(OCR text with positions, EXIF, languages, phone numbers, domains, candidate places). The planner never sees pixels: it reads those descriptions,
 calls tools (executed for real through the geosleuth registry, providers and cache) and
 concludes with coordinates. A trajectory is kept only if every tool call was valid and the
 answer lies within ``delta_km`` of the truth; every rejection is recorded with its reason.
@@ -82,6 +84,38 @@ class ChatLike(Protocol):
     ) -> Any: ...
 
 
+class ChatObserver:
+    """A chat client as the observer VLM, with the synthesis prompts above."""
+
+    def __init__(self, client: ChatLike, max_tokens: int = 1024, pixel_budget: int = 1_000_000) -> None:
+        self.client = client
+        self.max_tokens = max_tokens
+        self.pixel_budget = pixel_budget
+
+    @property
+    def name(self) -> str:
+        return self.client.model
+
+    async def observe(self, image: Any, target: str, *, frame: Any = None, path: str | None = None) -> Any:
+        """Describe ``image``; a model failure raises `ModelError` (a retryable rejection)."""
+        from geosleuth.agent.images import encode_data_url, fit_to_budget
+        from geosleuth.agent.observer import Observation
+
+        start = time.perf_counter()
+        small, _ = fit_to_budget(image, self.pixel_budget)
+        prompt = OBSERVE_PROMPT if target == "photo" else ZOOM_PROMPT
+        content = [
+            {"type": "image_url", "image_url": {"url": encode_data_url(small)}},
+            {"type": "text", "text": prompt},
+        ]
+        resp = await self.client.complete(
+            [{"role": "user", "content": content}], temperature=0.2, max_tokens=self.max_tokens
+        )
+        text = resp.first.content.strip()
+        return Observation(text, self.name, target, time.perf_counter() - start, resp.usage, ok=bool(text),  # type: ignore[arg-type]
+                           error=None if text else "the observer returned no description")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SynthesisConfig:
     tools: tuple[str, ...] = ("image_zoom_in_tool", "web_search", "geocode")
@@ -123,28 +157,29 @@ class Synthesizer:
         self,
         config: SynthesisConfig,
         registry: ToolRegistry,
-        observer: ChatLike,
+        observer: Any,
         planner: ChatLike,
         out_dir: Path,
     ) -> None:
+        """``observer``: an `Observer` (``observe`` method) or a chat client used as the observer VLM."""
         self.config = config
         self.registry = registry.subset([t for t in config.tools if t in registry])
         missing = [t for t in config.tools if t not in registry]
         if missing:
             raise ValueError(f"unknown tool(s) {missing}; available: {registry.names()}")
+        if not hasattr(observer, "observe"):
+            observer = ChatObserver(observer, config.max_tokens, config.pixel_budget)
         self.observer = observer
         self.planner = planner
         self.out_dir = out_dir
 
-    async def _observe(self, data_url: str, prompt: str) -> str:
-        content = [{"type": "image_url", "image_url": {"url": data_url}}, {"type": "text", "text": prompt}]
-        resp = await self.observer.complete(
-            [{"role": "user", "content": content}], temperature=0.2, max_tokens=self.config.max_tokens
-        )
-        text = resp.first.content.strip()
-        if not text:
-            raise Rejected("observer_empty", "the observer returned no description")
-        return text
+    async def _observe(self, image: Any, target: str, frame: Any = None, path: str | None = None) -> str:
+        seen = await self.observer.observe(image, target, frame=frame, path=path)
+        if seen.ok:
+            return str(seen.text)
+        if seen.text == "" and seen.error == "the observer returned no description":
+            raise Rejected("observer_empty", seen.error)
+        raise Rejected("model_error", str(seen.error)[:300])  # an observer outage says nothing of the sample
 
     async def synthesize(self, sample: Sample) -> Outcome:
         """One sample; every failure becomes a rejection with a reason, never an exception."""
@@ -158,7 +193,9 @@ class Synthesizer:
             return Outcome(sample.id, reason="model_error", detail=str(exc)[:300])
 
     async def _synthesize(self, sample: Sample) -> Outcome:
-        from geosleuth.agent.images import ImageInputError, encode_data_url, fit_to_budget, load_image
+        from geosleuth.agent.client import assistant_message
+        from geosleuth.agent.images import ImageInputError, fit_to_budget, load_image
+        from geosleuth.agent.observer import Frame
         from geosleuth.agent.toolcalls import parse_native
         from geosleuth.agent.trajectory import ImageStore, safe_name
 
@@ -171,7 +208,7 @@ class Synthesizer:
         seen, scale = fit_to_budget(image, self.config.pixel_budget)
         store = ImageStore(self.out_dir, safe_name(sample.id), self.config.pixel_budget)
         ctx = ToolContext(image=image, image_path=sample.image, model_scale=scale, artifacts_dir=self.out_dir)
-        description = await self._observe(encode_data_url(seen), OBSERVE_PROMPT)
+        description = await self._observe(image, "photo", Frame(seen.size, "absolute", scale), sample.image)
         schemas = self.registry.schemas()
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": PLANNER_SYSTEM.format(width=seen.width, height=seen.height)},
@@ -190,20 +227,11 @@ class Synthesizer:
             if not calls:
                 return self._finish(sample, steps, thought, choice.content, schemas, seen.size)
             step = _Step(thought)
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": choice.content or None,
-                    "tool_calls": [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": c.arguments_json},
-                        }
-                        for c in calls
-                    ],
-                }
-            )
+            wire = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+                for c in calls
+            ]  # with the fields the server sent and the client does not read (thought signatures)
+            messages.append(assistant_message(choice, choice.content or None, wire))
             for n, call in enumerate(calls):
                 if call.error:
                     raise Rejected("invalid_tool_call", f"{call.name}: {call.error}")
@@ -211,7 +239,7 @@ class Synthesizer:
                 if not result.ok:
                     raise Rejected("invalid_tool_call", f"{call.name}: {result.error}")
                 refs = [store.add(img, f"step{len(steps)}_{n}_{k}") for k, img in enumerate(result.images)]
-                notes = [await self._observe(encode_data_url(img), ZOOM_PROMPT) for img in result.images]
+                notes = [await self._observe(img, "region") for img in result.images]
                 pending_notes += notes
                 step.records.append(
                     ToolCallRecord(
@@ -256,7 +284,7 @@ class Synthesizer:
         turns.append(Turn(index=len(steps), text=final))
         traj = Trajectory(
             sample_id=sample.id,
-            model=f"synth:{self.observer.model}+{self.planner.model}",
+            model=f"synth:{self.observer.name}+{self.planner.model}",
             prompt_style=self.config.style,
             messages=messages,
             turns=turns,

@@ -1,0 +1,176 @@
+"""Provider quirks, checked on request bodies against fake 127.0.0.1 servers that reject the
+wrong form the way each provider documents it (OpenAI's 400 ``unsupported_parameter`` and
+"Unrecognized request argument", Gemini's missing ``thought_signature``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agent_helpers import make_config
+
+from geosleuth.agent import run_task
+from geosleuth.agent.client import ChatClient, ProviderProfile, detect_profile
+from geosleuth.core.records import Task, TrajectoryStatus
+from geosleuth.testing import FakeOpenAIServer, Step, reply, tool_call
+from geosleuth.tools.base import ToolRegistry
+
+MSG = [{"role": "user", "content": "hi"}]
+ANSWER = '{"lat": 47.3769, "lon": 8.5417, "city": "Zürich", "country": "Switzerland"}'
+
+
+def openai_error(status: int, message: str, param: str | None, code: str | None) -> Step:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    return Step(kind="error", status=status, body=json.dumps(body))
+
+
+def openai_reasoning_model(payload: dict[str, Any]) -> Step:
+    """What api.openai.com answers for a reasoning model (o-series / gpt-5)."""
+    if "max_tokens" in payload:
+        return openai_error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    for name in ("top_k", "min_p"):
+        if name in payload:
+            return openai_error(400, f"Unrecognized request argument supplied: {name}", None, None)
+    return reply("ok")
+
+
+async def test_generic_endpoint_learns_openai_form_from_its_errors() -> None:
+    async with FakeOpenAIServer(openai_reasoning_model) as server:
+        async with ChatClient("o4-mini", server.base_url, "k", max_retries=0) as client:
+            assert client.profile.name == "generic"  # a 127.0.0.1 URL says nothing about the dialect
+            first = await client.complete(MSG, max_tokens=50, top_k=20, temperature=1.0)
+            second = await client.complete(MSG, max_tokens=60, top_k=20)
+    bodies = [r.json for r in server.chat_requests]
+    assert first.first.content == second.first.content == "ok"
+    assert first.attempts == 1  # resends after a named parameter are not retries
+    assert "max_tokens" in bodies[0] and bodies[0]["top_k"] == 20
+    final = bodies[len(bodies) - 2]
+    assert final["max_completion_tokens"] == 50 and "max_tokens" not in final and "top_k" not in final
+    assert final["temperature"] == 1.0  # what the server did not refuse is kept
+    # the profile remembers: the next request goes out in the accepted form at once
+    assert bodies[-1] == {"model": "o4-mini", "messages": MSG, "max_completion_tokens": 60}
+    assert client.profile.max_tokens_field == "max_completion_tokens" and "top_k" in client.profile.dropped
+
+
+async def test_openai_profile_sends_the_accepted_form_first() -> None:
+    async with FakeOpenAIServer(openai_reasoning_model) as server:
+        profile = detect_profile("https://api.openai.com/v1")
+        async with ChatClient("o3", server.base_url, "k", profile=profile, max_retries=0) as client:
+            await client.complete(MSG, max_tokens=50, top_k=20, reasoning_effort="low")
+    (body,) = [r.json for r in server.chat_requests]
+    assert body["max_completion_tokens"] == 50 and body["reasoning_effort"] == "low"
+    assert "top_k" not in body and "max_tokens" not in body
+
+
+async def test_unrelated_400_is_not_adapted_away() -> None:
+    def bad(payload: dict[str, Any]) -> Step:
+        return openai_error(400, "Invalid schema for function 'geocode'", "tools[0]", "invalid_function_parameters")
+
+    async with FakeOpenAIServer(bad) as server:
+        async with ChatClient("m", server.base_url, "k", max_retries=2) as client:
+            try:
+                await client.complete(MSG, max_tokens=5)
+            except Exception as exc:
+                assert "Invalid schema" in str(exc) and getattr(exc, "status", None) == 400
+            else:
+                raise AssertionError("a 400 must fail")
+    assert len(server.chat_requests) == 1
+
+
+def test_profiles_detected_from_the_base_url_and_overridable() -> None:
+    assert detect_profile("https://api.openai.com/v1").max_tokens_field == "max_completion_tokens"
+    assert detect_profile("https://generativelanguage.googleapis.com/v1beta/openai/").name == "gemini"
+    assert detect_profile("https://api.deepseek.com").echo_reasoning
+    local = detect_profile("http://127.0.0.1:8000/v1")
+    assert (local.name, local.max_tokens_field, local.top_k) == ("generic", "max_tokens", True)
+    assert detect_profile("http://127.0.0.1:8000/v1", "openai").name == "openai"
+    # profiles are copies: learning on one client never leaks into the table
+    local.dropped = frozenset({"top_k"})
+    assert detect_profile("http://127.0.0.1:8000/v1").dropped == frozenset()
+
+
+SIGNATURE = "CiQBjz1rX4bZ-thought-signature-bytes=="
+
+
+def gemini3(payload: dict[str, Any]) -> Step:
+    """Gemini 3's OpenAI-compatible endpoint: a tool-call turn sent back without its signature is a 400."""
+    for msg in payload["messages"]:
+        for call in msg.get("tool_calls") or []:
+            sig = ((call.get("extra_content") or {}).get("google") or {}).get("thought_signature")
+            if sig != SIGNATURE:
+                body = [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": (
+                    "Function call is missing a thought_signature in functionCall parts. This is required "
+                    "for tools to work correctly, and missing thought_signature may lead to degraded model "
+                    f"performance. Additional data, function call `default_api:{call['function']['name']}` , "
+                    "position 2.")}}]  # fmt: skip
+                return Step(kind="error", status=400, body=json.dumps(body))
+    if any(m["role"] == "tool" for m in payload["messages"]):
+        return reply(ANSWER)
+    call = tool_call("geocode", {"address": "Zürich"}, "function-call-1")
+    call["extra_content"] = {"google": {"thought_signature": SIGNATURE}}
+    step = reply(None, tool_calls=[call])
+    step.message["reasoning_details"] = [{"type": "reasoning.encrypted", "data": "opaque"}]
+    step.message["refusal"] = None
+    return step
+
+
+async def test_gemini_thought_signature_goes_back_with_the_tool_call(
+    query_image: Path, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    async with FakeOpenAIServer(gemini3, model="gemini-3-pro-preview") as server:
+        cfg = make_config(server.base_url, prompt_style="thinking_with_map", tool_calling="native",
+                          tool_result_role="tool", max_retries=0)  # fmt: skip
+        traj = await run_task(Task(id="q", image=str(query_image)), cfg, artifacts_dir=tmp_path, registry=registry)
+    assert traj.status == TrajectoryStatus.OK, traj.error
+    assert traj.prediction is not None and traj.prediction.city == "Zürich"
+    second = server.chat_requests[1].json["messages"]
+    (assistant,) = [m for m in second if m["role"] == "assistant"]
+    assert assistant["tool_calls"][0]["extra_content"] == {"google": {"thought_signature": SIGNATURE}}
+    assert assistant["tool_calls"][0]["id"] == "function-call-1"
+    assert assistant["reasoning_details"] == [{"type": "reasoning.encrypted", "data": "opaque"}]
+    assert "refusal" not in assistant  # response-only fields are not echoed (strict servers reject them)
+    # the trajectory keeps the signature too, so a resumed or exported conversation stays valid
+    assert traj.messages[2]["tool_calls"][0]["extra_content"]["google"]["thought_signature"] == SIGNATURE
+
+
+async def test_gemini_without_echo_would_be_rejected() -> None:
+    """The fake really enforces the rule: a tool-call turn without the signature is refused."""
+    stripped = {"role": "assistant", "content": None,
+                "tool_calls": [{"id": "x", "type": "function", "function": {"name": "geocode", "arguments": "{}"}}]}  # fmt: skip
+    assert gemini3({"messages": [*MSG, stripped]}).status == 400
+
+
+def deepseek_thinking(payload: dict[str, Any]) -> Step:
+    """DeepSeek's thinking mode with tools: the reasoning of a tool-call turn must come back."""
+    assistants = [m for m in payload["messages"] if m["role"] == "assistant"]
+    if assistants and not assistants[-1].get("reasoning_content"):
+        return openai_error(400, "Missing `reasoning_content` field in the assistant message", None, "invalid_request_error")
+    if assistants:
+        return reply(ANSWER, reasoning="done")
+    return reply(None, tool_calls=[tool_call("geocode", {"address": "Zürich"}, "c1")], reasoning="look it up")
+
+
+async def test_reasoning_echoed_only_where_the_provider_requires_it(
+    query_image: Path, registry: ToolRegistry, tmp_path: Path
+) -> None:
+    task = Task(id="q", image=str(query_image))
+    async with FakeOpenAIServer(deepseek_thinking) as server:
+        base = {"prompt_style": "thinking_with_map", "tool_calling": "native", "max_retries": 0}
+        plain = await run_task(task, make_config(server.base_url, **base), registry=registry)
+        echoed = await run_task(task, make_config(server.base_url, provider="deepseek", **base), registry=registry)
+    assert plain.status == TrajectoryStatus.MODEL_ERROR and "reasoning_content" in (plain.error or "")
+    assert echoed.status == TrajectoryStatus.OK, echoed.error
+    sent = server.chat_requests[-1].json["messages"]
+    assert [m.get("reasoning_content") for m in sent if m["role"] == "assistant"] == ["look it up"]
+
+
+def test_profile_fields_are_plain_data() -> None:
+    p = ProviderProfile()
+    assert (p.max_tokens_field, p.top_k, p.reasoning_effort, p.echo_reasoning) == ("max_tokens", True, True, False)
