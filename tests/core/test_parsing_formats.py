@@ -371,3 +371,24 @@ def test_script_of_examples(text: str, script: str | None) -> None:
     from geosleuth.core.text import script_of
 
     assert script_of(text) == script
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        ("Glovelier", "Glovelier"),
+        ("The photo was taken in Glovelier.", "Glovelier"),
+        ("Probably Paris", "Paris"),
+        ("Somewhere in Bavaria", "Bavaria"),
+        ("United States (confirmed by the plates and the road signs).", "United States"),
+        ("Saint-Martin (French part)", "Saint-Martin (French part)"),
+        ("Washington, D.C.", "Washington, D.C."),
+        ("Unknown", None),
+        ("N/A", None),
+        ("I cannot tell which town this is", None),
+    ],
+)
+def test_clean_name(value: str, name: str | None) -> None:
+    from geosleuth.core.parsing import clean_name
+
+    assert clean_name(value) == name

@@ -203,6 +203,7 @@ _PROSE_WORDS = frozenset(
      "seems", "looks", "think", "believe", "guess", "photo", "image", "picture", "located", "somewhere",
      "shows", "this", "that", "it", "i", "we", "my", "based", "because", "could", "would", "might")
 )  # fmt: skip
+_REMARK = re.compile(r" ?\(([^()]{1,300})\)$")
 _PLACE_AFTER = re.compile(r"(?:^|\s)(?:in|at|near|from|of)\s(?P<name>[^\W\d_][^.!?;:]{0,80}?)[.!?]?$")
 
 
@@ -663,6 +664,11 @@ def clean_name(value: str, recovered: list[str] | None = None, limit: int = 100)
     """
     text = value.strip().strip("*`\"'").strip()
     text = text[:-1].rstrip() if text.endswith(".") and not text[-2:-1].isupper() else text
+    remark = _REMARK.search(text)
+    if remark is not None and remark.start() > 0 and len(remark.group(1).split()) >= 3:
+        text = text[: remark.start()].rstrip()  # "United States (confirmed by the plates)"
+        if recovered is not None:
+            recovered.append("dropped_remark")
     if not text or text.lower() in _NULLS or len(text) > 4 * limit:
         return None
     words = text.split()
