@@ -197,7 +197,9 @@ _STREET_WORDS = re.compile(  # a part naming a street (abbreviations like "St" a
     r"|via|viale|piazza|calle|avenida|rua|praça|ulitsa|ulica|utca|straat|gatan|vägen|katu|sokak|cadde)\b)"
     r"|(?i:(?:straße|strasse|gasse|weg|platz)\b)|[路巷弄号]"
 )
-_POSTCODE = re.compile(r"^(?:[A-Z]{1,2}-)?\d{3,6}(?:-\d{3,4})? (?P<rest>.+)$|^(?P<rest2>.+?) \d{3,6}(?:-\d{3,4})?$")
+_POSTCODE = re.compile(
+    r"^(?:[A-Z]{1,2}-)?\d{3,6}(?:-\d{3,4})? (?P<rest>.+)$|^(?P<rest2>.+?) \d{3,6}(?:-\d{3,4})?$"
+)
 _PROSE_WORDS = frozenset(
     ("was", "is", "are", "were", "be", "been", "taken", "likely", "probably", "possibly", "appears",
      "seems", "looks", "think", "believe", "guess", "photo", "image", "picture", "located", "somewhere",
@@ -258,7 +260,9 @@ def parse_answer(
         choice = _parse_choice(work, choices, mode) if choices else None
         pred = _finish(raw, found, choice, geocoder if mode == "robust" else None, mode, place_level)
     except Exception as exc:  # noqa: BLE001 - the contract is "never raises"; record why
-        pred = Prediction(raw=raw, status=ParseStatus.FAILED, recovered=[f"parser_error:{type(exc).__name__}"])
+        pred = Prediction(
+            raw=raw, status=ParseStatus.FAILED, recovered=[f"parser_error:{type(exc).__name__}"]
+        )
     if notes:
         pred.recovered = list(dict.fromkeys(notes + pred.recovered))
     return pred
@@ -774,13 +778,13 @@ def _is_decimal(m: re.Match[str]) -> bool:
 # --- key / value lines --------------------------------------------------------------------
 
 
-def _key_values(region: str, split_inline: bool = True) -> dict[str, str]:
+def _key_values(region: str) -> dict[str, str]:
     """``key -> value`` from ``Key: value`` lines; first occurrence of a key wins.
 
     ``Country: X, City: Y`` and ``**Latitude:** 1 **Longitude:** 2`` are split into lines; a
     key whose value is on the next line (``City:\\nParis``) takes that line.
     """
-    if split_inline and (":" in region or "：" in region):
+    if ":" in region or "：" in region:
         region = INLINE_KEY.sub("\n", region)
         region = "\n".join(
             _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line for line in region.split("\n")
@@ -994,7 +998,11 @@ def _parse_choice(work: str, choices: Sequence[str], mode: ParseMode) -> str | N
     from geosleuth.core.text import normalize
 
     text = f" {normalize(region)} "
-    named = [letters[i] for i, c in enumerate(choices[: len(letters)]) if normalize(c) and f" {normalize(c)} " in text]
+    named = [
+        letters[i]
+        for i, c in enumerate(choices[: len(letters)])
+        if normalize(c) and f" {normalize(c)} " in text
+    ]
     return named[0] if len(named) == 1 else None
 
 
