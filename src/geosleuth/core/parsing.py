@@ -66,6 +66,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 from geosleuth.core.geo import valid_coordinates
@@ -357,7 +358,6 @@ def _outside_think(text: str) -> str:
 # --- JSON ---------------------------------------------------------------------------------
 
 _JSON_TOKEN = re.compile(r'\\.|[{}"\n]', re.S)
-_OPEN_BRACE = re.compile(r"\{")
 _MAX_JSON_DEPTH = 32  # deeper objects are never answers; bounds the decoding work
 _DIRECT_DECODE_BRACES = 64  # up to this many "{", decode at each (the released twm loop) directly
 _DECODER = json.JSONDecoder()
@@ -421,7 +421,10 @@ def _all_brace_starts(text: str) -> Iterator[int]:
     over the structural characters keeps the work linear whatever the nesting.
     """
     if text.count("{") <= _DIRECT_DECODE_BRACES:
-        yield from (m.start() for m in _OPEN_BRACE.finditer(text))
+        pos = text.find("{")
+        while pos >= 0:
+            yield pos
+            pos = text.find("{", pos + 1)
         return
     starts: list[int] = []
     stack: list[int] = []
@@ -626,7 +629,15 @@ def _robust_lines(region: str) -> _Found | None:
 
 def field_key(k: str) -> str:
     """The canonical spelling of an answer key: ``"Town or City"`` -> ``town_or_city``."""
-    return re.sub(r"[\s\-]+", "_", str(k).strip().strip("*").strip().lower())
+    return _field_key(str(k)) if len(str(k)) <= 100 else _KEY_SEPARATORS.sub("_", str(k).strip("* ").lower())
+
+
+@lru_cache(maxsize=8192)
+def _field_key(k: str) -> str:
+    return _KEY_SEPARATORS.sub("_", k.strip().strip("*").strip().lower())
+
+
+_KEY_SEPARATORS = re.compile(r"[\s\-]+")
 
 
 def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
