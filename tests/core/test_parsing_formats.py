@@ -430,3 +430,17 @@ def test_clean_name(value: str, name: str | None) -> None:
     from geosleuth.core.parsing import clean_name
 
     assert clean_name(value) == name
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("It was 20°, 25° the next day.", None),  # integer degrees alone: temperatures, angles
+        ("48.85°, 2.35°", (48.85, 2.35)),
+        ("40° N, 74° W", (40.0, -74.0)),
+        ("40°30' N, 74°15' W", (40.5, -74.25)),  # 30' = 0.5°, 15' = 0.25°
+    ],
+)
+def test_degree_marks_as_context(text: str, expected: tuple[float, float] | None) -> None:
+    p = parse_answer(text)
+    assert ((p.lat, p.lon) if p.has_coords else None) == expected

@@ -772,13 +772,17 @@ def _token_value(m: re.Match[str], axis: str | None) -> float | None:
 
 
 def _marked(m: re.Match[str]) -> bool:
-    """A token that says it is a coordinate: a degree sign or word, d/m marks, or a hemisphere
-    letter on a decimal (``N 5, E 7`` is a platform, ``S 33.87, E 151.21`` a position)."""
+    """A token that says it is a coordinate: degrees with minutes, a decimal with a degree mark,
+    or a hemisphere letter on a decimal or degree value (``N 5, E 7`` is a platform and
+    ``20°, 25°`` two temperatures; ``S 33.87, E 151.21`` and ``48.85°, 2.35°`` are positions)."""
     mark = m.group("dmark")
-    if mark is not None and (mark[0] != "d" or mark.startswith("deg") or m.group("min") is not None):
+    if mark is not None and m.group("min") is not None:
         return True
+    degree = mark is not None and (mark[0] != "d" or mark.startswith("deg"))
     hemi = m.group("h1") or (m.group("h2") if m.group("h2") and m.group("h2").isupper() else None)
-    return bool(hemi) and _is_decimal(m)
+    if hemi:
+        return degree or _is_decimal(m)
+    return degree and _is_decimal(m)
 
 
 def _is_decimal(m: re.Match[str]) -> bool:
