@@ -444,3 +444,17 @@ def test_clean_name(value: str, name: str | None) -> None:
 def test_degree_marks_as_context(text: str, expected: tuple[float, float] | None) -> None:
     p = parse_answer(text)
     assert ((p.lat, p.lon) if p.has_coords else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<answer>Latitude: approximately 48.8566\nLongitude: ~2.3522 (Paris)</answer>", (48.8566, 2.3522)),
+        ("<answer>Latitude: 48.8566° N (Notre-Dame)\nLongitude: 2.3522° E</answer>", (48.8566, 2.3522)),
+        ("<answer>Latitude: 48.85 or 48.86\nLongitude: 2.35</answer>", None),  # two numbers: no pick
+    ],
+)
+def test_a_coordinate_line_with_words_around_one_number(text: str, expected: tuple | None) -> None:
+    p = parse_answer(text)
+    assert ((p.lat, p.lon) if p.has_coords else None) == expected
+    assert parse_answer(text, "strict", "spotagent").lat is None  # strict: plain decimals only

@@ -732,6 +732,13 @@ def _coordinate(value: Any, axis: str, strict: bool, recovered: list[str]) -> fl
     parsed = parse_coordinate_text(text, axis)
     if parsed is not None:
         recovered.append("coordinate_notation")
+        return parsed
+    tokens = list(_COORD_TOKEN.finditer(squeeze(text.replace("−", "-"))))
+    if len(tokens) != 1:
+        return None  # "about 48.85 (±0.01)" is one number; "48.85, 2.35" in one field is not a latitude
+    parsed = _token_value(tokens[0], axis)
+    if parsed is not None:
+        recovered.append("coordinate_in_text")
     return parsed
 
 
