@@ -129,7 +129,7 @@ deep_nesting = st.builds(
 fragment_soup = st.lists(st.sampled_from(_FRAGMENTS), max_size=400).map("".join)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(whitespace_runs, repeated_fragments, deep_nesting, fragment_soup, st.text(max_size=3_000)))
 def test_adversarial_inputs_parse_in_linear_time(text: str) -> None:
     _parse_all_ways(text)
@@ -142,7 +142,7 @@ def test_adversarial_inputs_parse_in_linear_time_long_run(text: str) -> None:
     _parse_all_ways(text)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=6).map("".join))
 def test_megabyte_inputs(unit: str) -> None:
     _parse_all_ways((unit * (1_000_000 // len(unit) + 1))[:1_000_000])
