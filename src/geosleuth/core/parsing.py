@@ -120,8 +120,7 @@ _BLANKS = re.compile(r"[^\S\n]{2,}|[^\S \n]")  # single spaces are left alone (n
 _NEWLINES = re.compile(r" \n[ \n]*|\n[ \n]+")
 
 _TOOL_OPEN = re.compile(r"<(tool_response|tool_result|tool_call|observation)>|<<<TOOL OUTPUT\b", re.I)
-_FENCE_OPEN = "<<<TOOL OUTPUT"
-_FENCE_CLOSE = "<<<END TOOL OUTPUT>>>"
+_FENCE_CLOSE = "<<<END TOOL OUTPUT>>>"  # the fence of geosleuth.tools.text (core imports no adapter)
 _TOOL_CLOSE: dict[str, re.Pattern[str]] = {
     tag: re.compile(rf"</{tag}>|<<<TOOL OUTPUT\b", re.I)
     for tag in ("tool_response", "tool_result", "tool_call", "observation")
