@@ -21,7 +21,10 @@ from pathlib import Path
 from geosleuth.core.parsing import parse_answer
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DIRS = (ROOT.parent / "shared" / "fixtures" / "published_predictions", ROOT / "tests" / "data" / "published_predictions")
+DEFAULT_DIRS = (
+    ROOT.parent / "shared" / "fixtures" / "published_predictions",
+    ROOT / "tests" / "data" / "published_predictions",
+)
 KEYS = ("lat", "lon", "city", "country")
 
 
@@ -89,7 +92,9 @@ def scaling(repeat: int) -> None:
         "unclosed blocks": lambda k: "<answer><tool_response>" * (k // 23),
     }
     sizes = (2_000, 20_000, 200_000)
-    print(f"\n{'CPU µs per character':22s}" + "".join(f"{s:>12,d}" for s in sizes) + f"{'ratio 100x/1x':>15s}")
+    print(
+        f"\n{'CPU µs per character':22s}" + "".join(f"{s:>12,d}" for s in sizes) + f"{'ratio 100x/1x':>15s}"
+    )
     for name, make in cases.items():
         per_char = []
         for size in sizes:

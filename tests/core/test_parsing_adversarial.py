@@ -30,7 +30,12 @@ def _parse_all_ways(text: str) -> None:
         pred = parse_answer(text, mode=mode, protocol=protocol, choices=CHOICES)  # type: ignore[arg-type]
         spent = time.process_time() - start
         assert not any(r.startswith("parser_error") for r in pred.recovered), (mode, protocol, pred.recovered)
-        assert spent < BASE_S + PER_CHAR_S * min(len(text), MAX_PARSE_CHARS), (mode, protocol, spent, len(text))
+        assert spent < BASE_S + PER_CHAR_S * min(len(text), MAX_PARSE_CHARS), (
+            mode,
+            protocol,
+            spent,
+            len(text),
+        )
         if pred.lat is not None:
             assert -90 <= pred.lat <= 90 and -180 <= pred.lon <= 180  # type: ignore[operator]
     start = time.process_time()
@@ -98,7 +103,8 @@ _FRAGMENTS = [
     " ", "  ", "\n", " \n", "\t", "\u3000", "\xa0", "**", "*", "-", ":", "：", ",", ";", "；", "|", "{", "}",
     "[", "]", '"', "'", "\\", "Latitude:", "Longitude:", "Country:", "City:", "Province/State:", "lat", "lon",
     '"lat":', '"lon":', "1.5", "48.8566", "-2.35", "200", "°", "º", "'", '"', "N", "S", "E", "W", "d", "m",
-    "deg", "min", "sec", "<answer>", "</answer>", "<think>", "</think>", "<tool_response>", "</tool_response>",
+    "deg", "min", "sec", "<answer>", "</answer>", "<think>", "</think>", "<tool_response>",
+    "</tool_response>",
     "<<<TOOL OUTPUT x>>>", "<<<END TOOL OUTPUT>>>", "<observation>", "answer: ", "choice", "(B)", "4",
     "Paris", "France", "The photo was taken in ", "coordinates", "0.85, 0.9",
 ]  # fmt: skip
@@ -123,7 +129,7 @@ deep_nesting = st.builds(
 fragment_soup = st.lists(st.sampled_from(_FRAGMENTS), max_size=400).map("".join)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(whitespace_runs, repeated_fragments, deep_nesting, fragment_soup, st.text(max_size=3_000)))
 def test_adversarial_inputs_parse_in_linear_time(text: str) -> None:
     _parse_all_ways(text)
@@ -136,7 +142,7 @@ def test_adversarial_inputs_parse_in_linear_time_long_run(text: str) -> None:
     _parse_all_ways(text)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=6).map("".join))
 def test_megabyte_inputs(unit: str) -> None:
     _parse_all_ways((unit * (1_000_000 // len(unit) + 1))[:1_000_000])

@@ -27,7 +27,9 @@ GEOAGENT_TEMPLATE = "<answer>\n<country>; <region>; <place>\n</answer>"
 
 
 def _styles() -> list[tuple[str, dict]]:
-    found = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(PROMPTS.glob("*.yaml")) if p.name not in SHARED}
+    found = {
+        p.stem: yaml.safe_load(p.read_text()) for p in sorted(PROMPTS.glob("*.yaml")) if p.name not in SHARED
+    }
     if "geoagent" not in found:
         found["geoagent"] = {"system": GEOAGENT_TEMPLATE, "protocol": "geoagent"}
     return sorted(found.items())

@@ -66,6 +66,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 from geosleuth.core.geo import valid_coordinates
@@ -119,8 +120,7 @@ _BLANKS = re.compile(r"[^\S\n]{2,}|[^\S \n]")  # single spaces are left alone (n
 _NEWLINES = re.compile(r" \n[ \n]*|\n[ \n]+")
 
 _TOOL_OPEN = re.compile(r"<(tool_response|tool_result|tool_call|observation)>|<<<TOOL OUTPUT\b", re.I)
-_FENCE_OPEN = "<<<TOOL OUTPUT"
-_FENCE_CLOSE = "<<<END TOOL OUTPUT>>>"
+_FENCE_CLOSE = "<<<END TOOL OUTPUT>>>"  # the fence of geosleuth.tools.text (core imports no adapter)
 _TOOL_CLOSE: dict[str, re.Pattern[str]] = {
     tag: re.compile(rf"</{tag}>|<<<TOOL OUTPUT\b", re.I)
     for tag in ("tool_response", "tool_result", "tool_call", "observation")
@@ -197,12 +197,15 @@ _STREET_WORDS = re.compile(  # a part naming a street (abbreviations like "St" a
     r"|via|viale|piazza|calle|avenida|rua|praça|ulitsa|ulica|utca|straat|gatan|vägen|katu|sokak|cadde)\b)"
     r"|(?i:(?:straße|strasse|gasse|weg|platz)\b)|[路巷弄号]"
 )
-_POSTCODE = re.compile(r"^(?:[A-Z]{1,2}-)?\d{3,6}(?:-\d{3,4})? (?P<rest>.+)$|^(?P<rest2>.+?) \d{3,6}(?:-\d{3,4})?$")
+_POSTCODE = re.compile(
+    r"^(?:[A-Z]{1,2}-)?\d{3,6}(?:-\d{3,4})? (?P<rest>.+)$|^(?P<rest2>.+?) \d{3,6}(?:-\d{3,4})?$"
+)
 _PROSE_WORDS = frozenset(
     ("was", "is", "are", "were", "be", "been", "taken", "likely", "probably", "possibly", "appears",
      "seems", "looks", "think", "believe", "guess", "photo", "image", "picture", "located", "somewhere",
      "shows", "this", "that", "it", "i", "we", "my", "based", "because", "could", "would", "might")
 )  # fmt: skip
+_REMARK = re.compile(r" ?\(([^()]{1,300})\)$")
 _PLACE_AFTER = re.compile(r"(?:^|\s)(?:in|at|near|from|of)\s(?P<name>[^\W\d_][^.!?;:]{0,80}?)[.!?]?$")
 
 
@@ -257,7 +260,9 @@ def parse_answer(
         choice = _parse_choice(work, choices, mode) if choices else None
         pred = _finish(raw, found, choice, geocoder if mode == "robust" else None, mode, place_level)
     except Exception as exc:  # noqa: BLE001 - the contract is "never raises"; record why
-        pred = Prediction(raw=raw, status=ParseStatus.FAILED, recovered=[f"parser_error:{type(exc).__name__}"])
+        pred = Prediction(
+            raw=raw, status=ParseStatus.FAILED, recovered=[f"parser_error:{type(exc).__name__}"]
+        )
     if notes:
         pred.recovered = list(dict.fromkeys(notes + pred.recovered))
     return pred
@@ -352,7 +357,6 @@ def _outside_think(text: str) -> str:
 # --- JSON ---------------------------------------------------------------------------------
 
 _JSON_TOKEN = re.compile(r'\\.|[{}"\n]', re.S)
-_OPEN_BRACE = re.compile(r"\{")
 _MAX_JSON_DEPTH = 32  # deeper objects are never answers; bounds the decoding work
 _DIRECT_DECODE_BRACES = 64  # up to this many "{", decode at each (the released twm loop) directly
 _DECODER = json.JSONDecoder()
@@ -416,7 +420,10 @@ def _all_brace_starts(text: str) -> Iterator[int]:
     over the structural characters keeps the work linear whatever the nesting.
     """
     if text.count("{") <= _DIRECT_DECODE_BRACES:
-        yield from (m.start() for m in _OPEN_BRACE.finditer(text))
+        pos = text.find("{")
+        while pos >= 0:
+            yield pos
+            pos = text.find("{", pos + 1)
         return
     starts: list[int] = []
     stack: list[int] = []
@@ -621,7 +628,15 @@ def _robust_lines(region: str) -> _Found | None:
 
 def field_key(k: str) -> str:
     """The canonical spelling of an answer key: ``"Town or City"`` -> ``town_or_city``."""
-    return re.sub(r"[\s\-]+", "_", str(k).strip().strip("*").strip().lower())
+    return _field_key(str(k)) if len(str(k)) <= 100 else _KEY_SEPARATORS.sub("_", str(k).strip("* ").lower())
+
+
+@lru_cache(maxsize=8192)
+def _field_key(k: str) -> str:
+    return _KEY_SEPARATORS.sub("_", k.strip().strip("*").strip().lower())
+
+
+_KEY_SEPARATORS = re.compile(r"[\s\-]+")
 
 
 def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
@@ -663,6 +678,11 @@ def clean_name(value: str, recovered: list[str] | None = None, limit: int = 100)
     """
     text = value.strip().strip("*`\"'").strip()
     text = text[:-1].rstrip() if text.endswith(".") and not text[-2:-1].isupper() else text
+    remark = _REMARK.search(text)
+    if remark is not None and remark.start() > 0 and len(remark.group(1).split()) >= 3:
+        text = text[: remark.start()].rstrip()  # "United States (confirmed by the plates)"
+        if recovered is not None:
+            recovered.append("dropped_remark")
     if not text or text.lower() in _NULLS or len(text) > 4 * limit:
         return None
     words = text.split()
@@ -711,6 +731,13 @@ def _coordinate(value: Any, axis: str, strict: bool, recovered: list[str]) -> fl
     parsed = parse_coordinate_text(text, axis)
     if parsed is not None:
         recovered.append("coordinate_notation")
+        return parsed
+    tokens = list(_COORD_TOKEN.finditer(squeeze(text.replace("−", "-"))))
+    if len(tokens) != 1:
+        return None  # "about 48.85 (±0.01)" is one number; "48.85, 2.35" in one field is not a latitude
+    parsed = _token_value(tokens[0], axis)
+    if parsed is not None:
+        recovered.append("coordinate_in_text")
     return parsed
 
 
@@ -751,13 +778,17 @@ def _token_value(m: re.Match[str], axis: str | None) -> float | None:
 
 
 def _marked(m: re.Match[str]) -> bool:
-    """A token that says it is a coordinate: a degree sign or word, d/m marks, or a hemisphere
-    letter on a decimal (``N 5, E 7`` is a platform, ``S 33.87, E 151.21`` a position)."""
+    """A token that says it is a coordinate: degrees with minutes, a decimal with a degree mark,
+    or a hemisphere letter on a decimal or degree value (``N 5, E 7`` is a platform and
+    ``20°, 25°`` two temperatures; ``S 33.87, E 151.21`` and ``48.85°, 2.35°`` are positions)."""
     mark = m.group("dmark")
-    if mark is not None and (mark[0] != "d" or mark.startswith("deg") or m.group("min") is not None):
+    if mark is not None and m.group("min") is not None:
         return True
+    degree = mark is not None and (mark[0] != "d" or mark.startswith("deg"))
     hemi = m.group("h1") or (m.group("h2") if m.group("h2") and m.group("h2").isupper() else None)
-    return bool(hemi) and _is_decimal(m)
+    if hemi:
+        return degree or _is_decimal(m)
+    return degree and _is_decimal(m)
 
 
 def _is_decimal(m: re.Match[str]) -> bool:
@@ -768,13 +799,13 @@ def _is_decimal(m: re.Match[str]) -> bool:
 # --- key / value lines --------------------------------------------------------------------
 
 
-def _key_values(region: str, split_inline: bool = True) -> dict[str, str]:
+def _key_values(region: str) -> dict[str, str]:
     """``key -> value`` from ``Key: value`` lines; first occurrence of a key wins.
 
     ``Country: X, City: Y`` and ``**Latitude:** 1 **Longitude:** 2`` are split into lines; a
     key whose value is on the next line (``City:\\nParis``) takes that line.
     """
-    if split_inline and (":" in region or "：" in region):
+    if ":" in region or "：" in region:
         region = INLINE_KEY.sub("\n", region)
         region = "\n".join(
             _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line for line in region.split("\n")
@@ -988,7 +1019,11 @@ def _parse_choice(work: str, choices: Sequence[str], mode: ParseMode) -> str | N
     from geosleuth.core.text import normalize
 
     text = f" {normalize(region)} "
-    named = [letters[i] for i, c in enumerate(choices[: len(letters)]) if normalize(c) and f" {normalize(c)} " in text]
+    named = [
+        letters[i]
+        for i, c in enumerate(choices[: len(letters)])
+        if normalize(c) and f" {normalize(c)} " in text
+    ]
     return named[0] if len(named) == 1 else None
 
 
