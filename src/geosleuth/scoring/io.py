@@ -51,7 +51,7 @@ PLAIN_COORD_KEYS = (("lat", "lon"), ("latitude", "longitude"), ("lat", "lng"), (
 TRUTH_DICT_KEYS = ("ground_truth", "gt", "truth", "target", "reference", "label", "sample")
 LABEL_KEYS: dict[str, tuple[str, ...]] = {
     "country": ("country", "country_code", "true_country", "gt_country"),
-    "admin1": ("admin1", "state", "province", "region", "true_region", "gt_state"),
+    "admin1": ("admin1", "province_or_state", "state", "province", "region", "true_region", "gt_state"),
     "admin2": ("admin2", "county", "area", "district", "true_area"),
     "city": ("city", "true_city", "gt_city"),
 }
@@ -86,54 +86,116 @@ class Truth:
         return self.lat is not None and self.lon is not None
 
 
+MAX_LINE_CHARS = 32 * 1024 * 1024
+"""A JSONL line longer than this is one failed row (read in bounded memory, never parsed)."""
+
+
 def read_rows(path: Path) -> list[InputRow]:
     """All records of a JSONL / JSON / CSV file; empty files give an empty list."""
+    return list(iter_rows(path))
+
+
+def iter_rows(path: Path) -> Iterator[InputRow]:
+    """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk).
+
+    A JSON array or a pretty-printed JSON object is one document and is read whole.
+    """
     if not path.exists():
         raise ScoreInputError(f"{path}: no such file")
     if path.is_dir():
         raise ScoreInputError(f"{path}: is a directory, expected a JSONL, JSON or CSV file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        head = _head(path)
+        if not head:
+            return
+        suffix = path.suffix.lower()
+        if suffix in (".csv", ".tsv") or (suffix not in (".json", ".jsonl", ".ndjson") and head[0] not in "[{"):
+            delimiter = "\t" if suffix == ".tsv" else _csv_delimiter(head)
+            yield from _read_csv(path, delimiter)
+        elif head[0] == "[":
+            yield from _read_json_array(path, _read_text(path))
+        else:
+            yield from _read_jsonl(path, head[0])
     except UnicodeDecodeError as exc:
         raise ScoreInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ScoreInputError(f"{path}: cannot read ({exc.strerror})") from None
-    stripped = text.lstrip()
-    if not stripped:
-        return []
-    suffix = path.suffix.lower()
-    if suffix in (".csv", ".tsv") or (
-        suffix not in (".json", ".jsonl", ".ndjson") and stripped[0] not in "[{"
-    ):
-        return _read_csv(path, text, delimiter="\t" if suffix == ".tsv" else _csv_delimiter(stripped))
-    if stripped[0] == "[":
-        return _read_json_array(path, text)
-    return _read_jsonl(path, text)
 
 
-def _read_jsonl(path: Path, text: str) -> list[InputRow]:
-    rows: list[InputRow] = []
-    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
-        if not line.strip():
+def _open(path: Path, newline: str | None = None) -> io.TextIOWrapper:
+    return path.open(encoding="utf-8-sig", newline=newline)
+
+
+def _head(path: Path) -> str:
+    """The file from its first non-blank character to the end of that line ("" when blank)."""
+    with _open(path) as handle:
+        while True:
+            line = handle.readline(64 * 1024)
+            if not line:
+                return ""
+            stripped = line.lstrip()
+            if stripped:
+                return stripped
+
+
+def _read_text(path: Path) -> str:
+    with _open(path) as handle:
+        return handle.read()
+
+
+def _lines(handle: io.TextIOWrapper) -> Iterator[str | None]:
+    """Lines split on ``\n`` only (U+2028 is valid inside JSON); ``None`` for an over-long line."""
+    while True:
+        line = handle.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+            while True:
+                rest = handle.readline(MAX_LINE_CHARS)
+                if not rest or rest.endswith("\n"):
+                    break
+            yield None
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rows.append(InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})"))
-            continue
-        if not isinstance(obj, dict):
-            rows.append(
-                InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
-            )
-            continue
-        rows.append(InputRow(number, obj))
-    if rows and all(r.data is None for r in rows):
-        if text.lstrip().startswith("{"):
-            return _read_single_object(path, text)
-        raise ScoreInputError(
-            f"{path}: not JSON Lines (line {rows[0].line}: {rows[0].error.split(': ', 2)[-1]})"
-        )
-    return rows
+        yield line
+
+
+def _jsonl_row(path: Path, number: int, line: str | None) -> InputRow:
+    if line is None:
+        return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} characters")
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})")
+    except RecursionError:
+        return InputRow(number, None, f"{path}:{number}: not valid JSON (nested too deeply)")
+    if not isinstance(obj, dict):
+        return InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+    return InputRow(number, obj)
+
+
+def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
+    """Stream JSON Lines; bad lines before the first good one wait in case the file is not JSONL."""
+    pending: list[InputRow] = []
+    good = False
+    with _open(path) as handle:
+        for number, line in enumerate(_lines(handle), start=1):
+            if line is not None and not line.strip():
+                continue
+            row = _jsonl_row(path, number, line)
+            if not good:
+                if row.data is None:
+                    pending.append(row)
+                    continue
+                good = True
+                yield from pending
+                pending = []
+            yield row
+    if pending:
+        if first_char == "{":
+            yield from _read_single_object(path, _read_text(path))
+            return
+        first = pending[0]
+        raise ScoreInputError(f"{path}: not JSON Lines (line {first.line}: {(first.error or '').split(': ', 2)[-1]})")
 
 
 def _read_single_object(path: Path, text: str) -> list[InputRow]:
@@ -142,6 +204,10 @@ def _read_single_object(path: Path, text: str) -> list[InputRow]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(obj, dict):
+        raise ScoreInputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
     if len(lists) == 1:
         return [InputRow(i, item) for i, item in enumerate(lists[0], start=1)]
@@ -153,6 +219,10 @@ def _read_json_array(path: Path, text: str) -> list[InputRow]:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(items, list):
+        raise ScoreInputError(f"{path}: expected a JSON array, got {type(items).__name__}")
     return [
         InputRow(i, item)
         if isinstance(item, dict)
@@ -161,26 +231,25 @@ def _read_json_array(path: Path, text: str) -> list[InputRow]:
     ]
 
 
-def _csv_delimiter(text: str) -> str:
+def _csv_delimiter(header: str) -> str:
     """Comma, unless the header row only splits on ``;`` or a tab (spreadsheets in many locales)."""
-    header = text.split("\n", 1)[0]
+    header = header.split("\n", 1)[0]
     if "," in header:
         return ","
     return next((d for d in (";", "\t", "|") if d in header), ",")
 
 
-def _read_csv(path: Path, text: str, delimiter: str) -> list[InputRow]:
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    if not reader.fieldnames or len(reader.fieldnames) < 2:
-        raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
-    rows: list[InputRow] = []
-    try:
-        for record in reader:
-            clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
-            rows.append(InputRow(reader.line_num, clean))
-    except csv.Error as exc:
-        raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
-    return rows
+def _read_csv(path: Path, delimiter: str) -> Iterator[InputRow]:
+    with _open(path, newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        try:
+            if not reader.fieldnames or len(reader.fieldnames) < 2:
+                raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
+            for record in reader:
+                clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
+                yield InputRow(reader.line_num, clean)
+        except csv.Error as exc:
+            raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
 # --- field extraction -----------------------------------------------------------------------
@@ -241,7 +310,7 @@ def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(value, str) and value.lstrip().startswith("{"):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
         if isinstance(value, dict):
             return value
@@ -249,6 +318,11 @@ def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(reward_model, dict):
         nested = {"ground_truth": reward_model.get("ground_truth")}
         return _truth_dict(nested)
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("location"), dict):
+        # GeoVista's inference output: metadata.location (lat/lng) + multi_level_loc_dict labels
+        levels = metadata.get("multi_level_loc_dict")
+        return {**metadata["location"], **(levels if isinstance(levels, dict) else {})}
     return None
 
 
@@ -330,8 +404,8 @@ def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
 
 
 def _message_text(data: dict[str, Any]) -> str | None:
-    """The last assistant message of an OpenAI-format conversation."""
-    messages = data.get("messages")
+    """The last assistant message of an OpenAI-format conversation (GeoVista: ``pred_output``)."""
+    messages = data.get("messages", data.get("pred_output"))
     if not isinstance(messages, list):
         return None
     for message in reversed(messages):
