@@ -177,8 +177,6 @@ class _Growing:
 
     def append(self, value: Any) -> None:
         self.buffer.append(value)
-        if len(self.buffer) >= CHUNK:
-            self.flush()
 
     def flush(self) -> None:
         if self.buffer:
@@ -343,6 +341,7 @@ class _Accumulator:
         self.text_scored = {lv: _Growing(bool) for lv in levels}
         self.text_seen = dict.fromkeys(levels, False)
         self.pairs = {lv: _Reservoir() for lv in levels}
+        self._matches = lru_cache(maxsize=65_536)(self._text_matches)
         self.unfoldable = dict.fromkeys(levels, 0)
         self.has_response = _Growing(bool)
         self.no_verdict = _Capped()
@@ -369,42 +368,49 @@ class _Accumulator:
         i = self.n
         self.n += 1
         status = prediction.status
-        self.line.append(line)
-        self.status.append(_STATUS_CODE[status])
-        parsed = status in (ParseStatus.OK, ParseStatus.PARTIAL)
-        if not parsed and line:
+        self.line.buffer.append(line)
+        self.status.buffer.append(_STATUS_CODE[status])
+        if line and status is not ParseStatus.OK and status is not ParseStatus.PARTIAL:
             self.unparsed_lines.add(str(line))
-        plat, plon, tlat, tlon = self.coords
-        if prediction.lat is not None and prediction.lon is not None:
-            plat.append(prediction.lat)
-            plon.append(prediction.lon)
+        plat, plon, tlat, tlon = (c.buffer for c in self.coords)
+        lat, lon = prediction.lat, prediction.lon
+        if lat is not None and lon is not None:
+            plat.append(lat)
+            plon.append(lon)
         else:
             plat.append(math.nan)
             plon.append(math.nan)
-        labels = truth.labels if truth is not None else {}
-        if truth is not None and truth.lat is not None and truth.lon is not None:
-            tlat.append(truth.lat)
-            tlon.append(truth.lon)
-            self.any_truth = True
+        if truth is not None:
+            labels = truth.labels
+            if truth.lat is not None and truth.lon is not None:
+                tlat.append(truth.lat)
+                tlon.append(truth.lon)
+                self.any_truth = True
+            else:
+                tlat.append(math.nan)
+                tlon.append(math.nan)
+            answer = truth.answer
+            if labels or answer:
+                self.any_truth = True
         else:
+            labels, answer = {}, None
             tlat.append(math.nan)
             tlon.append(math.nan)
-        if labels or (truth is not None and truth.answer):
-            self.any_truth = True
-        self.has_labels.append(bool(labels))
+        self.has_labels.buffer.append(bool(labels))
         for key, column in self.truth_labels.items():
             value = labels.get(_LABEL_OF.get(key, key))
             if value is not None:
                 self.label_seen[key] = True
             column.append(value)
-        answer = truth.answer if truth is not None else None
-        self.choice_scored.append(bool(answer))
+        self.choice_scored.buffer.append(bool(answer))
         if answer:
             self.any_choice = True
             choice = prediction.choice
-            self.choice_hit.append(bool(choice) and str(choice).strip().upper() == str(answer).strip().upper())
+            self.choice_hit.buffer.append(
+                bool(choice) and str(choice).strip().upper() == str(answer).strip().upper()
+            )
         else:
-            self.choice_hit.append(False)
+            self.choice_hit.buffer.append(False)
         if self.text_hit:
             if self.protocol.level_rule == "geovista":
                 self._geovista_levels(i, prediction, labels)
@@ -425,6 +431,16 @@ class _Accumulator:
                 )
         if sid is not None and line:
             self.ids_seen.add(sid, line, self._duplicate)
+        if len(self.line.buffer) >= CHUNK:
+            for column in self._columns():
+                column.flush()
+
+    def _columns(self) -> Iterator[_Growing]:
+        yield from (self.line, self.status, *self.coords, self.has_labels, self.choice_hit, self.choice_scored)
+        yield from (c.column for c in self.truth_labels.values())
+        yield from (*self.text_hit.values(), *self.text_scored.values(), self.has_response)
+        if self.groups is not None:
+            yield self.groups.column
 
     def _duplicate(self, sid: str, line: int, first: int) -> None:
         self.duplicates.add(f"{self.name}:{line}: duplicate id {sid!r} (also on line {first})")
@@ -438,8 +454,16 @@ class _Accumulator:
                 self.text_seen[level] = True
                 if predicted:
                     self.pairs[level].add((predicted, truth))
-            self.text_scored[level].append(bool(truth))
-            column.append(M.text_matches(predicted, truth, level, aliases=self.aliases))
+                    column.buffer.append(self._matches(predicted, truth, level))
+                else:
+                    column.buffer.append(False)
+            else:
+                column.buffer.append(False)
+            self.text_scored[level].buffer.append(bool(truth))
+
+    def _text_matches(self, predicted: str, truth: str, level: str) -> bool:
+        """``text_matches`` for one name pair; memoised because labels repeat across rows."""
+        return M.text_matches(predicted, truth, level, aliases=self.aliases)
 
     def _geovista_levels(self, i: int, prediction: Prediction, labels: Mapping[str, str]) -> None:
         """GeoVista: whole-term rule on the final turn, or the verifier's verdict in its place."""
@@ -743,7 +767,11 @@ def _row_truth(
         if sid is None:
             return None, "row has no id to join on"
         return None, f"no ground truth for id {sid!r} in {truth_path}"
-    has_text = any(isinstance(data.get(k), str) for k in ("solution_str", "response", "output"))
+    has_text = (
+        isinstance(data.get("solution_str"), str)
+        or isinstance(data.get("response"), str)
+        or isinstance(data.get("output"), str)
+    )
     row_truth = truth_from_row(data, plain_coords=from_columns or has_text)
     return row_truth, (row_truth.problem if row_truth is not None else "row has no ground truth")
 

@@ -326,19 +326,28 @@ def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+_LABEL_RANK: dict[str, tuple[str, int]] = {
+    key: (level, rank) for level, keys in LABEL_KEYS.items() for rank, key in enumerate(keys)
+}
+
+
 def _labels(source: dict[str, Any]) -> dict[str, str]:
+    """Place labels of a truth record; per level the first key of :data:`LABEL_KEYS` present wins."""
     labels: dict[str, str] = {}
     nested = source.get("labels")
     if isinstance(nested, dict):
         labels.update({k: str(v) for k, v in nested.items() if v not in (None, "")})
-    for level, keys in LABEL_KEYS.items():
-        if level in labels:
+    best: dict[str, int] = {}
+    for key, value in source.items():
+        hit = _LABEL_RANK.get(key)
+        if hit is None or value is None or isinstance(value, (dict, list)):
             continue
-        for key in keys:
-            value = source.get(key)
-            if value is not None and not isinstance(value, (dict, list)):
-                labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
-                break
+        level, rank = hit
+        if level in labels and level not in best:
+            continue  # given under "labels"
+        if rank < best.get(level, len(LABEL_KEYS[level])):
+            best[level] = rank
+            labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
     return labels
 
 
