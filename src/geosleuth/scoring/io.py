@@ -287,21 +287,32 @@ def _number(value: Any) -> float | None:
 def _coords(
     data: dict[str, Any], keys: tuple[tuple[str, str], ...], what: str
 ) -> tuple[float | None, float | None, str | None] | None:
-    """First present key pair -> (lat, lon, problem); None when no pair is present."""
+    """First complete key pair -> (lat, lon, problem); else the first partial pair's problem; else None."""
+    partial: tuple[str, str] | None = None
     for lat_key, lon_key in keys:
-        if lat_key in data or lon_key in data:
-            try:
-                lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
-            except ValueError as exc:
-                return None, None, f"{what} coordinate {exc} is not a number"
-            if lat is None or lon is None:
-                return None, None, f"{what} coordinates missing ({lat_key}/{lon_key})"
-            if abs(lat) > 90:
-                return None, None, f"{what} latitude {lat:g} outside [-90, 90]"
-            if abs(lon) > 180:
-                return None, None, f"{what} longitude {lon:g} outside [-180, 180]"
-            return lat, lon, None
-    return None
+        has_lat, has_lon = lat_key in data, lon_key in data
+        if has_lat != has_lon:
+            partial = partial or (lat_key, lon_key)
+            continue
+        if has_lat:
+            return _pair(data, lat_key, lon_key, what)
+    return None if partial is None else _pair(data, *partial, what)
+
+
+def _pair(
+    data: dict[str, Any], lat_key: str, lon_key: str, what: str
+) -> tuple[float | None, float | None, str | None]:
+    try:
+        lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
+    except ValueError as exc:
+        return None, None, f"{what} coordinate {exc} is not a number"
+    if lat is None or lon is None:
+        return None, None, f"{what} coordinates missing ({lat_key}/{lon_key})"
+    if abs(lat) > 90:
+        return None, None, f"{what} latitude {lat:g} outside [-90, 90]"
+    if abs(lon) > 180:
+        return None, None, f"{what} longitude {lon:g} outside [-180, 180]"
+    return lat, lon, None
 
 
 def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
