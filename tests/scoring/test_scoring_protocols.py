@@ -284,6 +284,7 @@ def test_memory_per_row_is_a_few_dozen_bytes(tmp_path: Path, monkeypatch: pytest
     from geosleuth.scoring import engine
 
     monkeypatch.setattr(engine, "CHUNK", 1_000)
+    monkeypatch.setattr(engine, "MISALIGNMENT_WINDOW", 1_000)
     peaks = []
     for n in (4_000, 12_000):
         path = write_jsonl(tmp_path / f"c{n}.jsonl", _column_rows(n))
@@ -293,7 +294,7 @@ def test_memory_per_row_is_a_few_dozen_bytes(tmp_path: Path, monkeypatch: pytest
         tracemalloc.stop()
         assert result.score.n == n and result.columns is None
     per_row = (peaks[1] - peaks[0]) / 8_000
-    assert per_row < 200, f"{per_row:.0f} bytes per row"
+    assert per_row < 120, f"{per_row:.0f} bytes per row"
 
 
 def test_rows_output_streams_from_columns(tmp_path: Path) -> None:

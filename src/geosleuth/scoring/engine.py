@@ -56,7 +56,7 @@ CHUNK = 65_536
 """Rows per vectorised step (distances, reverse geocoding)."""
 SHOWN = 10
 """Problems and line numbers listed in warnings before a count of the rest."""
-MISALIGNMENT_WINDOW = 262_144
+MISALIGNMENT_WINDOW = 100_000
 """Rows (the first ones, contiguous so row shifts show) the misalignment check looks at."""
 LANGUAGE_SAMPLE = 2_000
 """Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
