@@ -243,11 +243,14 @@ def main() -> int:
             _, floor_cpu, floor_rss, floor_out = run([sys.executable, "-c", NUMPY_FLOOR, str(path)])
             floor = (floor_cpu, floor_rss)
             loop = None
+            released: dict[str, float] | None = None
             if geopy_ok:
                 m = min(n, args.reference_n) if args.reference_n else n
                 ref_path = path if m == n else head(path, workdir / f"rows_{n}_head{m}.jsonl", m)
-                _, loop_cpu, loop_rss, _ = run([sys.executable, "-c", REFERENCE_LOOP, str(ref_path)])
+                _, loop_cpu, loop_rss, loop_out = run([sys.executable, "-c", REFERENCE_LOOP, str(ref_path)])
                 loop = (loop_cpu * n / m, loop_rss)
+                if m == n:
+                    released = json.loads(loop_out)["GEN"]
                 scaled = "" if m == n else f" (timed on {m:,} rows, scaled)"
                 print(f"  reference loop: {loop[0]:.2f} s CPU, {loop[1]:.0f} MiB{scaled}")
             print(f"  NumPy floor: {floor[0]:.2f} s CPU, {floor[1]:.0f} MiB")
@@ -257,8 +260,13 @@ def main() -> int:
                 if loop is not None and protocol == "twm":
                     print(line(f"score --protocol {protocol}", ours, "released loop", loop))
                 print(line(f"score --protocol {protocol}", ours, "NumPy floor", floor))
-                acc = json.loads(out).get("metrics", {}).get("acc@25km") if out.strip() else None
-                print(f"    acc@25km = {acc}")
+                metrics = json.loads(out).get("metrics", {}) if out.strip() else {}
+                print(f"    acc@25km = {metrics.get('acc@25km')}")
+                if protocol == "twm" and released is not None:
+                    names = {"acc_500m": "acc@0.5km", "acc_2km": "acc@2km", "acc_10km": "acc@10km",
+                             "acc_25km": "acc@25km", "acc_200km": "acc@200km", "acc_750km": "acc@750km"}  # fmt: skip
+                    same = all(round(100 * released[k], 2) == metrics.get(v) for k, v in names.items())
+                    print(f"    numbers identical to the released loop: {'yes' if same else 'NO'}")
         small = head(workdir / f"rows_{int(args.sizes.split(',')[0])}.jsonl", workdir / "rows_10.jsonl", 10)
         walls = {p: min(run(geosleuth(small, p))[0] for _ in range(3)) for p in protocols}
         ref_wall = min(run([sys.executable, "-c", REFERENCE_LOOP, str(small)])[0] for _ in range(3)) if geopy_ok else math.nan
