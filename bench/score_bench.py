@@ -39,7 +39,7 @@ FIXTURES = ROOT / ".." / "shared" / "fixtures"
 COORDS = FIXTURES / "geoclip" / "coordinates_100K.csv"
 PUBLISHED = FIXTURES / "published_predictions"
 
-REFERENCE_LOOP = r'''
+REFERENCE_LOOP = r"""
 import json, sys, warnings
 from collections import defaultdict
 from geopy.distance import geodesic
@@ -72,7 +72,8 @@ def find_coords_json(text):
 def compute_distance_score(solution_str, ground_truth):
     result = find_coords_json(solution_str)
     lat, lon = (result["lat"], result["lon"]) if result else (None, None)
-    out = dict.fromkeys(("score", "acc_500m", "acc_2km", "acc_10km", "acc_25km", "acc_200km", "acc_750km"), 0.0)
+    keys = ("acc_500m", "acc_2km", "acc_10km", "acc_25km", "acc_200km", "acc_750km")
+    out = dict.fromkeys(("score",) + keys, 0.0)
     if lat is not None and lon is not None:
         try:
             distance_m = geodesic((lat, lon), (ground_truth["lat"], ground_truth["lon"])).meters
@@ -81,7 +82,6 @@ def compute_distance_score(solution_str, ground_truth):
             distance_m = 99999999
     else:
         distance_m = 99999999
-    keys = ("acc_500m", "acc_2km", "acc_10km", "acc_25km", "acc_200km", "acc_750km")
     scores = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
     for i, limit in enumerate((500, 2000, 10000, 25000, 200000, 750000)):
         if distance_m < limit:
@@ -95,13 +95,14 @@ with open(sys.argv[1], encoding="utf-8") as f:
     for line in f:
         record = json.loads(line)
         s = stats[record.get("data_source", "unknown")]
-        for k, v in compute_distance_score(record.get("solution_str", ""), record.get("ground_truth", {})).items():
+        scored = compute_distance_score(record.get("solution_str", ""), record.get("ground_truth", {}))
+        for k, v in scored.items():
             s[k] += v
         s["count"] += 1
 print(json.dumps({ds: {k: v / s["count"] for k, v in s.items() if k != "count"} for ds, s in stats.items()}))
-'''
+"""
 
-NUMPY_FLOOR = r'''
+NUMPY_FLOOR = r"""
 import json, sys
 import numpy as np
 decoder = json.JSONDecoder()
@@ -125,7 +126,7 @@ la1, lo1, la2, lo2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (plat
 h = np.sin((la2 - la1) / 2) ** 2 + np.cos(la1) * np.cos(la2) * np.sin((lo2 - lo1) / 2) ** 2
 d = 2 * 6371.0088 * np.arcsin(np.sqrt(np.clip(h, 0, 1)))
 print(json.dumps({t: float(np.mean(d < t)) for t in (0.5, 2, 10, 25, 200, 750)}))
-'''
+"""
 
 
 def load_truth() -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +151,9 @@ def perturb(lat: np.ndarray, lon: np.ndarray, rng: np.random.Generator) -> tuple
     delta = dist / 6371.0088
     la, lo = np.radians(lat), np.radians(lon)
     la2 = np.arcsin(np.sin(la) * np.cos(delta) + np.cos(la) * np.sin(delta) * np.cos(bearing))
-    lo2 = lo + np.arctan2(np.sin(bearing) * np.sin(delta) * np.cos(la), np.cos(delta) - np.sin(la) * np.sin(la2))
+    lo2 = lo + np.arctan2(
+        np.sin(bearing) * np.sin(delta) * np.cos(la), np.cos(delta) - np.sin(la) * np.sin(la2)
+    )
     return np.degrees(la2), (np.degrees(lo2) + 180.0) % 360.0 - 180.0
 
 
@@ -170,12 +173,22 @@ def generate(path: Path, n: int, seed: int = 0) -> None:
             for i in range(m):
                 text = prose[pick[i]]
                 if not fail[i]:
-                    answer = {"lat": round(float(plat[i]), 5), "lon": round(float(plon[i]), 5), "city": "X", "country": "Y"}
+                    answer = {
+                        "lat": round(float(plat[i]), 5),
+                        "lon": round(float(plon[i]), 5),
+                        "city": "X",
+                        "country": "Y",
+                    }
                     text += json.dumps(answer, indent=4)
                 row = {
                     "index": start + i,
                     "data_source": "GEN",
-                    "ground_truth": {"lat": float(tlat[i]), "lon": float(tlon[i]), "city": "X", "country": "Y"},
+                    "ground_truth": {
+                        "lat": float(tlat[i]),
+                        "lon": float(tlon[i]),
+                        "city": "X",
+                        "country": "Y",
+                    },
                     "solution_str": text,
                 }
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -208,7 +221,8 @@ def head(path: Path, out: Path, n: int) -> Path:
 
 def line(what: str, ours: tuple[float, float], ref_name: str, ref: tuple[float, float]) -> str:
     return (
-        f"  {what:<34} {ours[0]:8.2f} s CPU {ours[1]:8.0f} MiB | {ref_name:<22} {ref[0]:8.2f} s {ref[1]:6.0f} MiB"
+        f"  {what:<34} {ours[0]:8.2f} s CPU {ours[1]:8.0f} MiB | "
+        f"{ref_name:<22} {ref[0]:8.2f} s {ref[1]:6.0f} MiB"
         f" | {ours[0] / ref[0]:5.2f}x CPU, {ours[1] / ref[1]:5.2f}x memory"
     )
 
@@ -216,7 +230,9 @@ def line(what: str, ours: tuple[float, float], ref_name: str, ref: tuple[float, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000", help="row counts, comma-separated")
-    parser.add_argument("--reference-n", type=int, default=0, help="time the reference loop on ≤ this many rows")
+    parser.add_argument(
+        "--reference-n", type=int, default=0, help="time the reference loop on ≤ this many rows"
+    )
     parser.add_argument("--protocols", default="twm,default")
     parser.add_argument("--keep", type=Path, default=None, help="directory to keep generated files in")
     args = parser.parse_args()
@@ -263,15 +279,22 @@ def main() -> int:
                 metrics = json.loads(out).get("metrics", {}) if out.strip() else {}
                 print(f"    acc@25km = {metrics.get('acc@25km')}")
                 if protocol == "twm" and released is not None:
-                    names = {"acc_500m": "acc@0.5km", "acc_2km": "acc@2km", "acc_10km": "acc@10km",
-                             "acc_25km": "acc@25km", "acc_200km": "acc@200km", "acc_750km": "acc@750km"}  # fmt: skip
+                    names = {"acc_500m": "acc@0.5km", "acc_2km": "acc@2km", "acc_10km": "acc@10km"}
+                    names |= {"acc_25km": "acc@25km", "acc_200km": "acc@200km", "acc_750km": "acc@750km"}
                     same = all(round(100 * released[k], 2) == metrics.get(v) for k, v in names.items())
                     print(f"    numbers identical to the released loop: {'yes' if same else 'NO'}")
         small = head(workdir / f"rows_{int(args.sizes.split(',')[0])}.jsonl", workdir / "rows_10.jsonl", 10)
         walls = {p: min(run(geosleuth(small, p))[0] for _ in range(3)) for p in protocols}
-        ref_wall = min(run([sys.executable, "-c", REFERENCE_LOOP, str(small)])[0] for _ in range(3)) if geopy_ok else math.nan
+        ref_wall = (
+            min(run([sys.executable, "-c", REFERENCE_LOOP, str(small)])[0] for _ in range(3))
+            if geopy_ok
+            else math.nan
+        )
         for p, wall in walls.items():
-            print(f"  score --protocol {p} on 10 rows: {wall * 1000:.0f} ms wall | reference loop {ref_wall * 1000:.0f} ms | {wall / ref_wall:.2f}x")
+            print(
+                f"  score --protocol {p} on 10 rows: {wall * 1000:.0f} ms wall | "
+                f"reference loop {ref_wall * 1000:.0f} ms | {wall / ref_wall:.2f}x"
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -27,13 +27,17 @@ def _ask(reply: str):  # type: ignore[no-untyped-def]
 def test_verdict_replaces_rule_and_is_fixed_up() -> None:
     # the rule credits everything (the city is named); the verdict says only the city -> all three
     j = asyncio.run(
-        judge_levels_geovista(SAMPLE, _traj("It is Kriens."), _ask('{"country": false, "state": false, "city": true}'))
+        judge_levels_geovista(
+            SAMPLE, _traj("It is Kriens."), _ask('{"country": false, "state": false, "city": true}')
+        )
     )
     assert j.ok and j.result["rule"] == {"country": True, "admin1": True, "city": True}
     assert j.result["combined"] == {"country": True, "admin1": True, "city": True}
     # the rule hits, the verdict says no: the verdict wins (rule OR judge would say yes)
     j = asyncio.run(
-        judge_levels_geovista(SAMPLE, _traj("It is Kriens."), _ask('{"country": false, "state": false, "city": false}'))
+        judge_levels_geovista(
+            SAMPLE, _traj("It is Kriens."), _ask('{"country": false, "state": false, "city": false}')
+        )
     )
     assert j.result["combined"] == {"country": False, "admin1": False, "city": False}
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from geosleuth.core import metrics as M
-from geosleuth.scoring import get_protocol, score_file
 from geosleuth.scoring import geovista as GV
+from geosleuth.scoring import get_protocol, score_file
 
 WGS84_A_KM = 6378.137
 SPHERES = {"spotagent": 6371.0, "geovista": 6371.0088, "default": 6371.0088}
@@ -116,8 +116,12 @@ def test_geovista_rule_credits_coarser_levels_from_a_finer_hit() -> None:
         "admin1": True,
         "city": False,
     }
-    assert GV.rule_levels("somewhere in the Alps", truth) == dict.fromkeys(("country", "admin1", "city"), False)
-    assert GV.rule_levels("Hesse, Germany", {"country": "Germany", "admin1": "Hesse", "city": "Frankfurt"}) == {
+    assert GV.rule_levels("somewhere in the Alps", truth) == dict.fromkeys(
+        ("country", "admin1", "city"), False
+    )
+    assert GV.rule_levels(
+        "Hesse, Germany", {"country": "Germany", "admin1": "Hesse", "city": "Frankfurt"}
+    ) == {
         "country": True,
         "admin1": True,
         "city": False,
@@ -137,9 +141,19 @@ def test_geovista_final_turn_ignores_quoted_tool_output() -> None:
 
 
 def _geovista_rows() -> list[dict[str, Any]]:
-    truth = {"lat": 47.0, "lon": 8.3, "country": "Switzerland", "province_or_state": "Lucerne", "city": "Kriens"}
+    truth = {
+        "lat": 47.0,
+        "lon": 8.3,
+        "country": "Switzerland",
+        "province_or_state": "Lucerne",
+        "city": "Kriens",
+    }
     return [
-        {"uid": "a", "ground_truth": truth, "response": "Country: Switzerland\nProvince/State: Lucerne\nCity: Kriens"},
+        {
+            "uid": "a",
+            "ground_truth": truth,
+            "response": "Country: Switzerland\nProvince/State: Lucerne\nCity: Kriens",
+        },
         {"uid": "b", "ground_truth": truth, "response": "The photo was taken in Glovelier, Switzerland."},
         {"uid": "c", "ground_truth": truth, "response": "Somewhere in Lucerne."},
         {"uid": "d", "ground_truth": truth, "response": ""},
@@ -156,7 +170,11 @@ def test_geovista_file_levels_as_published_and_every_row(tmp_path: Path) -> None
     path = write_jsonl(tmp_path / "gv.jsonl", _geovista_rows())
     result = score_file(path, get_protocol("geovista"), geocoder=geocode)
     m = result.score.metrics
-    assert (m["acc_country"], m["acc_state"], m["acc_city"]) == (100.0, pytest.approx(200 / 3), pytest.approx(100 / 3))
+    assert (m["acc_country"], m["acc_state"], m["acc_city"]) == (
+        100.0,
+        pytest.approx(200 / 3),
+        pytest.approx(100 / 3),
+    )
     assert (m["all_acc_country"], m["all_acc_state"], m["all_acc_city"]) == (75.0, 50.0, 25.0)
     assert any("1 without a final answer (lines 4)" in w for w in result.score.warnings)
 
@@ -186,11 +204,18 @@ def test_geovista_reads_its_own_inference_output(tmp_path: Path) -> None:
         "uid": "x1",
         "pred_output": [
             {"role": "system", "content": "..."},
-            {"role": "assistant", "content": "<think>hm</think><answer>Kriens, Lucerne, Switzerland</answer>"},
+            {
+                "role": "assistant",
+                "content": "<think>hm</think><answer>Kriens, Lucerne, Switzerland</answer>",
+            },
         ],
         "metadata": {
             "location": {"lat": 47.03, "lng": 8.28},
-            "multi_level_loc_dict": {"country": "Switzerland", "province_or_state": "Lucerne", "city": "Kriens"},
+            "multi_level_loc_dict": {
+                "country": "Switzerland",
+                "province_or_state": "Lucerne",
+                "city": "Kriens",
+            },
         },
     }
     result = score_file(write_jsonl(tmp_path / "gv.jsonl", [row]), get_protocol("geovista"), geocoder=_none)
@@ -205,7 +230,11 @@ def test_geovista_median_and_share_below_3km(tmp_path: Path) -> None:
     for i, km in enumerate((8.0, 1.0, 4.0, 2.0)):
         lat, lon = east_of(km, "geovista")
         rows.append(
-            {"id": i, "ground_truth": {"lat": 0.0, "lon": 10.0}, "response": f"<answer>Latitude: {lat!r}\nLongitude: {lon!r}</answer>"}
+            {
+                "id": i,
+                "ground_truth": {"lat": 0.0, "lon": 10.0},
+                "response": f"<answer>Latitude: {lat!r}\nLongitude: {lon!r}</answer>",
+            }
         )
     rows.append({"id": 9, "ground_truth": {"lat": 0.0, "lon": 10.0}, "response": "no idea at all"})
     result = score_file(write_jsonl(tmp_path / "m.jsonl", rows), get_protocol("geovista"), geocoder=_none)
@@ -223,7 +252,8 @@ def test_spotagent_inline_answer_keeps_coordinates(tmp_path: Path) -> None:
         "id": 1,
         "true_lat": 33.8121,
         "true_lon": -117.9190,
-        "response": "<answer>country: United States, city: Anaheim, Latitude: 33.8111, Longitude: -117.9220</answer>",
+        "response": "<answer>country: United States, city: Anaheim, "
+        "Latitude: 33.8111, Longitude: -117.9220</answer>",
     }
     result = score_file(write_jsonl(tmp_path / "s.jsonl", [row]), get_protocol("spotagent"))
     record = result.rows[0]
@@ -242,8 +272,14 @@ def test_spotagent_inline_answer_keeps_coordinates(tmp_path: Path) -> None:
         ("China; Hong Kong; Kowloon", (22.3167, 114.1833), 25.0),
     ],
 )
-def test_geovista_nuanced_geocoding_offline(tmp_path: Path, answer: str, truth: tuple[float, float], max_km: float) -> None:
-    row = {"id": 1, "ground_truth": {"lat": truth[0], "lon": truth[1]}, "response": f"<answer>{answer}</answer>"}
+def test_geovista_nuanced_geocoding_offline(
+    tmp_path: Path, answer: str, truth: tuple[float, float], max_km: float
+) -> None:
+    row = {
+        "id": 1,
+        "ground_truth": {"lat": truth[0], "lon": truth[1]},
+        "response": f"<answer>{answer}</answer>",
+    }
     result = score_file(write_jsonl(tmp_path / "n.jsonl", [row]), get_protocol("geovista"))
     assert result.rows[0]["distance_km"] is not None and result.rows[0]["distance_km"] < max_km
 
@@ -274,7 +310,13 @@ def test_overlong_line_is_one_failed_row(tmp_path: Path, monkeypatch: pytest.Mon
 
 def _column_rows(n: int) -> list[dict[str, Any]]:
     return [
-        {"id": i, "pred_lat": (i % 170) - 85.0, "pred_lon": 1.0, "true_lat": (i % 170) - 85.0, "true_lon": 1.5}
+        {
+            "id": i,
+            "pred_lat": (i % 170) - 85.0,
+            "pred_lon": 1.0,
+            "true_lat": (i % 170) - 85.0,
+            "true_lon": 1.5,
+        }
         for i in range(n)
     ]
 
@@ -302,4 +344,6 @@ def test_rows_output_streams_from_columns(tmp_path: Path) -> None:
     result = score_file(path, get_protocol("spotagent"))
     rows = list(result.iter_rows())
     assert [r["id"] for r in rows] == ["0", "1", "2", "3", "4"] and all(r["status"] == "ok" for r in rows)
-    assert rows[0]["distance_km"] == pytest.approx(0.5 * math.pi / 180 * 6371.0 * math.cos(math.radians(85)), rel=1e-3)
+    assert rows[0]["distance_km"] == pytest.approx(
+        0.5 * math.pi / 180 * 6371.0 * math.cos(math.radians(85)), rel=1e-3
+    )

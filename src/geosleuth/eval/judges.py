@@ -252,7 +252,8 @@ async def judge_levels_geovista(sample: Sample, trajectory: Trajectory | None, a
     rule = {lv: bool(rule_all.get(lv)) for lv in levels}
     miss = dict.fromkeys(levels, False)
     if not response:
-        return Judgment(sample.id, "levels", True, {"rule": rule, "judge": miss, "combined": miss}, "no answer")
+        result = {"rule": rule, "judge": miss, "combined": miss}
+        return Judgment(sample.id, "levels", True, result, "no answer")
     prompt = render(
         "levels", answer=response, **{lv: sample.labels.get(lv, "(not given)") for lv in JUDGE_LEVELS}
     )
@@ -262,7 +263,8 @@ async def judge_levels_geovista(sample: Sample, trajectory: Trajectory | None, a
     except JudgeError as exc:
         result = {"rule": rule, "judge": miss, "combined": miss}
         return Judgment(sample.id, "levels", False, result, str(exc), [raw], cached)
-    judged_all = geovista.verifier_levels({"country": verdict.country, "admin1": verdict.state, "city": verdict.city})
+    said = {"country": verdict.country, "admin1": verdict.state, "city": verdict.city}
+    judged_all = geovista.verifier_levels(said)
     judged = {lv: judged_all[lv] for lv in levels}
     result = {"rule": rule, "judge": judged, "combined": dict(judged)}
     return Judgment(sample.id, "levels", True, result, None, [raw], cached)

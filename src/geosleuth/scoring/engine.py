@@ -438,7 +438,14 @@ class _Accumulator:
                 column.flush()
 
     def _columns(self) -> Iterator[_Growing]:
-        yield from (self.line, self.status, *self.coords, self.has_labels, self.choice_hit, self.choice_scored)
+        yield from (
+            self.line,
+            self.status,
+            *self.coords,
+            self.has_labels,
+            self.choice_hit,
+            self.choice_scored,
+        )
         yield from (c.column for c in self.truth_labels.values())
         yield from (*self.text_hit.values(), *self.text_scored.values(), self.has_response)
         if self.groups is not None:
@@ -547,7 +554,9 @@ def arrays_from_coordinates(
     for start in range(0, plat.size, CHUNK * 4):
         s = slice(start, start + CHUNK * 4)
         d[s] = np.asarray(
-            distance_km(plat[s], plon[s], tlat[s], tlon[s], method=protocol.distance, radius_km=protocol.radius_km),
+            distance_km(
+                plat[s], plon[s], tlat[s], tlon[s], method=protocol.distance, radius_km=protocol.radius_km
+            ),
             dtype=np.float64,
         ).reshape(-1)
     valid = np.isfinite(plat) & np.isfinite(plon)
@@ -713,7 +722,12 @@ def score_file(
         truth, truth_problems = truth_index(truth_path)
     if protocol.geocode and geocoder is None:
         geocoder = default_geocoder()
-    if protocol.text_levels and protocol.level_rule == "names" and aliases is None and hasattr(geocoder, "search"):
+    if (
+        protocol.text_levels
+        and protocol.level_rule == "names"
+        and aliases is None
+        and hasattr(geocoder, "search")
+    ):
         aliases = gazetteer_aliases(geocoder)
     acc = _Accumulator(
         name, protocol, aliases, verifier, by, keep_rows, str(truth_path) if truth_path is not None else None
@@ -834,7 +848,9 @@ def _name_level_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: Scoring
         arrays.hits[metric] = implied[lv]
         arrays.scored[metric] = has_label
         if not has_label.all():
-            notes.append(f"{metric} is computed on the {int(has_label.sum())} of {acc.n} rows with a {lv} label")
+            notes.append(
+                f"{metric} is computed on the {int(has_label.sum())} of {acc.n} rows with a {lv} label"
+            )
         sample = acc.pairs[lv].items
         warning = language_warning([p for p, _ in sample], [t for _, t in sample], lv)
         if warning:
@@ -860,13 +876,17 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
     notes: list[str] = []
     lines = acc.line.array()
     no_answer = np.flatnonzero(~has_response)
-    no_point = np.flatnonzero(has_response & ~np.isfinite(arrays.distances)) if arrays.distance_metrics else []
+    no_point = (
+        np.flatnonzero(has_response & ~np.isfinite(arrays.distances)) if arrays.distance_metrics else []
+    )
     if len(no_answer) or len(no_point):
         parts = []
         if len(no_answer):
             parts.append(f"{len(no_answer)} without a final answer{_line_list(lines[no_answer])}")
         if len(no_point):
-            parts.append(f"{len(no_point)} whose answer gave no geocodable place{_line_list(lines[no_point])}")
+            parts.append(
+                f"{len(no_point)} whose answer gave no geocodable place{_line_list(lines[no_point])}"
+            )
         notes.append(
             "GeoVista's released evaluation drops rows: " + "; ".join(parts) + ". acc_* and median_km "
             "are as published over the rows it keeps; all_* count every row (a dropped row is a miss, "

@@ -63,8 +63,8 @@ def final_turn(text: str) -> str:
     string is cut at its last tool response so quoted search results are not read as the answer.
     """
     last = None
-    for last in _TOOL_RESPONSE_END.finditer(text):
-        pass
+    for match in _TOOL_RESPONSE_END.finditer(text):
+        last = match
     tail = text[last.end() :] if last is not None else text
     return tail[:FINAL_TURN_CHARS]
 

@@ -109,7 +109,9 @@ def iter_rows(path: Path) -> Iterator[InputRow]:
         if not head:
             return
         suffix = path.suffix.lower()
-        if suffix in (".csv", ".tsv") or (suffix not in (".json", ".jsonl", ".ndjson") and head[0] not in "[{"):
+        if suffix in (".csv", ".tsv") or (
+            suffix not in (".json", ".jsonl", ".ndjson") and head[0] not in "[{"
+        ):
             delimiter = "\t" if suffix == ".tsv" else _csv_delimiter(head)
             yield from _read_csv(path, delimiter)
         elif head[0] == "[":
@@ -195,7 +197,9 @@ def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
             yield from _read_single_object(path, _read_text(path))
             return
         first = pending[0]
-        raise ScoreInputError(f"{path}: not JSON Lines (line {first.line}: {(first.error or '').split(': ', 2)[-1]})")
+        raise ScoreInputError(
+            f"{path}: not JSON Lines (line {first.line}: {(first.error or '').split(': ', 2)[-1]})"
+        )
 
 
 def _read_single_object(path: Path, text: str) -> list[InputRow]:
