@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 PROTOCOL_HELP = (
     "twm (first JSON object, WGS-84 geodesic, Acc@0.5–750 km) | osv5m (haversine 6371, GeoGuessr, "
-    "reverse-geocoded levels) | spotagent (law of cosines, Acc@1–2500 km) | geovista (country/state/city, "
-    "< 3 km, median) | default (robust parsing, everything)"
+    "reverse-geocoded levels) | spotagent (law of cosines, d ≤ D at 1–2500 km) | geovista (whole-term "
+    "country/state/city, < 3 km, lower median; as published and all_* over every row) | default (robust "
+    "parsing, everything). Accuracies are percentages."
 )
 
 
