@@ -719,7 +719,7 @@ def score_file(
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []
     if truth_path is not None:
-        truth, truth_problems = truth_index(truth_path)
+        truth, truth_problems = truth_index(truth_path, keep_fields=by is not None)
     if protocol.geocode and geocoder is None:
         geocoder = default_geocoder()
     if (

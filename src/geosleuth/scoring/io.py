@@ -90,11 +90,6 @@ MAX_LINE_CHARS = 32 * 1024 * 1024
 """A JSONL line longer than this is one failed row (read in bounded memory, never parsed)."""
 
 
-def read_rows(path: Path) -> list[InputRow]:
-    """All records of a JSONL / JSON / CSV file; empty files give an empty list."""
-    return list(iter_rows(path))
-
-
 def iter_rows(path: Path) -> Iterator[InputRow]:
     """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk).
 
@@ -395,14 +390,17 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
     return Truth(lat, lon, _labels(data), {}, problem, _choice_answer(data))
 
 
-def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
-    """A dataset file's ground truth by sample id, plus problems found while reading it."""
+def truth_index(path: Path, keep_fields: bool = True) -> tuple[dict[str, Truth], list[str]]:
+    """A dataset file's ground truth by sample id, plus problems found while reading it.
+
+    The file is streamed; ``keep_fields=False`` keeps only coordinates, labels and answers per
+    sample (the dataset's other columns are needed only to group rows with ``--by``).
+    """
     index: dict[str, Truth] = {}
     problems: list[str] = []
-    rows = read_rows(path)
-    if not rows:
-        raise ScoreInputError(f"{path}: ground-truth file is empty")
-    for row in rows:
+    empty = True
+    for row in iter_rows(path):
+        empty = False
         if row.data is None:
             problems.append(row.error or f"{path}:{row.line}: unreadable")
             continue
@@ -415,11 +413,13 @@ def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
             truth = Truth(problem="ground-truth row has no coordinates")
         if truth.problem:
             truth.problem = f"{path}:{row.line}: {truth.problem}"
-        truth.fields = {**row.data, **truth.fields}
+        truth.fields = {**row.data, **truth.fields} if keep_fields else {}
         if sid in index:
             problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
             continue
         index[sid] = truth
+    if empty:
+        raise ScoreInputError(f"{path}: ground-truth file is empty")
     if not index:
         raise ScoreInputError(
             f"{path}: no usable ground-truth rows ({problems[0] if problems else 'no ids'})"
