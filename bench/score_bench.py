@@ -1,50 +1,151 @@
-"""Benchmark: score 100,000 predictions with the full default metric set, vectorised vs per-row.
+"""Benchmark `geosleuth score` against the published reference loop and a NumPy floor (issue 13).
 
-Ground truth is the GeoCLIP gallery (``../shared/fixtures/geoclip/coordinates_100K.csv``); each
-prediction is that point moved a seeded random distance (log-normal, median ~60 km) in a random
-direction, and 2 % of predictions are failed parses (NaN). Both paths compute Acc@k for every
-threshold preset, median / mean km (failures charged the maximum distance), GeoGuessr and
-GeoScore, and country / admin1 / city accuracy by reverse-geocoding prediction and truth.
-Distances are WGS-84 geodesics so the reference can use geopy per row, as published scripts do.
+Rows are generated from real data: ground truth is the GeoCLIP gallery
+(``../shared/fixtures/geoclip/coordinates_100K.csv``, cycled), each answer is a real model
+answer from ``../shared/fixtures/published_predictions/*.jsonl`` whose final JSON is replaced by
+the truth moved a seeded log-normal distance (median ~60 km); 2 % of answers carry no JSON.
 
-Run: ``.venv/bin/python bench/score_bench.py [--n 100000] [--reverse gazetteer|reverse_geocoder]``
+Each figure runs in its own process and is printed beside its reference from the same run:
+
+- ``score --protocol twm`` and ``--protocol default`` at each size: CPU seconds and peak RSS;
+- Thinking-with-Map's released loop (``api_evaluation/api_test.py`` of AMAP-ML/Thinking-with-Map,
+  reimplemented faithfully: brace-stack JSON candidates, geopy geodesic per row, cascade of
+  ``<`` thresholds, per-data-source sums);
+- a NumPy floor: ``json.loads`` per line, ``raw_decode`` of the first ``{``, one vectorised
+  haversine and the threshold shares — the least any scorer of these files must do;
+- ``geosleuth score`` on 10 rows, wall time, beside the reference loop on the same 10 rows.
+
+Run: ``.venv/bin/python bench/score_bench.py [--sizes 100000,1000000] [--reference-n 100000]``
+(``--reference-n`` times the slow reference loop on at most that many rows and scales it).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import math
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
-
-from geosleuth.core import metrics as M
-from geosleuth.scoring.engine import Score, score_coordinates
-from geosleuth.scoring.protocols import get_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
-COORDS = ROOT / ".." / "shared" / "fixtures" / "geoclip" / "coordinates_100K.csv"
-ReverseFn = Callable[[NDArray[np.float64], NDArray[np.float64]], Mapping[str, Any]]
+FIXTURES = ROOT / ".." / "shared" / "fixtures"
+COORDS = FIXTURES / "geoclip" / "coordinates_100K.csv"
+PUBLISHED = FIXTURES / "published_predictions"
+
+REFERENCE_LOOP = r"""
+import json, sys, warnings
+from collections import defaultdict
+from geopy.distance import geodesic
+
+def extract_all_json_objects(text):
+    objects, stack, start_idx = [], [], None
+    for i, ch in enumerate(text):
+        if ch == "{":
+            if not stack:
+                start_idx = i
+            stack.append(ch)
+        elif ch == "}":
+            if stack:
+                stack.pop()
+                if not stack and start_idx is not None:
+                    objects.append(text[start_idx:i + 1])
+                    start_idx = None
+    return objects
+
+def find_coords_json(text):
+    for cand in extract_all_json_objects(text):
+        try:
+            obj = json.loads(cand)
+        except json.JSONDecodeError:
+            continue
+        if all(k in obj for k in ("lat", "lon", "city", "country")):
+            return obj
+    return None
+
+def compute_distance_score(solution_str, ground_truth):
+    result = find_coords_json(solution_str)
+    lat, lon = (result["lat"], result["lon"]) if result else (None, None)
+    keys = ("acc_500m", "acc_2km", "acc_10km", "acc_25km", "acc_200km", "acc_750km")
+    out = dict.fromkeys(("score",) + keys, 0.0)
+    if lat is not None and lon is not None:
+        try:
+            distance_m = geodesic((lat, lon), (ground_truth["lat"], ground_truth["lon"])).meters
+        except Exception as e:
+            warnings.warn(f"Error when cal distance: {e}", RuntimeWarning)
+            distance_m = 99999999
+    else:
+        distance_m = 99999999
+    scores = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
+    for i, limit in enumerate((500, 2000, 10000, 25000, 200000, 750000)):
+        if distance_m < limit:
+            out["score"] = scores[i]
+            out.update({k: 1.0 for k in keys[i:]})
+            break
+    return out
+
+stats = defaultdict(lambda: defaultdict(float))
+with open(sys.argv[1], encoding="utf-8") as f:
+    for line in f:
+        record = json.loads(line)
+        s = stats[record.get("data_source", "unknown")]
+        scored = compute_distance_score(record.get("solution_str", ""), record.get("ground_truth", {}))
+        for k, v in scored.items():
+            s[k] += v
+        s["count"] += 1
+print(json.dumps({ds: {k: v / s["count"] for k, v in s.items() if k != "count"} for ds, s in stats.items()}))
+"""
+
+NUMPY_FLOOR = r"""
+import json, sys
+import numpy as np
+decoder = json.JSONDecoder()
+plat, plon, tlat, tlon = [], [], [], []
+with open(sys.argv[1], encoding="utf-8") as f:
+    for line in f:
+        record = json.loads(line)
+        gt = record["ground_truth"]
+        tlat.append(gt["lat"]); tlon.append(gt["lon"])
+        text = record.get("solution_str", "")
+        start = text.find("{")
+        lat = lon = float("nan")
+        if start >= 0:
+            try:
+                obj, _ = decoder.raw_decode(text, start)
+                lat, lon = float(obj["lat"]), float(obj["lon"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        plat.append(lat); plon.append(lon)
+la1, lo1, la2, lo2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (plat, plon, tlat, tlon))
+h = np.sin((la2 - la1) / 2) ** 2 + np.cos(la1) * np.cos(la2) * np.sin((lo2 - lo1) / 2) ** 2
+d = 2 * 6371.0088 * np.arcsin(np.sqrt(np.clip(h, 0, 1)))
+print(json.dumps({t: float(np.mean(d < t)) for t in (0.5, 2, 10, 25, 200, 750)}))
+"""
 
 
-def load_truth(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    with COORDS.open() as fh:
-        rows = list(csv.DictReader(fh))[:n]
-    return np.array([float(r["LAT"]) for r in rows]), np.array([float(r["LON"]) for r in rows])
+def load_truth() -> tuple[np.ndarray, np.ndarray]:
+    data = np.loadtxt(COORDS, delimiter=",", skiprows=1, usecols=(0, 1))
+    return data[:, 0], data[:, 1]
 
 
-def perturb(
-    lat: NDArray[np.float64], lon: NDArray[np.float64], seed: int = 0
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Move each point a log-normal distance along a random bearing (great circle); 2 % fail."""
-    rng = np.random.default_rng(seed)
+def templates() -> list[str]:
+    """The prose of real model answers, each cut before its first JSON object."""
+    out: list[str] = []
+    for path in sorted(PUBLISHED.glob("*.jsonl")):
+        for line in path.open(encoding="utf-8"):
+            text = json.loads(line).get("solution_str") or ""
+            out.append(text[: text.find("{")] if "{" in text else text)
+    return out
+
+
+def perturb(lat: np.ndarray, lon: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Move each point a log-normal distance along a random bearing (great circle)."""
     dist = rng.lognormal(mean=math.log(60.0), sigma=2.0, size=lat.size).clip(0.0, 19000.0)
     bearing = np.radians(rng.uniform(0, 360, lat.size))
     delta = dist / 6371.0088
@@ -53,144 +154,151 @@ def perturb(
     lo2 = lo + np.arctan2(
         np.sin(bearing) * np.sin(delta) * np.cos(la), np.cos(delta) - np.sin(la) * np.sin(la2)
     )
-    plat, plon = np.degrees(la2), (np.degrees(lo2) + 180.0) % 360.0 - 180.0
-    failed = rng.random(lat.size) < 0.02
-    plat[failed], plon[failed] = np.nan, np.nan
-    return plat, plon
+    return np.degrees(la2), (np.degrees(lo2) + 180.0) % 360.0 - 180.0
 
 
-def reference_loop(
-    plat: NDArray[np.float64],
-    plon: NDArray[np.float64],
-    tlat: NDArray[np.float64],
-    tlon: NDArray[np.float64],
-    thresholds: tuple[float, ...],
-    reverse: ReverseFn,
-) -> dict[str, float]:
-    """What evaluation scripts usually do: one geopy call and one lookup per row, dict counters."""
-    from geopy.distance import geodesic
+def generate(path: Path, n: int, seed: int = 0) -> None:
+    """Write ``n`` Thinking-with-Map-format rows (``solution_str`` + ``ground_truth``)."""
+    rng = np.random.default_rng(seed)
+    tlat_all, tlon_all = load_truth()
+    prose = templates()
+    with path.open("w", encoding="utf-8") as fh:
+        for start in range(0, n, 100_000):
+            m = min(100_000, n - start)
+            idx = (np.arange(start, start + m)) % tlat_all.size
+            tlat, tlon = tlat_all[idx], tlon_all[idx]
+            plat, plon = perturb(tlat, tlon, rng)
+            fail = rng.random(m) < 0.02
+            pick = rng.integers(0, len(prose), m)
+            for i in range(m):
+                text = prose[pick[i]]
+                if not fail[i]:
+                    answer = {
+                        "lat": round(float(plat[i]), 5),
+                        "lon": round(float(plon[i]), 5),
+                        "city": "X",
+                        "country": "Y",
+                    }
+                    text += json.dumps(answer, indent=4)
+                row = {
+                    "index": start + i,
+                    "data_source": "GEN",
+                    "ground_truth": {
+                        "lat": float(tlat[i]),
+                        "lon": float(tlon[i]),
+                        "city": "X",
+                        "country": "Y",
+                    },
+                    "solution_str": text,
+                }
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
-    counts = {M.threshold_name(t): 0 for t in thresholds}
-    levels = {"acc_country": 0, "acc_admin1": 0, "acc_city": 0}
-    distances: list[float] = []
-    geoguessr = geoscore = 0.0
-    n = len(plat)
-    for i in range(n):
-        if math.isnan(plat[i]):
-            distances.append(M.MAX_DISTANCE_KM)
-            continue
-        d = geodesic((tlat[i], tlon[i]), (plat[i], plon[i])).km
-        distances.append(d)
-        for t in thresholds:
-            if d < t:
-                counts[M.threshold_name(t)] += 1
-        geoguessr += 5000.0 * math.exp(-d / 1492.7)
-        geoscore += 5000.0 * math.exp(-10.0 * d / 18050.0)
-        pred = reverse(np.array([plat[i]]), np.array([plon[i]]))
-        true = reverse(np.array([tlat[i]]), np.array([tlon[i]]))
-        same_country = str(pred["country_code"][0]) == str(true["country_code"][0])
-        same_admin1 = same_country and str(pred["admin1"][0]) == str(true["admin1"][0])
-        same_city = same_admin1 and str(pred["city"][0]) == str(true["city"][0])
-        levels["acc_country"] += same_country
-        levels["acc_admin1"] += same_admin1
-        levels["acc_city"] += same_city
-    distances.sort()
-    mid = n // 2
-    median = distances[mid] if n % 2 else (distances[mid - 1] + distances[mid]) / 2
-    out = {k: 100.0 * v / n for k, v in counts.items()}
-    out.update({k: 100.0 * v / n for k, v in levels.items()})
-    out.update(
-        {
-            "median_km": median,
-            "mean_km": sum(distances) / n,
-            "geoguessr": geoguessr / n,
-            "geoscore": geoscore / n,
-        }
-    )
+
+def run(cmd: list[str]) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MiB, stdout) of one child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd[:3])}… exited {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, out
+
+
+def geosleuth(path: Path, protocol: str) -> list[str]:
+    exe = shutil.which("geosleuth", path=str(Path(sys.executable).parent)) or "geosleuth"
+    return [exe, "score", str(path), "--protocol", protocol, "--format", "json"]
+
+
+def head(path: Path, out: Path, n: int) -> Path:
+    with path.open(encoding="utf-8") as src, out.open("w", encoding="utf-8") as dst:
+        for _, line in zip(range(n), src, strict=False):
+            dst.write(line)
     return out
 
 
-def get_reverse(kind: str) -> ReverseFn:
-    if kind.startswith("gazetteer"):
-        from geosleuth.gazetteer import get_gazetteer
-
-        gazetteer = get_gazetteer()
-        return gazetteer.reverse_batch if kind == "gazetteer" else gazetteer.reverse_geocoder_batch  # type: ignore[no-any-return]
-    import reverse_geocoder as rg
-
-    rg.RGeocoder(mode=1, verbose=False)
-
-    def rg_batch(lats: NDArray[np.float64], lons: NDArray[np.float64]) -> Mapping[str, Any]:
-        res = rg.search(list(zip(lats.tolist(), lons.tolist(), strict=True)), mode=1, verbose=False)
-        return {
-            "country_code": [r["cc"] for r in res],
-            "admin1": [r["admin1"] for r in res],
-            "admin2": [r["admin2"] for r in res],
-            "city": [r["name"] for r in res],
-        }
-
-    return rg_batch
-
-
-def compare(ours: Score, ref: dict[str, float]) -> list[str]:
-    """Differences beyond float noise: 1e-9 percentage points, 1e-6 km or points."""
-    diffs = []
-    for key, value in ref.items():
-        mine = ours.metrics.get(key, math.nan)
-        tolerance = 1e-6 if key.endswith("_km") or key.startswith("geo") else 1e-9
-        if not abs(mine - value) <= tolerance:
-            diffs.append(f"{key}: vectorised {mine!r} vs reference {value!r}")
-    return diffs
+def line(what: str, ours: tuple[float, float], ref_name: str, ref: tuple[float, float]) -> str:
+    return (
+        f"  {what:<34} {ours[0]:8.2f} s CPU {ours[1]:8.0f} MiB | "
+        f"{ref_name:<22} {ref[0]:8.2f} s {ref[1]:6.0f} MiB"
+        f" | {ours[0] / ref[0]:5.2f}x CPU, {ours[1] / ref[1]:5.2f}x memory"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000, help="number of predictions (≤ 100,000)")
-    parser.add_argument("--reference-n", type=int, default=0, help="rows for the per-row loop (0 = all)")
+    parser.add_argument("--sizes", default="100000,1000000", help="row counts, comma-separated")
     parser.add_argument(
-        "--reverse",
-        choices=("gazetteer", "gazetteer-rg", "reverse_geocoder"),
-        default="gazetteer",
-        help="gazetteer: reverse_batch (country by polygon, the default protocol); gazetteer-rg: its "
-        "reverse_geocoder_batch (nearest place, OSV-5M semantics); reverse_geocoder: the PyPI package",
+        "--reference-n", type=int, default=0, help="time the reference loop on ≤ this many rows"
     )
+    parser.add_argument("--protocols", default="twm,default")
+    parser.add_argument("--keep", type=Path, default=None, help="directory to keep generated files in")
     args = parser.parse_args()
-
-    tlat, tlon = load_truth(args.n)
-    plat, plon = perturb(tlat, tlon)
-    protocol = replace(get_protocol("default"), distance="geodesic", text_levels=())
-    reverse = get_reverse(args.reverse)
-    reverse(np.array([0.0]), np.array([0.0]))  # load the index outside the timings
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    ours = score_coordinates(plat, plon, tlat, tlon, protocol, reverse)
-    t_ours, c_ours = time.perf_counter() - t0, time.process_time() - c0
-
-    m = args.reference_n or args.n
-    t0, c0 = time.perf_counter(), time.process_time()
-    ref = reference_loop(plat[:m], plon[:m], tlat[:m], tlon[:m], protocol.thresholds, reverse)
-    scale = args.n / m
-    t_ref, c_ref = (time.perf_counter() - t0) * scale, (time.process_time() - c0) * scale
-    same_rows = (
-        ours if m == args.n else score_coordinates(plat[:m], plon[:m], tlat[:m], tlon[:m], protocol, reverse)
-    )
-    diffs = compare(same_rows, ref)
-
-    print(
-        f"predictions: {args.n:,} (failed parses: {int(np.isnan(plat).sum()):,}); "
-        f"reverse geocoder: {args.reverse}"
-    )
-    print(f"metrics: {len(ours.metrics)} values + {len(ours.ci95)} bootstrap CIs")
-    print(f"vectorised (geosleuth): {t_ours:.3f} s wall, {c_ours:.3f} s CPU")
-    label = "per-row reference loop" + ("" if m == args.n else f" (timed on {m:,} rows, scaled)")
-    print(f"{label}: {t_ref:.3f} s wall, {c_ref:.3f} s CPU")
-    print(f"speed-up: {t_ref / t_ours:.1f}x wall, {c_ref / c_ours:.1f}x CPU")
-    print("numbers identical: " + ("yes" if not diffs else "NO"))
-    for line in diffs:
-        print("  " + line)
-    for key in ("acc@0.5km", "acc@25km", "acc@750km", "acc_country", "acc_city", "median_km", "geoguessr"):
-        print(f"  {key:>12}: {ours.to_dict()['metrics'][key]}")
-    return 0 if not diffs else 1
+    for needed in (COORDS, PUBLISHED):
+        if not needed.exists():
+            print(f"skipped: {needed} not found (the shared fixtures are needed to generate rows)")
+            return 0
+    try:
+        import geopy  # noqa: F401
+    except ImportError:
+        geopy_ok = False
+        print("note: geopy is not installed; the Thinking-with-Map reference loop is skipped")
+    else:
+        geopy_ok = True
+    workdir = Path(args.keep or tempfile.mkdtemp(prefix="score_bench_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    protocols = [p for p in args.protocols.split(",") if p]
+    try:
+        for n in (int(s) for s in args.sizes.split(",") if s):
+            path = workdir / f"rows_{n}.jsonl"
+            if not path.exists():
+                generate(path, n)
+            print(f"{n:,} rows ({path.stat().st_size / 2**20:.0f} MiB)")
+            _, floor_cpu, floor_rss, floor_out = run([sys.executable, "-c", NUMPY_FLOOR, str(path)])
+            floor = (floor_cpu, floor_rss)
+            loop = None
+            released: dict[str, float] | None = None
+            if geopy_ok:
+                m = min(n, args.reference_n) if args.reference_n else n
+                ref_path = path if m == n else head(path, workdir / f"rows_{n}_head{m}.jsonl", m)
+                _, loop_cpu, loop_rss, loop_out = run([sys.executable, "-c", REFERENCE_LOOP, str(ref_path)])
+                loop = (loop_cpu * n / m, loop_rss)
+                if m == n:
+                    released = json.loads(loop_out)["GEN"]
+                scaled = "" if m == n else f" (timed on {m:,} rows, scaled)"
+                print(f"  reference loop: {loop[0]:.2f} s CPU, {loop[1]:.0f} MiB{scaled}")
+            print(f"  NumPy floor: {floor[0]:.2f} s CPU, {floor[1]:.0f} MiB")
+            for protocol in protocols:
+                _, cpu, rss, out = run(geosleuth(path, protocol))
+                ours = (cpu, rss)
+                if loop is not None and protocol == "twm":
+                    print(line(f"score --protocol {protocol}", ours, "released loop", loop))
+                print(line(f"score --protocol {protocol}", ours, "NumPy floor", floor))
+                metrics = json.loads(out).get("metrics", {}) if out.strip() else {}
+                print(f"    acc@25km = {metrics.get('acc@25km')}")
+                if protocol == "twm" and released is not None:
+                    names = {"acc_500m": "acc@0.5km", "acc_2km": "acc@2km", "acc_10km": "acc@10km"}
+                    names |= {"acc_25km": "acc@25km", "acc_200km": "acc@200km", "acc_750km": "acc@750km"}
+                    same = all(round(100 * released[k], 2) == metrics.get(v) for k, v in names.items())
+                    print(f"    numbers identical to the released loop: {'yes' if same else 'NO'}")
+        small = head(workdir / f"rows_{int(args.sizes.split(',')[0])}.jsonl", workdir / "rows_10.jsonl", 10)
+        walls = {p: min(run(geosleuth(small, p))[0] for _ in range(3)) for p in protocols}
+        ref_wall = (
+            min(run([sys.executable, "-c", REFERENCE_LOOP, str(small)])[0] for _ in range(3))
+            if geopy_ok
+            else math.nan
+        )
+        for p, wall in walls.items():
+            print(
+                f"  score --protocol {p} on 10 rows: {wall * 1000:.0f} ms wall | "
+                f"reference loop {ref_wall * 1000:.0f} ms | {wall / ref_wall:.2f}x"
+            )
+    finally:
+        if args.keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -125,3 +125,21 @@ def test_semicolon_separated_csv_is_read(tmp_path: Path) -> None:
     payload = json.loads(out)
     assert code == 0 and (payload["n"], payload["parsed"]) == (1, 1)
     assert payload["metrics"]["acc@1km"] == 100.0
+
+
+def test_score_command_loads_only_its_own_cli_module() -> None:
+    """`geosleuth score` imports neither the agent/eval/training CLIs nor the gazetteer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        f"sys.argv = ['geosleuth', 'score', {str(GPT5)!r}, '-p', 'twm', '-f', 'json']\n"
+        "from geosleuth.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "loaded = [m for m in ('geosleuth.cli.eval', 'geosleuth.cli.data', 'geosleuth.gazetteer',"
+        " 'geosleuth.agent.loop') if m in sys.modules]\n"
+        "print('LOADED', loaded)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert '"acc@0.5km": 11.14' in out and "LOADED []" in out

@@ -17,7 +17,6 @@ from numpy.typing import NDArray
 
 from geosleuth.core.geo import cosines_km, haversine_km
 from geosleuth.scoring import ScoreInputError, get_protocol, score_file
-from geosleuth.scoring.engine import load_scored_rows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data"  # slices of ../shared/fixtures
 GPT5 = FIXTURES / "published_predictions" / "imageo2_test_gpt5.jsonl"
@@ -146,11 +145,15 @@ def test_geovista_text_levels_and_geocoded_distance(tmp_path: Path) -> None:
 
     result = score_file(write_jsonl(tmp_path / "g.jsonl", rows), get_protocol("geovista"), geocoder=geocode)
     m = result.score.metrics
+    # released rule: "日本" folds to nothing, but the city "Tokyo" credits state and country
     assert m["acc_country"] == pytest.approx(200 / 3)
+    assert m["acc_state"] == pytest.approx(100 / 3)
     assert m["acc_city"] == pytest.approx(100 / 3)
-    assert m["acc@3km"] == pytest.approx(100 / 3)
-    assert "acc_state" not in m
-    assert m["median_km"] > 1000  # two failures are charged the maximum distance
+    # as published: only row 1 has a geocoded point; every row: the other two are misses
+    assert m["acc@3km"] == 100.0 and m["all_acc@3km"] == pytest.approx(100 / 3)
+    assert m["median_km"] == pytest.approx(float(haversine_km(35.01, 139.0, 35.0, 139.0)))
+    assert m["all_median_km"] > 1000  # lower middle of (1.1, max, max) is the maximum distance
+    assert any("2 whose answer gave no geocodable place (lines 2, 3)" in w for w in result.score.warnings)
 
 
 def test_default_protocol_levels_from_reverse_and_text(tmp_path: Path) -> None:
@@ -302,11 +305,13 @@ def test_labels_in_another_script_warn(tmp_path: Path) -> None:
         }
         for i in range(5)
     ]
-    result = score_file(
-        write_jsonl(tmp_path / "p.jsonl", rows), get_protocol("geovista"), geocoder=no_geocoder
-    )
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    result = score_file(path, get_protocol("default"), geocoder=no_geocoder, reverse=fake_reverse)
     assert any("Han script but predictions in Latin" in w for w in result.score.warnings)
-    assert result.score.metrics["acc_country"] == 100.0  # aliases still match the country
+    assert result.score.metrics["text_acc_country"] == 100.0  # aliases still match the country
+    released = score_file(path, get_protocol("geovista"), geocoder=no_geocoder)
+    assert released.score.metrics["acc_country"] == 0.0  # GeoVista folds "日本" to nothing
+    assert any("5 ground-truth country label(s) have no ASCII letters" in w for w in released.score.warnings)
 
 
 def test_trajectory_records_and_messages(tmp_path: Path) -> None:
@@ -360,10 +365,11 @@ def test_verl_style_reward_model_ground_truth(tmp_path: Path) -> None:
     )
 
 
-def test_load_rows_keeps_duplicates_and_warns(tmp_path: Path) -> None:
+def test_duplicate_ids_are_kept_and_warned(tmp_path: Path) -> None:
     rows = [twm_row(1, (1.0, 1.0), (1.0, 1.0)), twm_row(1, (1.0, 1.0), (1.0, 1.0))]
-    scored, problems = load_scored_rows(write_jsonl(tmp_path / "p.jsonl", rows), get_protocol("twm"))
-    assert len(scored) == 2 and any("duplicate id '1'" in p for p in problems)
+    result = score_file(write_jsonl(tmp_path / "p.jsonl", rows), get_protocol("twm"))
+    assert result.score.n == 2
+    assert any("p.jsonl:2: duplicate id '1' (also on line 1)" in w for w in result.score.warnings)
 
 
 def test_haversine_default_radius_used_by_default_protocol(tmp_path: Path) -> None:
@@ -422,8 +428,10 @@ def test_gazetteer_aliases_match_names_across_languages(tmp_path: Path) -> None:
             "response": "Graz, Austria",
         },
     ]
-    result = score_file(write_jsonl(tmp_path / "p.jsonl", rows), get_protocol("geovista"), geocoder=Gaz())
-    assert result.score.metrics["acc_city"] == 50.0 and result.score.metrics["acc_country"] == 100.0
+    result = score_file(
+        write_jsonl(tmp_path / "p.jsonl", rows), get_protocol("default"), geocoder=Gaz(), reverse=fake_reverse
+    )
+    assert result.score.metrics["text_acc_city"] == 50.0 and result.score.metrics["text_acc_country"] == 100.0
 
 
 def test_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 PROTOCOL_HELP = (
     "twm (first JSON object, WGS-84 geodesic, Acc@0.5–750 km) | osv5m (haversine 6371, GeoGuessr, "
-    "reverse-geocoded levels) | spotagent (law of cosines, Acc@1–2500 km) | geovista (country/state/city, "
-    "< 3 km, median) | default (robust parsing, everything)"
+    "reverse-geocoded levels) | spotagent (law of cosines, d ≤ D at 1–2500 km) | geovista (whole-term "
+    "country/state/city, < 3 km, lower median; as published and all_* over every row) | default (robust "
+    "parsing, everything). Accuracies are percentages."
 )
 
 
@@ -74,7 +75,7 @@ def score(
     failed = False
     for path in files:
         try:
-            results.append(score_file(path, chosen, truth_path=truth, by=by))
+            results.append(score_file(path, chosen, truth_path=truth, by=by, keep_rows=rows is not None))
         except ScoreInputError as exc:
             typer.echo(f"error: {exc}", err=True)
             failed = True
@@ -152,24 +153,28 @@ def _tables(results: list[FileScore]) -> None:
 def _fmt(name: str, value: float | None) -> str:
     if value is None:
         return "–"
-    if name.startswith(("acc", "text_acc")):
+    if name.startswith(("acc", "text_acc", "all_acc")):
         return f"{value:.2f} %"
     return f"{value:,.3f}" if name.endswith("_km") else f"{value:,.2f}"
 
 
 def _write_rows(path: Path, results: list[FileScore]) -> None:
-    records = [{"file": r.path, **rec} for r in results for rec in r.rows]
+    """Stream per-row records to CSV or JSONL (columns are the union over the files' first rows)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", encoding="utf-8", newline="") as fh:
             if path.suffix.lower() == ".csv":
-                names = list(dict.fromkeys(k for rec in records for k in rec))
+                firsts = [next(r.iter_rows(), None) for r in results]
+                names = list(dict.fromkeys(["file", *(k for rec in firsts if rec for k in rec)]))
                 writer = csv.DictWriter(fh, fieldnames=names)
                 writer.writeheader()
-                writer.writerows(records)
+                for r in results:
+                    for rec in r.iter_rows():
+                        writer.writerow({"file": r.path, **rec})
             else:
-                for rec in records:
-                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                for r in results:
+                    for rec in r.iter_rows():
+                        fh.write(json.dumps({"file": r.path, **rec}, ensure_ascii=False) + "\n")
     except OSError as exc:
         typer.echo(f"error: cannot write {path}: {exc.strerror}", err=True)
         raise typer.Exit(1) from None

@@ -236,6 +236,40 @@ async def judge_levels(sample: Sample, trajectory: Trajectory | None, ask: AskFn
     )
 
 
+async def judge_levels_geovista(sample: Sample, trajectory: Trajectory | None, ask: AskFn) -> Judgment:
+    """GeoVista's released verifier: the judge's verdict replaces the whole-term rule.
+
+    ``eval/utils_level_wise_eval.py`` (ekonwang/GeoVista) computes the rule, then with
+    ``--model_verifier`` uses the model's booleans alone, fixed up so a finer level implies the
+    coarser ones. A row without an answer, or whose verification fails, is dropped there; here
+    it is recorded (``ok`` false on failure) and counts as a miss.
+    """
+    from geosleuth.scoring import geovista
+
+    levels = [lv for lv in JUDGE_LEVELS if sample.labels.get(lv)]
+    response = geovista.final_turn(answer_text(trajectory))
+    rule_all = geovista.rule_levels(response, sample.labels) if response else {}
+    rule = {lv: bool(rule_all.get(lv)) for lv in levels}
+    miss = dict.fromkeys(levels, False)
+    if not response:
+        result = {"rule": rule, "judge": miss, "combined": miss}
+        return Judgment(sample.id, "levels", True, result, "no answer")
+    prompt = render(
+        "levels", answer=response, **{lv: sample.labels.get(lv, "(not given)") for lv in JUDGE_LEVELS}
+    )
+    raw, cached = await ask(prompt)
+    try:
+        verdict = parse_verdict(LevelVerdict, raw)
+    except JudgeError as exc:
+        result = {"rule": rule, "judge": miss, "combined": miss}
+        return Judgment(sample.id, "levels", False, result, str(exc), [raw], cached)
+    said = {"country": verdict.country, "admin1": verdict.state, "city": verdict.city}
+    judged_all = geovista.verifier_levels(said)
+    judged = {lv: judged_all[lv] for lv in levels}
+    result = {"rule": rule, "judge": judged, "combined": dict(judged)}
+    return Judgment(sample.id, "levels", True, result, None, [raw], cached)
+
+
 async def judge_path(sample: Sample, trajectory: Trajectory | None, ask: AskFn) -> Judgment:
     """WhereStreet path score from judged level correctness along the hierarchy."""
     level = sample.answer_level or "city"
@@ -332,8 +366,12 @@ def _applies(task: str, sample: Sample) -> bool:
     return bool(sample.key_clues)
 
 
-async def _judge_one(task: str, sample: Sample, trajectory: Trajectory | None, judge: Judge) -> Judgment:
+async def _judge_one(
+    task: str, sample: Sample, trajectory: Trajectory | None, judge: Judge, protocol: str | None = None
+) -> Judgment:
     try:
+        if task == "levels" and protocol == "geovista":
+            return await judge_levels_geovista(sample, trajectory, judge.ask)
         if task == "levels":
             return await judge_levels(sample, trajectory, judge.ask)
         if task == "path":
@@ -355,8 +393,14 @@ async def run_judges(
     trajectories: dict[str, Trajectory],
     settings: JudgeSettings,
     tasks: Sequence[str] | None = None,
+    protocol: str | None = None,
 ) -> int:
-    """Judge every (sample, task) not yet judged; returns how many judgments were added."""
+    """Judge every (sample, task) not yet judged; returns how many judgments were added.
+
+    Under the ``geovista`` protocol (given, or read from the run's ``run.json``) the level
+    judge's verdict replaces the rule, as GeoVista's released verifier does.
+    """
+    protocol = protocol or _run_protocol(run_dir)
     done = {k for k, v in read_judgments(run_dir).items() if v.get("ok")}
     todo = [
         (t, s) for t in (tasks or settings.tasks) for s in samples if _applies(t, s) and (s.id, t) not in done
@@ -367,13 +411,25 @@ async def run_judges(
     try:
         with (run_dir / JUDGMENTS).open("a", encoding="utf-8") as handle:
             for next_done in asyncio.as_completed(
-                [_judge_one(t, s, trajectories.get(s.id), judge) for t, s in todo]
+                [_judge_one(t, s, trajectories.get(s.id), judge, protocol) for t, s in todo]
             ):
                 judgment = await next_done
                 await asyncio.to_thread(_append_durably, handle, judgment.to_json() + "\n")
     finally:
         await judge.close()
     return len(todo)
+
+
+def _run_protocol(run_dir: Path) -> str | None:
+    """The scoring protocol recorded in ``run.json`` (None when absent or unreadable)."""
+    try:
+        config = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = config.get("protocol") if isinstance(config, dict) else None
+    if found is None and isinstance(config, dict) and isinstance(config.get("config"), dict):
+        found = config["config"].get("protocol")
+    return found if isinstance(found, str) else None
 
 
 def _append_durably(handle: IO[str], line: str) -> None:

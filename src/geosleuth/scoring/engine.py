@@ -1,13 +1,20 @@
-"""Score prediction files under a named protocol: rows -> arrays -> metrics, CIs and warnings.
+"""Score prediction files under a named protocol: a stream of rows -> compact columns -> metrics.
+
+Rows are read, parsed and reduced one at a time; what survives a row is a handful of numbers
+in NumPy columns (coordinates, status, per-level hits), so memory grows by tens of bytes per
+row and nothing holds the row's text. Distances and reverse geocoding run vectorised in
+chunks at the end. Per-row output (``--rows``) keeps a few more columns (id, format, problem).
 
 Every row that cannot be parsed, joined or read counts as wrong; nothing leaves a denominator.
+Where a protocol's released code drops rows (GeoVista), both figures are reported.
 Reverse geocoding and geocoding are injected (the gazetteer by default) so tests can use fakes.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,14 +27,14 @@ from geosleuth.core import metrics as M
 from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.scoring import geovista as GV
 from geosleuth.scoring.checks import language_warning, misalignment_warning
 from geosleuth.scoring.io import (
     ScoreInputError,
     Truth,
     field_value,
-    iter_problems,
+    iter_rows,
     prediction_from_row,
-    read_rows,
     row_id,
     truth_from_row,
     truth_index,
@@ -40,26 +47,28 @@ AliasFn = Callable[[str, str, str], bool]
 ReverseFn = Callable[[NDArray[np.float64], NDArray[np.float64]], Mapping[str, ArrayLike]]
 """``(lats, lons) -> {key: array}``: the gazetteer's ``reverse_batch`` / ``reverse_geocoder_batch``."""
 
+VerifierFn = Callable[[str, Mapping[str, str]], Mapping[str, bool] | None]
+"""``(final turn, truth labels) -> {country, admin1, city: bool}``; None or raising = no verdict."""
+
 MISSING_GROUP = "(none)"
 N_BOOT = 1000
+CHUNK = 65_536
+"""Rows per vectorised step (distances, reverse geocoding)."""
+SHOWN = 10
+"""Problems and line numbers listed in warnings before a count of the rest."""
+MISALIGNMENT_WINDOW = 100_000
+"""Rows (the first ones, contiguous so row shifts show) the misalignment check looks at."""
+LANGUAGE_SAMPLE = 2_000
+"""Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
 
-
-@dataclass
-class ScoredRow:
-    """One sample as scored: where it came from, what was predicted, what was true."""
-
-    file: str
-    line: int
-    id: str | None
-    prediction: Prediction
-    truth: Truth | None
-    data: dict[str, Any] | None = None
-    problem: str | None = None
+_STATUSES: tuple[ParseStatus, ...] = tuple(ParseStatus)
+_STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
+_LABEL_OF = {"country_code": "country", "admin1": "admin1", "admin2": "admin2", "city": "city"}
 
 
 @dataclass
 class Score:
-    """Numbers for one file (or one group). Accuracies in percent, distances in km."""
+    """Numbers for one file (or one group). Accuracies in percent (0–100), distances in km."""
 
     n: int
     parsed: int
@@ -90,182 +99,441 @@ def _round(name: str, value: float) -> float | None:
 
 
 @dataclass
-class FileScore:
-    """A scored file: the summary plus per-row records (for ``--rows``)."""
-
-    path: str
-    protocol: str
-    score: Score
-    rows: list[dict[str, Any]]
-
-
-@dataclass
 class ScoreArrays:
     """Per-row arrays every summary is computed from."""
 
     distances: NDArray[np.float64]
     parsed: NDArray[np.bool_]
     hits: dict[str, NDArray[np.bool_]]
-    scored: dict[str, NDArray[np.bool_]]  # rows a level metric is defined on (truth label present)
+    scored: dict[str, NDArray[np.bool_]]  # rows a metric is defined on (truth label present, …)
     points: dict[str, NDArray[np.float64]]
     pred_levels: dict[str, NDArray[np.object_]]
     distance_metrics: bool = True  # False when no row has true coordinates (e.g. multiple choice)
+    published: NDArray[np.bool_] | None = None  # rows a protocol's released code keeps for distances
 
 
-def load_scored_rows(
-    path: Path,
-    protocol: ScoringProtocol,
-    truth: tuple[Path, dict[str, Truth]] | None = None,
-    geocoder: Geocoder | None = None,
-) -> tuple[list[ScoredRow], list[str]]:
-    """Read a prediction file and attach ground truth; returns rows and row problems."""
-    name = str(path)
-    rows: list[ScoredRow] = []
-    problems: list[str] = []
-    seen: dict[str, int] = {}
-    for raw in read_rows(path):
-        if raw.data is None:
-            rows.append(
-                ScoredRow(
-                    name, raw.line, None, Prediction(status=ParseStatus.FAILED), None, problem=raw.error
-                )
-            )
-            continue
-        sid = row_id(raw.data)
-        prediction, pred_problem, from_columns = prediction_from_row(raw.data, protocol, geocoder)
-        if truth is not None:
-            row_truth = truth[1].get(sid) if sid is not None else None
-            truth_problem = (
-                f"no ground truth for id {sid!r} in {truth[0]}"
-                if sid is not None
-                else "row has no id to join on"
-            )
-            truth_problem = row_truth.problem if row_truth is not None else truth_problem
+@dataclass
+class RowColumns:
+    """What ``--rows`` prints, as columns (no per-row dicts are kept while scoring)."""
+
+    line: NDArray[np.int64]
+    status: NDArray[np.int8]
+    coords: tuple[NDArray[np.float64], ...]  # pred lat, pred lon, true lat, true lon
+    ids: list[str | None]
+    formats: list[str | None]
+    recovered: list[str]
+    problems: dict[int, str]
+
+
+@dataclass
+class FileScore:
+    """A scored file: the summary plus, when asked for, per-row columns."""
+
+    path: str
+    protocol: str
+    score: Score
+    arrays: ScoreArrays | None = None
+    columns: RowColumns | None = None
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """Per-row records (``--rows``), built one at a time from the columns."""
+        if self.columns is None or self.arrays is None:
+            return
+        c, a = self.columns, self.arrays
+        plat, plon, tlat, tlon = c.coords
+        for i in range(len(c.line)):
+            rec: dict[str, Any] = {
+                "id": c.ids[i],
+                "line": int(c.line[i]),
+                "status": _STATUSES[c.status[i]].value,
+                "format": c.formats[i],
+                "pred_lat": _num(plat[i]),
+                "pred_lon": _num(plon[i]),
+                "true_lat": _num(tlat[i]),
+                "true_lon": _num(tlon[i]),
+                "distance_km": _num(a.distances[i]),
+            }
+            for name, p in a.points.items():
+                rec[name] = float(p[i])
+            for key, values in a.pred_levels.items():
+                rec[f"pred_{key}"] = values[i]
+            for name, h in a.hits.items():
+                rec[name] = bool(h[i]) if name not in a.scored or a.scored[name][i] else None
+            rec["recovered"] = c.recovered[i]
+            rec["problem"] = c.problems.get(i)
+            yield rec
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """All per-row records (empty unless scored with ``keep_rows``)."""
+        return list(self.iter_rows())
+
+
+class _Growing:
+    """A column appended in Python lists and frozen into NumPy chunks (compact, amortised)."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+        self.buffer: list[Any] = []
+        self.chunks: list[NDArray[Any]] = []
+
+    def append(self, value: Any) -> None:
+        self.buffer.append(value)
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.chunks.append(np.array(self.buffer, dtype=self.dtype))
+            self.buffer = []
+
+    def array(self) -> NDArray[Any]:
+        self.flush()
+        if not self.chunks:
+            return np.zeros(0, dtype=self.dtype)
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0]
+
+
+class _Interned:
+    """Strings as int32 codes into one table (repeated labels and group names cost 4 bytes)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+        self.table: list[str] = [""]
+        self.column = _Growing(np.int32)
+
+    def append(self, value: str | None) -> None:
+        key = value or ""
+        code = self.codes.get(key)
+        if code is None:
+            code = self.codes[key] = len(self.table)
+            self.table.append(key)
+        self.column.append(code)
+
+    def values(self) -> NDArray[np.object_]:
+        return np.array(self.table, dtype=object)[self.column.array()]
+
+
+class _Capped:
+    """The first few messages of a kind and how many there were."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.count = 0
+
+    def add(self, message: str) -> None:
+        self.count += 1
+        if len(self.items) < SHOWN:
+            self.items.append(message)
+
+
+def _merged_problems(groups: Sequence[_Capped | list[str]]) -> list[str]:
+    """The first ten problems across kinds, in order, then a count of the rest."""
+    shown: list[str] = []
+    total = 0
+    for g in groups:
+        items, count = (g, len(g)) if isinstance(g, list) else (g.items, g.count)
+        total += count
+        shown.extend(items[: max(0, SHOWN - len(shown))])
+    if total > SHOWN:
+        shown.append(f"… and {total - SHOWN} more")
+    return shown
+
+
+class _DuplicateIds:
+    """Duplicate ids found in bounded memory: 64-bit hashes in sorted NumPy chunks, not a dict."""
+
+    def __init__(self) -> None:
+        self.sorted: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+        self.pending: dict[int, tuple[str, int]] = {}
+
+    def add(self, sid: str, line: int, report: Callable[[str, int, int], None]) -> None:
+        key = hash(sid)
+        first = self.pending.get(key)
+        if first is None:
+            first_line = self._lookup(key)
+            if first_line is not None:
+                report(sid, line, first_line)
+                return
+            self.pending[key] = (sid, line)
+            if len(self.pending) >= CHUNK:
+                self._freeze()
         else:
-            has_text = any(isinstance(raw.data.get(k), str) for k in ("solution_str", "response", "output"))
-            row_truth = truth_from_row(raw.data, plain_coords=from_columns or has_text)
-            truth_problem = row_truth.problem if row_truth is not None else "row has no ground truth"
-        problem = "; ".join(p for p in (pred_problem, truth_problem) if p)
-        if sid is not None:
-            if sid in seen:
-                problems.append(f"{name}:{raw.line}: duplicate id {sid!r} (also on line {seen[sid]})")
-            seen.setdefault(sid, raw.line)
-        rows.append(ScoredRow(name, raw.line, sid, prediction, row_truth, raw.data, problem or None))
-    if truth is not None:
-        missing = [sid for sid in truth[1] if sid not in seen]
-        for sid in missing:
-            rows.append(
-                ScoredRow(
-                    name, 0, sid, Prediction(status=ParseStatus.EMPTY), truth[1][sid], None, "no prediction"
-                )
-            )
-        if missing:
-            problems.append(
-                f"{len(missing)} sample(s) of {truth[0]} have no prediction in {name} and count as wrong "
-                f"(first: {', '.join(map(repr, missing[:5]))})"
-            )
-    if rows and not any(
-        r.truth is not None and (r.truth.has_coords or r.truth.labels or r.truth.answer) for r in rows
-    ):
-        raise ScoreInputError(
-            f"{name}: no row carries ground truth (expected a ground_truth object or true_lat/true_lon "
-            f"columns); pass the dataset with --truth FILE"
+            report(sid, line, first[1])
+
+    def _lookup(self, key: int) -> int | None:
+        for keys, lines in self.sorted:
+            i = int(np.searchsorted(keys, key))
+            if i < keys.size and keys[i] == key:
+                return int(lines[i])
+        return None
+
+    def _freeze(self) -> None:
+        keys = np.fromiter(self.pending.keys(), dtype=np.int64, count=len(self.pending))
+        lines = np.fromiter((v[1] for v in self.pending.values()), dtype=np.int64, count=len(self.pending))
+        order = np.argsort(keys, kind="stable")
+        self.sorted.append((keys[order], lines[order]))
+        self.pending = {}
+        if len(self.sorted) > 8:  # merge so lookups stay few
+            keys = np.concatenate([k for k, _ in self.sorted])
+            lines = np.concatenate([v for _, v in self.sorted])
+            order = np.argsort(keys, kind="stable")
+            self.sorted = [(keys[order], lines[order])]
+
+    def contains(self, sid: str) -> bool:
+        key = hash(sid)
+        return key in self.pending or self._lookup(key) is not None
+
+
+class _Reservoir:
+    """A seeded uniform sample of (predicted, truth) name pairs for the language warning."""
+
+    def __init__(self, size: int = LANGUAGE_SAMPLE) -> None:
+        self.size = size
+        self.items: list[tuple[str, str]] = []
+        self.seen = 0
+        self.rng = random.Random(0)
+
+    def add(self, pair: tuple[str, str]) -> None:
+        self.seen += 1
+        if len(self.items) < self.size:
+            self.items.append(pair)
+        else:
+            j = self.rng.randrange(self.seen)
+            if j < self.size:
+                self.items[j] = pair
+
+
+class _Accumulator:
+    """Reduces each row to a few column entries as it arrives."""
+
+    def __init__(
+        self,
+        name: str,
+        protocol: ScoringProtocol,
+        aliases: AliasFn | None,
+        verifier: VerifierFn | None,
+        by: str | None,
+        keep_rows: bool,
+        truth_prefix: str | None,
+    ) -> None:
+        self.name = name
+        self.protocol = protocol
+        self.aliases = aliases
+        self.verifier = verifier
+        self.by = by
+        self.keep_rows = keep_rows
+        self.prefixes = (name,) if truth_prefix is None else (name, truth_prefix)
+        self.n = 0
+        self.any_truth = False
+        self.line = _Growing(np.int64)
+        self.status = _Growing(np.int8)
+        self.coords = [_Growing(np.float64) for _ in range(4)]
+        self.has_labels = _Growing(bool)
+        keys = [k for _, k in protocol.coord_levels]
+        self.truth_labels = (
+            {k: _Interned() for k in keys} if keys and protocol.truth_levels_from_labels else {}
         )
-    prefixes = (name,) if truth is None else (name, str(truth[0]))
-    for r in rows:
-        if r.problem and r.line:
-            problems.append(r.problem if r.problem.startswith(prefixes) else f"{name}:{r.line}: {r.problem}")
-    return rows, problems
+        self.label_seen = dict.fromkeys(self.truth_labels, False)
+        self.choice_hit = _Growing(bool)
+        self.choice_scored = _Growing(bool)
+        self.any_choice = False
+        levels = [lv for _, lv in protocol.text_levels]
+        self.text_hit = {lv: _Growing(bool) for lv in levels}
+        self.text_scored = {lv: _Growing(bool) for lv in levels}
+        self.text_seen = dict.fromkeys(levels, False)
+        self.pairs = {lv: _Reservoir() for lv in levels}
+        self._matches = lru_cache(maxsize=65_536)(self._text_matches)
+        self.unfoldable = dict.fromkeys(levels, 0)
+        self.has_response = _Growing(bool)
+        self.no_verdict = _Capped()
+        self.groups = _Interned() if by else None
+        self.ids: list[str | None] = []
+        self.formats: list[str | None] = []
+        self.recovered: list[str] = []
+        self.problem_at: dict[int, str] = {}
+        self.unparsed_lines = _Capped()
+        self.dropped_lines = _Capped()
+        self.duplicates = _Capped()
+        self.row_problems = _Capped()
+        self.ids_seen = _DuplicateIds()
 
+    def add(
+        self,
+        line: int,
+        sid: str | None,
+        prediction: Prediction,
+        truth: Truth | None,
+        data: Mapping[str, Any] | None,
+        problem: str | None,
+    ) -> None:
+        i = self.n
+        self.n += 1
+        status = prediction.status
+        self.line.buffer.append(line)
+        self.status.buffer.append(_STATUS_CODE[status])
+        if line and status is not ParseStatus.OK and status is not ParseStatus.PARTIAL:
+            self.unparsed_lines.add(str(line))
+        plat, plon, tlat, tlon = (c.buffer for c in self.coords)
+        lat, lon = prediction.lat, prediction.lon
+        if lat is not None and lon is not None:
+            plat.append(lat)
+            plon.append(lon)
+        else:
+            plat.append(math.nan)
+            plon.append(math.nan)
+        if truth is not None:
+            labels = truth.labels
+            if truth.lat is not None and truth.lon is not None:
+                tlat.append(truth.lat)
+                tlon.append(truth.lon)
+                self.any_truth = True
+            else:
+                tlat.append(math.nan)
+                tlon.append(math.nan)
+            answer = truth.answer
+            if labels or answer:
+                self.any_truth = True
+        else:
+            labels, answer = {}, None
+            tlat.append(math.nan)
+            tlon.append(math.nan)
+        self.has_labels.buffer.append(bool(labels))
+        for key, column in self.truth_labels.items():
+            value = labels.get(_LABEL_OF.get(key, key))
+            if value is not None:
+                self.label_seen[key] = True
+            column.append(value)
+        self.choice_scored.buffer.append(bool(answer))
+        if answer:
+            self.any_choice = True
+            choice = prediction.choice
+            self.choice_hit.buffer.append(
+                bool(choice) and str(choice).strip().upper() == str(answer).strip().upper()
+            )
+        else:
+            self.choice_hit.buffer.append(False)
+        if self.text_hit:
+            if self.protocol.level_rule == "geovista":
+                self._geovista_levels(i, prediction, labels)
+            else:
+                self._name_levels(prediction, labels)
+        if self.groups is not None:
+            self.groups.append(field_value(data, truth, self.by or "") or MISSING_GROUP)  # type: ignore[arg-type]
+        if self.keep_rows:
+            self.ids.append(sid)
+            self.formats.append(prediction.format)
+            self.recovered.append(",".join(prediction.recovered))
+        if problem:
+            if self.keep_rows:
+                self.problem_at[i] = problem
+            if line:
+                self.row_problems.add(
+                    problem if problem.startswith(self.prefixes) else f"{self.name}:{line}: {problem}"
+                )
+        if sid is not None and line:
+            self.ids_seen.add(sid, line, self._duplicate)
+        if len(self.line.buffer) >= CHUNK:
+            for column in self._columns():
+                column.flush()
 
-def _coords(rows: Sequence[ScoredRow]) -> tuple[NDArray[np.float64], ...]:
-    n = len(rows)
-    plat, plon, tlat, tlon = (np.full(n, np.nan) for _ in range(4))
-    for i, r in enumerate(rows):
-        if r.prediction.has_coords:
-            plat[i], plon[i] = r.prediction.lat, r.prediction.lon
-        if r.truth is not None and r.truth.has_coords:
-            tlat[i], tlon[i] = r.truth.lat, r.truth.lon
-    return plat, plon, tlat, tlon
+    def _columns(self) -> Iterator[_Growing]:
+        yield from (
+            self.line,
+            self.status,
+            *self.coords,
+            self.has_labels,
+            self.choice_hit,
+            self.choice_scored,
+        )
+        yield from (c.column for c in self.truth_labels.values())
+        yield from (*self.text_hit.values(), *self.text_scored.values(), self.has_response)
+        if self.groups is not None:
+            yield self.groups.column
+
+    def _duplicate(self, sid: str, line: int, first: int) -> None:
+        self.duplicates.add(f"{self.name}:{line}: duplicate id {sid!r} (also on line {first})")
+
+    def _name_levels(self, prediction: Prediction, labels: Mapping[str, str]) -> None:
+        """Predicted names against labels (alias-aware); coarser implication applied at the end."""
+        for level, column in self.text_hit.items():
+            truth = labels.get(level)
+            predicted = prediction.level(level)
+            if truth:
+                self.text_seen[level] = True
+                if predicted:
+                    self.pairs[level].add((predicted, truth))
+                    column.buffer.append(self._matches(predicted, truth, level))
+                else:
+                    column.buffer.append(False)
+            else:
+                column.buffer.append(False)
+            self.text_scored[level].buffer.append(bool(truth))
+
+    def _text_matches(self, predicted: str, truth: str, level: str) -> bool:
+        """``text_matches`` for one name pair; memoised because labels repeat across rows."""
+        return M.text_matches(predicted, truth, level, aliases=self.aliases)
+
+    def _geovista_levels(self, i: int, prediction: Prediction, labels: Mapping[str, str]) -> None:
+        """GeoVista: whole-term rule on the final turn, or the verifier's verdict in its place."""
+        response = GV.final_turn(prediction.raw)
+        hits = dict.fromkeys(GV.LEVELS, False)
+        kept = response != ""  # the released code drops rows without a final answer
+        if kept and self.verifier is None:
+            hits = GV.rule_levels(response, labels)
+        elif kept:
+            verdict = self._verdict(response, labels)
+            kept = verdict is not None
+            if verdict is not None:
+                hits = GV.verifier_levels(verdict)
+        self.has_response.append(kept)
+        for level in GV.LEVELS:
+            truth = labels.get(level)
+            if truth:
+                self.text_seen[level] = True
+                if not GV.normalize_text(truth):
+                    self.unfoldable[level] += 1
+            self.text_scored[level].append(kept)
+            self.text_hit[level].append(hits[level])
+
+    def _verdict(self, response: str, labels: Mapping[str, str]) -> Mapping[str, bool] | None:
+        assert self.verifier is not None
+        try:
+            verdict = self.verifier(response, labels)
+        except Exception as exc:  # noqa: BLE001 - a failed verification is a recorded, dropped row
+            self.no_verdict.add(f"{type(exc).__name__}: {exc}")
+            return None
+        if verdict is None:
+            self.no_verdict.add("no verdict")
+        return verdict
+
+    def finish_missing(self, index: Mapping[str, Truth], truth_path: Path) -> list[str]:
+        """Dataset samples without a prediction: one EMPTY row each; returns the summary problem."""
+        missing = [sid for sid in index if not self.ids_seen.contains(sid)]
+        for sid in missing:
+            self.add(0, sid, Prediction(status=ParseStatus.EMPTY), index[sid], None, "no prediction")
+        if not missing:
+            return []
+        return [
+            f"{len(missing)} sample(s) of {truth_path} have no prediction in {self.name} and count as wrong "
+            f"(first: {', '.join(map(repr, missing[:5]))})"
+        ]
 
 
 def _reverse_levels(
     reverse: ReverseFn, lats: NDArray[np.float64], lons: NDArray[np.float64], keys: Sequence[str]
 ) -> dict[str, NDArray[np.object_]]:
-    """Reverse-geocode the finite points only; other rows get empty labels."""
+    """Reverse-geocode the finite points only, in chunks; other rows get empty labels."""
     out = {k: np.full(lats.shape, "", dtype=object) for k in keys}
-    ok = np.isfinite(lats) & np.isfinite(lons)
-    if ok.any():
-        found = reverse(lats[ok], lons[ok])
+    ok = np.flatnonzero(np.isfinite(lats) & np.isfinite(lons))
+    for start in range(0, ok.size, CHUNK):
+        rows = ok[start : start + CHUNK]
+        found = reverse(lats[rows], lons[rows])
         for k in keys:
             values = np.array(found[k], dtype=object).reshape(-1)
             values[values == None] = ""  # noqa: E711 - elementwise None test
-            out[k][ok] = values
+            out[k][rows] = values
     return out
-
-
-def _truth_label_levels(
-    rows: Sequence[ScoredRow], keys: Sequence[str]
-) -> dict[str, NDArray[np.object_]] | None:
-    """Dataset labels per reverse key when the rows carry them (OSV-5M compares against these)."""
-    label_of = {"country_code": "country", "admin1": "admin1", "admin2": "admin2", "city": "city"}
-    out: dict[str, NDArray[np.object_]] = {}
-    for key in keys:
-        level = label_of.get(key, key)
-        values = [r.truth.labels.get(level) if r.truth is not None else None for r in rows]
-        if all(v is None for v in values):
-            return None
-        out[key] = np.array(["" if v is None else v for v in values], dtype=object)
-    return out
-
-
-def compute_arrays(
-    rows: Sequence[ScoredRow],
-    protocol: ScoringProtocol,
-    reverse: ReverseFn | None = None,
-    aliases: AliasFn | None = None,
-) -> tuple[ScoreArrays, list[str]]:
-    """Distances, per-sample points and per-level hits for every row."""
-    plat, plon, tlat, tlon = _coords(rows)
-    parsed = np.array(
-        [r.prediction.status in (ParseStatus.OK, ParseStatus.PARTIAL) for r in rows], dtype=bool
-    )
-    keys = [k for _, k in protocol.coord_levels]
-    truth_levels = _truth_label_levels(rows, keys) if keys and protocol.truth_levels_from_labels else None
-    has_labels = np.array([bool(r.truth and r.truth.labels) for r in rows], dtype=bool)
-    arrays = arrays_from_coordinates(
-        plat,
-        plon,
-        tlat,
-        tlon,
-        protocol,
-        reverse,
-        parsed=parsed,
-        truth_levels=truth_levels,
-        has_labels=has_labels,
-    )
-    notes: list[str] = []
-    if rows and not np.isfinite(tlat).any():
-        arrays.distance_metrics = False
-        coord_metrics = {m for m, _ in protocol.coord_levels} if truth_levels is None else set()
-        arrays.hits = {
-            k: v for k, v in arrays.hits.items() if not k.startswith("acc@") and k not in coord_metrics
-        }
-        arrays.points = {}
-    answers = [r.truth.answer if r.truth is not None else None for r in rows]
-    if any(answers):
-        has_answer = np.array([bool(a) for a in answers], dtype=bool)
-        predicted = [r.prediction.choice for r in rows]
-        arrays.hits["acc_choice"] = M.choice_hits(predicted, answers)
-        arrays.scored["acc_choice"] = has_answer
-        if not has_answer.all():
-            notes.append(f"acc_choice is computed on the {int(has_answer.sum())} multiple-choice rows")
-    if protocol.text_levels and rows:
-        text_hits, text_scored, text_notes = _text_level_hits(rows, protocol.text_levels, aliases)
-        arrays.hits.update(text_hits)
-        arrays.scored.update(text_scored)
-        notes.extend(text_notes)
-    return arrays, notes
 
 
 def arrays_from_coordinates(
@@ -278,13 +546,19 @@ def arrays_from_coordinates(
     parsed: NDArray[np.bool_] | None = None,
     truth_levels: Mapping[str, NDArray[np.object_]] | None = None,
     has_labels: NDArray[np.bool_] | None = None,
+    keep_pred_levels: bool = True,
 ) -> ScoreArrays:
     """The vectorised core: predicted vs true coordinates (NaN = failed) -> per-row hits and points."""
     plat, plon, tlat, tlon = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (plat, plon, tlat, tlon))
-    d = np.asarray(
-        distance_km(plat, plon, tlat, tlon, method=protocol.distance, radius_km=protocol.radius_km),
-        dtype=np.float64,
-    ).reshape(-1)
+    d = np.empty(plat.size, dtype=np.float64)
+    for start in range(0, plat.size, CHUNK * 4):
+        s = slice(start, start + CHUNK * 4)
+        d[s] = np.asarray(
+            distance_km(
+                plat[s], plon[s], tlat[s], tlon[s], method=protocol.distance, radius_km=protocol.radius_km
+            ),
+            dtype=np.float64,
+        ).reshape(-1)
     valid = np.isfinite(plat) & np.isfinite(plon)
     parsed = valid if parsed is None else parsed
     hits: dict[str, NDArray[np.bool_]] = {}
@@ -299,20 +573,32 @@ def arrays_from_coordinates(
     if protocol.coord_levels and d.size:
         keys = [k for _, k in protocol.coord_levels]
         reverse = reverse or default_reverse(protocol)
-        if truth_levels is None:  # one reverse-geocoding pass over predictions and truth together
-            both = _reverse_levels(reverse, np.concatenate([plat, tlat]), np.concatenate([plon, tlon]), keys)
-            pred_levels = {k: v[: plat.size] for k, v in both.items()}
-            true_levels = {k: v[plat.size :] for k, v in both.items()}
-        else:
-            pred_levels = _reverse_levels(reverse, plat, plon, keys)
-            true_levels = dict(truth_levels)
         has_truth = np.isfinite(tlat) & np.isfinite(tlon)
         if has_labels is not None and truth_levels is not None:
             has_truth |= has_labels
-        if protocol.nested_levels:
-            level_hits = M.level_hits_from_coordinates(pred_levels, true_levels, keys)
-        else:
-            level_hits = {k: M.label_hits(pred_levels[k], true_levels[k]) for k in keys}
+        level_hits = {k: np.zeros(d.size, dtype=bool) for k in keys}
+        kept = {k: np.full(d.size, "", dtype=object) for k in keys} if keep_pred_levels else {}
+        for start in range(0, d.size, CHUNK):
+            s = slice(start, start + CHUNK)
+            if truth_levels is None:  # one reverse-geocoding pass over predictions and truth together
+                m = plat[s].size
+                both = _reverse_levels(
+                    reverse, np.concatenate([plat[s], tlat[s]]), np.concatenate([plon[s], tlon[s]]), keys
+                )
+                pred = {k: v[:m] for k, v in both.items()}
+                true = {k: v[m:] for k, v in both.items()}
+            else:
+                pred = _reverse_levels(reverse, plat[s], plon[s], keys)
+                true = {k: np.asarray(truth_levels[k][s], dtype=object) for k in keys}
+            if protocol.nested_levels:
+                chunk_hits = M.level_hits_from_coordinates(pred, true, keys)
+            else:
+                chunk_hits = {k: M.label_hits(pred[k], true[k]) for k in keys}
+            for k in keys:
+                level_hits[k][s] = chunk_hits[k]
+                if keep_pred_levels:
+                    kept[k][s] = pred[k]
+        pred_levels = kept
         for metric, key in protocol.coord_levels:
             hits[metric] = level_hits[key] & valid & has_truth
     return ScoreArrays(d, parsed, hits, {}, points, pred_levels)
@@ -327,36 +613,9 @@ def score_coordinates(
     reverse: ReverseFn | None = None,
 ) -> Score:
     """Score coordinate arrays directly (no files): the path evaluation and benchmarks use."""
-    return summarize(arrays_from_coordinates(plat, plon, tlat, tlon, protocol, reverse), protocol)
-
-
-def _text_level_hits(
-    rows: Sequence[ScoredRow], text_levels: Sequence[tuple[str, str]], aliases: AliasFn | None
-) -> tuple[dict[str, NDArray[np.bool_]], dict[str, NDArray[np.bool_]], list[str]]:
-    levels = [lv for _, lv in text_levels]
-    truth = {lv: [r.truth.labels.get(lv) if r.truth else None for r in rows] for lv in levels}
-    truth = {lv: vals for lv, vals in truth.items() if any(vals)}
-    pred = {lv: [r.prediction.level(lv) if r.prediction else None for r in rows] for lv in levels}
-    level_hits = M.level_hits_from_text(
-        pred, truth, levels=[lv for lv in levels if lv in truth], aliases=aliases
+    return summarize(
+        arrays_from_coordinates(plat, plon, tlat, tlon, protocol, reverse, keep_pred_levels=False), protocol
     )
-    out: dict[str, NDArray[np.bool_]] = {}
-    scored: dict[str, NDArray[np.bool_]] = {}
-    notes: list[str] = []
-    for metric, lv in text_levels:
-        if lv not in truth:
-            continue
-        has_label = np.array([bool(v) for v in truth[lv]], dtype=bool)
-        out[metric] = level_hits[lv]
-        scored[metric] = has_label
-        if not has_label.all():
-            notes.append(
-                f"{metric} is computed on the {int(has_label.sum())} of {len(rows)} rows with a {lv} label"
-            )
-        warning = language_warning(pred[lv], truth[lv], lv)
-        if warning:
-            notes.append(warning)
-    return out, scored, notes
 
 
 def summarize(arrays: ScoreArrays, protocol: ScoringProtocol, index: NDArray[np.intp] | None = None) -> Score:
@@ -373,9 +632,16 @@ def summarize(arrays: ScoreArrays, protocol: ScoringProtocol, index: NDArray[np.
         metrics[name] = 100.0 * M.accuracy(h_sel)
         lo, hi = M.bootstrap_ci(h_sel, n_boot=N_BOOT, seed=0)
         ci95[name] = (100.0 * lo, 100.0 * hi)
-    if protocol.median_mean and arrays.distance_metrics:
-        metrics["median_km"] = M.median_km(d)
-        metrics["mean_km"] = M.mean_km(d)
+    if arrays.distance_metrics:
+        if protocol.median_mean:
+            metrics["median_km"] = M.median_km(d)
+            metrics["mean_km"] = M.mean_km(d)
+        if protocol.median == "lower":
+            if arrays.published is not None:
+                metrics["median_km"] = GV.lower_median(d[arrays.published[sel]])
+                metrics["all_median_km"] = GV.lower_median(M.charged_distances(d))
+            else:
+                metrics["median_km"] = GV.lower_median(M.charged_distances(d))
     for name, p in arrays.points.items():
         values = p[sel]
         metrics[name] = float(values.mean()) if values.size else math.nan
@@ -383,9 +649,15 @@ def summarize(arrays: ScoreArrays, protocol: ScoringProtocol, index: NDArray[np.
 
 
 def _ordered(metrics: dict[str, float]) -> dict[str, float]:
-    """Distance thresholds ascending first, then the rest in insertion order."""
-    dist = sorted((k for k in metrics if k.startswith("acc@")), key=lambda k: float(k[4:-2]))
-    return {**{k: metrics[k] for k in dist}, **{k: v for k, v in metrics.items() if not k.startswith("acc@")}}
+    """Distance thresholds ascending first (as published, then every row), then the rest."""
+
+    def km(k: str) -> float:
+        return float(k.split("@", 1)[1][:-2])
+
+    dist = sorted((k for k in metrics if k.startswith("acc@")), key=km)
+    every = sorted((k for k in metrics if k.startswith("all_acc@")), key=km)
+    rest = {k: v for k, v in metrics.items() if k not in dist and k not in every}
+    return {**{k: metrics[k] for k in dist}, **{k: metrics[k] for k in every}, **rest}
 
 
 def default_reverse(protocol: ScoringProtocol) -> ReverseFn:
@@ -434,54 +706,239 @@ def score_file(
     geocoder: Geocoder | None = None,
     reverse: ReverseFn | None = None,
     aliases: AliasFn | None = None,
+    verifier: VerifierFn | None = None,
+    keep_rows: bool = True,
 ) -> FileScore:
-    """Score one prediction file; raises :class:`ScoreInputError` only for fatal input problems."""
+    """Score one prediction file in one streaming pass.
+
+    Raises :class:`ScoreInputError` only for fatal input problems. ``keep_rows`` keeps the
+    per-row columns ``FileScore.iter_rows`` prints; without it memory per row is a few dozen bytes.
+    ``verifier`` (GeoVista) replaces the level rule with a model's verdict, as the released code does.
+    """
     if protocol.name == "wherebench":
         from geosleuth.scoring.wherebench import score_wherebench_file
 
         return score_wherebench_file(path, protocol, truth_path)
-    truth = None
-    problems: list[str] = []
+    name = str(path)
+    truth: dict[str, Truth] | None = None
+    truth_problems: list[str] = []
     if truth_path is not None:
-        index, truth_problems = truth_index(truth_path)
-        truth = (truth_path, index)
-        problems.extend(truth_problems)
+        truth, truth_problems = truth_index(truth_path, keep_fields=by is not None)
     if protocol.geocode and geocoder is None:
         geocoder = default_geocoder()
-    if protocol.text_levels and aliases is None and hasattr(geocoder, "search"):
+    if (
+        protocol.text_levels
+        and protocol.level_rule == "names"
+        and aliases is None
+        and hasattr(geocoder, "search")
+    ):
         aliases = gazetteer_aliases(geocoder)
-    rows, row_problems = load_scored_rows(path, protocol, truth, geocoder)
-    problems.extend(row_problems)
-    arrays, notes = compute_arrays(rows, protocol, reverse, aliases)
+    acc = _Accumulator(
+        name, protocol, aliases, verifier, by, keep_rows, str(truth_path) if truth_path is not None else None
+    )
+    for raw in iter_rows(path):
+        if raw.data is None:
+            acc.add(raw.line, None, Prediction(status=ParseStatus.FAILED), None, None, raw.error)
+            continue
+        sid = row_id(raw.data)
+        prediction, pred_problem, from_columns = prediction_from_row(raw.data, protocol, geocoder)
+        row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns)
+        problem = "; ".join(p for p in (pred_problem, truth_problem) if p)
+        acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or None)
+    missing_problem = acc.finish_missing(truth, truth_path) if truth is not None and truth_path else []
+    if acc.n and not acc.any_truth:
+        raise ScoreInputError(
+            f"{name}: no row carries ground truth (expected a ground_truth object or true_lat/true_lon "
+            f"columns); pass the dataset with --truth FILE"
+        )
+    arrays, notes = _arrays(acc, protocol, reverse, keep_rows)
     score = summarize(arrays, protocol)
-    score.warnings = _warnings(path, rows, arrays, problems, notes)
-    if by:
-        score.groups = _groups(rows, arrays, protocol, by)
+    problems = _merged_problems([truth_problems, acc.duplicates, missing_problem, acc.row_problems])
+    score.warnings = _warnings(path, acc, arrays, problems, notes)
+    if by and acc.groups is not None:
+        score.groups = _groups(acc.groups, arrays, protocol)
         if set(score.groups) == {MISSING_GROUP}:
             score.warnings.append(f"--by {by}: no row has this field")
-    return FileScore(str(path), protocol.name, score, _row_records(rows, arrays))
+    columns = None
+    if keep_rows:
+        columns = RowColumns(
+            acc.line.array(),
+            acc.status.array(),
+            tuple(c.array() for c in acc.coords),
+            acc.ids,
+            acc.formats,
+            acc.recovered,
+            acc.problem_at,
+        )
+    return FileScore(name, protocol.name, score, arrays if keep_rows else None, columns)
+
+
+def _row_truth(
+    data: dict[str, Any],
+    sid: str | None,
+    truth: Mapping[str, Truth] | None,
+    truth_path: Path | None,
+    from_columns: bool,
+) -> tuple[Truth | None, str | None]:
+    if truth is not None:
+        row_truth = truth.get(sid) if sid is not None else None
+        if row_truth is not None:
+            return row_truth, row_truth.problem
+        if sid is None:
+            return None, "row has no id to join on"
+        return None, f"no ground truth for id {sid!r} in {truth_path}"
+    has_text = (
+        isinstance(data.get("solution_str"), str)
+        or isinstance(data.get("response"), str)
+        or isinstance(data.get("output"), str)
+    )
+    row_truth = truth_from_row(data, plain_coords=from_columns or has_text)
+    return row_truth, (row_truth.problem if row_truth is not None else "row has no ground truth")
+
+
+def _arrays(
+    acc: _Accumulator, protocol: ScoringProtocol, reverse: ReverseFn | None, keep_rows: bool
+) -> tuple[ScoreArrays, list[str]]:
+    """Columns -> distances, hits and points, vectorised; plus notes for the warnings."""
+    plat, plon, tlat, tlon = (c.array() for c in acc.coords)
+    status = acc.status.array()
+    parsed = np.isin(status, [_STATUS_CODE[ParseStatus.OK], _STATUS_CODE[ParseStatus.PARTIAL]])
+    truth_levels = None
+    if acc.truth_labels and all(acc.label_seen.values()):
+        truth_levels = {k: col.values() for k, col in acc.truth_labels.items()}
+    arrays = arrays_from_coordinates(
+        plat,
+        plon,
+        tlat,
+        tlon,
+        protocol,
+        reverse,
+        parsed=parsed,
+        truth_levels=truth_levels,
+        has_labels=acc.has_labels.array(),
+        keep_pred_levels=keep_rows,
+    )
+    notes: list[str] = []
+    if acc.n and not np.isfinite(tlat).any():
+        arrays.distance_metrics = False
+        coord_metrics = {m for m, _ in protocol.coord_levels} if truth_levels is None else set()
+        arrays.hits = {
+            k: v for k, v in arrays.hits.items() if not k.startswith("acc@") and k not in coord_metrics
+        }
+        arrays.points = {}
+    if acc.any_choice:
+        has_answer = acc.choice_scored.array()
+        arrays.hits["acc_choice"] = acc.choice_hit.array()
+        arrays.scored["acc_choice"] = has_answer
+        if not has_answer.all():
+            notes.append(f"acc_choice is computed on the {int(has_answer.sum())} multiple-choice rows")
+    if protocol.text_levels and acc.n:
+        if protocol.level_rule == "geovista":
+            notes.extend(_geovista_arrays(acc, arrays, protocol))
+        else:
+            notes.extend(_name_level_arrays(acc, arrays, protocol))
+    return arrays, notes
+
+
+def _name_level_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringProtocol) -> list[str]:
+    present = [lv for _, lv in protocol.text_levels if acc.text_seen[lv]]
+    raw = {lv: acc.text_hit[lv].array() for lv in present}
+    implied = M.imply_coarser(raw, order=present)
+    notes: list[str] = []
+    for metric, lv in protocol.text_levels:
+        if lv not in implied:
+            continue
+        has_label = acc.text_scored[lv].array()
+        arrays.hits[metric] = implied[lv]
+        arrays.scored[metric] = has_label
+        if not has_label.all():
+            notes.append(
+                f"{metric} is computed on the {int(has_label.sum())} of {acc.n} rows with a {lv} label"
+            )
+        sample = acc.pairs[lv].items
+        warning = language_warning([p for p, _ in sample], [t for _, t in sample], lv)
+        if warning:
+            notes.append(warning)
+    return notes
+
+
+def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringProtocol) -> list[str]:
+    """Level hits as published (rows with a final answer) and over every row; same for distances."""
+    has_response = acc.has_response.array()
+    for metric, lv in protocol.text_levels:
+        hits = acc.text_hit[lv].array()
+        arrays.hits[metric] = hits
+        arrays.scored[metric] = has_response
+        arrays.hits[f"all_{metric}"] = hits
+    published = has_response & np.isfinite(arrays.distances)
+    if arrays.distance_metrics:
+        arrays.published = published
+        for t in protocol.thresholds:
+            name = M.threshold_name(t)
+            arrays.hits[f"all_{name}"] = arrays.hits[name]
+            arrays.scored[name] = published
+    notes: list[str] = []
+    lines = acc.line.array()
+    no_answer = np.flatnonzero(~has_response)
+    no_point = (
+        np.flatnonzero(has_response & ~np.isfinite(arrays.distances)) if arrays.distance_metrics else []
+    )
+    if len(no_answer) or len(no_point):
+        parts = []
+        if len(no_answer):
+            parts.append(f"{len(no_answer)} without a final answer{_line_list(lines[no_answer])}")
+        if len(no_point):
+            parts.append(
+                f"{len(no_point)} whose answer gave no geocodable place{_line_list(lines[no_point])}"
+            )
+        notes.append(
+            "GeoVista's released evaluation drops rows: " + "; ".join(parts) + ". acc_* and median_km "
+            "are as published over the rows it keeps; all_* count every row (a dropped row is a miss, "
+            "charged half the Earth's circumference in the median)"
+        )
+    if acc.no_verdict.count:
+        notes.append(
+            f"the verifier gave no verdict on {acc.no_verdict.count} row(s), dropped as the released code "
+            f"drops them ({'; '.join(acc.no_verdict.items[:3])})"
+        )
+    for lv, count in acc.unfoldable.items():
+        if count:
+            notes.append(
+                f"{count} ground-truth {lv} label(s) have no ASCII letters and can never match under "
+                f"GeoVista's rule (it folds text to ASCII); --protocol default matches them by alias"
+            )
+    return notes
+
+
+def _line_list(lines: NDArray[np.int64]) -> str:
+    shown = [str(int(x)) for x in lines[:SHOWN] if x]
+    if not shown:
+        return ""
+    more = ", …" if len(lines) > SHOWN else ""
+    return f" (lines {', '.join(shown)}{more})"
 
 
 def _warnings(
-    path: Path, rows: Sequence[ScoredRow], arrays: ScoreArrays, problems: list[str], notes: list[str]
+    path: Path, acc: _Accumulator, arrays: ScoreArrays, problems: list[str], notes: list[str]
 ) -> list[str]:
     out: list[str] = []
-    if not rows:
+    if not acc.n:
         out.append(f"{path}: file is empty; nothing to score")
         return out
     unparsed = int((~arrays.parsed).sum())
     if unparsed:
-        lines = [str(r.line) for r, ok in zip(rows, arrays.parsed, strict=True) if not ok and r.line]
-        shown = ", ".join(lines[:10]) + (", …" if len(lines) > 10 else "")
-        where = f" (lines {shown})" if lines else ""
-        out.append(f"{unparsed} of {len(rows)} predictions could not be parsed and count as wrong{where}")
+        lines = acc.unparsed_lines
+        shown = ", ".join(lines.items) + (", …" if lines.count > SHOWN else "")
+        where = f" (lines {shown})" if lines.items else ""
+        out.append(f"{unparsed} of {acc.n} predictions could not be parsed and count as wrong{where}")
     no_coords = int(np.sum(arrays.parsed & ~np.isfinite(arrays.distances)))
     if no_coords and arrays.distance_metrics:
         out.append(
             f"{no_coords} parsed predictions or their ground truth lack usable coordinates (count as wrong)"
         )
-    out.extend(iter_problems(problems))
-    plat, plon, tlat, tlon = _coords(rows)
+    out.extend(problems)
+    window = slice(0, MISALIGNMENT_WINDOW)
+    plat, plon, tlat, tlon = (c.array()[window] for c in acc.coords)
     warning = misalignment_warning(plat, plon, tlat, tlon)
     if warning:
         out.append(warning)
@@ -489,43 +946,12 @@ def _warnings(
     return out
 
 
-def _groups(
-    rows: Sequence[ScoredRow], arrays: ScoreArrays, protocol: ScoringProtocol, by: str
-) -> dict[str, Score]:
-    members: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        members.setdefault(field_value(r.data, r.truth, by) or MISSING_GROUP, []).append(i)
-    return {
-        key: summarize(arrays, protocol, np.array(members[key], dtype=np.intp)) for key in sorted(members)
-    }
-
-
-def _row_records(rows: Sequence[ScoredRow], arrays: ScoreArrays) -> list[dict[str, Any]]:
-    """Per-row results for ``--rows``: inputs, distance, points and hits."""
-    plat, plon, tlat, tlon = _coords(rows)
-    records: list[dict[str, Any]] = []
-    for i, r in enumerate(rows):
-        rec: dict[str, Any] = {
-            "id": r.id,
-            "line": r.line,
-            "status": r.prediction.status.value,
-            "format": r.prediction.format,
-            "pred_lat": _num(plat[i]),
-            "pred_lon": _num(plon[i]),
-            "true_lat": _num(tlat[i]),
-            "true_lon": _num(tlon[i]),
-            "distance_km": _num(arrays.distances[i]),
-        }
-        for name, p in arrays.points.items():
-            rec[name] = float(p[i])
-        for key, values in arrays.pred_levels.items():
-            rec[f"pred_{key}"] = values[i]
-        for name, h in arrays.hits.items():
-            rec[name] = bool(h[i]) if name not in arrays.scored or arrays.scored[name][i] else None
-        rec["recovered"] = ",".join(r.prediction.recovered)
-        rec["problem"] = r.problem
-        records.append(rec)
-    return records
+def _groups(groups: _Interned, arrays: ScoreArrays, protocol: ScoringProtocol) -> dict[str, Score]:
+    codes = groups.column.array()
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    members = {groups.table[int(codes[idx[0]])]: idx for idx in np.split(order, bounds) if idx.size}
+    return {key: summarize(arrays, protocol, members[key]) for key in sorted(members)}
 
 
 def _num(value: float) -> float | None:

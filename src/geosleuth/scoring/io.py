@@ -51,7 +51,7 @@ PLAIN_COORD_KEYS = (("lat", "lon"), ("latitude", "longitude"), ("lat", "lng"), (
 TRUTH_DICT_KEYS = ("ground_truth", "gt", "truth", "target", "reference", "label", "sample")
 LABEL_KEYS: dict[str, tuple[str, ...]] = {
     "country": ("country", "country_code", "true_country", "gt_country"),
-    "admin1": ("admin1", "state", "province", "region", "true_region", "gt_state"),
+    "admin1": ("admin1", "province_or_state", "state", "province", "region", "true_region", "gt_state"),
     "admin2": ("admin2", "county", "area", "district", "true_area"),
     "city": ("city", "true_city", "gt_city"),
 }
@@ -86,54 +86,115 @@ class Truth:
         return self.lat is not None and self.lon is not None
 
 
-def read_rows(path: Path) -> list[InputRow]:
-    """All records of a JSONL / JSON / CSV file; empty files give an empty list."""
+MAX_LINE_CHARS = 32 * 1024 * 1024
+"""A JSONL line longer than this is one failed row (read in bounded memory, never parsed)."""
+
+
+def iter_rows(path: Path) -> Iterator[InputRow]:
+    """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk).
+
+    A JSON array or a pretty-printed JSON object is one document and is read whole.
+    """
     if not path.exists():
         raise ScoreInputError(f"{path}: no such file")
     if path.is_dir():
         raise ScoreInputError(f"{path}: is a directory, expected a JSONL, JSON or CSV file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        head = _head(path)
+        if not head:
+            return
+        suffix = path.suffix.lower()
+        if suffix in (".csv", ".tsv") or (
+            suffix not in (".json", ".jsonl", ".ndjson") and head[0] not in "[{"
+        ):
+            delimiter = "\t" if suffix == ".tsv" else _csv_delimiter(head)
+            yield from _read_csv(path, delimiter)
+        elif head[0] == "[":
+            yield from _read_json_array(path, _read_text(path))
+        else:
+            yield from _read_jsonl(path, head[0])
     except UnicodeDecodeError as exc:
         raise ScoreInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ScoreInputError(f"{path}: cannot read ({exc.strerror})") from None
-    stripped = text.lstrip()
-    if not stripped:
-        return []
-    suffix = path.suffix.lower()
-    if suffix in (".csv", ".tsv") or (
-        suffix not in (".json", ".jsonl", ".ndjson") and stripped[0] not in "[{"
-    ):
-        return _read_csv(path, text, delimiter="\t" if suffix == ".tsv" else _csv_delimiter(stripped))
-    if stripped[0] == "[":
-        return _read_json_array(path, text)
-    return _read_jsonl(path, text)
 
 
-def _read_jsonl(path: Path, text: str) -> list[InputRow]:
-    rows: list[InputRow] = []
-    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
-        if not line.strip():
+def _open(path: Path, newline: str | None = None) -> io.TextIOWrapper:
+    return path.open(encoding="utf-8-sig", newline=newline)
+
+
+def _head(path: Path) -> str:
+    """The file from its first non-blank character to the end of that line ("" when blank)."""
+    with _open(path) as handle:
+        while True:
+            line = handle.readline(64 * 1024)
+            if not line:
+                return ""
+            stripped = line.lstrip()
+            if stripped:
+                return stripped
+
+
+def _read_text(path: Path) -> str:
+    with _open(path) as handle:
+        return handle.read()
+
+
+def _lines(handle: io.TextIOWrapper) -> Iterator[str | None]:
+    """Lines split on ``\n`` only (U+2028 is valid inside JSON); ``None`` for an over-long line."""
+    while True:
+        line = handle.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+            while True:
+                rest = handle.readline(MAX_LINE_CHARS)
+                if not rest or rest.endswith("\n"):
+                    break
+            yield None
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rows.append(InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})"))
-            continue
-        if not isinstance(obj, dict):
-            rows.append(
-                InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
-            )
-            continue
-        rows.append(InputRow(number, obj))
-    if rows and all(r.data is None for r in rows):
-        if text.lstrip().startswith("{"):
-            return _read_single_object(path, text)
+        yield line
+
+
+def _jsonl_row(path: Path, number: int, line: str | None) -> InputRow:
+    if line is None:
+        return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} characters")
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})")
+    except RecursionError:
+        return InputRow(number, None, f"{path}:{number}: not valid JSON (nested too deeply)")
+    if not isinstance(obj, dict):
+        return InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+    return InputRow(number, obj)
+
+
+def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
+    """Stream JSON Lines; bad lines before the first good one wait in case the file is not JSONL."""
+    pending: list[InputRow] = []
+    good = False
+    with _open(path) as handle:
+        for number, line in enumerate(_lines(handle), start=1):
+            if line is not None and not line.strip():
+                continue
+            row = _jsonl_row(path, number, line)
+            if not good:
+                if row.data is None:
+                    pending.append(row)
+                    continue
+                good = True
+                yield from pending
+                pending = []
+            yield row
+    if pending:
+        if first_char == "{":
+            yield from _read_single_object(path, _read_text(path))
+            return
+        first = pending[0]
         raise ScoreInputError(
-            f"{path}: not JSON Lines (line {rows[0].line}: {rows[0].error.split(': ', 2)[-1]})"
+            f"{path}: not JSON Lines (line {first.line}: {(first.error or '').split(': ', 2)[-1]})"
         )
-    return rows
 
 
 def _read_single_object(path: Path, text: str) -> list[InputRow]:
@@ -142,6 +203,10 @@ def _read_single_object(path: Path, text: str) -> list[InputRow]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(obj, dict):
+        raise ScoreInputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
     if len(lists) == 1:
         return [InputRow(i, item) for i, item in enumerate(lists[0], start=1)]
@@ -153,6 +218,10 @@ def _read_json_array(path: Path, text: str) -> list[InputRow]:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(items, list):
+        raise ScoreInputError(f"{path}: expected a JSON array, got {type(items).__name__}")
     return [
         InputRow(i, item)
         if isinstance(item, dict)
@@ -161,26 +230,25 @@ def _read_json_array(path: Path, text: str) -> list[InputRow]:
     ]
 
 
-def _csv_delimiter(text: str) -> str:
+def _csv_delimiter(header: str) -> str:
     """Comma, unless the header row only splits on ``;`` or a tab (spreadsheets in many locales)."""
-    header = text.split("\n", 1)[0]
+    header = header.split("\n", 1)[0]
     if "," in header:
         return ","
     return next((d for d in (";", "\t", "|") if d in header), ",")
 
 
-def _read_csv(path: Path, text: str, delimiter: str) -> list[InputRow]:
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    if not reader.fieldnames or len(reader.fieldnames) < 2:
-        raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
-    rows: list[InputRow] = []
-    try:
-        for record in reader:
-            clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
-            rows.append(InputRow(reader.line_num, clean))
-    except csv.Error as exc:
-        raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
-    return rows
+def _read_csv(path: Path, delimiter: str) -> Iterator[InputRow]:
+    with _open(path, newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        try:
+            if not reader.fieldnames or len(reader.fieldnames) < 2:
+                raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
+            for record in reader:
+                clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
+                yield InputRow(reader.line_num, clean)
+        except csv.Error as exc:
+            raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
 # --- field extraction -----------------------------------------------------------------------
@@ -218,21 +286,32 @@ def _number(value: Any) -> float | None:
 def _coords(
     data: dict[str, Any], keys: tuple[tuple[str, str], ...], what: str
 ) -> tuple[float | None, float | None, str | None] | None:
-    """First present key pair -> (lat, lon, problem); None when no pair is present."""
+    """First complete key pair -> (lat, lon, problem); else the first partial pair's problem; else None."""
+    partial: tuple[str, str] | None = None
     for lat_key, lon_key in keys:
-        if lat_key in data or lon_key in data:
-            try:
-                lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
-            except ValueError as exc:
-                return None, None, f"{what} coordinate {exc} is not a number"
-            if lat is None or lon is None:
-                return None, None, f"{what} coordinates missing ({lat_key}/{lon_key})"
-            if abs(lat) > 90:
-                return None, None, f"{what} latitude {lat:g} outside [-90, 90]"
-            if abs(lon) > 180:
-                return None, None, f"{what} longitude {lon:g} outside [-180, 180]"
-            return lat, lon, None
-    return None
+        has_lat, has_lon = lat_key in data, lon_key in data
+        if has_lat != has_lon:
+            partial = partial or (lat_key, lon_key)
+            continue
+        if has_lat:
+            return _pair(data, lat_key, lon_key, what)
+    return None if partial is None else _pair(data, *partial, what)
+
+
+def _pair(
+    data: dict[str, Any], lat_key: str, lon_key: str, what: str
+) -> tuple[float | None, float | None, str | None]:
+    try:
+        lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
+    except ValueError as exc:
+        return None, None, f"{what} coordinate {exc} is not a number"
+    if lat is None or lon is None:
+        return None, None, f"{what} coordinates missing ({lat_key}/{lon_key})"
+    if abs(lat) > 90:
+        return None, None, f"{what} latitude {lat:g} outside [-90, 90]"
+    if abs(lon) > 180:
+        return None, None, f"{what} longitude {lon:g} outside [-180, 180]"
+    return lat, lon, None
 
 
 def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -241,7 +320,7 @@ def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(value, str) and value.lstrip().startswith("{"):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
         if isinstance(value, dict):
             return value
@@ -249,22 +328,36 @@ def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(reward_model, dict):
         nested = {"ground_truth": reward_model.get("ground_truth")}
         return _truth_dict(nested)
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("location"), dict):
+        # GeoVista's inference output: metadata.location (lat/lng) + multi_level_loc_dict labels
+        levels = metadata.get("multi_level_loc_dict")
+        return {**metadata["location"], **(levels if isinstance(levels, dict) else {})}
     return None
 
 
+_LABEL_RANK: dict[str, tuple[str, int]] = {
+    key: (level, rank) for level, keys in LABEL_KEYS.items() for rank, key in enumerate(keys)
+}
+
+
 def _labels(source: dict[str, Any]) -> dict[str, str]:
+    """Place labels of a truth record; per level the first key of :data:`LABEL_KEYS` present wins."""
     labels: dict[str, str] = {}
     nested = source.get("labels")
     if isinstance(nested, dict):
         labels.update({k: str(v) for k, v in nested.items() if v not in (None, "")})
-    for level, keys in LABEL_KEYS.items():
-        if level in labels:
+    best: dict[str, int] = {}
+    for key, value in source.items():
+        hit = _LABEL_RANK.get(key)
+        if hit is None or value is None or isinstance(value, (dict, list)):
             continue
-        for key in keys:
-            value = source.get(key)
-            if value is not None and not isinstance(value, (dict, list)):
-                labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
-                break
+        level, rank = hit
+        if level in labels and level not in best:
+            continue  # given under "labels"
+        if rank < best.get(level, len(LABEL_KEYS[level])):
+            best[level] = rank
+            labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
     return labels
 
 
@@ -297,14 +390,17 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
     return Truth(lat, lon, _labels(data), {}, problem, _choice_answer(data))
 
 
-def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
-    """A dataset file's ground truth by sample id, plus problems found while reading it."""
+def truth_index(path: Path, keep_fields: bool = True) -> tuple[dict[str, Truth], list[str]]:
+    """A dataset file's ground truth by sample id, plus problems found while reading it.
+
+    The file is streamed; ``keep_fields=False`` keeps only coordinates, labels and answers per
+    sample (the dataset's other columns are needed only to group rows with ``--by``).
+    """
     index: dict[str, Truth] = {}
     problems: list[str] = []
-    rows = read_rows(path)
-    if not rows:
-        raise ScoreInputError(f"{path}: ground-truth file is empty")
-    for row in rows:
+    empty = True
+    for row in iter_rows(path):
+        empty = False
         if row.data is None:
             problems.append(row.error or f"{path}:{row.line}: unreadable")
             continue
@@ -317,11 +413,13 @@ def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
             truth = Truth(problem="ground-truth row has no coordinates")
         if truth.problem:
             truth.problem = f"{path}:{row.line}: {truth.problem}"
-        truth.fields = {**row.data, **truth.fields}
+        truth.fields = {**row.data, **truth.fields} if keep_fields else {}
         if sid in index:
             problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
             continue
         index[sid] = truth
+    if empty:
+        raise ScoreInputError(f"{path}: ground-truth file is empty")
     if not index:
         raise ScoreInputError(
             f"{path}: no usable ground-truth rows ({problems[0] if problems else 'no ids'})"
@@ -330,8 +428,8 @@ def truth_index(path: Path) -> tuple[dict[str, Truth], list[str]]:
 
 
 def _message_text(data: dict[str, Any]) -> str | None:
-    """The last assistant message of an OpenAI-format conversation."""
-    messages = data.get("messages")
+    """The last assistant message of an OpenAI-format conversation (GeoVista: ``pred_output``)."""
+    messages = data.get("messages", data.get("pred_output"))
     if not isinstance(messages, list):
         return None
     for message in reversed(messages):

@@ -6,6 +6,7 @@ Each protocol is data, so "what does --protocol twm compute" reads off one table
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from geosleuth.core.geo import EARTH_RADIUS_KM, DistanceMethod
 from geosleuth.core.metrics import THRESHOLD_PRESETS
@@ -37,6 +38,9 @@ class ScoringProtocol:
     nested_levels: bool = True  # a level counts only if the coarser ones also match
     truth_levels_from_labels: bool = False  # compare with the dataset's labels, not reverse(truth)
     text_levels: tuple[tuple[str, str], ...] = ()  # (metric name, label level)
+    level_rule: Literal["names", "geovista"] = "names"  # parsed names vs GeoVista's whole-term rule
+    median: Literal["numpy", "lower"] = "numpy"  # np.median vs the lower middle value for even n
+    published_drops: bool = False  # released code drops rows: report as published and every row
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {
@@ -71,20 +75,26 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
         ScoringProtocol(
             name="spotagent",
             description="SpotAgent: <answer> lines; spherical law of cosines R = 6371 km; "
-            "Acc@1/25/200/750/2500 km",
+            "Acc@1/25/200/750/2500 km counted as d <= D",
             parse_mode="strict",
             parse_protocol="spotagent",
             distance="cosines",
             radius_km=6371.0,
             thresholds=THRESHOLD_PRESETS["classic"],
+            strict_threshold=False,
         ),
         ScoringProtocol(
             name="geovista",
-            description="GeoVista: country / state / city accuracy from the answer text; addresses "
-            "geocoded, < 3 km share and median km",
+            description="GeoVista: country / state / city credited when the truth occurs as a whole "
+            "term in the final turn; answers geocoded, haversine, < 3 km share and lower median km; "
+            "as published (rows the released code drops left out) and over every row (all_*)",
             geocode=True,
             thresholds=(3.0,),
+            median_mean=False,
             text_levels=(("acc_country", "country"), ("acc_state", "admin1"), ("acc_city", "city")),
+            level_rule="geovista",
+            median="lower",
+            published_drops=True,
         ),
         ScoringProtocol(
             name="wherebench",
