@@ -25,7 +25,7 @@ from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
 from geosleuth.gazetteer.address import cyrillic_stem, designator_free, split_address
-from geosleuth.gazetteer.build import unpack_strings
+from geosleuth.gazetteer.build import GRID_MIXED, GRID_WATER, unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
@@ -37,6 +37,9 @@ town against a namesake region abroad: "Bali" is the Indonesian province, not BÄ
 
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
+
+_GRID_EDGE = 1e-7
+"""How close (in sub-cell units, ~1 mm) a point may come to a grid line before the exact path decides."""
 
 MAX_CANDIDATES = 40
 """Candidates kept per address component (the most populous): "San JosÃ©" has hundreds. With
@@ -535,7 +538,7 @@ class Gazetteer:
         ok = np.isfinite(la) & np.isfinite(lo)
         idx = np.zeros(la.shape, dtype=np.int64)
         if ok.any():
-            _, idx[ok] = self._rg_latlon_tree.query(np.column_stack([la[ok], lo[ok]]), k=1)
+            _, idx[ok] = self._rg_latlon_tree.query(np.column_stack([la[ok], lo[ok]]), k=1, workers=-1)
         out = {
             "city": self._rg["name"][idx], "admin2": self._rg["admin2"][idx],
             "admin1": self._rg["admin1"][idx], "country_code": self._rg["cc"][idx],
@@ -583,30 +586,101 @@ class Gazetteer:
             code: parts[0] if len(parts) == 1 else shapely.union_all(parts) for code, parts in grouped.items()
         }
 
+    @cached_property
+    def _grid(self) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[Any], Any]:
+        """The country lookup grid (see `build._country_grid`), the country code of each index,
+        and the prepared tile pieces its single-piece sub-cells point to."""
+        import shapely
+
+        meta, _ = self._countries
+        data = np.load(self.data_dir / "country_grid.npz")
+        pieces = self._pieces[1].geometries
+        shapely.prepare(pieces)
+        owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
+        return data["cells"], data["blocks"], owner_codes, pieces
+
     def country_batch(self, lats: ArrayLike, lons: ArrayLike) -> tuple[NDArray[Any], NDArray[np.bool_]]:
         """Country code by polygon containment; off-shore points take the nearest polygon.
 
         Returns (codes, on_land). Codes are "" where the point is invalid or the containing
-        polygon is a territory without an ISO code.
+        polygon is a territory without an ISO code. Most points are answered by the lookup
+        grid; a point in a sub-cell that one border crosses is tested against that one piece,
+        and only points where borders meet (or on a grid line) query the tile tree.
         """
         import shapely
 
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
-        codes, tree, vertex_codes, vertex_tree = self._pieces
+        codes, _, vertex_codes, vertex_tree = self._pieces
         out = np.full(la.shape, "", dtype=object)
         on_land = np.zeros(la.shape, dtype=bool)
         ok = np.flatnonzero(np.isfinite(la) & np.isfinite(lo))
-        if ok.size:
-            hit_point, hit_piece = tree.query(shapely.points(lo[ok], la[ok]), predicate="intersects")
-            out[ok[hit_point]] = codes[hit_piece]
-            on_land[ok[hit_point]] = True
-            missing = np.ones(ok.size, dtype=bool)
-            missing[hit_point] = False
-            if missing.any():  # off-shore: the country of the nearest border or coast vertex
-                off = ok[missing]
-                _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1)
-                out[off] = vertex_codes[nearest]
+        if not ok.size:
+            return out, on_land
+        state = self._grid_state(la[ok], lo[ok])
+        land = state >= 0
+        out[ok[land]] = self._grid[2][state[land]]
+        on_land[ok[land]] = True
+        water = state == GRID_WATER
+        crossed = np.flatnonzero(state <= -3)
+        if crossed.size:
+            pieces = self._grid[3]
+            piece_of = -3 - state[crossed]
+            order = np.argsort(piece_of, kind="stable")
+            starts = np.flatnonzero(np.r_[True, piece_of[order][1:] != piece_of[order][:-1]])
+            for first, last in zip(starts, np.r_[starts[1:], order.size], strict=True):
+                sel = crossed[order[first:last]]
+                piece = int(piece_of[order[first]])
+                hit = np.asarray(shapely.intersects_xy(pieces[piece], lo[ok[sel]], la[ok[sel]]), dtype=bool)
+                out[ok[sel[hit]]] = codes[piece]
+                on_land[ok[sel[hit]]] = True
+                water[sel[~hit]] = True
+        exact = np.flatnonzero(state == GRID_MIXED)
+        if exact.size:
+            water[exact] = self._tree_countries(ok[exact], la, lo, out, on_land)
+        if water.any():  # off-shore: the country of the nearest border or coast vertex
+            off = ok[water]
+            _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1, workers=-1)
+            out[off] = vertex_codes[nearest]
         return out, on_land
+
+    def _grid_state(self, la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.int32]:
+        """Per point: a country index, `GRID_WATER`, ``-3 - piece`` or `GRID_MIXED` (see `_grid`).
+
+        Points on a cell or sub-cell edge (within float rounding) are `GRID_MIXED`: they may
+        touch two pieces, and only the tile tree answers those exactly as before.
+        """
+        cells, blocks, _, _ = self._grid
+        n = blocks.shape[1]
+        state = np.full(la.shape, GRID_MIXED, dtype=np.int32)
+        inside = np.flatnonzero((la >= -90) & (la < 90) & (lo >= -180) & (lo < 180))
+        y, x = np.floor(la[inside]), np.floor(lo[inside])
+        value = cells[y.astype(np.int64) + 90, x.astype(np.int64) + 180]
+        edge = (la[inside] == y) | (lo[inside] == x)
+        sub = np.flatnonzero(value <= -3)
+        fy, fx = (la[inside][sub] - y[sub]) * n, (lo[inside][sub] - x[sub]) * n
+        iy, ix = np.floor(fy), np.floor(fx)
+        near = np.minimum.reduce([fy - iy, iy + 1 - fy, fx - ix, ix + 1 - fx]) < _GRID_EDGE
+        iy, ix = np.clip(iy, 0, n - 1).astype(np.int64), np.clip(ix, 0, n - 1).astype(np.int64)
+        value[sub] = np.where(near, GRID_MIXED, blocks[-3 - value[sub], iy, ix])
+        value[edge] = GRID_MIXED
+        state[inside] = value
+        return state
+
+    def _tree_countries(
+        self, rows: NDArray[np.int64], la: NDArray[np.float64], lo: NDArray[np.float64], out: NDArray[Any],
+        on_land: NDArray[np.bool_],
+    ) -> NDArray[np.bool_]:  # fmt: skip
+        """Polygon containment through the tile tree for ``rows``; returns which were off-shore."""
+        import shapely
+
+        codes, tree, _, _ = self._pieces
+        hit_point, hit_piece = tree.query(shapely.points(lo[rows], la[rows]), predicate="intersects")
+        out[rows[hit_point]] = codes[hit_piece]
+        on_land[rows[hit_point]] = True
+        missing = np.ones(rows.size, dtype=bool)
+        missing[hit_point] = False
+        return missing
+
 
     def reverse_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
         """Country by polygon; admin-1/admin-2/city from the GeoNames place that the point belongs to.
@@ -625,10 +699,10 @@ class Gazetteer:
         dist_km = np.full(n, np.nan)
         if ok.any():
             vectors = to_unit_vectors(la[ok], lo[ok])
-            dist, chosen = self._rg_sphere_tree.query(vectors, k=1)
+            dist, chosen = self._rg_sphere_tree.query(vectors, k=1, workers=-1)
             # Inside a large city its centre may be farther than a suburb's: the nearest large
             # place wins when the point lies within its reach.
-            big_dist, big = self._rg_big_tree.query(vectors, k=1)
+            big_dist, big = self._rg_big_tree.query(vectors, k=1, workers=-1)
             big = self._rg_big_index[big]
             swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
             chosen[swap], dist[swap] = big[swap], big_dist[swap]
@@ -637,7 +711,7 @@ class Gazetteer:
             # polygon's country, keeping the nearest place when none of the k is.
             retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
             if retry.size:
-                d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k)
+                d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k, workers=-1)
                 effective = chord_to_km(d_k) - self._rg_reach[i_k]
                 effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
                 pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
