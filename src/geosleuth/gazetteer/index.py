@@ -538,7 +538,7 @@ class Gazetteer:
         ok = np.isfinite(la) & np.isfinite(lo)
         idx = np.zeros(la.shape, dtype=np.int64)
         if ok.any():
-            _, idx[ok] = self._rg_latlon_tree.query(np.column_stack([la[ok], lo[ok]]), k=1, workers=-1)
+            _, idx[ok] = self._rg_latlon_tree.query(np.column_stack([la[ok], lo[ok]]), k=1)
         out = {
             "city": self._rg["name"][idx], "admin2": self._rg["admin2"][idx],
             "admin1": self._rg["admin1"][idx], "country_code": self._rg["cc"][idx],
@@ -622,24 +622,19 @@ class Gazetteer:
         on_land[ok[land]] = True
         water = state == GRID_WATER
         crossed = np.flatnonzero(state <= -3)
-        if crossed.size:
-            pieces = self._grid[3]
-            piece_of = -3 - state[crossed]
-            order = np.argsort(piece_of, kind="stable")
-            starts = np.flatnonzero(np.r_[True, piece_of[order][1:] != piece_of[order][:-1]])
-            for first, last in zip(starts, np.r_[starts[1:], order.size], strict=True):
-                sel = crossed[order[first:last]]
-                piece = int(piece_of[order[first]])
-                hit = np.asarray(shapely.intersects_xy(pieces[piece], lo[ok[sel]], la[ok[sel]]), dtype=bool)
-                out[ok[sel[hit]]] = codes[piece]
-                on_land[ok[sel[hit]]] = True
-                water[sel[~hit]] = True
+        if crossed.size:  # one border crosses the sub-cell: one point-in-polygon test each
+            piece = -3 - state[crossed]
+            rows = ok[crossed]
+            hit = np.asarray(shapely.intersects_xy(self._grid[3][piece], lo[rows], la[rows]), dtype=bool)
+            out[rows[hit]] = codes[piece[hit]]
+            on_land[rows[hit]] = True
+            water[crossed[~hit]] = True
         exact = np.flatnonzero(state == GRID_MIXED)
         if exact.size:
             water[exact] = self._tree_countries(ok[exact], la, lo, out, on_land)
         if water.any():  # off-shore: the country of the nearest border or coast vertex
             off = ok[water]
-            _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1, workers=-1)
+            _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1)
             out[off] = vertex_codes[nearest]
         return out, on_land
 
@@ -653,11 +648,12 @@ class Gazetteer:
         n = blocks.shape[1]
         state = np.full(la.shape, GRID_MIXED, dtype=np.int32)
         inside = np.flatnonzero((la >= -90) & (la < 90) & (lo >= -180) & (lo < 180))
-        y, x = np.floor(la[inside]), np.floor(lo[inside])
+        lat, lon = la[inside], lo[inside]
+        y, x = np.floor(lat), np.floor(lon)
         value = cells[y.astype(np.int64) + 90, x.astype(np.int64) + 180]
-        edge = (la[inside] == y) | (lo[inside] == x)
+        edge = (lat == y) | (lon == x)
         sub = np.flatnonzero(value <= -3)
-        fy, fx = (la[inside][sub] - y[sub]) * n, (lo[inside][sub] - x[sub]) * n
+        fy, fx = (lat[sub] - y[sub]) * n, (lon[sub] - x[sub]) * n
         iy, ix = np.floor(fy), np.floor(fx)
         near = np.minimum.reduce([fy - iy, iy + 1 - fy, fx - ix, ix + 1 - fx]) < _GRID_EDGE
         iy, ix = np.clip(iy, 0, n - 1).astype(np.int64), np.clip(ix, 0, n - 1).astype(np.int64)
@@ -686,9 +682,20 @@ class Gazetteer:
         """Country by polygon; admin-1/admin-2/city from the GeoNames place that the point belongs to.
 
         That is the nearest place in the polygon's country, except that a large city within
-        its reach (see `_rg_reach`) wins over a nearer suburb.
+        its reach (see `_rg_reach`) wins over a nearer suburb. Points are processed in
+        1-degree cell order (neighbours walk the same KD-tree and grid paths, about a third
+        faster on large batches) and returned in the caller's order.
         """
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
+        if la.size < 2:
+            return self._reverse_batch(la, lo)
+        order = np.lexsort((np.floor(lo), np.floor(la)))
+        result = self._reverse_batch(la[order], lo[order])
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        return {key: values[back] for key, values in result.items()}
+
+    def _reverse_batch(self, la: NDArray[np.float64], lo: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
         codes, on_land = self.country_batch(la, lo)
         ok = np.isfinite(la) & np.isfinite(lo)
         k = 8
@@ -711,7 +718,7 @@ class Gazetteer:
             # polygon's country, keeping the nearest place when none of the k is.
             retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
             if retry.size:
-                d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k, workers=-1)
+                d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k)
                 effective = chord_to_km(d_k) - self._rg_reach[i_k]
                 effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
                 pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
