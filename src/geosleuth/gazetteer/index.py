@@ -24,7 +24,7 @@ from geosleuth.core.countries import country_family, resolve_country
 from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
-from geosleuth.gazetteer.address import cyrillic_stem, designator_free, split_address
+from geosleuth.gazetteer.address import cyrillic_stem, designator_free, name_variants, split_address
 from geosleuth.gazetteer.build import GRID_MIXED, GRID_WATER, unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -44,6 +44,9 @@ _GRID_EDGE = 1e-7
 MAX_CANDIDATES = 40
 """Candidates kept per address component (the most populous): "San José" has hundreds. With
 `split_address`'s cap on components this bounds the consistency check of one query."""
+
+TOWN_DENSITY = 100.0
+"""People per km² over a town's surroundings, for how far a named town reaches around it."""
 
 _RANK = {"city": 0, "admin1": 1, "country": 2}
 """How coarse a kind of place is: a component with only finer candidates never contradicts."""
@@ -204,7 +207,8 @@ class Gazetteer:
         for i, key in enumerate(keys):
             if found[i] or not key:
                 continue
-            fallback = self._region_fallback(key)
+            fallback = [tuple(r[2:]) for r in self._lookup_rows(name_variants(key))]
+            fallback = fallback or self._region_fallback(key)
             if not fallback and country_code is None:
                 code = resolve_country(parts[i])
                 fallback = self._rows_where("id = ?", (f"country:{code}",)) if code else []
@@ -323,7 +327,7 @@ class Gazetteer:
     def _containment(self, idx: NDArray[np.int64], admin1: list[str]) -> NDArray[np.bool_]:
         """``C[a, b]``: place ``idx[a]`` contains place ``idx[b]`` — a country (with its territories)
         any place of its family, an admin-1 region its towns, a town a smaller town within its
-        reach (10–60 km, growing with population)."""
+        reach (the radius of a disc at `TOWN_DENSITY`, 15–60 km: "Creve Coeur (St. Louis)")."""
         n = idx.size
         kind, cc, pop = self.kind[idx], self.cc[idx], self.population[idx].astype(np.float64)
         cc_id, a1_id = _ids(cc.tolist()), _ids([normalize(a) for a in admin1])
@@ -338,7 +342,7 @@ class Gazetteer:
         pairs = town[:, None] & town[None, :] & same & (pop[:, None] > pop[None, :])
         if pairs.any():
             a, b = np.nonzero(pairs)
-            reach = np.clip(np.sqrt(pop[a] / (np.pi * 300.0)), 10.0, 60.0)
+            reach = np.clip(np.sqrt(pop[a] / (np.pi * TOWN_DENSITY)), 15.0, 60.0)
             lat, lon = self.lat[idx], self.lon[idx]
             out[a, b] = haversine_km(lat[a], lon[a], lat[b], lon[b]) <= reach
         np.fill_diagonal(out, False)
