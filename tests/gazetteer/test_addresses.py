@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from geosleuth.core.countries import country_family, sovereign_of
 from geosleuth.core.geo import haversine_km
 from geosleuth.gazetteer import get_gazetteer
-from geosleuth.gazetteer.address import MAX_PARTS, cyrillic_stem, designator_free, split_address
+from geosleuth.gazetteer.address import MAX_PARTS, cyrillic_stem, designator_free, name_variants, split_address
 
 HAMBURG = (53.5511, 9.9937)  # Rathaus
 KOWLOON = (22.3193, 114.1694)  # Mong Kok / Yau Tsim Mong
@@ -211,3 +211,18 @@ async def test_geocode_tool_resolves_addresses_inline_once_warm():
         top = result.data[0]
         assert top["country_code"] == "HK" and float(haversine_km(top["lat"], top["lon"], *KOWLOON)) < 10
     assert reg.runtime.provider("geocode")._search_ready
+
+
+def test_hedges_abbreviations_and_settlement_words():
+    assert split_address("Rhyolite (near Beatty), Orlando area") == ["Rhyolite", "Beatty", "Orlando"]
+    assert "saint robert" in name_variants("st robert") and "brick" in name_variants("brick township")
+    assert name_variants("industry") == []
+
+
+@pytest.mark.parametrize(
+    ("address", "ref"),
+    [("St. Robert, United States", (37.8281, -92.1777)), ("Brick Township, United States", (40.0584, -74.1372)),
+     ("Creve Coeur (St. Louis), United States", (38.6609, -90.4226))],
+)  # fmt: skip
+def test_spelling_variants_find_the_town(gz, address, ref):
+    assert _km(gz.search(address)[0], ref) < 10
