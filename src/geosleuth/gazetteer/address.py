@@ -35,6 +35,14 @@ _DESIGNATOR_WORDS = frozenset(
 )  # fmt: skip
 """Words that say what kind of region a name is, in the languages models write addresses in."""
 
+_HEDGES_BEFORE = frozenset({"near", "nr", "around", "outside", "about", "approx", "approximately", "downtown",
+                            "greater", "suburban", "rural"})
+_HEDGES_AFTER = frozenset({"area", "approx", "approximate", "approximately", "vicinity", "outskirts", "downtown",
+                           "surroundings", "environs"})
+_ABBREVIATIONS = {"st": "saint", "ste": "sainte", "mt": "mount", "ft": "fort", "pt": "point"}
+_CONTRACTIONS = {"saint": "st", "sainte": "ste", "mount": "mt", "fort": "ft"}
+_SETTLEMENT_WORDS = frozenset({"township", "town", "city", "village", "borough", "municipality", "hamlet"})
+
 _CONNECTORS = frozenset({"of", "de", "del", "di", "du", "des", "la", "the"})
 
 _HAN_SUFFIXES = tuple(normalize(s) for s in (
@@ -72,12 +80,35 @@ def split_address(text: str) -> list[str]:
 
 
 def _drop_numbers(part: str) -> str:
-    """A component without its postcode or house number ("22149 Hamburg" -> "Hamburg").
+    """A component without its postcode, house number or hedge ("22149 Hamburg" -> "Hamburg",
+    "near Beatty" -> "Beatty", "Orlando area" -> "Orlando").
 
     Words with a digit go (postcodes, "SW1A", "No.5"); a component of nothing but digits is dropped.
     """
     words = [w for w in part.split() if not _HAS_DIGIT.search(w)]
+    while len(words) > 1 and words[0].casefold().strip(".") in _HEDGES_BEFORE:
+        words = words[1:]
+    while len(words) > 1 and words[-1].casefold().strip(".") in _HEDGES_AFTER:
+        words = words[:-1]
     return " ".join(words).strip(" .-–—#")
+
+
+def name_variants(key: str) -> list[str]:
+    """Other spellings of a normalised place key, tried when it has no match: abbreviations
+    expanded or contracted ("st robert" <-> "saint robert", "mt vernon") and settlement words
+    dropped ("brick township" -> "brick", "city of industry" -> "industry")."""
+    words = key.split()
+    out = [
+        " ".join(_ABBREVIATIONS.get(w, w) for w in words),
+        " ".join(_CONTRACTIONS.get(w, w) for w in words),
+    ]
+    start, end = 0, len(words)
+    if end > 2 and words[1] == "of" and words[0] in _SETTLEMENT_WORDS:
+        start = 2
+    if end - start > 1 and words[end - 1] in _SETTLEMENT_WORDS:
+        end -= 1
+    out.append(" ".join(words[start:end]))
+    return [v for v in dict.fromkeys(out) if v and v != key]
 
 
 def designator_free(key: str) -> str:

@@ -157,6 +157,8 @@ def _build_countries(out: Path) -> None:
         vertex_lon=coords[:, 0],
         vertex_owner=ring_index.astype(np.int32),
     )
+    cells, blocks = _country_grid(owners, pieces)
+    np.savez(out / "country_grid.npz", cells=cells, blocks=blocks)
 
 
 def _split_territories(geoms: list[Any], meta: list[dict[str, Any]]) -> None:
@@ -231,6 +233,58 @@ def _tile_pieces(geoms: list[Any], coarse: float = 10.0, fine: float = 1.0) -> t
                 owners.append(gi)
                 pieces.append(f_piece)
     return owners, shapely.normalize(pieces).tolist()
+
+
+GRID_SUBDIVISIONS = 10
+"""A 1-degree cell that is not wholly one country is cut into 10 x 10 sub-cells (about 11 km)."""
+GRID_WATER, GRID_MIXED = -2, -1
+
+
+def _country_grid(owners: list[int], pieces: list[Any]) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+    """A lookup grid that answers most reverse-geocoding points without a polygon test.
+
+    ``cells[lat + 90, lon + 180]`` for each 1-degree cell: the country index (>= 0) when one tile
+    piece is the whole cell, `GRID_WATER` when no piece touches it, else ``-3 - b`` for row ``b``
+    of ``blocks``, the cell's sub-cells: a country index when the sub-cell lies strictly inside
+    one piece, `GRID_WATER` when no piece touches it, ``-3 - piece`` when exactly one piece
+    crosses it (one point-in-polygon test against that piece decides), `GRID_MIXED` when
+    several do (the full tile-tree query decides).
+    """
+    import shapely
+
+    by_cell: dict[tuple[int, int], list[int]] = defaultdict(list)
+    bounds = shapely.bounds(pieces)
+    for k, (minx, miny) in enumerate(zip(bounds[:, 0], bounds[:, 1], strict=True)):
+        by_cell[(int(np.floor(miny)), int(np.floor(minx)))].append(k)
+    cells = np.full((180, 360), GRID_WATER, dtype=np.int32)
+    n = GRID_SUBDIVISIONS
+    offsets = np.arange(n) / n
+    blocks: list[NDArray[np.int32]] = []
+    for (y, x), ks in sorted(by_cell.items()):
+        if len(ks) == 1 and _is_whole_cell(pieces[ks[0]]):
+            cells[y + 90, x + 180] = owners[ks[0]]
+            continue
+        sx, sy = np.meshgrid(x + offsets, y + offsets)
+        boxes = shapely.box(sx.ravel(), sy.ravel(), sx.ravel() + 1.0 / n, sy.ravel() + 1.0 / n)
+        block = np.full(n * n, GRID_WATER, dtype=np.int32)
+        touching = np.zeros(n * n, dtype=np.int32)
+        for k in ks:
+            shapely.prepare(pieces[k])
+            touches = shapely.intersects(pieces[k], boxes)
+            touching += touches
+            block[touches] = -3 - k
+            block[shapely.contains_properly(pieces[k], boxes)] = owners[k]
+        block[touching > 1] = GRID_MIXED
+        cells[y + 90, x + 180] = -3 - len(blocks)
+        blocks.append(block.reshape(n, n))
+    return cells, np.array(blocks, dtype=np.int32).reshape(-1, n, n)
+
+
+def _is_whole_cell(piece: Any) -> bool:
+    """A tile piece that is its entire 1 x 1 degree clip box (five corners, area one)."""
+    import shapely
+
+    return int(shapely.get_num_coordinates(piece)) == 5 and abs(float(shapely.area(piece)) - 1.0) < 1e-12
 
 
 def _clip_grid(geom: Any, step: float, within: tuple[float, float, float, float] | None = None):  # type: ignore[no-untyped-def]
