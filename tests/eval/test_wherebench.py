@@ -268,6 +268,10 @@ def test_overall_eq2_by_hand() -> None:
     # as published p_C = 1/1: (2·1 + 1·0.5 + 1·1 + 2·(1/2)) / 6 = 4.5/6; every row p_C = 1/2: 3.5/6
     assert wb.overall_score(items) == pytest.approx(4.5 / 6)
     assert wb.overall_score(items, "accuracy_every_row") == pytest.approx(3.5 / 6)
+    # released quirk: a WhereCountry accuracy of 0 leaves WhereCountry out of the published Overall
+    items[0] = wb.WhereItem("c1", "wherecountry", parsed=True, correct=False)
+    assert wb.overall_score(items) == pytest.approx(2.5 / 4)
+    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx(2.5 / 6)
 
 
 def test_path_rules_hint_copy_and_implicit_parents() -> None:

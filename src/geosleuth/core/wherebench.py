@@ -366,15 +366,19 @@ def overall_score(items: Sequence[WhereItem], country_accuracy: str = "accuracy_
     """Paper Eq. 2: item-weighted mean of p_C, each split's mean path score and Acc@1 km (fraction).
 
     (N_C·p_C + Σ_s n_T·s_T + Σ_s n_D·a_1km) / (N_C + Σ_s n_T + Σ_s n_D); ``country_accuracy``
-    picks which WhereCountry accuracy is p_C.
+    picks which WhereCountry accuracy is p_C. As published, a WhereCountry accuracy of 0 (or
+    none parsed) leaves WhereCountry out of Overall, as the released code does
+    (``wherecountry_count = 500 if wherecountry_accuracy != 0.0 else 0``); every row keeps it.
     """
     numerator = 0.0
     denominator = 0
     country = [i for i in items if i.task == "wherecountry"]
     if country:
         p_c = wherecountry_figures(country)[country_accuracy]
-        numerator += len(country) * (float(p_c) / 100.0 if p_c is not None else 0.0)  # type: ignore[arg-type]
-        denominator += len(country)
+        value = float(p_c) / 100.0 if isinstance(p_c, int | float) else 0.0
+        if value > 0.0 or country_accuracy != "accuracy_as_published":
+            numerator += len(country) * value
+            denominator += len(country)
     for source in SOURCES:
         text = [i.path_score for i in items if i.task == "text" and i.source == source]
         coords = [i.distance_km for i in items if i.task == "coordinates" and i.source == source]
