@@ -6,6 +6,7 @@ Reverse geocoding and geocoding are injected (the gazetteer by default) so tests
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -436,10 +437,10 @@ def score_file(
     aliases: AliasFn | None = None,
 ) -> FileScore:
     """Score one prediction file; raises :class:`ScoreInputError` only for fatal input problems."""
-    if protocol.name == "wherebench":
-        from geosleuth.scoring.wherebench import score_wherebench_file
-
-        return score_wherebench_file(path, protocol, truth_path)
+    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench); it imports this module
+        module, _, function = protocol.file_scorer.partition(":")
+        scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
+        return scorer(path, protocol, truth_path)
     truth = None
     problems: list[str] = []
     if truth_path is not None:

@@ -37,6 +37,7 @@ class ScoringProtocol:
     nested_levels: bool = True  # a level counts only if the coarser ones also match
     truth_levels_from_labels: bool = False  # compare with the dataset's labels, not reverse(truth)
     text_levels: tuple[tuple[str, str], ...] = ()  # (metric name, label level)
+    file_scorer: str | None = None  # "module:function" scoring whole files (benchmarks with their own rules)
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {
@@ -90,10 +91,11 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             name="wherebench",
             description="WhereBench as released: WhereCountry accuracy over parsed answers and every row; "
             "WhereStreet path score per split, Acc@1-200 km as 0 < d <= k (haversine R = 6371 km), "
-            "thinking score Σ w·s, Overall (Eq. 2); needs --truth (scoring.wherebench)",
+            "thinking score Σ w·s, Overall (Eq. 2); needs --truth",
             radius_km=6371.0,
             thresholds=THRESHOLD_PRESETS["street"],
             strict_threshold=False,
+            file_scorer="geosleuth.scoring.wherebench:score_wherebench_file",
         ),
         ScoringProtocol(
             name="default",
