@@ -8,6 +8,7 @@ parsed answers, the reweighted thinking score is Σ wᵢ·sᵢ (Eq. 5) and Overa
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -355,6 +356,9 @@ def test_eval_summary_has_the_wherebench_block(
     assert street["bilibili"]["thinking_text"]["thinking_shapley"] == pytest.approx(100 * (0.833 + 0) / 2)
     # Overall: (3·2/3 + 1·1/3 + 2·1/2 + 3·1/3) / 9 = (2 + 1/3 + 1 + 1) / 9
     assert summary["wherebench"]["overall"] == pytest.approx(100 * (13 / 3) / 9, abs=1e-3)
+    rows = {r["sample_id"]: r for r in csv.DictReader((run_dir / "per_sample.csv").open(encoding="utf-8"))}
+    assert rows["BV1u94y1L74z"]["path_score"] == "1.0" and rows["013-seg6"]["path_score"] == str(1 / 3)
+    assert rows["023-geodetect-seg2"]["status"] == "input_error"
     markdown = (run_dir / "summary.md").read_text()
     assert "## WhereBench (%)" in markdown and "| bilibili | 3 | 66.67 | 2 |" in markdown
 
