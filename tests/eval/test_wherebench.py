@@ -290,6 +290,8 @@ def test_path_rules_hint_copy_and_implicit_parents() -> None:
     assert (
         wb.hint_level("It is one of: India, Burundi, Pakistan, Bangladesh", {"country": "Bangladesh"}) is None
     )
+    listed = "The image is taken in one of the following place: A: Vietnam, B: Malaysia, C: Japan, D: Taiwan, China."  # noqa: E501
+    assert wb.hint_level(listed, {"country": "China", "admin1": "Taiwan"}) is None  # a released row
     assert (
         wb.hint_level("this photo is likely taken from U.S.", {"country": "USA", "city": "Chicago"})
         == "country"

@@ -166,11 +166,11 @@ def countries_named(text: str) -> set[str]:
 def hint_level(hint: str | None, labels: Mapping[str, str]) -> str | None:
     """The finest true level a hint gives away, or None.
 
-    A level is given away when the hint names its true unit; a hint that names several
-    countries ("one of the following countries: …") gives no level away, as the released
-    judge prompt rules.
+    A level is given away when the hint names its true unit; a hint that lists candidates
+    from several countries ("one of the following places: A: Vietnam, … D: Taiwan, China")
+    gives nothing away, as the released judge prompt rules.
     """
-    if not hint:
+    if not hint or len(countries_named(hint)) > 1:
         return None
     key = _key(hint)
     given: str | None = None
@@ -179,7 +179,7 @@ def hint_level(hint: str | None, labels: Mapping[str, str]) -> str | None:
         if not truth:
             continue
         if level == "country":
-            if not _country_in(key, hint, truth) or len(countries_named(hint)) > 1:
+            if not _country_in(key, hint, truth):
                 continue
         elif not _contains(key, truth):
             continue
