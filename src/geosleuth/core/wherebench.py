@@ -315,9 +315,17 @@ def wherecountry_figures(items: Sequence[WhereItem]) -> dict[str, object]:
         "n": n,
         "parsed": len(parsed),
         "accuracy_as_published": _pct(correct / len(parsed) if parsed else math.nan),
+        "accuracy_as_published_ci95": _ci([i.correct for i in parsed]),
         "accuracy_every_row": _pct(correct / n if n else math.nan),
+        "accuracy_every_row_ci95": _ci([i.correct for i in items]),
         "unparsed_ids": [i.id for i in items if not i.parsed],
     }
+
+
+def _ci(values: Sequence[float], seed: int = 0) -> list[float | None]:
+    """Percentile-bootstrap 95 % interval of a mean, in percent (hits or scores in [0, 1])."""
+    lo, hi = metrics.bootstrap_ci_mean(np.asarray(values, dtype=np.float64), seed=seed)
+    return [_pct(lo), _pct(hi)]
 
 
 def thinking_figures(items: Sequence[WhereItem]) -> dict[str, object]:
@@ -350,6 +358,7 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
         out[source] = {
             "n_text": len(text),
             "path_score": _pct(_mean(i.path_score for i in text)),
+            "path_score_ci95": _ci([i.path_score for i in text]),
             "n_coordinates": len(coords),
             "answered_coordinates": int(np.isfinite(np.asarray(d, dtype=float)).sum()) if d else 0,
             **{
