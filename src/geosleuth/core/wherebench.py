@@ -166,11 +166,11 @@ def countries_named(text: str) -> set[str]:
 def hint_level(hint: str | None, labels: Mapping[str, str]) -> str | None:
     """The finest true level a hint gives away, or None.
 
-    A level is given away when the hint names its true unit; a hint that names several
-    countries ("one of the following countries: …") gives no level away, as the released
-    judge prompt rules.
+    A level is given away when the hint names its true unit; a hint that lists candidates
+    from several countries ("one of the following places: A: Vietnam, … D: Taiwan, China")
+    gives nothing away, as the released judge prompt rules.
     """
-    if not hint:
+    if not hint or len(countries_named(hint)) > 1:
         return None
     key = _key(hint)
     given: str | None = None
@@ -179,7 +179,7 @@ def hint_level(hint: str | None, labels: Mapping[str, str]) -> str | None:
         if not truth:
             continue
         if level == "country":
-            if not _country_in(key, hint, truth) or len(countries_named(hint)) > 1:
+            if not _country_in(key, hint, truth):
                 continue
         elif not _contains(key, truth):
             continue
@@ -315,9 +315,17 @@ def wherecountry_figures(items: Sequence[WhereItem]) -> dict[str, object]:
         "n": n,
         "parsed": len(parsed),
         "accuracy_as_published": _pct(correct / len(parsed) if parsed else math.nan),
+        "accuracy_as_published_ci95": _ci([i.correct for i in parsed]),
         "accuracy_every_row": _pct(correct / n if n else math.nan),
+        "accuracy_every_row_ci95": _ci([i.correct for i in items]),
         "unparsed_ids": [i.id for i in items if not i.parsed],
     }
+
+
+def _ci(values: Sequence[float], seed: int = 0) -> list[float | None]:
+    """Percentile-bootstrap 95 % interval of a mean, in percent (hits or scores in [0, 1])."""
+    lo, hi = metrics.bootstrap_ci_mean(np.asarray(values, dtype=np.float64), seed=seed)
+    return [_pct(lo), _pct(hi)]
 
 
 def thinking_figures(items: Sequence[WhereItem]) -> dict[str, object]:
@@ -350,6 +358,7 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
         out[source] = {
             "n_text": len(text),
             "path_score": _pct(_mean(i.path_score for i in text)),
+            "path_score_ci95": _ci([i.path_score for i in text]),
             "n_coordinates": len(coords),
             "answered_coordinates": int(np.isfinite(np.asarray(d, dtype=float)).sum()) if d else 0,
             **{
@@ -366,15 +375,19 @@ def overall_score(items: Sequence[WhereItem], country_accuracy: str = "accuracy_
     """Paper Eq. 2: item-weighted mean of p_C, each split's mean path score and Acc@1 km (fraction).
 
     (N_C·p_C + Σ_s n_T·s_T + Σ_s n_D·a_1km) / (N_C + Σ_s n_T + Σ_s n_D); ``country_accuracy``
-    picks which WhereCountry accuracy is p_C.
+    picks which WhereCountry accuracy is p_C. As published, a WhereCountry accuracy of 0 (or
+    none parsed) leaves WhereCountry out of Overall, as the released code does
+    (``wherecountry_count = 500 if wherecountry_accuracy != 0.0 else 0``); every row keeps it.
     """
     numerator = 0.0
     denominator = 0
     country = [i for i in items if i.task == "wherecountry"]
     if country:
         p_c = wherecountry_figures(country)[country_accuracy]
-        numerator += len(country) * (float(p_c) / 100.0 if p_c is not None else 0.0)  # type: ignore[arg-type]
-        denominator += len(country)
+        value = float(p_c) / 100.0 if isinstance(p_c, int | float) else 0.0
+        if value > 0.0 or country_accuracy != "accuracy_as_published":
+            numerator += len(country) * value
+            denominator += len(country)
     for source in SOURCES:
         text = [i.path_score for i in items if i.task == "text" and i.source == source]
         coords = [i.distance_km for i in items if i.task == "coordinates" and i.source == source]

@@ -455,7 +455,7 @@ def where_street_row(
         image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
         lat=lat,
         lon=lon,
-        labels=labels if level != "coordinates" else {},
+        labels=labels,
         answer_type="coordinates" if level == "coordinates" else "level",
         answer_level=None if level == "coordinates" else level,
         answer=None if level == "coordinates" else str(answer),
@@ -616,6 +616,8 @@ def format_of_columns(columns: set[str], first: dict[str, Any]) -> str:
         return "im2gps3k"
     if {"id", "latitude", "longitude", "sub-region"} <= columns:
         return "osv5m"
+    if {"id", "labels", "answer_type"} <= columns:  # geosleuth's own Sample records (any benchmark)
+        return "generic"
     if "distractors" in columns or {"nation", "options"} <= columns:
         return "wherecountry"
     if "key_clues" in columns and ({"level", "hint", "answer_type", "BVID"} & columns):

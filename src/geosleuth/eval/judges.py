@@ -283,7 +283,8 @@ async def judge_path(sample: Sample, trajectory: Trajectory | None, ask: AskFn) 
         verdict = parse_verdict(PathVerdict, raw)
     except JudgeError as exc:
         return Judgment(sample.id, "path", False, {"score": 0.0, "levels": {}}, str(exc), [raw], cached)
-    score = metrics.path_score(verdict.levels, level, sample.hint_level, verdict.copied_hint)
+    present = tuple(path)  # levels the truth lacks cannot be checked and are not on the path
+    score = metrics.path_score(verdict.levels, level, sample.hint_level, verdict.copied_hint, order=present)
     result = {"score": score, "levels": verdict.levels, "copied_hint": verdict.copied_hint}
     return Judgment(sample.id, "path", True, result, None, [raw], cached)
 

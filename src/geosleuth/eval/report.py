@@ -234,6 +234,8 @@ CSV_COLUMNS = (
     "country_code",
     "continent",
     "choice_correct",
+    "choice_parsed",
+    "path_score",
     "confidence",
     "turns",
     "tool_calls",

@@ -12,6 +12,7 @@ Reverse geocoding and geocoding are injected (the gazetteer by default) so tests
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -715,10 +716,10 @@ def score_file(
     per-row columns ``FileScore.iter_rows`` prints; without it memory per row is a few dozen bytes.
     ``verifier`` (GeoVista) replaces the level rule with a model's verdict, as the released code does.
     """
-    if protocol.name == "wherebench":
-        from geosleuth.scoring.wherebench import score_wherebench_file
-
-        return score_wherebench_file(path, protocol, truth_path)
+    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench); it imports this module
+        module, _, function = protocol.file_scorer.partition(":")
+        scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
+        return scorer(path, protocol, truth_path)
     name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []

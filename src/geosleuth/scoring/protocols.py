@@ -41,6 +41,7 @@ class ScoringProtocol:
     level_rule: Literal["names", "geovista"] = "names"  # parsed names vs GeoVista's whole-term rule
     median: Literal["numpy", "lower"] = "numpy"  # np.median vs the lower middle value for even n
     published_drops: bool = False  # released code drops rows: report as published and every row
+    file_scorer: str | None = None  # "module:function" scoring whole files (benchmarks with their own rules)
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {
@@ -100,10 +101,11 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             name="wherebench",
             description="WhereBench as released: WhereCountry accuracy over parsed answers and every row; "
             "WhereStreet path score per split, Acc@1-200 km as 0 < d <= k (haversine R = 6371 km), "
-            "thinking score Σ w·s, Overall (Eq. 2); needs --truth (scoring.wherebench)",
+            "thinking score Σ w·s, Overall (Eq. 2); needs --truth",
             radius_km=6371.0,
             thresholds=THRESHOLD_PRESETS["street"],
             strict_threshold=False,
+            file_scorer="geosleuth.scoring.wherebench:score_wherebench_file",
         ),
         ScoringProtocol(
             name="default",

@@ -191,6 +191,21 @@ def _street_item(
     return item, record
 
 
+def _cis(figures: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Bootstrap 95 % intervals of the figures that have one, under their ``_flat`` names."""
+    pairs: dict[str, Any] = {}
+    country = figures.get("wherecountry")
+    if country:
+        pairs["acc_wherecountry_as_published"] = country["accuracy_as_published_ci95"]
+        pairs["acc_wherecountry_every_row"] = country["accuracy_every_row_ci95"]
+    for split, f in (figures.get("wherestreet") or {}).items():
+        pairs[f"path_score_{split}"] = f["path_score_ci95"]
+    return {
+        k: (math.nan if lo is None else float(lo), math.nan if hi is None else float(hi))
+        for k, (lo, hi) in pairs.items()
+    }
+
+
 def _flat(figures: dict[str, Any]) -> dict[str, float]:
     """The nested WhereBench figures as ``geosleuth score`` metric names (percent)."""
     out: dict[str, float] = {}
@@ -243,5 +258,7 @@ def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Pat
             f"accuracy (dropped) and every row (wrong): {', '.join(ids[:10])}{' …' if len(ids) > 10 else ''}"
         )
     parsed = sum(r["status"] == "ok" for r in records)
-    score = Score(n=len(samples), parsed=parsed, metrics=_flat(figures), ci95={}, warnings=warnings)
+    score = Score(
+        n=len(samples), parsed=parsed, metrics=_flat(figures), ci95=_cis(figures), warnings=warnings
+    )
     return FileScore(str(path), protocol.name, score, records)
