@@ -94,24 +94,36 @@ class PolicyDecoder:
         self, responses: np.ndarray, valid_lengths: Sequence[int], response_mask: np.ndarray | None
     ) -> list[str]:
         """The policy's own text of each response; segments joined by a newline."""
-        segments: list[list[int]] = []
-        owners: list[int] = []
-        for i, n in enumerate(valid_lengths):
-            ids = np.asarray(responses[i][: int(n)])
-            mask = (
-                np.asarray(response_mask[i][: int(n)]).astype(bool)
-                if response_mask is not None
-                else self.derived_mask(ids)
-            )
-            edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
-            for a, b in zip(edges[::2], edges[1::2], strict=True):
-                segments.append(ids[a:b].tolist())
-                owners.append(i)
-        decoded = self.tokenizer.batch_decode(segments, skip_special_tokens=True) if segments else []
-        parts: list[list[str]] = [[] for _ in valid_lengths]
-        for i, text in zip(owners, decoded, strict=True):
-            parts[i].append(text)
+        n = len(valid_lengths)
+        if n == 0:
+            return []
+        width = responses.shape[-1]
+        inside = np.arange(width)[None, :] < np.asarray(valid_lengths)[:, None]
+        if response_mask is not None:
+            mask = np.asarray(response_mask).astype(bool) & inside
+        else:
+            mask = np.zeros((n, width), dtype=bool)
+            for i, v in enumerate(valid_lengths):
+                mask[i, : int(v)] = self.derived_mask(np.asarray(responses[i][: int(v)]))
+        padded = np.zeros((n, width + 2), dtype=np.int8)
+        padded[:, 1:-1] = mask
+        step = np.diff(padded, axis=1)
+        starts, ends = np.argwhere(step == 1), np.argwhere(step == -1)  # row-major: pairs line up
+        segments = [responses[r, a:b].tolist() for (r, a), (_, b) in zip(starts, ends, strict=True)]
+        decoded = self._decode_batch(segments)
+        parts: list[list[str]] = [[] for _ in range(n)]
+        for (r, _), text in zip(starts, decoded, strict=True):
+            parts[int(r)].append(text)
         return ["\n".join(p) for p in parts]
+
+    def _decode_batch(self, segments: list[list[int]]) -> list[str]:
+        """The Rust tokenizer's batch decode where it gives what transformers' decode gives."""
+        if not segments:
+            return []
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None and not getattr(self.tokenizer, "clean_up_tokenization_spaces", False):
+            return list(backend.decode_batch(segments, skip_special_tokens=True))
+        return list(self.tokenizer.batch_decode(segments, skip_special_tokens=True))
 
 
 def _plain(value: Any) -> Any:
