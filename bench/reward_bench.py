@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +100,14 @@ def _chatml_tokenizer(texts: list[str]) -> object:
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]
+    special = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|image_pad|>",
+    ]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -126,11 +132,12 @@ def _verl_batch(n: int) -> tuple[object, object]:
         plat, plon = destination(lat, lon, b, d)
         turns.append(
             (
-                '<think>Road markings.</think>\n<tool_call>\n{"name": "web_search", "arguments": {"query": "road"}}\n'
-                "</tool_call><|im_end|>",
-                f'\n<|im_start|>tool\nResult: <answer>{{"lat": {lat:.4f}, "lon": {lon:.4f}}}</answer><|im_end|>\n'
-                "<|im_start|>assistant\n",
-                f'<think>Confident now.</think>\n<answer>{{"lat": {plat:.5f}, "lon": {plon:.5f}, "country": "Y"}}'
+                "<think>Road markings.</think>\n<tool_call>\n"
+                '{"name": "web_search", "arguments": {"query": "road"}}\n</tool_call><|im_end|>',
+                "\n<|im_start|>tool\nResult: "
+                f'<answer>{{"lat": {lat:.4f}, "lon": {lon:.4f}}}</answer><|im_end|>\n<|im_start|>assistant\n',
+                "<think>Confident now.</think>\n"
+                f'<answer>{{"lat": {plat:.5f}, "lon": {plon:.5f}, "country": "Y"}}'
                 "</answer><|im_end|>",
             )
         )
@@ -147,7 +154,12 @@ def _verl_batch(n: int) -> tuple[object, object]:
     attention = torch.cat([torch.ones((n, 4), dtype=torch.long), (responses != 0).long()], dim=1)
     prompts = torch.ones((n, 4), dtype=torch.long)
     data = DataProto.from_dict(
-        tensors={"prompts": prompts, "responses": responses, "attention_mask": attention, "response_mask": mask},
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "attention_mask": attention,
+            "response_mask": mask,
+        },
         non_tensors={
             "data_source": np.array(["bench"] * n, dtype=object),
             "reward_model": np.array(
@@ -164,7 +176,6 @@ def bench_verl_manager(n: int) -> None:
         import asyncio
 
         from omegaconf import OmegaConf
-
         from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager  # noqa: F401
 
         from geosleuth.training.verl_manager import GeoSleuthRewardManager
@@ -181,7 +192,9 @@ def bench_verl_manager(n: int) -> None:
     t = time.perf_counter()
     plain = [
         compute_score(
-            "bench", tok.decode(responses[i, : valid[i]].tolist(), skip_special_tokens=True), gts[i]["ground_truth"]
+            "bench",
+            tok.decode(responses[i, : valid[i]].tolist(), skip_special_tokens=True),
+            gts[i]["ground_truth"],
         )["score"]
         for i in range(n)
     ]
@@ -204,17 +217,24 @@ def bench_verl_manager(n: int) -> None:
     t_naive = per_item(lambda: _naive_manager(tok))
     t_single = per_item(lambda: GeoSleuthRewardManager(config, tok))
     per_k, per_m = 1000.0 / n, 1000.0 / m
-    print(
-        f"verl, {n:,} tool rollouts (~{responses.shape[1]} tokens), step reward, per 1,000 rollouts:\n"
-        f"  whole batch, one call:\n"
-        f"    plain compute_score per rollout on the whole decoded response:  {t_plain * per_k * 1e3:8.1f} ms  (reference)\n"
-        f"    GeoSleuthRewardManager.score_batch (policy tokens only):       {t_batch * per_k * 1e3:8.1f} ms  "
-        f"ratio {t_batch / t_plain:.2f}x\n"
-        f"  verl's reward worker (run_single per rollout, {m:,} concurrent):\n"
-        f"    verl NaiveRewardManager + compute_score:                        {t_naive * per_m * 1e3:8.1f} ms  (reference)\n"
-        f"    GeoSleuthRewardManager (gathered into one vectorised call):    {t_single * per_m * 1e3:8.1f} ms  "
-        f"ratio {t_single / t_naive:.2f}x"
-    )
+    rows = [
+        ("whole batch, plain compute_score per rollout on the whole decoded response", t_plain * per_k, None),
+        (
+            "whole batch, GeoSleuthRewardManager.score_batch (policy tokens only)",
+            t_batch * per_k,
+            t_plain * per_k,
+        ),
+        (f"verl worker, {m:,} run_single: NaiveRewardManager + compute_score", t_naive * per_m, None),
+        (
+            f"verl worker, {m:,} run_single: GeoSleuthRewardManager (one vectorised call)",
+            t_single * per_m,
+            t_naive * per_m,
+        ),
+    ]
+    print(f"verl, {n:,} tool rollouts (~{responses.shape[1]} tokens), step reward, per 1,000 rollouts:")
+    for label, took, ref in rows:
+        tail = "(reference)" if ref is None else f"ratio {took / ref:.2f}x the reference above"
+        print(f"  {label:<78s} {took * 1e3:8.1f} ms  {tail}")
     differ = sum(1 for a, b in zip(plain, batch, strict=True) if a != b)
     print(f"  rollouts the two paths score differently: {differ:,} of {n:,}")
 

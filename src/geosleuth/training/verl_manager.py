@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -180,7 +180,8 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         responses = batch["responses"].cpu().numpy()
         length = responses.shape[-1]
         valid = batch["attention_mask"][:, -length:].sum(dim=-1).cpu().numpy()
-        mask = batch["response_mask"].cpu().numpy() if "response_mask" in batch.keys() else None
+        has_mask = "response_mask" in batch.keys()  # noqa: SIM118 - TensorDict refuses `key in td`
+        mask = batch["response_mask"].cpu().numpy() if has_mask else None
         return self.decoder.texts(responses, valid.tolist(), mask)
 
     def _rows(self, data: Any) -> list[tuple[str, Any, Any, Any]]:
@@ -190,12 +191,18 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         for i, text in enumerate(texts):
             reward_model = _item(nt, "reward_model", i, {}) or {}
             extra = _item(nt, "extra_info", i, None)
-            rows.append((str(_item(nt, "data_source", i, "geosleuth")), text, reward_model.get("ground_truth"), extra))
+            rows.append(
+                (str(_item(nt, "data_source", i, "geosleuth")), text, reward_model.get("ground_truth"), extra)
+            )
         return rows
 
     def _score(self, rows: Sequence[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]]:
         infos = compute_score_batch(
-            [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], **self.kwargs
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[3] for r in rows],
+            **self.kwargs,
         )
         return [{"reward_score": info["score"], "reward_extra_info": info} for info in infos]
 
@@ -232,4 +239,3 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
 
         task.add_done_callback(deliver)
         self.batch_sizes.append(len(pending))
-
