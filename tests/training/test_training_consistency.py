@@ -30,19 +30,35 @@ def sigma(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
-R1 = "Right-hand traffic, French words on the signs and a blue EU plate strip point to one country." + "x" * 52
+R1 = (
+    "Right-hand traffic, French words on the signs and a blue EU plate strip point to one country." + "x" * 52
+)
 R2 = "Haussmann facades and a Metro entrance are typical of the capital region. " * 3
 R3 = "An iron lattice tower above the river Seine, seen from the Trocadero esplanade to the north. " * 4
 assert (len(R1), len(R2) > 200, len(R3) > 200) == (145, True, True)
-TRUTH = {"lat": 48.8584, "lon": 2.2945, "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"}}
+TRUTH = {
+    "lat": 48.8584,
+    "lon": 2.2945,
+    "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"},
+}
 
 
 def geoagent_rollout(country: str, region: str, place: str, r3: str = R3) -> str:
     chain = {
         "ChainOfThought": {
-            "CountryIdentification": {"Clues": ["plates"], "Reasoning": R1, "Conclusion": country, "Uncertainty": ""},
+            "CountryIdentification": {
+                "Clues": ["plates"],
+                "Reasoning": R1,
+                "Conclusion": country,
+                "Uncertainty": "",
+            },
             "RegionalGuess": {"Clues": ["facades"], "Reasoning": R2, "Conclusion": region, "Uncertainty": ""},
-            "PreciseLocalization": {"Clues": ["tower"], "Reasoning": r3, "Conclusion": place, "Uncertainty": ""},
+            "PreciseLocalization": {
+                "Clues": ["tower"],
+                "Reasoning": r3,
+                "Conclusion": place,
+                "Uncertainty": "",
+            },
         },
         "FinalAnswer": f"{country}; {region}; {place}",
     }
@@ -124,7 +140,9 @@ def test_released_compares_with_the_model_and_cuts_lengths() -> None:
 def test_judge_failures_count_zero_with_reason() -> None:
     script = [error(400, "bad"), delay(2.0, reply('{"answer": "x"}')), reply('{"answer": "Paris"}')]
     with FakeOpenAIServer(script) as server:
-        cfg = JudgeConfig(model="judge", base_url=server.base_url, timeout_s=0.3, max_retries=0, concurrency=1)
+        cfg = JudgeConfig(
+            model="judge", base_url=server.base_url, timeout_s=0.3, max_retries=0, concurrency=1
+        )
         judge = ConsistencyJudge(cfg)
         [score] = judge.score_texts_sync([ROLLOUT], [TRUTH])
     # only the precise level answered (Paris = truth); its reasoning is the whole reasoning text

@@ -212,9 +212,9 @@ def test_cli_export_verl(tmp_path: Path, dataset: Path) -> None:
 
 
 def test_cli_export_verl_reward_style_and_chat_template(tmp_path: Path, dataset: Path) -> None:
+    from geosleuth.agent.prompting import available_styles
     from geosleuth.training.chat_template import QWEN_VL_TOOL_TEMPLATE
     from geosleuth.training.export_verl import NO_REGION_STYLES, REGION_STYLES, style_for_reward
-    from geosleuth.agent.prompting import available_styles
 
     pq = pytest.importorskip("pyarrow.parquet")
     assert set(available_styles()) == REGION_STYLES | NO_REGION_STYLES  # every style is classified
@@ -224,7 +224,9 @@ def test_cli_export_verl_reward_style_and_chat_template(tmp_path: Path, dataset:
     with pytest.raises(ValueError, match="no region line"):
         style_for_reward("spotagent", "hierarchical")
     out = tmp_path / "v" / "t.parquet"
-    res = runner.invoke(app, ["data", "export-verl", str(dataset), "-o", str(out), "--reward", "hierarchical"])
+    res = runner.invoke(
+        app, ["data", "export-verl", str(dataset), "-o", str(out), "--reward", "hierarchical"]
+    )
     assert res.exit_code == 0, res.output
     assert "prompt style geovista" in res.output
     system = pq.read_table(out).to_pandas().iloc[0]["prompt"][0]["content"]
@@ -233,17 +235,41 @@ def test_cli_export_verl_reward_style_and_chat_template(tmp_path: Path, dataset:
     assert (tmp_path / "v" / "chat_template.jinja").read_text() == QWEN_VL_TOOL_TEMPLATE
     assert "custom_chat_template" in res.output
     bad = runner.invoke(
-        app, ["data", "export-verl", str(dataset), "-o", str(out), "--prompt", "spotagent", "--reward", "semantic"]
+        app,
+        [
+            "data",
+            "export-verl",
+            str(dataset),
+            "-o",
+            str(out),
+            "--prompt",
+            "spotagent",
+            "--reward",
+            "semantic",
+        ],
     )
     assert bad.exit_code != 0 and "no region line" in bad.output
     # a local model whose template fails the check: warned, the shipped one is used
     model = tmp_path / "qwen25vl"
     model.mkdir()
-    (model / "chat_template.json").write_text(json.dumps({"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}))
+    (model / "chat_template.json").write_text(
+        json.dumps({"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"})
+    )
     res = runner.invoke(app, ["data", "export-verl", str(dataset), "-o", str(out), "--model", str(model)])
     assert res.exit_code == 0 and "does not render the tool schemas" in res.output
     refused = runner.invoke(
-        app, ["data", "export-verl", str(dataset), "-o", str(out), "--model", str(model), "--chat-template", "model"]
+        app,
+        [
+            "data",
+            "export-verl",
+            str(dataset),
+            "-o",
+            str(out),
+            "--model",
+            str(model),
+            "--chat-template",
+            "model",
+        ],
     )
     assert refused.exit_code != 0
     (model / "chat_template.json").write_text(json.dumps({"chat_template": QWEN_VL_TOOL_TEMPLATE}))

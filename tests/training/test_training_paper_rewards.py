@@ -27,7 +27,11 @@ from geosleuth.training.rewards import _piecewise_one, geoagent_levels, score_te
 from geosleuth.training.verl_reward import compute_score
 
 PARIS = (48.85341, 2.3488)  # the offline gazetteer's Paris (GeoNames 2988507)
-TRUTH = {"lat": PARIS[0], "lon": PARIS[1], "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"}}
+TRUTH = {
+    "lat": PARIS[0],
+    "lon": PARIS[1],
+    "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"},
+}
 EIFFEL = {"lat": 48.8584, "lon": 2.2945, "levels": TRUTH["levels"]}
 
 
@@ -56,10 +60,14 @@ def geovista_answer(country: str, state: str, city: str, lat: float, lon: float)
     return "<think>Swiss German signs and a lake.</think>\n" + filled
 
 
-LUCERNE = {"lat": 47.0502, "lon": 8.3093, "levels": {"country": "Switzerland", "admin1": "Lucerne", "city": "Lucerne"}}
+LUCERNE = {
+    "lat": 47.0502,
+    "lon": 8.3093,
+    "levels": {"country": "Switzerland", "admin1": "Lucerne", "city": "Lucerne"},
+}
 
 
-# --- GeoVista: 4 (β²) if the city is right, else 2 (β) if the state is, else 1 if the country is ---------------
+# --- GeoVista: 4 (β²) if the city is right, else 2 (β) if the state is, else 1 if the country is
 
 
 @pytest.mark.parametrize(
@@ -72,15 +80,20 @@ LUCERNE = {"lat": 47.0502, "lon": 8.3093, "levels": {"country": "Switzerland", "
         ("Austria", "Tyrol", "Innsbruck", 0.0),
     ],
 )
-def test_geovista_hierarchical_in_the_geovista_format(country: str, state: str, city: str, expected: float) -> None:
+def test_geovista_hierarchical_in_the_geovista_format(
+    country: str, state: str, city: str, expected: float
+) -> None:
     text = geovista_answer(country, state, city, 47.05, 8.31)
     assert compute_score("geovista", text, LUCERNE, reward="hierarchical")["score"] == expected
-    assert compute_score("geovista", text, LUCERNE, reward="hierarchical:beta=3")["score"] == {
-        4.0: 9.0,
-        2.0: 3.0,
-        1.0: 1.0,
-        0.0: 0.0,
-    }[expected]
+    assert (
+        compute_score("geovista", text, LUCERNE, reward="hierarchical:beta=3")["score"]
+        == {
+            4.0: 9.0,
+            2.0: 3.0,
+            1.0: 1.0,
+            0.0: 0.0,
+        }[expected]
+    )
     norm = compute_score("geovista", text, LUCERNE, reward={"name": "hierarchical", "normalize": True})
     assert norm["score"] == expected / 4.0
 
@@ -97,7 +110,9 @@ def test_geovista_verifier_verdict_replaces_the_rules(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "fake_geovista_verifier", module)
     text = geovista_answer("Switzerland", "Lucerne", "Lucerne", 47.05, 8.31)
     spec = {"name": "hierarchical", "verifier": "fake_geovista_verifier:verdict"}
-    assert compute_score("x", text, LUCERNE, reward=spec)["score"] == 2.0  # the verifier says: state, not city
+    assert (
+        compute_score("x", text, LUCERNE, reward=spec)["score"] == 2.0
+    )  # the verifier says: state, not city
     assert "Province/State: Lucerne" in seen[0][0] and seen[0][1]["city"] == "Lucerne"
     # the verifier never sees tool output
     hidden = text.replace("<think>", "<tool_response><answer>City: Bern</answer></tool_response><think>")
@@ -105,7 +120,7 @@ def test_geovista_verifier_verdict_replaces_the_rules(monkeypatch: pytest.Monkey
     assert "Bern" not in seen[-1][0]
 
 
-# --- SpotAgent: 1 (<1 km), 1 -> 0.75 (1–25 km), 0.75 -> 0.2 (25–200 km), 0 from 200 km on ---------------------
+# --- SpotAgent: 1 (<1 km), 1 -> 0.75 (1–25 km), 0.75 -> 0.2 (25–200 km), 0 from 200 km on
 
 
 @pytest.mark.parametrize(
@@ -118,7 +133,7 @@ def test_spotagent_piecewise(d: float, expected: float) -> None:
     assert _piecewise_one(d) == pytest.approx(expected)
 
 
-# --- GeoAgent R_spa = exp(−d/τ), τ = 200 km, text answers geocoded -------------------------------------------------
+# --- GeoAgent R_spa = exp(−d/τ), τ = 200 km, text answers geocoded
 
 
 def test_geoagent_spatial_geocodes_the_text_answer() -> None:
@@ -144,12 +159,14 @@ def test_geoagent_spatial_released_cutoff_and_failed_geocode(caplog: pytest.LogC
     assert compute_score("x", text, TRUTH, reward="spatial")["score"] == pytest.approx(math.exp(-d / 200))
     assert compute_score("x", text, TRUTH, reward="spatial:released=true")["score"] == 0.0  # 0 from 2000 km
     with caplog.at_level(logging.WARNING):
-        out = compute_score("x", "<answer>Narnia; Cair Paravel; Lantern Waste</answer>", TRUTH, reward="spatial")
+        out = compute_score(
+            "x", "<answer>Narnia; Cair Paravel; Lantern Waste</answer>", TRUTH, reward="spatial"
+        )
     assert out["score"] == 0.0 and out["distance_km"] > 20000
     assert "could not be geocoded" in caplog.text
 
 
-# --- GeoAgent R_sem = Σ αᵢ·sᵢ, α = 0.1/0.6/0.3, thresholds 0.7/0.5 -------------------------------------------------
+# --- GeoAgent R_sem = Σ αᵢ·sᵢ, α = 0.1/0.6/0.3, thresholds 0.7/0.5
 
 
 def _plug(monkeypatch: pytest.MonkeyPatch, values: dict[str, float]) -> str:
@@ -168,7 +185,9 @@ def _plug(monkeypatch: pytest.MonkeyPatch, values: dict[str, float]) -> str:
         ({"country": 1.0, "region": 1.0, "precise": 1.0}, 1.0, 1.0),
     ],
 )
-def test_semantic_gating(monkeypatch: pytest.MonkeyPatch, values: dict[str, float], paper: float, released: float | None) -> None:
+def test_semantic_gating(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, float], paper: float, released: float | None
+) -> None:
     path = _plug(monkeypatch, values)
     text = "<answer>France; Île-de-France; Paris</answer>"
     got = compute_score("x", text, TRUTH, reward={"name": "semantic", "similarity": path})["score"]
@@ -182,7 +201,10 @@ def test_semantic_gating(monkeypatch: pytest.MonkeyPatch, values: dict[str, floa
     [
         ("France; Île-de-France; Paris", 1.0),
         ("France；Île-de-France；Paris", 1.0),  # full-width separators
-        ("France; Ile de France; Paris; 7th arrondissement", 1.0),  # 4 parts: the rest is the place (names Paris)
+        (
+            "France; Ile de France; Paris; 7th arrondissement",
+            1.0,
+        ),  # 4 parts: the rest is the place (names Paris)
         ("France; ; Paris", 0.1),  # empty region: the gate closes after the country
         ("France; Île-de-France", 0.7),  # no place
         ("; Île-de-France; Paris", 0.0),  # no country
@@ -204,30 +226,49 @@ def test_semantic_four_parts_with_string_similarity() -> None:
 def test_semantic_is_multilingual() -> None:
     from geosleuth.gazetteer import get_gazetteer
 
-    truth = {"lat": 36.06488, "lon": 120.38042, "levels": {"country": "China", "admin1": "Shandong", "city": "Qingdao"}}
+    truth = {
+        "lat": 36.06488,
+        "lon": 120.38042,
+        "levels": {"country": "China", "admin1": "Shandong", "city": "Qingdao"},
+    }
     # country by alias (中国 = China), precise place by gazetteer identity (青岛 = Qingdao)
     no_region = compute_score("x", "<answer>中国; Shandong; 青岛</answer>", truth, reward="semantic")
     assert no_region["score"] == pytest.approx(1.0)
     if not get_gazetteer().search("山东", limit=1):
-        pytest.skip("the gazetteer has no admin-1 names in local scripts yet (issue 10 item 4): 山东 unresolved")
+        pytest.skip(
+            "the gazetteer has no admin-1 names in local scripts yet (issue 10 item 4): 山东 unresolved"
+        )
     got = compute_score("x", "<answer>中国；山东；青岛</answer>", truth, reward="semantic")
     assert got["score"] == pytest.approx(1.0)
 
 
-# --- round trip: the geoagent prompt's own format gets the perfect GeoAgent reward ---------------------------------
+# --- round trip: the geoagent prompt's own format gets the perfect GeoAgent reward
 
 
 def geoagent_rollout(country: str, region: str, place: str) -> str:
     system = load_style("geoagent").system
-    for key in ("ChainOfThought", "CountryIdentification", "RegionalGuess", "PreciseLocalization", "FinalAnswer"):
+    for key in (
+        "ChainOfThought",
+        "CountryIdentification",
+        "RegionalGuess",
+        "PreciseLocalization",
+        "FinalAnswer",
+    ):
         assert key in system  # the prompt asks for exactly this structure
     why = "The clues visible in the photo, read one by one, leave only one answer at this stage. " * 3
-    stages = zip(("CountryIdentification", "RegionalGuess", "PreciseLocalization"), (country, region, place), strict=True)
+    stages = zip(
+        ("CountryIdentification", "RegionalGuess", "PreciseLocalization"),
+        (country, region, place),
+        strict=True,
+    )
     chain = {
-        "ChainOfThought": {s: {"Clues": ["c"], "Reasoning": why, "Conclusion": c, "Uncertainty": "low"} for s, c in stages},
+        "ChainOfThought": {
+            s: {"Clues": ["c"], "Reasoning": why, "Conclusion": c, "Uncertainty": "low"} for s, c in stages
+        },
         "FinalAnswer": f"{country}; {region}; {place}",
     }
-    return f"<think>{json.dumps(chain, ensure_ascii=False)}</think>\n<answer>{country}; {region}; {place}</answer>"
+    answer = f"<answer>{country}; {region}; {place}</answer>"
+    return f"<think>{json.dumps(chain, ensure_ascii=False)}</think>\n{answer}"
 
 
 def _judge_by_level(payload: dict[str, Any]) -> Any:

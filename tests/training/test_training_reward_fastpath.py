@@ -16,7 +16,6 @@ import pytest
 
 from geosleuth.core import rewards as core
 from geosleuth.core.geo import destination, haversine_km
-from geosleuth.core.parsing import parse_answer
 from geosleuth.training.rewards import (
     ACC_THRESHOLDS_KM,
     RewardSpec,
@@ -127,7 +126,7 @@ def test_the_fast_path_reads_the_same_coordinates_as_the_parser() -> None:
         got = fast_coordinates(text)
         if got is not None:
             taken += 1
-            pred = parse_answer(text)
+            pred = parse_rollout(text)  # the reward's full path: tool blocks removed, then the parser
             assert (pred.lat, pred.lon) == got, text
     assert taken > len(TEXTS) // 10
     common = [ANSWERS[0], ANSWERS[2], ANSWERS[15], ANSWERS[17], NOISE[4] + NOISE[5] + ANSWERS[16]]

@@ -131,7 +131,9 @@ def test_hierarchical_and_semantic() -> None:
 
 def test_geo_similarity_combines_spatial_semantic_consistency() -> None:
     spec = RewardSpec("geo_similarity")
-    batch = score_texts(spec, [ROLLOUT_JSON], [TRUTH], consistency_fn=lambda texts, truths: [0.5] * len(texts))
+    batch = score_texts(
+        spec, [ROLLOUT_JSON], [TRUTH], consistency_fn=lambda texts, truths: [0.5] * len(texts)
+    )
     assert batch.scores[0] == pytest.approx(1.5 * math.exp(-D_JSON / 200) + 1.0 * 0.1 + 0.5 * 0.5)
     no_judge = compute_score("x", ROLLOUT_JSON, TRUTH, reward="combined")["score"]
     assert no_judge == pytest.approx(1.5 * math.exp(-D_JSON / 200) + 0.1)

@@ -26,10 +26,13 @@ QWEN25_VL_STOCK_TEMPLATE = (
     "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
     "{% else %}{% for content in message['content'] %}"
     "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: "
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: "
     "{% endif %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = video_count.value + 1 %}"
-    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}"
+    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
     "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
     "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
@@ -42,7 +45,10 @@ MAP_CALL = (
     '{"name": "static_map_query", "arguments": {"lat": 48.8584, "lon": 2.2945}}\n</tool_call>'
 )
 MAP_OUTPUT = "Static map centred at\nLatitude: 48.8584\nLongitude: 2.2945\n(Paris, France)"
-SEARCH_CALL = '<think>Search the sign.</think>\n<tool_call>\n{"name": "web_search", "arguments": {"query": "sign"}}\n</tool_call>'
+SEARCH_CALL = (
+    "<think>Search the sign.</think>\n<tool_call>\n"
+    '{"name": "web_search", "arguments": {"query": "sign"}}\n</tool_call>'
+)
 INJECTED = 'Result 1: <answer>{"lat": 48.8584, "lon": 2.2945}</answer> (a page quoting an answer)'
 GIVE_UP = "<think>The page is not about this photo; I cannot tell where this is.</think>"
 OWN_ANSWER = '<think>The tower is in Paris.</think>\n<answer>{"lat": 48.8580, "lon": 2.2950}</answer>'
@@ -55,8 +61,18 @@ def _tokenizer(path: Path) -> Any:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    corpus = [MAP_CALL, MAP_OUTPUT, SEARCH_CALL, INJECTED, GIVE_UP, OWN_ANSWER, "system user assistant tool"] * 5
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [
+        MAP_CALL,
+        MAP_OUTPUT,
+        SEARCH_CALL,
+        INJECTED,
+        GIVE_UP,
+        OWN_ANSWER,
+        "system user assistant tool",
+    ] * 5
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(corpus, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     fast.add_tokens([AddedToken("<tool_call>", special=False), AddedToken("</tool_call>", special=False)])
@@ -72,7 +88,10 @@ def _conversation(tok: Any, turns: list[tuple[str, str]]) -> tuple[list[int], li
     what the chat template renders for a tool message followed by the next assistant header
     (mask 0). A rollout may end right after a tool turn (cut off at the length limit).
     """
-    prompt = [{"role": "system", "content": "Locate the photo."}, {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}]
+    prompt = [
+        {"role": "system", "content": "Locate the photo."},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]},
+    ]
     base = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     prompt_ids = tok(base, add_special_tokens=False)["input_ids"]
     response: list[int] = []
@@ -133,7 +152,11 @@ def _config(model_dir: Path, manager: str) -> Any:
     from omegaconf import OmegaConf
 
     reward_manager = (
-        {"source": "importlib", "name": "GeoSleuthRewardManager", "module": {"path": "pkg://geosleuth.training.verl_manager"}}
+        {
+            "source": "importlib",
+            "name": "GeoSleuthRewardManager",
+            "module": {"path": "pkg://geosleuth.training.verl_manager"},
+        }
         if manager == "geosleuth"
         else {"source": "register", "name": "naive", "module": {"path": None}}
     )
@@ -176,7 +199,9 @@ def _worker_scores(config: Any, data: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("with_response_mask", [True, False])
-def test_verl_reward_loop_never_scores_tool_output(verl_env: tuple[Path, Any], with_response_mask: bool) -> None:
+def test_verl_reward_loop_never_scores_tool_output(
+    verl_env: tuple[Path, Any], with_response_mask: bool
+) -> None:
     model_dir, tok = verl_env
     data = _dataproto(tok, with_response_mask)
     ours = _worker_scores(_config(model_dir, "geosleuth"), data)
@@ -191,7 +216,9 @@ def test_naive_manager_reads_tool_output_the_geosleuth_manager_does_not(verl_env
     model_dir, tok = verl_env
     data = _dataproto(tok, with_response_mask=True)
     naive = [o["reward_score"] for o in _worker_scores(_config(model_dir, "naive"), data)]
-    assert naive[1] == 1.0  # the whole-response decode reads the injected answer: the failure this manager fixes
+    assert (
+        naive[1] == 1.0
+    )  # the whole-response decode reads the injected answer: the failure this manager fixes
     assert naive[0] > 0.0  # ... and the coordinates the map tool echoed
 
 
@@ -225,8 +252,12 @@ def test_derived_mask_matches_the_agent_loop_mask(verl_env: tuple[Path, Any]) ->
         _, response, mask = _conversation(tok, turns)
         derived = decoder.derived_mask(np.array(response))
         # the policy's tokens are kept; tool turns and headers are dropped
-        text_kept = tok.decode([t for t, k in zip(response, derived, strict=True) if k], skip_special_tokens=True)
-        text_mask = tok.decode([t for t, k in zip(response, mask, strict=True) if k], skip_special_tokens=True)
+        text_kept = tok.decode(
+            [t for t, k in zip(response, derived, strict=True) if k], skip_special_tokens=True
+        )
+        text_mask = tok.decode(
+            [t for t, k in zip(response, mask, strict=True) if k], skip_special_tokens=True
+        )
         assert text_kept.replace("\n", "") == text_mask.replace("\n", "")
         assert "Latitude" not in text_kept and "Result 1" not in text_kept
 
@@ -237,15 +268,19 @@ def test_tool_template_passes_the_check_the_stock_one_fails() -> None:
     assert any("schemas" in p for p in problems) and any("<tool_response>" in p for p in problems)
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    value = OverridesParser.create().parse_overrides(
-        ["actor_rollout_ref.model.custom_chat_template=" + hydra_override_value(QWEN_VL_TOOL_TEMPLATE)]
-    )[0].value()
+    value = (
+        OverridesParser.create()
+        .parse_overrides(
+            ["actor_rollout_ref.model.custom_chat_template=" + hydra_override_value(QWEN_VL_TOOL_TEMPLATE)]
+        )[0]
+        .value()
+    )
     assert value == QWEN_VL_TOOL_TEMPLATE
     assert json.loads(json.dumps(value)) == QWEN_VL_TOOL_TEMPLATE
 
 
 def test_launch_script_composes_against_verls_config(tmp_path: Path) -> None:
-    """Every override of grpo_single_node.sh is one verl 0.9.1's Hydra config accepts, and it loads our manager."""
+    """Every override of grpo_single_node.sh is one verl 0.9.1's config accepts; it loads our manager."""
     import os
     import subprocess
 

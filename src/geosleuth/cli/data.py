@@ -82,7 +82,8 @@ def export_verl_cmd(
         typer.Option(
             "--prompt",
             "--style",
-            help="Agent prompt style for the system / user text (default: the --reward's paper's style, else spotagent).",
+            help="Agent prompt style for the system / user text "
+            "(default: the --reward's paper's style, else spotagent).",
         ),
     ] = None,
     tools: Annotated[
@@ -94,11 +95,14 @@ def export_verl_cmd(
         typer.Option(help="The reward the run will use: checked against the answer format of the style."),
     ] = None,
     model: Annotated[
-        Path | None, typer.Option(help="Local model directory: its chat template is checked for tool rendering.")
+        Path | None,
+        typer.Option(help="Local model directory: its chat template is checked for tool rendering."),
     ] = None,
     chat_template: Annotated[
         str,
-        typer.Option(help="auto | model | qwen-vl-tools | FILE: the template verl renders tool rollouts with."),
+        typer.Option(
+            help="auto | model | qwen-vl-tools | FILE: the template verl renders tool rollouts with."
+        ),
     ] = "auto",
     pixel_budget: Annotated[
         int, typer.Option(help="Pixels the model sees (processor max_pixels).")
@@ -141,7 +145,9 @@ def export_verl_cmd(
         report = export_verl(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
-        typer.echo(f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})")
+        typer.echo(
+            f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})"
+        )
         if options.schemas:
             tpl = prepare_chat_template(out.parent, chat_template, model)
             for problem in tpl.get("model_problems", []):
@@ -150,7 +156,8 @@ def export_verl_cmd(
                 typer.echo(f"chat template: {model}'s own (renders tools and tool responses)")
             else:
                 typer.echo(
-                    f"chat template: {tpl['template']} written to {out.parent}/chat_template.jinja; pass it to verl with "
+                    f"chat template: {tpl['template']} written to {out.parent}/chat_template.jinja; "
+                    "pass it to verl with "
                     f'actor_rollout_ref.model.custom_chat_template="$(cat {out.parent}/chat_template.hydra)"'
                 )
 
@@ -241,7 +248,8 @@ def filter_cmd(
     phases: Annotated[
         str,
         typer.Option(
-            help="Curriculum phases: km regimes per phase, ';' between phases; each phase adds to the earlier ones."
+            help="Curriculum phases: km regimes per phase, ';' between phases; "
+            "each phase adds to the earlier ones."
         ),
     ] = "1,25;200,750",
 ) -> None:

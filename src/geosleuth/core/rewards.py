@@ -65,7 +65,7 @@ def step_reward(distance_km: ArrayLike) -> float | NDArray[np.float64]:
 
 
 def piecewise_linear_reward(distance_km: ArrayLike) -> float | NDArray[np.float64]:
-    """SpotAgent's piecewise-linear distance reward; 0 from 200 km on (exactly 200 km gives 0) and for failures."""
+    """SpotAgent's piecewise-linear distance reward; 0 from 200 km on (200 km gives 0) and for failures."""
     d = _f64(distance_km)
     safe = np.where(np.isfinite(d) & (d >= 0), d, np.inf)
     out = np.interp(safe, PIECEWISE_KNOTS_KM, PIECEWISE_VALUES, left=1.0, right=0.0)

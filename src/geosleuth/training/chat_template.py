@@ -17,51 +17,13 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-QWEN_VL_TOOL_TEMPLATE = r"""{%- macro render_content(content) -%}
-{%- if content is string -%}{{- content -}}
-{%- else -%}{%- for part in content -%}
-{%- if part['type'] == 'image' or 'image' in part or 'image_url' in part -%}<|vision_start|><|image_pad|><|vision_end|>
-{%- elif part['type'] == 'video' or 'video' in part -%}<|vision_start|><|video_pad|><|vision_end|>
-{%- elif 'text' in part -%}{{- part['text'] -}}
-{%- endif -%}{%- endfor -%}
-{%- endif -%}
-{%- endmacro -%}
-{%- if tools %}
-{{- '<|im_start|>system\n' }}
-{%- if messages[0]['role'] == 'system' %}{{- render_content(messages[0]['content']) }}{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}
-{{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
-{%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %}
-{{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
-{%- elif messages[0]['role'] == 'system' %}
-{{- '<|im_start|>system\n' + render_content(messages[0]['content']) + '<|im_end|>\n' }}
-{%- else %}
-{{- '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}
-{%- endif %}
-{%- for message in messages %}
-{%- if message['role'] == 'system' and loop.first %}
-{%- elif message['role'] == 'user' or message['role'] == 'system' or (message['role'] == 'assistant' and not message.get('tool_calls')) %}
-{{- '<|im_start|>' + message['role'] + '\n' + render_content(message['content']) + '<|im_end|>\n' }}
-{%- elif message['role'] == 'assistant' %}
-{{- '<|im_start|>assistant' }}
-{%- if message['content'] %}{{- '\n' + render_content(message['content']) }}{%- endif %}
-{%- for tool_call in message['tool_calls'] %}
-{%- if tool_call['function'] is defined %}{%- set tool_call = tool_call['function'] %}{%- endif %}
-{{- '\n<tool_call>\n{"name": "' + tool_call['name'] + '", "arguments": ' }}
-{%- if tool_call['arguments'] is string %}{{- tool_call['arguments'] }}{%- else %}{{- tool_call['arguments'] | tojson }}{%- endif %}
-{{- '}\n</tool_call>' }}
-{%- endfor %}
-{{- '<|im_end|>\n' }}
-{%- elif message['role'] == 'tool' %}
-{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
-{{- '\n<tool_response>\n' + render_content(message['content']) + '\n</tool_response>' }}
-{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
-{%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}
-"""
+_TEMPLATES = resources.files("geosleuth.training").joinpath("templates")
+QWEN_VL_TOOL_TEMPLATE = _TEMPLATES.joinpath("qwen_vl_tools.jinja").read_text(encoding="utf-8")
+"""The shipped tool-capable template (``training/templates/qwen_vl_tools.jinja``)."""
 
 PROBE_TOOL = {
     "type": "function",
@@ -79,7 +41,9 @@ def render(template: str, messages: list[dict[str, Any]], tools: list[dict[str, 
     """Render as transformers does (sandboxed Jinja, ``tojson``, trimmed blocks)."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
     env.filters["tojson"] = lambda x, indent=None, **_: json.dumps(x, ensure_ascii=False, indent=indent)
 
     def raise_exception(message: str) -> None:
@@ -99,7 +63,9 @@ def check_chat_template(template: str | None) -> list[str]:
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": "geosleuth_probe_tool", "arguments": {"q": "x"}}}],
+            "tool_calls": [
+                {"type": "function", "function": {"name": "geosleuth_probe_tool", "arguments": {"q": "x"}}}
+            ],
         },
         {"role": "tool", "content": PROBE_OUTPUT},
     ]
@@ -109,7 +75,9 @@ def check_chat_template(template: str | None) -> list[str]:
         return [f"the chat template does not render a tool conversation: {exc}"]
     problems = []
     if "geosleuth_probe_tool" not in text.split(PROBE_OUTPUT)[0].split("<tool_call>")[0]:
-        problems.append("the chat template does not render the tool schemas (the policy never sees the tools)")
+        problems.append(
+            "the chat template does not render the tool schemas (the policy never sees the tools)"
+        )
     if not _RESPONSE.search(text):
         problems.append("the chat template does not wrap tool output in <tool_response> markers")
     return problems
@@ -120,7 +88,12 @@ def model_chat_template(model: str | Path) -> str | None:
     root = Path(model).expanduser()
     if not root.is_dir():
         raise ValueError(f"{model}: not a local model directory (templates are checked without downloading)")
-    for name in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json", "processor_config.json"):
+    for name in (
+        "chat_template.jinja",
+        "chat_template.json",
+        "tokenizer_config.json",
+        "processor_config.json",
+    ):
         path = root / name
         if not path.exists():
             continue

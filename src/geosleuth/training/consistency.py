@@ -55,7 +55,11 @@ _LEVEL_WORDS = {
     "region": "province / state / region",
     "precise": "city or more precise place",
 }
-GEOAGENT_STAGES = {"country": "CountryIdentification", "region": "RegionalGuess", "precise": "PreciseLocalization"}
+GEOAGENT_STAGES = {
+    "country": "CountryIdentification",
+    "region": "RegionalGuess",
+    "precise": "PreciseLocalization",
+}
 
 
 @dataclass(frozen=True)
@@ -199,12 +203,14 @@ def level_queries(rollout: str, pred: Prediction | None = None) -> list[LevelQue
             continue
         hidden = [n for lv in SEMANTIC_LEVELS[i:] for n in _names(pred, levels, lv)]
         context = {lv: str(levels[lv]) for lv in SEMANTIC_LEVELS[:i] if levels.get(lv)}
-        queries.append(LevelQuery(level, _prompt(level, _mask(reasoning, hidden), context), conclusion, len(reasoning)))
+        queries.append(
+            LevelQuery(level, _prompt(level, _mask(reasoning, hidden), context), conclusion, len(reasoning))
+        )
     return queries
 
 
 def judge_answer(text: str) -> str | None:
-    """The judge's ``{"answer": …}`` (or GeoAgent's ``{"Conclusion": …}``); plain text is the answer itself."""
+    """The judge's ``{"answer": …}`` (or GeoAgent's ``{"Conclusion": …}``); plain text is the answer."""
     m = _JSON.search(text or "")
     if m:
         try:
@@ -314,7 +320,11 @@ class ConsistencyJudge:
             return 1.0 if answer.replace(" ", "") == reference.strip().replace(" ", "") else 0.0
         from geosleuth.training.similarity import multilingual_similarity
 
-        return 1.0 if multilingual_similarity(answer, reference, query.level) >= self.config.match_threshold else 0.0
+        return (
+            1.0
+            if multilingual_similarity(answer, reference, query.level) >= self.config.match_threshold
+            else 0.0
+        )
 
     def _combine(
         self,

@@ -33,7 +33,12 @@ REGION_STYLES = frozenset({"geovista", "geoagent"})
 """Prompt styles whose answer names the admin-1 region (GeoVista's ``Province/State:`` line,
 GeoAgent's ``Country; Region; Place``)."""
 NO_REGION_STYLES = frozenset({"spotagent", "thinking_with_map", "direct"})
-REGION_REWARDS = {"hierarchical": "geovista", "semantic": "geoagent", "geo_similarity": "geoagent", "combined": "geoagent"}
+REGION_REWARDS = {
+    "hierarchical": "geovista",
+    "semantic": "geoagent",
+    "geo_similarity": "geoagent",
+    "combined": "geoagent",
+}
 """Rewards that need the region in the answer, and the style each one's paper uses."""
 ROW_GROUP = 256
 """Rows per parquet row group (bounded memory with embedded images)."""

@@ -175,7 +175,7 @@ def read_samples(path: Path | None) -> dict[str, Sample]:
 
 
 def write_filter_outputs(result: FilterResult, out_dir: Path, samples: dict[str, Sample]) -> dict[str, Any]:
-    """stats.jsonl, ``phase<i>.jsonl`` per cumulative phase (full samples when known, else ids), report.json."""
+    """stats.jsonl, ``phase<i>.jsonl`` per cumulative phase (samples when known, else ids), report.json."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / "stats.jsonl").open("w", encoding="utf-8") as fh:
         for s in result.stats:

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from geosleuth.core import rewards as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
-from geosleuth.core.parsing import ANSWER_LINE, INLINE_KEY, LAT_KEYS, LON_KEYS, field_key, parse_answer
+from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Prediction
 from geosleuth.training.truth import GroundTruth, parse_ground_truth
 
@@ -179,8 +179,8 @@ def answer_content(text: str | None) -> str | None:
         return None
     own = strip_tool_blocks(text)
     last = None
-    for last in _ANSWER_OPEN.finditer(own):
-        pass
+    for match in _ANSWER_OPEN.finditer(own):
+        last = match
     if last is None:
         return None
     close = _ANSWER_CLOSE.search(own, last.end())
@@ -206,9 +206,22 @@ def geoagent_levels(text: str | None) -> dict[str, str | None] | None:
     return {"country": parts[0] or None, "region": parts[1] or None, "precise": place or None}
 
 
+MAX_PARSE_CHARS = 65_536
+"""The full parser reads at most the last 64 KiB of the model's own text (the answer is at the end)."""
+
+
+def own_text(text: str | None) -> str:
+    """The model's own text, tool blocks removed, capped to its last `MAX_PARSE_CHARS` characters."""
+    own = strip_tool_blocks(text or "")
+    if len(own) > MAX_PARSE_CHARS:
+        log.debug("reward: rollout of %d characters read from its last %d", len(own), MAX_PARSE_CHARS)
+        own = own[-MAX_PARSE_CHARS:]
+    return own
+
+
 def parse_rollout(text: str | None) -> Prediction:
-    """The model's final answer in a decoded rollout (robust mode; tool blocks are removed first)."""
-    return parse_answer(strip_tool_blocks(text or ""), mode="robust")
+    """The model's final answer in a decoded rollout (robust mode; tool blocks removed, length capped)."""
+    return parse_answer(own_text(text), mode="robust")
 
 
 def rollout_levels(text: str | None, pred: Prediction | None) -> dict[str, str | None]:
@@ -332,7 +345,10 @@ def _spatial_params(spec: RewardSpec) -> tuple[float, float | None]:
 
 
 def _geocode_missing(
-    spec: RewardSpec, d: NDArray[np.float64], levels: Sequence[Mapping[str, str | None]], truths: Sequence[Any]
+    spec: RewardSpec,
+    d: NDArray[np.float64],
+    levels: Sequence[Mapping[str, str | None]],
+    truths: Sequence[Any],
 ) -> NDArray[np.float64]:
     """Distances for answers without coordinates, from their geocoded text (GeoAgent R_spa)."""
     if not spec.params.get("geocode", True):
@@ -364,12 +380,17 @@ def score_predictions(
     consistency: Sequence[float] | None = None,
     texts: Sequence[str | None] | None = None,
 ) -> RewardBatch:
-    """Apply one reward to parsed predictions (``texts``: the rollouts, for GeoAgent answers); 0 if unparseable."""
+    """Apply one reward to parsed predictions (``texts``: the rollouts, for GeoAgent answers).
+
+    Anything unparseable scores 0.
+    """
     texts = list(texts) if texts is not None else [None] * len(preds)
     d = _distances(preds, truths)
     name, p = spec.name, dict(spec.params)
     if name in ("spatial", "geo_similarity", "combined"):
-        d = _geocode_missing(spec, d, [rollout_levels(x, pr) for x, pr in zip(texts, preds, strict=True)], truths)
+        d = _geocode_missing(
+            spec, d, [rollout_levels(x, pr) for x, pr in zip(texts, preds, strict=True)], truths
+        )
     if name == "step":
         scores = core.step_reward(d)
     elif name in ("piecewise", "linear"):
@@ -392,7 +413,8 @@ def score_predictions(
             weights,
         )
     parsed = np.array(
-        [_answered(pr) or geoagent_levels(x) is not None for pr, x in zip(preds, texts, strict=True)], dtype=bool
+        [_answered(pr) or geoagent_levels(x) is not None for pr, x in zip(preds, texts, strict=True)],
+        dtype=bool,
     )
     return RewardBatch(np.atleast_1d(np.asarray(scores, dtype=np.float64)), d, parsed, list(preds))
 
@@ -472,19 +494,55 @@ def _json_coordinates(content: str) -> tuple[float, float] | None:
     return float(lat), float(lon)
 
 
+_LAT_KEYS = ("lat", "latitude", "纬度")
+_LON_KEYS = ("lon", "lng", "long", "longitude", "经度")
+_SEPARATOR = re.compile(r"[;,|]")
+_KEY_AFTER_SEPARATOR = re.compile(
+    r"[ \t\r\n\f\v]*(?:country|city|region|state|province|admin1|address|place|location"
+    r"|latitude|longitude|lat|lon|lng|confidence)[ \t\r\n\f\v]*[:：]",
+    re.I,
+)
+"""Anchored at one position after a separator: the whitespace runs it crosses never overlap (linear)."""
+_SPACE_DASH = re.compile(r"[\s\-]+")
+
+
+def _inline_keys(content: str) -> bool:
+    """Whether a ``;`` / ``,`` / ``|`` is followed by another answer key on the same text (inline answers)."""
+    return any(_KEY_AFTER_SEPARATOR.match(content, m.end()) for m in _SEPARATOR.finditer(content))
+
+
+def _answer_line(line: str) -> tuple[str, str] | None:
+    """One ``Key: value`` line, read as the parser's answer-line rule reads it, in linear time."""
+    rest = line.lstrip()
+    if rest[:1] in ("-", "*", "•"):
+        rest = rest[1:]
+    rest = rest.lstrip().lstrip("*").lstrip()
+    cut = min((i for i in (rest.find(":"), rest.find("：")) if i >= 0), default=-1)
+    if cut <= 0:
+        return None
+    key = rest[:cut].rstrip().rstrip("*").rstrip()
+    value = rest[cut + 1 :].strip().strip("*").strip()
+    if not key or len(key) > 40 or not value:
+        return None
+    return key, value
+
+
 def _line_coordinates(content: str) -> tuple[float, float] | None:
-    """``Latitude: …`` / ``Longitude: …`` lines with plain decimals, read by the parser's own line rules."""
-    if ("," in content or ";" in content or "|" in content) and INLINE_KEY.search(content):
+    """``Latitude: …`` / ``Longitude: …`` lines with plain decimals (one linear pass over the lines)."""
+    if ("," in content or ";" in content or "|" in content) and _inline_keys(content):
         return None
     pairs: dict[str, str] = {}
-    for m in ANSWER_LINE.finditer(content):
-        raw = m.group("key")
+    for line in content.split("\n"):
+        found = _answer_line(line)
+        if found is None:
+            continue
+        raw, value = found
         key = raw.strip().strip("*").lower()
         if not key.replace("_", "").isalnum():  # spaces or dashes: the parser's full key rule
-            key = field_key(raw)
-        pairs.setdefault(key, m.group("val").strip().strip("*").strip())
-    lat = next((pairs[k] for k in LAT_KEYS if k in pairs), None)
-    lon = next((pairs[k] for k in LON_KEYS if k in pairs), None)
+            key = _SPACE_DASH.sub("_", key.strip())
+        pairs.setdefault(key, value)
+    lat = next((pairs[k] for k in _LAT_KEYS if k in pairs), None)
+    lon = next((pairs[k] for k in _LON_KEYS if k in pairs), None)
     if lat is None or lon is None or not (_DECIMAL.fullmatch(lat) and _DECIMAL.fullmatch(lon)):
         return None
     return float(lat), float(lon)
@@ -500,7 +558,7 @@ def fast_coordinates(text: str | None) -> tuple[float, float] | None:
     """
     if not text or "<" not in text:
         return None
-    content = _last_answer(text)
+    content = _last_answer(own_text(text))
     if content is None:
         return None
     hit = _json_coordinates(content) if "{" in content else _line_coordinates(content)
@@ -548,7 +606,9 @@ def score_distances_fast(spec: RewardSpec, texts: Sequence[str | None], truths: 
         scores = core.step_reward(d)
     elif spec.name == "spatial":
         if np.isnan(d).any():
-            levels = [rollout_levels(x, pr) if pr is not None else {} for x, pr in zip(texts, preds, strict=True)]
+            levels = [
+                rollout_levels(x, pr) if pr is not None else {} for x, pr in zip(texts, preds, strict=True)
+            ]
             d = _geocode_missing(spec, d, levels, truths)
             parsed |= np.array([bool(lv and any(lv.values())) for lv in levels], dtype=bool)
         tau, max_km = _spatial_params(spec)

@@ -97,7 +97,7 @@ def embedding_similarity(model: str, device: str | None = None) -> Similarity:
 
 
 def resolve_similarity(value: Similarity | str | None, model: str | None = None) -> Similarity:
-    """The similarity a reward uses: a callable, a dotted path, a sentence-transformers model, or the default."""
+    """The similarity a reward uses: a callable, a dotted path, a sentence-transformers model, the default."""
     if model:
         return _embedding_cached(model)
     if value is None or value == "multilingual":

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -90,28 +90,50 @@ class PolicyDecoder:
                 return j + 1
         return min(start + 2, len(ids))
 
+    def segments(
+        self, responses: np.ndarray, valid_lengths: Sequence[int], response_mask: np.ndarray | None
+    ) -> list[list[list[int]]]:
+        """Per response, the runs of token ids the policy generated."""
+        n = len(valid_lengths)
+        if n == 0:
+            return []
+        width = responses.shape[-1]
+        inside = np.arange(width)[None, :] < np.asarray(valid_lengths)[:, None]
+        if response_mask is not None:
+            mask = np.asarray(response_mask).astype(bool) & inside
+        else:
+            mask = np.zeros((n, width), dtype=bool)
+            for i, v in enumerate(valid_lengths):
+                mask[i, : int(v)] = self.derived_mask(np.asarray(responses[i][: int(v)]))
+        padded = np.zeros((n, width + 2), dtype=np.int8)
+        padded[:, 1:-1] = mask
+        step = np.diff(padded, axis=1)
+        starts, ends = np.argwhere(step == 1), np.argwhere(step == -1)  # row-major: pairs line up
+        out: list[list[list[int]]] = [[] for _ in range(n)]
+        for (r, a), (_, b) in zip(starts, ends, strict=True):
+            out[int(r)].append(responses[r, a:b].tolist())
+        return out
+
+    def join(self, rows: Sequence[Sequence[list[int]]]) -> list[str]:
+        """Decode every row's segments in one batch call; a row's segments joined by a newline."""
+        flat = [seg for row in rows for seg in row]
+        decoded = iter(self._decode_batch(flat))
+        return ["\n".join(next(decoded) for _ in row) for row in rows]
+
     def texts(
         self, responses: np.ndarray, valid_lengths: Sequence[int], response_mask: np.ndarray | None
     ) -> list[str]:
         """The policy's own text of each response; segments joined by a newline."""
-        segments: list[list[int]] = []
-        owners: list[int] = []
-        for i, n in enumerate(valid_lengths):
-            ids = np.asarray(responses[i][: int(n)])
-            mask = (
-                np.asarray(response_mask[i][: int(n)]).astype(bool)
-                if response_mask is not None
-                else self.derived_mask(ids)
-            )
-            edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
-            for a, b in zip(edges[::2], edges[1::2], strict=True):
-                segments.append(ids[a:b].tolist())
-                owners.append(i)
-        decoded = self.tokenizer.batch_decode(segments, skip_special_tokens=True) if segments else []
-        parts: list[list[str]] = [[] for _ in valid_lengths]
-        for i, text in zip(owners, decoded, strict=True):
-            parts[i].append(text)
-        return ["\n".join(p) for p in parts]
+        return self.join(self.segments(responses, valid_lengths, response_mask))
+
+    def _decode_batch(self, segments: list[list[int]]) -> list[str]:
+        """The Rust tokenizer's batch decode where it gives what transformers' decode gives."""
+        if not segments:
+            return []
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None and not getattr(self.tokenizer, "clean_up_tokenization_spaces", False):
+            return list(backend.decode_batch(segments, skip_special_tokens=True))
+        return list(self.tokenizer.batch_decode(segments, skip_special_tokens=True))
 
 
 def _plain(value: Any) -> Any:
@@ -132,6 +154,9 @@ def reward_kwargs(config: Any) -> dict[str, Any]:
     fn = reward.get("custom_reward_function") if reward is not None else None
     kwargs = fn.get("reward_kwargs") if fn is not None else None
     return dict(_plain(kwargs) or {})
+
+
+_Row = tuple[str, list[list[int]], Any, Any]
 
 
 def _item(batch: Any, key: str, i: int, default: Any = None) -> Any:
@@ -159,43 +184,51 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
             self.config, self.tokenizer, self.compute_score = config, tokenizer, compute_score
         self.kwargs = reward_kwargs(config)
         self.decoder = PolicyDecoder(tokenizer)
-        self._pending: list[tuple[tuple[str, Any, Any, Any], asyncio.Future[dict[str, Any]]]] = []
+        self._pending: list[tuple[_Row, asyncio.Future[dict[str, Any]]]] = []
         self.batch_sizes: list[int] = []  # rows per vectorised call, for logs and tests
 
-    def decode(self, data: Any) -> list[str]:
-        """The policy's own text of every item of a `DataProto`."""
+    def _segments(self, data: Any) -> list[list[list[int]]]:
         batch = data.batch
         responses = batch["responses"].cpu().numpy()
         length = responses.shape[-1]
         valid = batch["attention_mask"][:, -length:].sum(dim=-1).cpu().numpy()
-        mask = batch["response_mask"].cpu().numpy() if "response_mask" in batch.keys() else None
-        return self.decoder.texts(responses, valid.tolist(), mask)
+        has_mask = "response_mask" in batch.keys()  # noqa: SIM118 - TensorDict refuses `key in td`
+        mask = batch["response_mask"].cpu().numpy() if has_mask else None
+        return self.decoder.segments(responses, valid.tolist(), mask)
 
-    def _rows(self, data: Any) -> list[tuple[str, Any, Any, Any]]:
-        texts = self.decode(data)
+    def decode(self, data: Any) -> list[str]:
+        """The policy's own text of every item of a `DataProto`."""
+        return self.decoder.join(self._segments(data))
+
+    def _rows(self, data: Any) -> list[_Row]:
+        """(data source, policy token segments, ground truth, extra info) per item; decoded in the batch."""
         nt = data.non_tensor_batch
         rows = []
-        for i, text in enumerate(texts):
+        for i, segments in enumerate(self._segments(data)):
             reward_model = _item(nt, "reward_model", i, {}) or {}
-            extra = _item(nt, "extra_info", i, None)
-            rows.append((str(_item(nt, "data_source", i, "geosleuth")), text, reward_model.get("ground_truth"), extra))
+            source = str(_item(nt, "data_source", i, "geosleuth"))
+            rows.append(
+                (source, segments, reward_model.get("ground_truth"), _item(nt, "extra_info", i, None))
+            )
         return rows
 
-    def _score(self, rows: Sequence[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]]:
+    def _score(self, rows: Sequence[_Row]) -> list[dict[str, Any]]:
+        texts = self.decoder.join([r[1] for r in rows])
         infos = compute_score_batch(
-            [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], **self.kwargs
+            [r[0] for r in rows], texts, [r[2] for r in rows], [r[3] for r in rows], **self.kwargs
         )
         return [{"reward_score": info["score"], "reward_extra_info": info} for info in infos]
 
     def score_batch(self, data: Any) -> list[dict[str, Any]]:
-        """Every item of a `DataProto`, scored in one vectorised call."""
+        """Every item of a `DataProto`, decoded and scored in one vectorised call."""
         rows = self._rows(data)
         self.batch_sizes.append(len(rows))
         return self._score(rows)
 
     async def run_single(self, data: Any) -> dict[str, Any]:
         """verl's per-rollout entry point; concurrent calls are gathered into one batch."""
-        row = self._rows(data[-1:])[0]  # multi-sequence outputs: the last sequence, as verl's naive manager
+        # multi-sequence outputs: the last sequence, as verl's naive manager
+        row = self._rows(data if len(data) == 1 else data[-1:])[0]
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending.append((row, future))
@@ -220,4 +253,3 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
 
         task.add_done_callback(deliver)
         self.batch_sizes.append(len(pending))
-
