@@ -9,7 +9,7 @@
 | batched reverse geocoding, points/s | `reverse_geocoder` mode 2 on the same points |
 | tool-cache hit p50 (SQLite; Redis when available) | the bare backend read of the same entry |
 | offline search: first query | the bare FTS5 MATCH on the same index |
-| provider HTTP p50, pooled (one client per loop) | the same requests with a client per request, and a bare reused `httpx.AsyncClient` |
+| provider HTTP p50, pooled (one client per loop) | a client per request; a bare reused `httpx.AsyncClient` |
 | shared (Redis) rate-limit booking p50 | Redis PING on the same connection |
 
 Optional parts (Redis, `reverse_geocoder`) are skipped with a message when missing; the
@@ -163,7 +163,13 @@ async def _cache_rows(cache: Any, n: int, label: str, bare: Callable[[str], Any]
     raw_keys = [cache_key("geocode", "bench", args) for args in keys]
     it = iter(raw_keys)
     reads = timed(lambda: bare(next(it)), n)
-    row(f"cache hit p50 ({n:,} lookups, {label})", p50_ms(times), "ms", f"bare {label} read p50", p50_ms(reads))
+    row(
+        f"cache hit p50 ({n:,} lookups, {label})",
+        p50_ms(times),
+        "ms",
+        f"bare {label} read p50",
+        p50_ms(reads),
+    )
 
 
 @contextlib.contextmanager
@@ -216,13 +222,17 @@ async def bench_cache(n: int, redis_url: str | None) -> None:
         backend = SQLiteCache(path)
         conn = sqlite3.connect(path)
         sql = "SELECT * FROM entries WHERE key = ?"
-        await _cache_rows(ToolCache(backend, "read_write"), n, "SQLite", lambda k: conn.execute(sql, (k,)).fetchone())
+        await _cache_rows(
+            ToolCache(backend, "read_write"), n, "SQLite", lambda k: conn.execute(sql, (k,)).fetchone()
+        )
         conn.close()
     if redis_url is None:
         return
     redis_backend = RedisCache(redis_url)
     client, prefix = redis_backend.client, redis_backend.prefix
-    await _cache_rows(ToolCache(redis_backend, "read_write"), n, "Redis", lambda k: client.hgetall(prefix + k))
+    await _cache_rows(
+        ToolCache(redis_backend, "read_write"), n, "Redis", lambda k: client.hgetall(prefix + k)
+    )
 
 
 # --- offline search ------------------------------------------------------------------------------
@@ -242,11 +252,23 @@ def bench_search() -> None:
         conn = sqlite3.connect(index.path)
         sql = "SELECT title, url FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT 5"
         bare = timed(lambda: [conn.execute(sql, (f'"{w.split()[0]}"',)).fetchall() for w in words], 50)
-        row("offline web_search, 4 Latin queries, p50", p50_ms(ours), "ms", "bare FTS5 MATCH, same words", p50_ms(bare))
+        row(
+            "offline web_search, 4 Latin queries, p50",
+            p50_ms(ours),
+            "ms",
+            "bare FTS5 MATCH, same words",
+            p50_ms(bare),
+        )
         cjk = timed(lambda: index.search("東京", 5), 5)
         like = "SELECT title FROM docs WHERE title LIKE ? OR body LIKE ? LIMIT 10"
         scan = timed(lambda: conn.execute(like, ("%東京%", "%東京%")).fetchall(), 5)
-        row("offline web_search '東京' (spaceless: LIKE scan), p50", p50_ms(cjk), "ms", "the bare LIKE scan", p50_ms(scan))
+        row(
+            "offline web_search '東京' (spaceless: LIKE scan), p50",
+            p50_ms(cjk),
+            "ms",
+            "the bare LIKE scan",
+            p50_ms(scan),
+        )
         conn.close()
 
 
@@ -309,7 +331,9 @@ async def bench_rate_limit(n: int, redis_url: str | None) -> None:
     limiter.reserve()
     booking = timed(limiter.reserve, n)
     ping = timed(client.ping, n)
-    row(f"shared rate-limit booking p50 ({n:,}, Redis)", p50_ms(booking), "ms", "Redis PING p50", p50_ms(ping))
+    row(
+        f"shared rate-limit booking p50 ({n:,}, Redis)", p50_ms(booking), "ms", "Redis PING p50", p50_ms(ping)
+    )
     client.close()
 
 

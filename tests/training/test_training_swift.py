@@ -94,7 +94,8 @@ samples = [
     for c in completions
 ]
 rewards = compute_rewards_per_func(samples, funcs, None, device=torch.device("cpu"))
-print(json.dumps({"names": names, "rewards": rewards.tolist(), "registered": sorted(k for k in orms if k.startswith("geo_"))}))
+registered = sorted(k for k in orms if k.startswith("geo_"))
+print(json.dumps({"names": names, "rewards": rewards.tolist(), "registered": registered}))
 """
 
 

@@ -136,7 +136,9 @@ def export_swift_cmd(
         str | None, typer.Option(help="Comma-separated tool names for the `tools` column (default: none).")
     ] = None,
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
-    pixel_budget: Annotated[int, typer.Option(help="Pixels the model sees (processor max_pixels).")] = 2_000_000,
+    pixel_budget: Annotated[
+        int, typer.Option(help="Pixels the model sees (processor max_pixels).")
+    ] = 2_000_000,
     resize_factor: Annotated[
         int, typer.Option(min=0, help="Processor side multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none).")
     ] = 28,

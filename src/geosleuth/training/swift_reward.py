@@ -42,7 +42,9 @@ class GeoORM:
         self.spec = RewardSpec.parse(reward if reward is not None else self.reward_spec)
         self.consistency_fn = consistency_fn
 
-    def __call__(self, completions: Sequence[Any], solution: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
+    def __call__(
+        self, completions: Sequence[Any], solution: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float]:
         if solution is None:
             raise ValueError(
                 "the dataset has no 'solution' column: write it with `geosleuth data export-swift`"
