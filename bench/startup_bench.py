@@ -52,8 +52,10 @@ def main() -> None:
     for name, (wall, cpu) in results.items():
         print(f"{name:40s} {wall * 1e3:9.1f} {cpu * 1e3:9.1f} {wall / ref_wall:12.2f}x")
     help_wall = results["geosleuth --help"][0]
-    print(f"geosleuth --help: {help_wall * 1e3:.0f} ms wall (target < 150 ms): "
-          f"{'met' if help_wall < 0.150 else 'NOT met'}")
+    print(
+        f"geosleuth --help: {help_wall * 1e3:.0f} ms wall (target < 150 ms): "
+        f"{'met' if help_wall < 0.150 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

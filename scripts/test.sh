@@ -11,6 +11,11 @@ PYTHON=${PYTHON:-python3}
 # vLLM and CUDA, so it is installed without dependencies (its runtime deps are the `verl` extra).
 .venv/bin/python -m pip install -q -e '.[all,train,verl,ray,browser]'
 .venv/bin/python -m pip install -q --no-deps 'verl==0.9.1'
+# ms-swift 4.x for the plugin test, kept out of the venv (it pins trl<1 and transformers<5.20):
+# it and the few packages its reward path imports go into .swift-deps, which only that test's
+# subprocess puts on PYTHONPATH.
+[ -d .swift-deps/swift/rewards ] || .venv/bin/python -m pip install -q --no-deps --target .swift-deps \
+  'ms-swift==4.6.0' 'modelscope>=1.23' modelscope-hub 'peft>=0.11,<0.21' json-repair msgspec dacite
 
 # System packages some tests use (Debian): headless Chromium for the HTML report, a CJK font
 # and Tesseract for OCR, Redis for the shared tool cache. Tests skip with a reason without them.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import shutil
 import socket
 import subprocess
@@ -238,33 +239,59 @@ def redis_url() -> Iterator[str]:
 
 
 WORKER = """
-import asyncio, sys, time
+import asyncio, json, sys, time
+import geosleuth.tools.http as h
 from geosleuth.tools.config import HttpSettings
-from geosleuth.tools.http import HttpClient
-url, redis_url, start_at, n, rate = sys.argv[1], sys.argv[2] or None, float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+url, redis_url, n, rate = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), float(sys.argv[4])
+stamps = []
+for cls in (h.RateLimiter, h.RedisRateLimiter):  # record the start time each request was booked
+    def wrap(original):
+        def reserve(self):
+            delay = original(self)
+            if delay is not None:
+                stamps.append(time.time() + delay)
+            return delay
+        return reserve
+    cls.reserve = wrap(cls.reserve)
 settings = HttpSettings(allow_private_urls=True, max_retries=0, redis_url=redis_url)
 async def main():
-    client = HttpClient("shared", settings, requests_per_second=rate)
-    time.sleep(max(0.0, start_at - time.time()))
-    for _ in range(n):
-        await client.get_json(url)
+    client = h.HttpClient("shared", settings, requests_per_second=rate)
+    await h.loop_client()  # the pool exists before the start, so no request waits on its creation
+    print("ready", flush=True)
+    sys.stdin.readline()  # the parent says go once both workers are ready
+    await asyncio.gather(*(client.get_json(url) for _ in range(n)))  # only the limiter spaces them
 asyncio.run(main())
+print(json.dumps(stamps))
 """
 
 
-def _two_processes(url: str, redis_url: str, n: int, rate: float) -> None:
-    start_at = time.time() + 4.0  # both past their imports, then they start together
+def _two_processes(url: str, redis_url: str, n: int, rate: float) -> list[float]:
+    """The start times both workers' limiters booked, merged and sorted."""
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, url, redis_url, str(start_at), str(n), str(rate)])
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, redis_url, str(n), str(rate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     for p in procs:
-        assert p.wait(timeout=60) == 0
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    stamps: list[float] = []
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        stamps += json.loads(out.strip().splitlines()[-1])
+    return sorted(stamps)
 
 
-def _span(server: KeepAliveServer) -> float:
-    times = sorted(t for _, t in server.seen)
-    return times[-1] - times[0]
+def _gaps(stamps: list[float]) -> list[float]:
+    return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
 
 
 N, RATE = 5, 10.0
@@ -272,16 +299,18 @@ BOOKED = (2 * N - 1) / RATE  # 10 requests 0.1 s apart across both processes
 
 
 def test_two_processes_share_one_rate_through_redis(keepalive: KeepAliveServer, redis_url: str) -> None:
-    _two_processes(keepalive.url, redis_url, n=N, rate=RATE)
-    assert len(keepalive.seen) == 2 * N
-    assert _span(keepalive) > 0.9 * BOOKED  # the rate holds across both processes, not per process
+    stamps = _two_processes(keepalive.url, redis_url, n=N, rate=RATE)
+    assert len(stamps) == 2 * N and len(keepalive.seen) == 2 * N
+    assert stamps[-1] - stamps[0] > 0.85 * BOOKED  # the rate holds across both processes
+    assert min(_gaps(stamps)) > 0.05, _gaps(stamps)  # never two requests together
 
 
 def test_without_redis_each_process_has_its_own_rate(keepalive: KeepAliveServer) -> None:
     """The control for the test above: the same two processes overlap without a shared limiter."""
-    _two_processes(keepalive.url, "", n=N, rate=RATE)
-    assert len(keepalive.seen) == 2 * N
-    assert _span(keepalive) < 0.75 * BOOKED
+    stamps = _two_processes(keepalive.url, "", n=N, rate=RATE)
+    assert len(stamps) == 2 * N
+    assert stamps[-1] - stamps[0] < 0.75 * BOOKED
+    assert min(_gaps(stamps)) < 0.05
 
 
 def test_redis_limiter_falls_back_to_the_process_limiter_when_redis_is_down() -> None:

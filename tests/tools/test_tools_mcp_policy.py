@@ -81,7 +81,9 @@ async def test_image_path_under_a_root_works_and_everything_else_reads_the_same(
 async def test_fifo_never_blocks_a_worker(tmp_path: Path) -> None:
     """Before: each FIFO call parked a worker thread forever; after 9 the server stopped answering."""
     os.mkfifo(tmp_path / "pipe.png")
-    server = build_server(_registry(), bbox_convention=REL, policy=ImagePolicy(roots=(tmp_path,), open_timeout_s=1.0))
+    server = build_server(
+        _registry(), bbox_convention=REL, policy=ImagePolicy(roots=(tmp_path,), open_timeout_s=1.0)
+    )
     async with Client(server) as client:
         calls = [
             client.call_tool("image_zoom_in_tool", {**ZOOM_ALL, "image_path": str(tmp_path / "pipe.png")})
@@ -97,7 +99,9 @@ async def test_full_frame_zoom_stays_within_the_image_cap() -> None:
     cap = 200_000
     big = _b64(_noise((1600, 1200)))
     for fmt in ("jpeg", "webp"):
-        server = build_server(_registry(), bbox_convention=REL, policy=ImagePolicy(output_format=fmt, max_output_bytes=cap))
+        server = build_server(
+            _registry(), bbox_convention=REL, policy=ImagePolicy(output_format=fmt, max_output_bytes=cap)
+        )
         async with Client(server) as client:
             result = await client.call_tool("image_zoom_in_tool", {**ZOOM_ALL, "image_base64": big})
             assert not result.is_error, result.content[0].text
@@ -117,7 +121,9 @@ def test_encoder_lowers_quality_before_size_and_keeps_small_images_whole() -> No
 
 
 async def test_input_pixel_and_size_caps() -> None:
-    server = build_server(_registry(), bbox_convention=REL, policy=ImagePolicy(max_input_pixels=10_000, max_input_bytes=50_000))
+    server = build_server(
+        _registry(), bbox_convention=REL, policy=ImagePolicy(max_input_pixels=10_000, max_input_bytes=50_000)
+    )
     async with Client(server) as client:
         wide = await client.call_tool(
             "image_zoom_in_tool", {**ZOOM_ALL, "image_base64": _b64(Image.new("RGB", (200, 100)))}

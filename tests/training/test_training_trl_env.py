@@ -79,7 +79,9 @@ async def test_calls_go_through_the_registry_with_its_validation() -> None:
 def _qwen_processor(min_pixels: int, max_pixels: int, patch: int, merge: int) -> Any:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    return Qwen2VLImageProcessorPil(min_pixels=min_pixels, max_pixels=max_pixels, patch_size=patch, merge_size=merge)
+    return Qwen2VLImageProcessorPil(
+        min_pixels=min_pixels, max_pixels=max_pixels, patch_size=patch, merge_size=merge
+    )
 
 
 @pytest.mark.parametrize("size", [(64, 48), (640, 480), (1000, 333), (3000, 2000), (17, 900)])

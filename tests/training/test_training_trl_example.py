@@ -24,7 +24,9 @@ def tiny_processor(model_dir: str) -> Any:
     from trl.chat_template_utils import qwen3_vl_chat_template
 
     class ImageOnlyProcessor(Qwen3VLProcessor):  # the video processor needs torchvision
-        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None) -> None:
+        def __init__(
+            self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None
+        ) -> None:
             super().__init__(image_processor, tokenizer, None, chat_template=chat_template)
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
@@ -45,7 +47,9 @@ def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
     for i, (lat, lon, country) in enumerate([(48.85, 2.35, "FR"), (35.68, 139.69, "JP")] * 2):
         image = tmp_path / f"img{i}.png"
         Image.new("RGB", (64, 48), (i * 50, 90, 160)).save(image)
-        rows.append({"id": f"s{i}", "image": str(image), "lat": lat, "lon": lon, "labels": {"country": country}})
+        rows.append(
+            {"id": f"s{i}", "image": str(image), "lat": lat, "lon": lon, "labels": {"country": country}}
+        )
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "out"

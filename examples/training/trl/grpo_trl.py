@@ -82,7 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="module:function(model) returning the processor, when AutoProcessor cannot load it.",
     )
     parser.add_argument("--bf16", type=boolean, default=None, help="true / false (default: true on a GPU).")
-    parser.add_argument("--max-steps", type=int, default=-1, help="Stop after N optimiser steps (-1: epochs).")
+    parser.add_argument(
+        "--max-steps", type=int, default=-1, help="Stop after N optimiser steps (-1: epochs)."
+    )
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--num-generations", type=int, default=8, help="GRPO group size.")
     parser.add_argument("--batch-size", type=int, default=8, help="Per-device train batch size.")

@@ -164,6 +164,47 @@ def export_verl_cmd(
     _guard(run)
 
 
+@data_app.command("export-swift")
+def export_swift_cmd(
+    dataset: DatasetArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write.")],
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+    style: Annotated[
+        str, typer.Option("--prompt", "--style", help="Agent prompt style for the system / user text.")
+    ] = "thinking_with_map",
+    tools: Annotated[
+        str | None, typer.Option(help="Comma-separated tool names for the `tools` column (default: none).")
+    ] = None,
+    tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
+    pixel_budget: Annotated[
+        int, typer.Option(help="Pixels the model sees (processor max_pixels).")
+    ] = 2_000_000,
+    resize_factor: Annotated[
+        int, typer.Option(min=0, help="Processor side multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none).")
+    ] = 28,
+) -> None:
+    """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read."""
+    from geosleuth.training.export_swift import SwiftExportOptions, export_swift
+
+    def run() -> None:
+        samples = _load_samples(dataset, fmt, images)
+        options = SwiftExportOptions(
+            style=style,
+            schemas=tuple(_tool_schemas(tools or "", tool_settings)),
+            pixel_budget=pixel_budget,
+            resize_factor=resize_factor,
+        )
+        report = export_swift(samples, out, options)
+        for f in report.failed:
+            typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
+        typer.echo(f"wrote {report.written} rows to {out} ({len(report.failed)} failed)")
+        if not report.written:
+            raise ValueError("no sample could be exported")
+
+    _guard(run)
+
+
 @data_app.command("export-sft")
 def export_sft_cmd(
     source: Annotated[Path, typer.Argument(help="Run directory or trajectories JSONL.")],

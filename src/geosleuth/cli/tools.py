@@ -190,7 +190,9 @@ def mcp_serve(
     max_image_bytes: Annotated[
         int, typer.Option(help="Size cap of each returned image as base64 (quality, then size, shrink).")
     ] = 1_000_000,
-    max_input_pixels: Annotated[int, typer.Option(help="Largest query image accepted, in pixels.")] = 64_000_000,
+    max_input_pixels: Annotated[
+        int, typer.Option(help="Largest query image accepted, in pixels.")
+    ] = 64_000_000,
     bbox_convention: Annotated[
         str, typer.Option(help="Zoom boxes: absolute (pixels of the image) or relative1000.")
     ] = "absolute",

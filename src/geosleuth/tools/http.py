@@ -176,6 +176,18 @@ def check_url(url: str, allow_private: bool = False) -> str:
     return url
 
 
+def _needs_dns(url: str, allow_private: bool) -> bool:
+    """Whether `check_url` would resolve a name (blocking I/O) rather than decide at once."""
+    if allow_private:
+        return False
+    host = urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return bool(host)
+    return False
+
+
 def _resolve(host: str, port: int | None) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     try:
         return [ipaddress.ip_address(host)]
@@ -427,7 +439,10 @@ class HttpClient:
         json_body: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        await asyncio.to_thread(check_url, url, self.settings.allow_private_urls)
+        if _needs_dns(url, self.settings.allow_private_urls):
+            await asyncio.to_thread(check_url, url, self.settings.allow_private_urls)
+        else:  # nothing to resolve: no thread hop
+            check_url(url, self.settings.allow_private_urls)
         limiter = limiter_for(
             f"{self.provider}@{urlsplit(url).netloc}", self.requests_per_second, self.settings.redis_url
         )

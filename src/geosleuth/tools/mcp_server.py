@@ -41,7 +41,7 @@ ImageFormat = Literal["jpeg", "webp"]
 IMAGE_ARGS: dict[str, dict[str, str]] = {
     "image_path": {
         "type": "string",
-        "description": "Path of the query image on the server's machine (only under the server's image roots).",
+        "description": "Path of the query image on the server (only under its --image-root directories).",
     },
     "image_base64": {"type": "string", "description": "The query image as base64 (PNG, JPEG or WebP)."},
 }
@@ -108,7 +108,9 @@ def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
 
 def _read_regular_file(path: Path, limit: int) -> bytes:
     """Read a regular file without ever blocking on a FIFO, socket or device."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(
+        path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
@@ -174,16 +176,22 @@ async def image_context(arguments: dict[str, Any], policy: ImagePolicy, ctx: Too
     return ctx
 
 
-_DEFAULT_IMAGES: dict[Path, Image.Image] = {}
+_DEFAULT_IMAGES: dict[tuple[Path, int, int], Image.Image] = {}
 
 
 async def _default_image(policy: ImagePolicy) -> Image.Image:
-    """The server's --image, decoded once (tools never modify the query image)."""
+    """The server's --image, decoded once per version of the file (tools never modify it)."""
     assert policy.default_image is not None
-    image = _DEFAULT_IMAGES.get(policy.default_image)
+    try:
+        info = os.stat(policy.default_image)
+    except OSError:
+        raise ImageRefused(OPAQUE_PATH_ERROR) from None
+    key = (policy.default_image, info.st_mtime_ns, info.st_size)
+    image = _DEFAULT_IMAGES.get(key)
     if image is None:
         image = await load_path(str(policy.default_image), policy)
-        _DEFAULT_IMAGES[policy.default_image] = image
+        _DEFAULT_IMAGES.clear()
+        _DEFAULT_IMAGES[key] = image
     return image
 
 
@@ -199,7 +207,9 @@ def encode_image(image: Image.Image, fmt: ImageFormat, max_b64_chars: int, quali
     while True:
         for q in qualities:
             buf = io.BytesIO()
-            im.save(buf, format=fmt.upper(), quality=q, **({"method": 4} if fmt == "webp" else {"optimize": True}))
+            im.save(
+                buf, format=fmt.upper(), quality=q, **({"method": 4} if fmt == "webp" else {"optimize": True})
+            )
             if buf.tell() <= budget or min(im.size) <= 16:
                 return base64.b64encode(buf.getvalue()).decode("ascii")
         shrink = max(0.25, min(0.9, (budget / buf.tell()) ** 0.5))

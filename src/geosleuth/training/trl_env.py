@@ -134,7 +134,9 @@ def tool_method(tool: Tool) -> Any:
         if pname == "ctx" or hints.get(pname) is ToolContext:
             continue
         annotations[pname] = hints.get(pname, Any)
-        params.append(param.replace(annotation=annotations[pname], kind=inspect.Parameter.POSITIONAL_OR_KEYWORD))
+        params.append(
+            param.replace(annotation=annotations[pname], kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        )
     signature = inspect.Signature(params, return_annotation=ToolOutput)
 
     async def method(self: GeoToolEnvironment, *args: Any, **kwargs: Any) -> ToolOutput:

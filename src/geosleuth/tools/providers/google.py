@@ -96,7 +96,9 @@ class GoogleProvider:
 
     async def detail(self, poi_id: str) -> Place | None:
         if not PLACE_ID.fullmatch(poi_id or ""):
-            raise ProviderError(f"invalid Google place id {poi_id[:80]!r}: ids are letters, digits, '-' and '_'")
+            raise ProviderError(
+                f"invalid Google place id {poi_id[:80]!r}: ids are letters, digits, '-' and '_'"
+            )
         data = await self.client.get_json(
             f"{self.places_url}/v1/places/{path_segment(poi_id)}", None, self._headers(PLACE_FIELDS)
         )
