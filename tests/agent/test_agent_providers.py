@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_helpers import make_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geosleuth.agent import run_task
 from geosleuth.agent.client import ChatClient, ProviderProfile, detect_profile
@@ -174,3 +176,27 @@ async def test_reasoning_echoed_only_where_the_provider_requires_it(
 def test_profile_fields_are_plain_data() -> None:
     p = ProviderProfile()
     assert (p.max_tokens_field, p.top_k, p.reasoning_effort, p.echo_reasoning) == ("max_tokens", True, True, False)
+
+
+@given(st.integers(100, 599), st.text(max_size=3000))
+@settings(max_examples=200, deadline=None)
+def test_error_readers_never_raise_on_arbitrary_bodies(status: int, body: str) -> None:
+    from geosleuth.agent.client import ModelError, looks_like_image_rejection, unsupported_parameter
+
+    param = unsupported_parameter(status, body)
+    assert param is None or (status in (400, 422) and 0 < len(param) <= 40)
+    assert isinstance(looks_like_image_rejection(ModelError(f"HTTP {status}: {body}", status)), bool)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=20))  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_completion_reader_accepts_or_rejects_any_json(body: Any) -> None:
+    from geosleuth.agent.client import parse_completion
+
+    try:
+        choices, _usage, _model = parse_completion({"choices": [{"message": body}]})
+    except ValueError:  # the only failure the client expects (it becomes a retried "unreadable body")
+        return
+    assert len(choices) == 1

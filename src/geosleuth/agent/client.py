@@ -221,9 +221,16 @@ def _content_text(content: Any) -> str:
 
 
 def parse_completion(body: Any) -> tuple[list[ChatChoice], Usage, str]:
-    """Read a chat.completion object; raise ValueError when it is not one."""
+    """Read a chat.completion object; raise ValueError (only) when it is not one."""
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise ValueError("response has no choices")
+    try:
+        return _read_completion(body)
+    except (TypeError, AttributeError) as exc:  # a field of the wrong JSON type
+        raise ValueError(f"malformed completion ({type(exc).__name__}: {exc})") from None
+
+
+def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str]:
     choices = []
     for ch in body["choices"]:
         msg = ch.get("message") or {}
