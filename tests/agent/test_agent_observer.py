@@ -213,3 +213,33 @@ def test_offline_observer_reads_the_bundled_sign() -> None:
 def test_observer_flag_needs_a_model(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["locate", str(EXAMPLE), "--observer", "offline"])
     assert result.exit_code == 2 and "--observer" in result.output
+
+
+def test_eval_passes_the_observer_and_provider_settings_through(tmp_path: Path) -> None:
+    pytest.importorskip("rapidocr")
+    folder = tmp_path / "data"
+    (folder / "images").mkdir(parents=True)
+    Image.open(EXAMPLE).save(folder / "images" / "a.png")
+    Image.new("RGB", (96, 64), (40, 90, 160)).save(folder / "images" / "b.png")
+    (folder / "data.csv").write_text("id,image,lat,lon\na,images/a.png,47.05,8.31\nb,images/b.png,47.05,8.31\n")
+
+    def serve(payload: dict[str, Any]) -> Step:
+        if "image_url" in json.dumps(payload):
+            return error(400, OVERFLOW)
+        return reply(ANSWER)
+
+    with FakeOpenAIServer(serve) as server:
+        result = CliRunner().invoke(app, [
+            "eval", str(folder / "data.csv"), "--out", str(tmp_path / "run"), "--model", "m",
+            "--base-url", server.base_url, "--observer", "offline", "--max-tokens", "32",
+            "--provider", "openai", "--reasoning-effort", "low", "--no-report",
+        ])  # fmt: skip
+        bodies = [r.json for r in server.chat_requests]
+    assert result.exit_code == 0, result.output
+    assert len(bodies) == 2 and all("image_url" not in json.dumps(b) for b in bodies)
+    assert all(b["max_completion_tokens"] == 32 and b["reasoning_effort"] == "low" for b in bodies)
+    assert any("6004 Luzern" in b["messages"][1]["content"] for b in bodies)
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert manifest["config"]["observer"] == "offline"
+    lines = (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()
+    assert {json.loads(line)["status"] for line in lines} == {"ok"}

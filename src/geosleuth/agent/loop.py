@@ -167,7 +167,10 @@ class AgentLoop:
     # -- driver ----------------------------------------------------------------------------
 
     async def run(self) -> Trajectory:
-        self.traj.started_at = time.time()
+        observed = self.traj.turns[0] if self.observed_turns else None
+        self.traj.started_at = time.time() - (observed.latency_s if observed else 0.0)  # the photo's observation
+        if observed is not None:
+            self._notify(observed)
         state = State.GENERATE
         try:
             async with asyncio.timeout(self.config.timeout_s):
