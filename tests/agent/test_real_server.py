@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=RE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "luzern_sign.png"
 FAILED = {TrajectoryStatus.MODEL_ERROR, TrajectoryStatus.INPUT_ERROR, TrajectoryStatus.TIMEOUT}
-FAST = ["--max-tokens", "48", "--temperature", "0"]  # keep the 135M model's turns short
+FAST = ["--max-tokens", "24", "--temperature", "0"]  # keep the 135M model's turns short
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +158,9 @@ def eval_args(dataset: Path, out: Path, base_url: str) -> list[str]:
         "--observer",
         "offline",
         "--max-turns",
-        "2",
+        "1",
         "--max-tokens",
-        "48",
+        "16",
         "--concurrency",
         "2",
         "--no-report",
@@ -215,7 +215,7 @@ def test_ten_sample_eval_survives_a_kill_and_resumes_without_redoing(
 
 
 def test_data_synthesize_end_to_end(server: LlamaCppServer, tmp_path: Path) -> None:
-    dataset = make_dataset(tmp_path / "data", n=3)
+    dataset = make_dataset(tmp_path / "data", n=2)
     out = tmp_path / "synth"
     args = [
         "data",
@@ -230,18 +230,18 @@ def test_data_synthesize_end_to_end(server: LlamaCppServer, tmp_path: Path) -> N
         "--planner-base-url",
         server.base_url,
         "--max-steps",
-        "2",
+        "1",
         "--max-tokens",
-        "48",
+        "24",
         "--concurrency",
         "1",
     ]
     code, output = cli(*args)
     assert code == 0, output
     report = json.loads(output[output.index("{") :])
-    assert report["samples"] == report["attempted"] == 3
+    assert report["samples"] == report["attempted"] == 2
     kept, rejected = report["kept"], report["rejected"]
-    assert kept + sum(rejected.values()) == 3
+    assert kept + sum(rejected.values()) == 2
     assert "model_error" not in rejected and "input_error" not in rejected  # every request was accepted
     assert set(rejected) <= {"no_answer", "too_far", "invalid_tool_call", "max_steps", "observer_empty"}
     lines = (out / "rejected.jsonl").read_text().splitlines() if (out / "rejected.jsonl").exists() else []
@@ -251,4 +251,4 @@ def test_data_synthesize_end_to_end(server: LlamaCppServer, tmp_path: Path) -> N
     ):
         assert traj.model == "synth:offline+smollm2-135m" and traj.messages[-1]["role"] == "assistant"
     code, output = cli(*args)  # resumable: nothing is attempted again
-    assert code == 0 and json.loads(output[output.index("{") :])["skipped_already_done"] == 3
+    assert code == 0 and json.loads(output[output.index("{") :])["skipped_already_done"] == 2

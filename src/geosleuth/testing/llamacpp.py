@@ -73,7 +73,9 @@ class LlamaCppServer:
     ) -> None:
         self.model = model or smollm2_path()
         self.n_ctx = n_ctx
-        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        # one thread by default: the client shares the machine (OCR, tools), and OpenMP's spinning
+        # barriers make a multi-threaded server crawl on an oversubscribed CPU
+        self.threads = threads or 1
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
         self.port = 0
