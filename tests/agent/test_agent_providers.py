@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_helpers import make_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geosleuth.agent import run_task
-from geosleuth.agent.client import ChatClient, ProviderProfile, detect_profile
+from geosleuth.agent.client import ChatClient, ModelError, ProviderProfile, detect_profile
 from geosleuth.core.records import Task, TrajectoryStatus
 from geosleuth.testing import FakeOpenAIServer, Step, reply, tool_call
 from geosleuth.tools.base import ToolRegistry
@@ -42,11 +45,13 @@ def openai_reasoning_model(payload: dict[str, Any]) -> Step:
 
 
 async def test_generic_endpoint_learns_openai_form_from_its_errors() -> None:
-    async with FakeOpenAIServer(openai_reasoning_model) as server:
-        async with ChatClient("o4-mini", server.base_url, "k", max_retries=0) as client:
-            assert client.profile.name == "generic"  # a 127.0.0.1 URL says nothing about the dialect
-            first = await client.complete(MSG, max_tokens=50, top_k=20, temperature=1.0)
-            second = await client.complete(MSG, max_tokens=60, top_k=20)
+    async with (
+        FakeOpenAIServer(openai_reasoning_model) as server,
+        ChatClient("o4-mini", server.base_url, "k", max_retries=0) as client,
+    ):
+        assert client.profile.name == "generic"  # a 127.0.0.1 URL says nothing about the dialect
+        first = await client.complete(MSG, max_tokens=50, top_k=20, temperature=1.0)
+        second = await client.complete(MSG, max_tokens=60, top_k=20)
     bodies = [r.json for r in server.chat_requests]
     assert first.first.content == second.first.content == "ok"
     assert first.attempts == 1  # resends after a named parameter are not retries
@@ -71,16 +76,17 @@ async def test_openai_profile_sends_the_accepted_form_first() -> None:
 
 async def test_unrelated_400_is_not_adapted_away() -> None:
     def bad(payload: dict[str, Any]) -> Step:
-        return openai_error(400, "Invalid schema for function 'geocode'", "tools[0]", "invalid_function_parameters")
+        return openai_error(
+            400, "Invalid schema for function 'geocode'", "tools[0]", "invalid_function_parameters"
+        )
 
-    async with FakeOpenAIServer(bad) as server:
-        async with ChatClient("m", server.base_url, "k", max_retries=2) as client:
-            try:
-                await client.complete(MSG, max_tokens=5)
-            except Exception as exc:
-                assert "Invalid schema" in str(exc) and getattr(exc, "status", None) == 400
-            else:
-                raise AssertionError("a 400 must fail")
+    async with (
+        FakeOpenAIServer(bad) as server,
+        ChatClient("m", server.base_url, "k", max_retries=2) as client,
+    ):
+        with pytest.raises(ModelError, match="Invalid schema") as caught:
+            await client.complete(MSG, max_tokens=5)
+    assert caught.value.status == 400
     assert len(server.chat_requests) == 1
 
 
@@ -105,11 +111,13 @@ def gemini3(payload: dict[str, Any]) -> Step:
         for call in msg.get("tool_calls") or []:
             sig = ((call.get("extra_content") or {}).get("google") or {}).get("thought_signature")
             if sig != SIGNATURE:
-                body = [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": (
-                    "Function call is missing a thought_signature in functionCall parts. This is required "
-                    "for tools to work correctly, and missing thought_signature may lead to degraded model "
-                    f"performance. Additional data, function call `default_api:{call['function']['name']}` , "
-                    "position 2.")}}]  # fmt: skip
+                message = (
+                    "Function call is missing a thought_signature in functionCall parts. This is "
+                    "required for tools to work correctly, and missing thought_signature may lead to "
+                    "degraded model performance. Additional data, function call "
+                    f"`default_api:{call['function']['name']}` , position 2."
+                )
+                body = [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": message}}]
                 return Step(kind="error", status=400, body=json.dumps(body))
     if any(m["role"] == "tool" for m in payload["messages"]):
         return reply(ANSWER)
@@ -125,9 +133,16 @@ async def test_gemini_thought_signature_goes_back_with_the_tool_call(
     query_image: Path, registry: ToolRegistry, tmp_path: Path
 ) -> None:
     async with FakeOpenAIServer(gemini3, model="gemini-3-pro-preview") as server:
-        cfg = make_config(server.base_url, prompt_style="thinking_with_map", tool_calling="native",
-                          tool_result_role="tool", max_retries=0)  # fmt: skip
-        traj = await run_task(Task(id="q", image=str(query_image)), cfg, artifacts_dir=tmp_path, registry=registry)
+        cfg = make_config(
+            server.base_url,
+            prompt_style="thinking_with_map",
+            tool_calling="native",
+            tool_result_role="tool",
+            max_retries=0,
+        )
+        traj = await run_task(
+            Task(id="q", image=str(query_image)), cfg, artifacts_dir=tmp_path, registry=registry
+        )
     assert traj.status == TrajectoryStatus.OK, traj.error
     assert traj.prediction is not None and traj.prediction.city == "Zürich"
     second = server.chat_requests[1].json["messages"]
@@ -142,8 +157,11 @@ async def test_gemini_thought_signature_goes_back_with_the_tool_call(
 
 async def test_gemini_without_echo_would_be_rejected() -> None:
     """The fake really enforces the rule: a tool-call turn without the signature is refused."""
-    stripped = {"role": "assistant", "content": None,
-                "tool_calls": [{"id": "x", "type": "function", "function": {"name": "geocode", "arguments": "{}"}}]}  # fmt: skip
+    stripped = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "x", "type": "function", "function": {"name": "geocode", "arguments": "{}"}}],
+    }
     assert gemini3({"messages": [*MSG, stripped]}).status == 400
 
 
@@ -151,7 +169,9 @@ def deepseek_thinking(payload: dict[str, Any]) -> Step:
     """DeepSeek's thinking mode with tools: the reasoning of a tool-call turn must come back."""
     assistants = [m for m in payload["messages"] if m["role"] == "assistant"]
     if assistants and not assistants[-1].get("reasoning_content"):
-        return openai_error(400, "Missing `reasoning_content` field in the assistant message", None, "invalid_request_error")
+        return openai_error(
+            400, "Missing `reasoning_content` field in the assistant message", None, "invalid_request_error"
+        )
     if assistants:
         return reply(ANSWER, reasoning="done")
     return reply(None, tool_calls=[tool_call("geocode", {"address": "Zürich"}, "c1")], reasoning="look it up")
@@ -164,7 +184,9 @@ async def test_reasoning_echoed_only_where_the_provider_requires_it(
     async with FakeOpenAIServer(deepseek_thinking) as server:
         base = {"prompt_style": "thinking_with_map", "tool_calling": "native", "max_retries": 0}
         plain = await run_task(task, make_config(server.base_url, **base), registry=registry)
-        echoed = await run_task(task, make_config(server.base_url, provider="deepseek", **base), registry=registry)
+        echoed = await run_task(
+            task, make_config(server.base_url, provider="deepseek", **base), registry=registry
+        )
     assert plain.status == TrajectoryStatus.MODEL_ERROR and "reasoning_content" in (plain.error or "")
     assert echoed.status == TrajectoryStatus.OK, echoed.error
     sent = server.chat_requests[-1].json["messages"]
@@ -173,4 +195,37 @@ async def test_reasoning_echoed_only_where_the_provider_requires_it(
 
 def test_profile_fields_are_plain_data() -> None:
     p = ProviderProfile()
-    assert (p.max_tokens_field, p.top_k, p.reasoning_effort, p.echo_reasoning) == ("max_tokens", True, True, False)
+    assert (p.max_tokens_field, p.top_k, p.reasoning_effort, p.echo_reasoning) == (
+        "max_tokens",
+        True,
+        True,
+        False,
+    )
+
+
+@given(st.integers(100, 599), st.text(max_size=3000))
+@settings(max_examples=200, deadline=None)
+def test_error_readers_never_raise_on_arbitrary_bodies(status: int, body: str) -> None:
+    from geosleuth.agent.client import ModelError, looks_like_image_rejection, unsupported_parameter
+
+    param = unsupported_parameter(status, body)
+    assert param is None or (status in (400, 422) and 0 < len(param) <= 40)
+    assert isinstance(looks_like_image_rejection(ModelError(f"HTTP {status}: {body}", status)), bool)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+        max_leaves=20,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_completion_reader_accepts_or_rejects_any_json(body: Any) -> None:
+    from geosleuth.agent.client import parse_completion
+
+    try:
+        choices, _usage, _model = parse_completion({"choices": [{"message": body}]})
+    except ValueError:  # the only failure the client expects (it becomes a retried "unreadable body")
+        return
+    assert len(choices) == 1

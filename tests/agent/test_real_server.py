@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=RE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "luzern_sign.png"
 FAILED = {TrajectoryStatus.MODEL_ERROR, TrajectoryStatus.INPUT_ERROR, TrajectoryStatus.TIMEOUT}
-FAST = ["--max-tokens", "48", "--temperature", "0"]  # keep the 135M model's turns short
+FAST = ["--max-tokens", "24", "--temperature", "0"]  # keep the 135M model's turns short
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,9 @@ def cli(*args: str) -> tuple[int, str]:
 def check_well_formed(traj: Trajectory, *, observed: bool = True) -> None:
     """Protocol facts every trajectory from the real server must satisfy."""
     assert traj.status not in FAILED, f"{traj.status}: {traj.error}"
-    assert traj.started_at is not None and traj.finished_at is not None and traj.finished_at >= traj.started_at
+    assert (
+        traj.started_at is not None and traj.finished_at is not None and traj.finished_at >= traj.started_at
+    )
     turns = traj.turns
     assert [t.index for t in turns] == list(range(len(turns)))
     if observed:
@@ -74,10 +76,25 @@ def check_well_formed(traj: Trajectory, *, observed: bool = True) -> None:
 def test_locate_in_observer_mode(server: LlamaCppServer, tmp_path: Path, calling: str) -> None:
     out = tmp_path / calling
     code, output = cli(
-        "locate", str(EXAMPLE), "--model", "smollm2-135m", "--base-url", server.base_url,
-        "--prompt", "thinking_with_map", "--observer", "offline", "--tool-calling", calling,
-        "--max-turns", "3", "--out", str(out), "--json", *FAST,
-    )  # fmt: skip
+        "locate",
+        str(EXAMPLE),
+        "--model",
+        "smollm2-135m",
+        "--base-url",
+        server.base_url,
+        "--prompt",
+        "thinking_with_map",
+        "--observer",
+        "offline",
+        "--tool-calling",
+        calling,
+        "--max-turns",
+        "3",
+        "--out",
+        str(out),
+        "--json",
+        *FAST,
+    )
     assert code == 0, output
     (traj,) = list(read_trajectories(out / "trajectories.jsonl"))
     check_well_formed(traj)
@@ -91,9 +108,17 @@ def test_locate_in_observer_mode(server: LlamaCppServer, tmp_path: Path, calling
 def test_image_sent_to_text_only_model_is_refused_with_a_hint(server: LlamaCppServer, tmp_path: Path) -> None:
     """The failure the issue reports: without an observer the base64 image overflows the context."""
     code, output = cli(
-        "locate", str(EXAMPLE), "--model", "smollm2-135m", "--base-url", server.base_url,
-        "--prompt", "thinking_with_map", "--json", *FAST,
-    )  # fmt: skip
+        "locate",
+        str(EXAMPLE),
+        "--model",
+        "smollm2-135m",
+        "--base-url",
+        server.base_url,
+        "--prompt",
+        "thinking_with_map",
+        "--json",
+        *FAST,
+    )
     assert code == 1
     (summary,) = json.loads(output[output.index("[") :])
     assert summary["status"] == "model_error"
@@ -120,10 +145,26 @@ def make_dataset(folder: Path, n: int = 10) -> Path:
 
 def eval_args(dataset: Path, out: Path, base_url: str) -> list[str]:
     return [
-        "eval", str(dataset), "--out", str(out), "--model", "smollm2-135m", "--base-url", base_url,
-        "--prompt", "geovista", "--observer", "offline", "--max-turns", "2", "--max-tokens", "48",
-        "--concurrency", "2", "--no-report",
-    ]  # fmt: skip
+        "eval",
+        str(dataset),
+        "--out",
+        str(out),
+        "--model",
+        "smollm2-135m",
+        "--base-url",
+        base_url,
+        "--prompt",
+        "geovista",
+        "--observer",
+        "offline",
+        "--max-turns",
+        "1",
+        "--max-tokens",
+        "16",
+        "--concurrency",
+        "2",
+        "--no-report",
+    ]
 
 
 def test_ten_sample_eval_survives_a_kill_and_resumes_without_redoing(
@@ -132,7 +173,12 @@ def test_ten_sample_eval_survives_a_kill_and_resumes_without_redoing(
     dataset = make_dataset(tmp_path / "data")
     out = tmp_path / "run"
     log = out / "trajectories.jsonl"
-    cmd = [sys.executable, "-c", "from geosleuth.cli.app import main; main()", *eval_args(dataset, out, server.base_url)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from geosleuth.cli.app import main; main()",
+        *eval_args(dataset, out, server.base_url),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
@@ -169,24 +215,40 @@ def test_ten_sample_eval_survives_a_kill_and_resumes_without_redoing(
 
 
 def test_data_synthesize_end_to_end(server: LlamaCppServer, tmp_path: Path) -> None:
-    dataset = make_dataset(tmp_path / "data", n=3)
+    dataset = make_dataset(tmp_path / "data", n=2)
     out = tmp_path / "synth"
     args = [
-        "data", "synthesize", str(dataset), "--out", str(out), "--observer", "offline",
-        "--planner-model", "smollm2-135m", "--planner-base-url", server.base_url,
-        "--max-steps", "2", "--max-tokens", "48", "--concurrency", "1",
-    ]  # fmt: skip
+        "data",
+        "synthesize",
+        str(dataset),
+        "--out",
+        str(out),
+        "--observer",
+        "offline",
+        "--planner-model",
+        "smollm2-135m",
+        "--planner-base-url",
+        server.base_url,
+        "--max-steps",
+        "1",
+        "--max-tokens",
+        "24",
+        "--concurrency",
+        "1",
+    ]
     code, output = cli(*args)
     assert code == 0, output
     report = json.loads(output[output.index("{") :])
-    assert report["samples"] == report["attempted"] == 3
+    assert report["samples"] == report["attempted"] == 2
     kept, rejected = report["kept"], report["rejected"]
-    assert kept + sum(rejected.values()) == 3
+    assert kept + sum(rejected.values()) == 2
     assert "model_error" not in rejected and "input_error" not in rejected  # every request was accepted
     assert set(rejected) <= {"no_answer", "too_far", "invalid_tool_call", "max_steps", "observer_empty"}
     lines = (out / "rejected.jsonl").read_text().splitlines() if (out / "rejected.jsonl").exists() else []
     assert all(json.loads(line)["detail"] is not None for line in lines)
-    for traj in read_trajectories(out / "trajectories.jsonl") if (out / "trajectories.jsonl").exists() else []:
+    for traj in (
+        read_trajectories(out / "trajectories.jsonl") if (out / "trajectories.jsonl").exists() else []
+    ):
         assert traj.model == "synth:offline+smollm2-135m" and traj.messages[-1]["role"] == "assistant"
     code, output = cli(*args)  # resumable: nothing is attempted again
-    assert code == 0 and json.loads(output[output.index("{") :])["skipped_already_done"] == 3
+    assert code == 0 and json.loads(output[output.index("{") :])["skipped_already_done"] == 2

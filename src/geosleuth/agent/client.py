@@ -49,11 +49,13 @@ RESPONSE_ONLY = frozenset({"refusal", "annotations", "audio", "function_call", "
 """Response fields a strict server (OpenAI) rejects in a request message: never echoed."""
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 _UNSUPPORTED = re.compile(
-    r"(?:Unsupported parameter|Unrecognized request argument supplied|Unknown parameter)\W{0,4}'?\"?(?P<param>[A-Za-z_]{1,40})",
+    r"(?:Unsupported parameter|Unrecognized request argument supplied|Unknown parameter)"
+    r"\W{0,4}'?\"?(?P<param>[A-Za-z_]{1,40})",
     re.I,
 )
 _IMAGE_REJECTION = re.compile(
-    r"you requested \d+ tokens|maximum context length|context_length_exceeded|context (?:length|window)|exceeds? the context|"
+    r"you requested \d+ tokens|maximum context length|context_length_exceeded|context (?:length|window)|"
+    r"exceeds? the context|"
     r"too many tokens|prompt is too long|image input (?:is )?not supported|does not support (?:image|vision)|"
     r"not a multimodal model|images? (?:are|is) not supported|image_url is only supported|"
     r"invalid content type|unsupported content (?:part|type)|vision is not enabled",
@@ -107,8 +109,10 @@ def unsupported_parameter(status: int, body: str) -> str | None:
         err = json.loads(body).get("error")
     except (ValueError, AttributeError):
         err = None
-    if isinstance(err, dict) and err.get("code") == "unsupported_parameter" and isinstance(err.get("param"), str):
-        return err["param"]
+    if isinstance(err, dict) and err.get("code") == "unsupported_parameter":
+        param = err.get("param")
+        if isinstance(param, str) and 0 < len(param) <= 40:
+            return param
     try:  # pydantic servers (FastAPI): {"detail": [{"type": "extra_forbidden", "loc": ["body", "top_k"]}]}
         detail = json.loads(body).get("detail")
         forbidden = [d["loc"][-1] for d in detail if d.get("type") == "extra_forbidden"]
@@ -221,9 +225,16 @@ def _content_text(content: Any) -> str:
 
 
 def parse_completion(body: Any) -> tuple[list[ChatChoice], Usage, str]:
-    """Read a chat.completion object; raise ValueError when it is not one."""
+    """Read a chat.completion object; raise ValueError (only) when it is not one."""
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise ValueError("response has no choices")
+    try:
+        return _read_completion(body)
+    except (TypeError, AttributeError) as exc:  # a field of the wrong JSON type
+        raise ValueError(f"malformed completion ({type(exc).__name__}: {exc})") from None
+
+
+def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str]:
     choices = []
     for ch in body["choices"]:
         msg = ch.get("message") or {}

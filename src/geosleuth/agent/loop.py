@@ -167,7 +167,11 @@ class AgentLoop:
     # -- driver ----------------------------------------------------------------------------
 
     async def run(self) -> Trajectory:
-        self.traj.started_at = time.time()
+        observed = self.traj.turns[0] if self.observed_turns else None
+        # the photo's observation is part of the trajectory's wall time
+        self.traj.started_at = time.time() - (observed.latency_s if observed else 0.0)
+        if observed is not None:
+            self._notify(observed)
         state = State.GENERATE
         try:
             async with asyncio.timeout(self.config.timeout_s):
@@ -268,7 +272,8 @@ class AgentLoop:
     async def _on_text(self, turn: Turn, choice: ChatChoice) -> State:
         """A turn without tool calls: the final answer, a reminder, or a parse failure."""
         text = choice.content
-        self.messages.append(assistant_message(choice, text, echo_reasoning=self.client.profile.echo_reasoning))
+        echo = self.client.profile.echo_reasoning
+        self.messages.append(assistant_message(choice, text, echo_reasoning=echo))
         prediction = parse_answer(text, "robust", choices=self.task.choices or None)
         if self.config.geocode_answers and _is_answer(prediction) and not prediction.has_coords:
             prediction = await asyncio.to_thread(_geocoded, text, self.task.choices or None)
@@ -404,7 +409,8 @@ class AgentLoop:
         in_tool_role = self.config.tool_result_role == "tool"
         wrapped: list[dict[str, Any]] = []
         for r in records:
-            images = [] if blind else [{"type": "image_url", "image_url": {"url": ref}} for ref in r.result_images]
+            refs = [] if blind else r.result_images
+            images = [{"type": "image_url", "image_url": {"url": ref}} for ref in refs]
             content: Any = _result_text(r)
             if images and in_tool_role:
                 content = [{"type": "text", "text": content}, *images]

@@ -219,8 +219,14 @@ class ModelObserver:
             text = render(prompts["photo"], boxes_note=note)
         else:
             text = prompts["region"]
-        content = [{"type": "image_url", "image_url": {"url": data_url}}, {"type": "text", "text": text.strip()}]
-        return [{"role": "system", "content": prompts["system"].strip()}, {"role": "user", "content": content}]
+        content = [
+            {"type": "image_url", "image_url": {"url": data_url}},
+            {"type": "text", "text": text.strip()},
+        ]
+        return [
+            {"role": "system", "content": prompts["system"].strip()},
+            {"role": "user", "content": content},
+        ]
 
     async def observe(
         self, image: Image.Image, target: Target, *, frame: Frame | None = None, path: str | None = None
@@ -244,7 +250,9 @@ class ModelObserver:
         text = resp.first.content.strip()
         took = time.perf_counter() - start
         if not text:
-            return Observation("", self.name, target, took, resp.usage, False, f"observer {self.name} said nothing")
+            return Observation(
+                "", self.name, target, took, resp.usage, False, f"observer {self.name} said nothing"
+            )
         return Observation(_clip(text), self.name, target, took, resp.usage)
 
     async def aclose(self) -> None:

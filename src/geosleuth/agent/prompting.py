@@ -110,7 +110,8 @@ def build_prompts(
     image_size: tuple[int, int],
     observer: str | None = None,
 ) -> tuple[str, str]:
-    """System and user text for one trajectory (``observer``: who describes the image to a text-only model)."""
+    """System and user text for one trajectory (``observer``: who describes the image to a
+    text-only model)."""
     c = common()
     has_zoom = any("bbox_2d" in s["function"].get("parameters", {}).get("properties", {}) for s in schemas)
     bbox_note = ""

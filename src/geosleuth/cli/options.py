@@ -26,7 +26,9 @@ ObserverOpt = Annotated[
 ]
 ObserverUrlOpt = Annotated[
     str | None,
-    typer.Option("--observer-base-url", help="OpenAI-compatible base URL of the observer (default --base-url)."),
+    typer.Option(
+        "--observer-base-url", help="OpenAI-compatible base URL of the observer (default --base-url)."
+    ),
 ]
 ProviderOpt = Annotated[
     str,

@@ -51,7 +51,8 @@ def serve(
         except (KeyError, ValueError, OSError) as exc:
             typer.echo(f"error: unknown prompt style {prompt!r}: {exc}", err=True)
             raise typer.Exit(2) from None
-    agent_options = {k: v for k, v in {"observer": observer, "observer_base_url": observer_base_url}.items() if v}
+    chosen = {"observer": observer, "observer_base_url": observer_base_url}
+    agent_options = {k: v for k, v in chosen.items() if v}
     if observer is not None and model is None:
         typer.echo("error: --observer describes images to a text-only --model: give --model too", err=True)
         raise typer.Exit(2)

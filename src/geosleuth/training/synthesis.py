@@ -4,7 +4,8 @@ The observer looks at the photo and describes its clues from macro (climate, ter
 vegetation, architecture) to micro (text, signs, plates); it also describes every zoomed
 region the zoom tool returns. It is a VLM (a chat client, prompted as below) or any
 `geosleuth.agent.observer.Observer` — ``--observer offline`` uses the offline clue pipeline
-(OCR text with positions, EXIF, languages, phone numbers, domains, candidate places). The planner never sees pixels: it reads those descriptions,
+(OCR text with positions, EXIF, languages, phone numbers, domains, candidate places).
+The planner never sees pixels: it reads those descriptions,
 calls tools (executed for real through the geosleuth registry, providers and cache) and
 concludes with coordinates. A trajectory is kept only if every tool call was valid and the
 answer lies within ``delta_km`` of the truth; every rejection is recorded with its reason.
