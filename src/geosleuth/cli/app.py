@@ -79,14 +79,21 @@ class LazyGroup(TyperGroup):
         return list(dict.fromkeys([*COMMANDS, *self.commands]))
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name in self.commands or cmd_name not in COMMANDS:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:  # not in the table: a module may have added it; look everywhere once
+            for module in dict.fromkeys(s.module for s in COMMANDS.values()):
+                self._load(module)
             return self.commands.get(cmd_name)
-        spec = COMMANDS[cmd_name]
         if self._listing:  # the help screen needs the name and one line, not the command
             return typer.core.TyperCommand(cmd_name, help=spec.help, short_help=spec.help)
-        for name, command in load_module_commands(spec.module).items():
-            self.commands.setdefault(name, command)
+        self._load(spec.module)
         return self.commands.get(cmd_name)
+
+    def _load(self, module: str) -> None:
+        for name, command in load_module_commands(module).items():
+            self.commands.setdefault(name, command)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

@@ -209,4 +209,4 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
         data.setdefault("cache", {})["path"] = env["GEOSLEUTH_TOOL_CACHE"]
     if env.get("GEOSLEUTH_REDIS_URL"):
         data.setdefault("cache", {}).update(backend="redis", redis_url=env["GEOSLEUTH_REDIS_URL"])
-        data.setdefault("http", {}).setdefault("redis_url", env["GEOSLEUTH_REDIS_URL"])
+        data.setdefault("http", {})["redis_url"] = env["GEOSLEUTH_REDIS_URL"]
