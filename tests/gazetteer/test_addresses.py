@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from geosleuth.core.countries import country_family, sovereign_of
 from geosleuth.core.geo import haversine_km
 from geosleuth.gazetteer import get_gazetteer
-from geosleuth.gazetteer.address import MAX_PARTS, cyrillic_stem, designator_free, name_variants, split_address
+from geosleuth.gazetteer.address import (
+    MAX_PARTS,
+    cyrillic_stem,
+    designator_free,
+    name_variants,
+    split_address,
+)
 
 HAMBURG = (53.5511, 9.9937)  # Rathaus
 KOWLOON = (22.3193, 114.1694)  # Mong Kok / Yau Tsim Mong
@@ -37,7 +43,7 @@ def _km(place, ref: tuple[float, float]) -> float:
 @pytest.mark.parametrize(
     ("address", "ref", "code"),
     [
-        ("Schöneberger Straße, 22149 Hamburg, Germany", HAMBURG, "DE"),  # was the centre of Germany, 291 km off
+        ("Schöneberger Straße, 22149 Hamburg, Germany", HAMBURG, "DE"),  # was Germany's centre, 291 km
         ("Germany, Hamburg, Schöneberger Straße", HAMBURG, "DE"),  # coarse to fine
         ("Hamburg 22149, Deutschland", HAMBURG, "DE"),  # postcode after the town
         ("China; Hong Kong; Kowloon", KOWLOON, "HK"),  # was central China
@@ -221,7 +227,8 @@ def test_hedges_abbreviations_and_settlement_words():
 
 @pytest.mark.parametrize(
     ("address", "ref"),
-    [("St. Robert, United States", (37.8281, -92.1777)), ("Brick Township, United States", (40.0584, -74.1372)),
+    [("St. Robert, United States", (37.8281, -92.1777)),
+     ("Brick Township, United States", (40.0584, -74.1372)),
      ("Creve Coeur (St. Louis), United States", (38.6609, -90.4226))],
 )  # fmt: skip
 def test_spelling_variants_find_the_town(gz, address, ref):

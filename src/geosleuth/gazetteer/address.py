@@ -35,10 +35,14 @@ _DESIGNATOR_WORDS = frozenset(
 )  # fmt: skip
 """Words that say what kind of region a name is, in the languages models write addresses in."""
 
-_HEDGES_BEFORE = frozenset({"near", "nr", "around", "outside", "about", "approx", "approximately", "downtown",
-                            "greater", "suburban", "rural"})
-_HEDGES_AFTER = frozenset({"area", "approx", "approximate", "approximately", "vicinity", "outskirts", "downtown",
-                           "surroundings", "environs"})
+_HEDGES_BEFORE = frozenset(
+    {"near", "nr", "around", "outside", "about", "approx", "approximately", "downtown", "greater", "suburban",
+     "rural"}
+)  # fmt: skip
+_HEDGES_AFTER = frozenset(
+    {"area", "approx", "approximate", "approximately", "vicinity", "outskirts", "downtown", "surroundings",
+     "environs"}
+)  # fmt: skip
 _ABBREVIATIONS = {"st": "saint", "ste": "sainte", "mt": "mount", "ft": "fort", "pt": "point"}
 _CONTRACTIONS = {"saint": "st", "sainte": "ste", "mount": "mt", "fort": "ft"}
 _SETTLEMENT_WORDS = frozenset({"township", "town", "city", "village", "borough", "municipality", "hamlet"})

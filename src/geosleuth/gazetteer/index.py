@@ -237,7 +237,8 @@ class Gazetteer:
             return []
         return self._db.execute(
             "SELECT n.key, n.is_primary, p.idx, p.id, p.name, p.lat, p.lon, p.cc, p.admin1, p.population, "
-            f"p.kind FROM names n JOIN places p ON p.idx = n.idx WHERE n.key IN ({','.join('?' * len(keys))})",
+            "p.kind FROM names n JOIN places p ON p.idx = n.idx "
+            f"WHERE n.key IN ({','.join('?' * len(keys))})",
             keys,
         ).fetchall()
 
