@@ -182,7 +182,9 @@ def bench_reverse(n: int, repeats: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--predictions", type=Path, default=PREDICTIONS, help="folder of *.jsonl answers")
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)

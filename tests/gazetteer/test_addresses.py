@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from geosleuth.core.countries import country_family, sovereign_of
 from geosleuth.core.geo import haversine_km
 from geosleuth.gazetteer import get_gazetteer
-from geosleuth.gazetteer.address import MAX_PARTS, cyrillic_stem, designator_free, name_variants, split_address
+from geosleuth.gazetteer.address import (
+    MAX_PARTS,
+    cjk_substrings,
+    cyrillic_stem,
+    designator_free,
+    name_variants,
+    segment,
+    split_address,
+)
 
 HAMBURG = (53.5511, 9.9937)  # Rathaus
 KOWLOON = (22.3193, 114.1694)  # Mong Kok / Yau Tsim Mong
@@ -37,7 +45,7 @@ def _km(place, ref: tuple[float, float]) -> float:
 @pytest.mark.parametrize(
     ("address", "ref", "code"),
     [
-        ("Schöneberger Straße, 22149 Hamburg, Germany", HAMBURG, "DE"),  # was the centre of Germany, 291 km off
+        ("Schöneberger Straße, 22149 Hamburg, Germany", HAMBURG, "DE"),  # was Germany's centre, 291 km
         ("Germany, Hamburg, Schöneberger Straße", HAMBURG, "DE"),  # coarse to fine
         ("Hamburg 22149, Deutschland", HAMBURG, "DE"),  # postcode after the town
         ("China; Hong Kong; Kowloon", KOWLOON, "HK"),  # was central China
@@ -221,8 +229,34 @@ def test_hedges_abbreviations_and_settlement_words():
 
 @pytest.mark.parametrize(
     ("address", "ref"),
-    [("St. Robert, United States", (37.8281, -92.1777)), ("Brick Township, United States", (40.0584, -74.1372)),
+    [("St. Robert, United States", (37.8281, -92.1777)),
+     ("Brick Township, United States", (40.0584, -74.1372)),
      ("Creve Coeur (St. Louis), United States", (38.6609, -90.4226))],
 )  # fmt: skip
 def test_spelling_variants_find_the_town(gz, address, ref):
     assert _km(gz.search(address)[0], ref) < 10
+
+
+SHIBUYA = (35.6618, 139.7041)  # Shibuya Station
+OSAKA = (34.6937, 135.5023)
+SAPPORO = (43.0618, 141.3545)
+BEIJING_CHAOYANG = (39.9215, 116.4434)  # Chaoyang District government
+
+
+@pytest.mark.parametrize(
+    ("address", "ref", "km"),
+    [("東京都渋谷区", SHIBUYA, 5), ("〒150-0002 東京都渋谷区渋谷2丁目21-1", SHIBUYA, 5),
+     ("大阪府大阪市中央区", OSAKA, 5), ("北海道札幌市", SAPPORO, 5), ("香港九龍", KOWLOON, 10),
+     ("北京市朝阳区建国路88号", BEIJING_CHAOYANG, 10)],
+)  # fmt: skip
+def test_chinese_and_japanese_addresses_without_separators(gz, address, ref, km):
+    top = gz.search(address)[0]
+    assert top.kind == "city" and _km(top, ref) < km, top
+
+
+def test_segment_is_longest_match_and_skips_street_names():
+    known = {"東京都", "東京", "渋谷区", "渋谷", "北京市", "朝阳区", "建国"}
+    assert segment("東京都渋谷区", known) == ["東京都", "渋谷区"]
+    assert segment("北京市朝阳区建国路", known) == ["北京市", "朝阳区"]  # 建国 begins 建国路, a street
+    assert segment("無名", known) == []
+    assert cjk_substrings("ab") == [] and len(cjk_substrings("東" * 500)) <= 40 * 7

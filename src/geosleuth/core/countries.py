@@ -282,7 +282,9 @@ def _sovereigns() -> dict[str, str]:
     out = dict(OVERSEAS_PARTS)
     for rec in natural_earth_country_records():
         code = ne_record_code(rec)
-        if code is None or rec.get("TYPE") not in _SOVEREIGN_TYPES or rec.get("SOVEREIGNT") == rec.get("ADMIN"):
+        if code is None or rec.get("TYPE") not in _SOVEREIGN_TYPES:
+            continue
+        if rec.get("SOVEREIGNT") == rec.get("ADMIN"):
             continue
         sovereign = resolve_country(str(rec.get("SOVEREIGNT") or ""))
         if sovereign and sovereign != code:

@@ -20,6 +20,12 @@ MAX_PARTS = 8
 _SEPARATORS = re.compile(r"[,;/|\n\r\t，；、·]+")
 _PARENS = re.compile(r"[(（\[]([^()（）\[\]]*)[)）\]]")
 _HAS_DIGIT = re.compile(r"\d")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK_WORD = re.compile(r"^[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+$")
+_CJK_NUMBER = re.compile(r"[\d０-９]+[号號番地丁目之の-]*")
+_STREET_MARKS = frozenset("路街巷道通弄里胡同")
+MAX_SEGMENT = 8
+MAX_SEGMENTED_CHARS = 40
 
 _DESIGNATOR_WORDS = frozenset(
     normalize(w)
@@ -35,10 +41,14 @@ _DESIGNATOR_WORDS = frozenset(
 )  # fmt: skip
 """Words that say what kind of region a name is, in the languages models write addresses in."""
 
-_HEDGES_BEFORE = frozenset({"near", "nr", "around", "outside", "about", "approx", "approximately", "downtown",
-                            "greater", "suburban", "rural"})
-_HEDGES_AFTER = frozenset({"area", "approx", "approximate", "approximately", "vicinity", "outskirts", "downtown",
-                           "surroundings", "environs"})
+_HEDGES_BEFORE = frozenset(
+    {"near", "nr", "around", "outside", "about", "approx", "approximately", "downtown", "greater", "suburban",
+     "rural"}
+)  # fmt: skip
+_HEDGES_AFTER = frozenset(
+    {"area", "approx", "approximate", "approximately", "vicinity", "outskirts", "downtown", "surroundings",
+     "environs"}
+)  # fmt: skip
 _ABBREVIATIONS = {"st": "saint", "ste": "sainte", "mt": "mount", "ft": "fort", "pt": "point"}
 _CONTRACTIONS = {"saint": "st", "sainte": "ste", "mount": "mt", "fort": "ft"}
 _SETTLEMENT_WORDS = frozenset({"township", "town", "city", "village", "borough", "municipality", "hamlet"})
@@ -85,12 +95,49 @@ def _drop_numbers(part: str) -> str:
 
     Words with a digit go (postcodes, "SW1A", "No.5"); a component of nothing but digits is dropped.
     """
-    words = [w for w in part.split() if not _HAS_DIGIT.search(w)]
+    words: list[str] = []
+    for word in part.split():
+        if _CJK.search(word):  # "建国路88号": the number goes, the words around it stay
+            words.extend(_CJK_NUMBER.sub(" ", word).split())
+        elif not _HAS_DIGIT.search(word):
+            words.append(word)
     while len(words) > 1 and words[0].casefold().strip(".") in _HEDGES_BEFORE:
         words = words[1:]
     while len(words) > 1 and words[-1].casefold().strip(".") in _HEDGES_AFTER:
         words = words[:-1]
     return " ".join(words).strip(" .-–—#")
+
+
+def cjk_substrings(word: str) -> list[str]:
+    """Every substring of 2 to `MAX_SEGMENT` characters of a Chinese/Japanese word (capped at
+    `MAX_SEGMENTED_CHARS` characters), for looking up which of them are place names."""
+    if not _CJK_WORD.match(word):
+        return []
+    word = word[:MAX_SEGMENTED_CHARS]
+    return list(
+        dict.fromkeys(
+            word[i : i + n] for i in range(len(word)) for n in range(2, MAX_SEGMENT + 1) if i + n <= len(word)
+        )
+    )
+
+
+def segment(word: str, known: set[str]) -> list[str]:
+    """A Chinese/Japanese address written without separators, as the place names it is made of,
+    longest match first from the left ("東京都渋谷区" -> ["東京都", "渋谷区"]); unknown characters
+    (street names, "号") are skipped, and so is a name that starts a street name ("建国" in
+    "建国路")."""
+    word = word[:MAX_SEGMENTED_CHARS]
+    out: list[str] = []
+    i = 0
+    while i < len(word):
+        for n in range(min(MAX_SEGMENT, len(word) - i), 1, -1):
+            if word[i : i + n] in known and word[i + n : i + n + 1] not in _STREET_MARKS:
+                out.append(word[i : i + n])
+                i += n
+                break
+        else:
+            i += 1
+    return out
 
 
 def name_variants(key: str) -> list[str]:

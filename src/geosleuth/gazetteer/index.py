@@ -24,7 +24,15 @@ from geosleuth.core.countries import country_family, resolve_country
 from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
-from geosleuth.gazetteer.address import cyrillic_stem, designator_free, name_variants, split_address
+from geosleuth.gazetteer.address import (
+    MAX_PARTS,
+    cjk_substrings,
+    cyrillic_stem,
+    designator_free,
+    name_variants,
+    segment,
+    split_address,
+)
 from geosleuth.gazetteer.build import GRID_MIXED, GRID_WATER, unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -49,7 +57,7 @@ TOWN_DENSITY = 100.0
 """People per km² over a town's surroundings, for how far a named town reaches around it."""
 
 _RANK = {"city": 0, "admin1": 1, "country": 2}
-"""How coarse a kind of place is: a component with only finer candidates never contradicts."""
+"""How coarse a kind of place is: only a coarser component can contradict a candidate."""
 
 PlaceRow = tuple[str, str, float, float, str | None, str | None, int | None, str]
 """One stored place: (id, name, lat, lon, cc, admin1, population, kind)."""
@@ -164,7 +172,7 @@ class Gazetteer:
         region, a larger town around them) and how many contradict them; streets, postcodes and
         unknown names are skipped. ``country`` (anything `resolve_country` reads) filters.
         """
-        parts = split_address(query)
+        parts = self._segment(split_address(query))
         if not parts:
             return []
         country_code = resolve_country(country) if country else None
@@ -183,6 +191,24 @@ class Gazetteer:
             if len(out) == limit:
                 break
         return out
+
+    def _segment(self, parts: list[str]) -> list[str]:
+        """Chinese/Japanese components that are no name as a whole ("東京都渋谷区", "北京市朝阳区建国路")
+        become the place names they are made of, in their order; at most `MAX_PARTS` in all."""
+        wanted = {p: normalize(p) for p in parts}
+        grams = {w: cjk_substrings(k) for w, k in wanted.items() if " " not in k and len(k) > 2}
+        grams = {w: g for w, g in grams.items() if g}
+        if not grams:
+            return parts
+        keys = sorted({g for gs in grams.values() for g in gs} | {wanted[w] for w in grams})
+        known = {k for (k,) in self._db.execute(
+            f"SELECT DISTINCT key FROM names WHERE key IN ({','.join('?' * len(keys))})", keys
+        )}  # fmt: skip
+        out: list[str] = []
+        for part in parts:
+            key = wanted[part]
+            out.extend(segment(key, known) or [part] if part in grams and key not in known else [part])
+        return out[:MAX_PARTS]
 
     def _part_candidates(
         self, parts: list[str], country_code: str | None, rows: dict[int, tuple[Any, ...]]
@@ -237,7 +263,8 @@ class Gazetteer:
             return []
         return self._db.execute(
             "SELECT n.key, n.is_primary, p.idx, p.id, p.name, p.lat, p.lon, p.cc, p.admin1, p.population, "
-            f"p.kind FROM names n JOIN places p ON p.idx = n.idx WHERE n.key IN ({','.join('?' * len(keys))})",
+            "p.kind FROM names n JOIN places p ON p.idx = n.idx "
+            f"WHERE n.key IN ({','.join('?' * len(keys))})",
             keys,
         ).fetchall()
 
@@ -275,7 +302,9 @@ class Gazetteer:
         priority, rank within the component), and their score.
 
         A candidate is supported by a component that contains it (or names it again) and
-        contradicted by a same-or-coarser component that neither contains it nor lies in it.
+        contradicted by a coarser component that does not contain it ("Paris, Texas" for Paris,
+        France). A same-level component that does not contain it is no contradiction: a ward
+        whose namesakes lie elsewhere ("大阪市中央区") must not hand the answer to the province.
         """
         priority = self._part_priority(groups)
         lists = [list(g) for g in groups]
@@ -304,7 +333,7 @@ class Gazetteer:
                 for p, is_in, is_around in zip(mine, inside, around, strict=True):
                     if is_in:
                         support[p] += 1
-                    elif not is_around and coarsest[j] >= _RANK[self.kind[p]]:
+                    elif not is_around and coarsest[j] > _RANK[self.kind[p]]:
                         conflicts[p] += 1
             for pos, (score, idx) in enumerate(self._rank_part(groups[i])):
                 ranked.append(((conflicts[idx], -support[idx], priority[i], pos), score, idx))
