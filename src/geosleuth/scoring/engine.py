@@ -118,7 +118,7 @@ class ScoreArrays:
 class RowColumns:
     """What ``--rows`` prints, as columns (no per-row dicts are kept while scoring)."""
 
-    line: NDArray[np.int64]
+    line: NDArray[np.int32]
     status: NDArray[np.int8]
     coords: tuple[NDArray[np.float64], ...]  # pred lat, pred lon, true lat, true lon
     ids: list[str | None]
@@ -990,7 +990,7 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
     return notes
 
 
-def _line_list(lines: NDArray[np.int64]) -> str:
+def _line_list(lines: NDArray[np.int32]) -> str:
     shown = [str(int(x)) for x in lines[:SHOWN] if x]
     if not shown:
         return ""
