@@ -143,3 +143,39 @@ def test_score_command_loads_only_its_own_cli_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert '"acc@0.5km": 11.14' in out and "LOADED []" in out
+
+
+def test_geovista_verifier_model_replaces_the_rule(tmp_path: Path) -> None:
+    from geosleuth.testing import FakeOpenAIServer, reply
+
+    truth = {
+        "lat": 47.0,
+        "lon": 8.3,
+        "country": "Switzerland",
+        "province_or_state": "Lucerne",
+        "city": "Kriens",
+    }
+    rows = [
+        {"id": 1, "ground_truth": truth, "response": "It is Kriens."},  # rule: all three right
+        {"id": 2, "ground_truth": truth, "response": "Probably Bern."},  # rule: all wrong
+    ]
+    path = tmp_path / "gv.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def script(body: dict) -> object:  # type: ignore[type-arg]
+        prompt = body["messages"][0]["content"]
+        if "Kriens." in prompt:
+            return reply('{"country": true, "state": false, "city": false}')
+        return reply('{"country": false, "state": true, "city": false}')
+
+    with FakeOpenAIServer(script) as server:
+        code, out, err = run(
+            str(path), "-p", "geovista", "-f", "json", "--verifier-model", "judge",
+            "--verifier-base-url", server.base_url,
+        )  # fmt: skip
+    assert code == 0, err
+    m = json.loads(out)["metrics"]
+    # verdicts replace the rule, then a state hit credits the country
+    assert (m["acc_country"], m["acc_state"], m["acc_city"]) == (100.0, 50.0, 0.0)
+    code, _, err = run(str(path), "-p", "twm", "--verifier-model", "judge")
+    assert code == 2 and "applies to --protocol geovista" in err

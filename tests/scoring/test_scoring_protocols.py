@@ -347,3 +347,26 @@ def test_rows_output_streams_from_columns(tmp_path: Path) -> None:
     assert rows[0]["distance_km"] == pytest.approx(
         0.5 * math.pi / 180 * 6371.0 * math.cos(math.radians(85)), rel=1e-3
     )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<answer>Country: Switzerland\nProvince/State: Lucerne\nCity: Horw</answer>",  # geovista prompt
+        '{"country": "Switzerland", "province_or_state": "Lucerne", "city": "Horw"}',  # GeoVista's JSON
+    ],
+)
+def test_default_reads_the_state_of_geovista_answers(tmp_path: Path, answer: str) -> None:
+    """Needs the parsing change that reads Province/State lines and province_or_state keys."""
+    truth = {
+        "lat": 47.03,
+        "lon": 8.28,
+        "country": "Switzerland",
+        "province_or_state": "Lucerne",
+        "city": "Kriens",
+    }
+    row = {"id": 1, "ground_truth": truth, "response": answer}
+    path = write_jsonl(tmp_path / "d.jsonl", [row])
+    result = score_file(path, get_protocol("default"), geocoder=_none, reverse=_no_reverse)
+    m = result.score.metrics
+    assert (m["text_acc_country"], m["text_acc_admin1"], m["text_acc_city"]) == (100.0, 100.0, 0.0)

@@ -57,6 +57,19 @@ def score(
     rows: Annotated[
         Path | None, typer.Option("--rows", help="Also write per-row results here (.csv or .jsonl).")
     ] = None,
+    verifier_model: Annotated[
+        str | None,
+        typer.Option(
+            "--verifier-model",
+            help="geovista: a model whose verdict replaces the level rule (GeoVista's --model_verifier).",
+        ),
+    ] = None,
+    verifier_base_url: Annotated[
+        str | None, typer.Option("--verifier-base-url", help="OpenAI-compatible endpoint of the verifier.")
+    ] = None,
+    verifier_api_key_env: Annotated[
+        str | None, typer.Option("--verifier-api-key-env", help="Environment variable holding its key.")
+    ] = None,
 ) -> None:
     """Score prediction files: Acc@k, median/mean km, GeoGuessr, level accuracy, 95 % CIs."""
     from dataclasses import replace
@@ -71,14 +84,26 @@ def score(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if verifier_model and chosen.level_rule != "geovista":
+        typer.echo(f"error: --verifier-model applies to --protocol geovista, not {chosen.name}", err=True)
+        raise typer.Exit(2)
+    verifier = _verifier(verifier_model, verifier_base_url, verifier_api_key_env) if verifier_model else None
     results: list[FileScore] = []
     failed = False
-    for path in files:
-        try:
-            results.append(score_file(path, chosen, truth_path=truth, by=by, keep_rows=rows is not None))
-        except ScoreInputError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            failed = True
+    try:
+        for path in files:
+            try:
+                results.append(
+                    score_file(
+                        path, chosen, truth_path=truth, by=by, verifier=verifier, keep_rows=rows is not None
+                    )
+                )
+            except ScoreInputError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                failed = True
+    finally:
+        if verifier is not None:
+            verifier.close()
     if results:
         _emit(results, output_format)
         if rows is not None:
@@ -88,6 +113,16 @@ def score(
         failed = True
     if failed:
         raise typer.Exit(1)
+
+
+def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
+    from geosleuth.eval.config import JudgeSettings
+    from geosleuth.eval.judges import GeoVistaVerifier
+
+    settings = JudgeSettings(model=model, api_key_env=api_key_env)
+    if base_url:
+        settings = settings.model_copy(update={"base_url": base_url})
+    return GeoVistaVerifier(settings)
 
 
 def _emit(results: list[FileScore], output_format: OutputFormat) -> None:

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import string
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -268,6 +268,41 @@ async def judge_levels_geovista(sample: Sample, trajectory: Trajectory | None, a
     judged = {lv: judged_all[lv] for lv in levels}
     result = {"rule": rule, "judge": judged, "combined": dict(judged)}
     return Judgment(sample.id, "levels", True, result, None, [raw], cached)
+
+
+class GeoVistaVerifier:
+    """GeoVista's ``--model_verifier`` for ``geosleuth score``: one judge call per answer, in order.
+
+    Called as ``verifier(final_turn, labels) -> {country, admin1, city}``; an unusable reply
+    raises, and the scorer drops the row as the released code does (listing it).
+    """
+
+    def __init__(self, settings: JudgeSettings) -> None:
+        from geosleuth.agent.client import ChatClient
+
+        self.settings = settings
+        self._runner = asyncio.Runner()
+        self._client = ChatClient(
+            settings.model,
+            settings.base_url,
+            api_key_env=settings.api_key_env or "OPENAI_API_KEY",
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+            backoff_s=0.05,
+        )
+
+    def __call__(self, response: str, labels: Mapping[str, str]) -> dict[str, bool]:
+        prompt = render(
+            "levels", answer=response, **{lv: labels.get(lv) or "(not given)" for lv in JUDGE_LEVELS}
+        )
+        messages = [{"role": "user", "content": prompt}]
+        reply = self._runner.run(self._client.complete(messages, temperature=self.settings.temperature))
+        verdict = parse_verdict(LevelVerdict, reply.first.content or "")
+        return {"country": verdict.country, "admin1": verdict.state, "city": verdict.city}
+
+    def close(self) -> None:
+        self._runner.run(self._client.aclose())
+        self._runner.close()
 
 
 async def judge_path(sample: Sample, trajectory: Trajectory | None, ask: AskFn) -> Judgment:

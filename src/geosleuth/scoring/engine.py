@@ -53,8 +53,10 @@ VerifierFn = Callable[[str, Mapping[str, str]], Mapping[str, bool] | None]
 
 MISSING_GROUP = "(none)"
 N_BOOT = 1000
-CHUNK = 65_536
-"""Rows per vectorised step (distances, reverse geocoding)."""
+CHUNK = 16_384
+"""Rows buffered as Python values before they become NumPy columns and are scored."""
+VECTOR_CHUNK = 65_536
+"""Rows per vectorised step when scoring whole arrays (distances, reverse geocoding)."""
 SHOWN = 10
 """Problems and line numbers listed in warnings before a count of the rest."""
 MISALIGNMENT_WINDOW = 100_000
@@ -117,7 +119,7 @@ class ScoreArrays:
 class RowColumns:
     """What ``--rows`` prints, as columns (no per-row dicts are kept while scoring)."""
 
-    line: NDArray[np.int64]
+    line: NDArray[np.int32]
     status: NDArray[np.int8]
     coords: tuple[NDArray[np.float64], ...]  # pred lat, pred lon, true lat, true lon
     ids: list[str | None]
@@ -245,7 +247,7 @@ class _DuplicateIds:
     """Duplicate ids found in bounded memory: 64-bit hashes in sorted NumPy chunks, not a dict."""
 
     def __init__(self) -> None:
-        self.sorted: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+        self.sorted: list[tuple[NDArray[np.int64], NDArray[np.int32]]] = []
         self.pending: dict[int, tuple[str, int]] = {}
 
     def add(self, sid: str, line: int, report: Callable[[str, int, int], None]) -> None:
@@ -271,15 +273,15 @@ class _DuplicateIds:
 
     def _freeze(self) -> None:
         keys = np.fromiter(self.pending.keys(), dtype=np.int64, count=len(self.pending))
-        lines = np.fromiter((v[1] for v in self.pending.values()), dtype=np.int64, count=len(self.pending))
+        lines = np.fromiter((v[1] for v in self.pending.values()), dtype=np.int32, count=len(self.pending))
         order = np.argsort(keys, kind="stable")
         self.sorted.append((keys[order], lines[order]))
         self.pending = {}
-        if len(self.sorted) > 8:  # merge so lookups stay few
-            keys = np.concatenate([k for k, _ in self.sorted])
-            lines = np.concatenate([v for _, v in self.sorted])
+        while len(self.sorted) > 1 and self.sorted[-1][0].size >= self.sorted[-2][0].size:
+            (k1, l1), (k2, l2) = self.sorted[-2], self.sorted.pop()  # merge like a binary counter
+            keys, lines = np.concatenate([k1, k2]), np.concatenate([l1, l2])
             order = np.argsort(keys, kind="stable")
-            self.sorted = [(keys[order], lines[order])]
+            self.sorted[-1] = (keys[order], lines[order])
 
     def contains(self, sid: str) -> bool:
         key = hash(sid)
@@ -317,8 +319,17 @@ class _Accumulator:
         by: str | None,
         keep_rows: bool,
         truth_prefix: str | None,
+        reverse: ReverseFn | None = None,
     ) -> None:
         self.name = name
+        self.reverse = reverse
+        # coordinates are scored chunk by chunk and dropped, unless --rows prints them or the
+        # protocol (OSV-5M) needs to see every row's labels before it can score any level
+        self.stream_coords = not protocol.truth_levels_from_labels
+        self.coord_chunks: list[_CoordChunk] = []
+        self.window: list[list[NDArray[np.float64]]] = [[], [], [], []]
+        self.window_rows = 0
+        self.any_truth_coords = False
         self.protocol = protocol
         self.aliases = aliases
         self.verifier = verifier
@@ -327,7 +338,7 @@ class _Accumulator:
         self.prefixes = (name,) if truth_prefix is None else (name, truth_prefix)
         self.n = 0
         self.any_truth = False
-        self.line = _Growing(np.int64)
+        self.line = _Growing(np.int32)
         self.status = _Growing(np.int8)
         self.coords = [_Growing(np.float64) for _ in range(4)]
         self.has_labels = _Growing(bool)
@@ -435,18 +446,45 @@ class _Accumulator:
         if sid is not None and line:
             self.ids_seen.add(sid, line, self._duplicate)
         if len(self.line.buffer) >= CHUNK:
-            for column in self._columns():
-                column.flush()
+            self.flush()
+
+    def flush(self) -> None:
+        """Freeze the buffered rows into columns; score their coordinates when streaming."""
+        if self.stream_coords and self.coords[0].buffer:
+            arrays = [np.array(c.buffer, dtype=np.float64) for c in self.coords]
+            for column, values in zip(self.coords, arrays, strict=True):
+                column.buffer = []
+                if self.keep_rows:
+                    column.chunks.append(values)
+            self._score_coordinates(*arrays)
+        for column in self._columns():
+            column.flush()
+
+    def _score_coordinates(self, *coords: NDArray[np.float64]) -> None:
+        plat, plon, tlat, tlon = coords
+        self.any_truth_coords = self.any_truth_coords or bool(np.isfinite(tlat).any())
+        take = min(plat.size, MISALIGNMENT_WINDOW - self.window_rows)
+        if take > 0:
+            for kept, values in zip(self.window, coords, strict=True):
+                kept.append(values[:take].copy())
+            self.window_rows += take
+        if self.protocol.coord_levels and self.reverse is None:
+            self.reverse = default_reverse(self.protocol)
+        chunk = _coordinate_chunk(
+            plat, plon, tlat, tlon, self.protocol, self.reverse, keep_pred_levels=self.keep_rows
+        )
+        self.coord_chunks.append(chunk)
+
+    def window_coords(self) -> tuple[NDArray[np.float64], ...]:
+        """The first rows' coordinates, for the misalignment check."""
+        if not self.stream_coords:
+            return tuple(c.array()[:MISALIGNMENT_WINDOW] for c in self.coords)
+        return tuple(np.concatenate(k) if k else np.zeros(0) for k in self.window)
 
     def _columns(self) -> Iterator[_Growing]:
-        yield from (
-            self.line,
-            self.status,
-            *self.coords,
-            self.has_labels,
-            self.choice_hit,
-            self.choice_scored,
-        )
+        yield from (self.line, self.status, self.has_labels, self.choice_hit, self.choice_scored)
+        if not self.stream_coords:
+            yield from self.coords
         yield from (c.column for c in self.truth_labels.values())
         yield from (*self.text_hit.values(), *self.text_scored.values(), self.has_response)
         if self.groups is not None:
@@ -527,14 +565,88 @@ def _reverse_levels(
     """Reverse-geocode the finite points only, in chunks; other rows get empty labels."""
     out = {k: np.full(lats.shape, "", dtype=object) for k in keys}
     ok = np.flatnonzero(np.isfinite(lats) & np.isfinite(lons))
-    for start in range(0, ok.size, CHUNK):
-        rows = ok[start : start + CHUNK]
+    for start in range(0, ok.size, VECTOR_CHUNK):
+        rows = ok[start : start + VECTOR_CHUNK]
         found = reverse(lats[rows], lons[rows])
         for k in keys:
             values = np.array(found[k], dtype=object).reshape(-1)
             values[values == None] = ""  # noqa: E711 - elementwise None test
             out[k][rows] = values
     return out
+
+
+@dataclass
+class _CoordChunk:
+    """Distances and coordinate-level hits of consecutive rows (predicted vs true coordinates)."""
+
+    d: NDArray[np.float64]
+    level_hits: dict[str, NDArray[np.bool_]]  # metric -> hit, already requiring both points
+    pred_levels: dict[str, NDArray[np.object_]]
+
+
+def _coordinate_chunk(
+    plat: NDArray[np.float64],
+    plon: NDArray[np.float64],
+    tlat: NDArray[np.float64],
+    tlon: NDArray[np.float64],
+    protocol: ScoringProtocol,
+    reverse: ReverseFn | None,
+    truth_levels: Mapping[str, NDArray[np.object_]] | None = None,
+    has_labels: NDArray[np.bool_] | None = None,
+    keep_pred_levels: bool = True,
+) -> _CoordChunk:
+    """One vectorised step: distances, and levels by reverse-geocoding prediction and truth."""
+    d = np.asarray(
+        distance_km(plat, plon, tlat, tlon, method=protocol.distance, radius_km=protocol.radius_km),
+        dtype=np.float64,
+    ).reshape(-1)
+    level_hits: dict[str, NDArray[np.bool_]] = {}
+    pred_levels: dict[str, NDArray[np.object_]] = {}
+    if protocol.coord_levels and d.size:
+        assert reverse is not None
+        keys = [k for _, k in protocol.coord_levels]
+        valid = np.isfinite(plat) & np.isfinite(plon)
+        has_truth = np.isfinite(tlat) & np.isfinite(tlon)
+        if has_labels is not None and truth_levels is not None:
+            has_truth |= has_labels
+        if truth_levels is None:  # one reverse-geocoding pass over predictions and truth together
+            both = _reverse_levels(reverse, np.concatenate([plat, tlat]), np.concatenate([plon, tlon]), keys)
+            pred = {k: v[: plat.size] for k, v in both.items()}
+            true = {k: v[plat.size :] for k, v in both.items()}
+        else:
+            pred = _reverse_levels(reverse, plat, plon, keys)
+            true = {k: np.asarray(truth_levels[k], dtype=object) for k in keys}
+        if protocol.nested_levels:
+            hits = M.level_hits_from_coordinates(pred, true, keys)
+        else:
+            hits = {k: M.label_hits(pred[k], true[k]) for k in keys}
+        for metric, key in protocol.coord_levels:
+            level_hits[metric] = hits[key] & valid & has_truth
+        if keep_pred_levels:
+            pred_levels = pred
+    return _CoordChunk(d, level_hits, pred_levels)
+
+
+def _assemble(
+    chunks: Sequence[_CoordChunk], protocol: ScoringProtocol, parsed: NDArray[np.bool_]
+) -> ScoreArrays:
+    """Chunks -> one ScoreArrays with threshold hits and points."""
+    d = np.concatenate([c.d for c in chunks]) if chunks else np.zeros(0)
+    hits: dict[str, NDArray[np.bool_]] = {}
+    points: dict[str, NDArray[np.float64]] = {}
+    for t in protocol.thresholds:
+        hits[M.threshold_name(t)] = M.hits_at(d, t, protocol.strict_threshold)
+    if protocol.geoguessr:
+        points["geoguessr"] = M.geoguessr_points(d)
+    if protocol.geoscore:
+        points["geoscore"] = M.geoscore_points(d)
+    pred_levels: dict[str, NDArray[np.object_]] = {}
+    if chunks and chunks[0].level_hits:
+        for metric, _ in protocol.coord_levels:
+            hits[metric] = np.concatenate([c.level_hits[metric] for c in chunks])
+        for key in chunks[0].pred_levels:
+            pred_levels[key] = np.concatenate([c.pred_levels[key] for c in chunks])
+    return ScoreArrays(d, parsed, hits, {}, points, pred_levels)
 
 
 def arrays_from_coordinates(
@@ -551,58 +663,26 @@ def arrays_from_coordinates(
 ) -> ScoreArrays:
     """The vectorised core: predicted vs true coordinates (NaN = failed) -> per-row hits and points."""
     plat, plon, tlat, tlon = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (plat, plon, tlat, tlon))
-    d = np.empty(plat.size, dtype=np.float64)
-    for start in range(0, plat.size, CHUNK * 4):
-        s = slice(start, start + CHUNK * 4)
-        d[s] = np.asarray(
-            distance_km(
-                plat[s], plon[s], tlat[s], tlon[s], method=protocol.distance, radius_km=protocol.radius_km
-            ),
-            dtype=np.float64,
-        ).reshape(-1)
-    valid = np.isfinite(plat) & np.isfinite(plon)
-    parsed = valid if parsed is None else parsed
-    hits: dict[str, NDArray[np.bool_]] = {}
-    points: dict[str, NDArray[np.float64]] = {}
-    pred_levels: dict[str, NDArray[np.object_]] = {}
-    for t in protocol.thresholds:
-        hits[M.threshold_name(t)] = M.hits_at(d, t, protocol.strict_threshold)
-    if protocol.geoguessr:
-        points["geoguessr"] = M.geoguessr_points(d)
-    if protocol.geoscore:
-        points["geoscore"] = M.geoscore_points(d)
-    if protocol.coord_levels and d.size:
-        keys = [k for _, k in protocol.coord_levels]
+    if protocol.coord_levels and plat.size:
         reverse = reverse or default_reverse(protocol)
-        has_truth = np.isfinite(tlat) & np.isfinite(tlon)
-        if has_labels is not None and truth_levels is not None:
-            has_truth |= has_labels
-        level_hits = {k: np.zeros(d.size, dtype=bool) for k in keys}
-        kept = {k: np.full(d.size, "", dtype=object) for k in keys} if keep_pred_levels else {}
-        for start in range(0, d.size, CHUNK):
-            s = slice(start, start + CHUNK)
-            if truth_levels is None:  # one reverse-geocoding pass over predictions and truth together
-                m = plat[s].size
-                both = _reverse_levels(
-                    reverse, np.concatenate([plat[s], tlat[s]]), np.concatenate([plon[s], tlon[s]]), keys
-                )
-                pred = {k: v[:m] for k, v in both.items()}
-                true = {k: v[m:] for k, v in both.items()}
-            else:
-                pred = _reverse_levels(reverse, plat[s], plon[s], keys)
-                true = {k: np.asarray(truth_levels[k][s], dtype=object) for k in keys}
-            if protocol.nested_levels:
-                chunk_hits = M.level_hits_from_coordinates(pred, true, keys)
-            else:
-                chunk_hits = {k: M.label_hits(pred[k], true[k]) for k in keys}
-            for k in keys:
-                level_hits[k][s] = chunk_hits[k]
-                if keep_pred_levels:
-                    kept[k][s] = pred[k]
-        pred_levels = kept
-        for metric, key in protocol.coord_levels:
-            hits[metric] = level_hits[key] & valid & has_truth
-    return ScoreArrays(d, parsed, hits, {}, points, pred_levels)
+    chunks = []
+    for start in range(0, plat.size, VECTOR_CHUNK):
+        s = slice(start, start + VECTOR_CHUNK)
+        chunks.append(
+            _coordinate_chunk(
+                plat[s],
+                plon[s],
+                tlat[s],
+                tlon[s],
+                protocol,
+                reverse,
+                None if truth_levels is None else {k: v[s] for k, v in truth_levels.items()},
+                None if has_labels is None else has_labels[s],
+                keep_pred_levels,
+            )
+        )
+    valid = np.isfinite(plat) & np.isfinite(plon)
+    return _assemble(chunks, protocol, valid if parsed is None else parsed)
 
 
 def score_coordinates(
@@ -734,9 +814,8 @@ def score_file(
         and hasattr(geocoder, "search")
     ):
         aliases = gazetteer_aliases(geocoder)
-    acc = _Accumulator(
-        name, protocol, aliases, verifier, by, keep_rows, str(truth_path) if truth_path is not None else None
-    )
+    truth_name = str(truth_path) if truth_path is not None else None
+    acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
     for raw in iter_rows(path):
         if raw.data is None:
             acc.add(raw.line, None, Prediction(status=ParseStatus.FAILED), None, None, raw.error)
@@ -752,7 +831,8 @@ def score_file(
             f"{name}: no row carries ground truth (expected a ground_truth object or true_lat/true_lon "
             f"columns); pass the dataset with --truth FILE"
         )
-    arrays, notes = _arrays(acc, protocol, reverse, keep_rows)
+    acc.flush()
+    arrays, notes = _arrays(acc, protocol, keep_rows)
     score = summarize(arrays, protocol)
     problems = _merged_problems([truth_problems, acc.duplicates, missing_problem, acc.row_problems])
     score.warnings = _warnings(path, acc, arrays, problems, notes)
@@ -797,30 +877,34 @@ def _row_truth(
     return row_truth, (row_truth.problem if row_truth is not None else "row has no ground truth")
 
 
-def _arrays(
-    acc: _Accumulator, protocol: ScoringProtocol, reverse: ReverseFn | None, keep_rows: bool
-) -> tuple[ScoreArrays, list[str]]:
-    """Columns -> distances, hits and points, vectorised; plus notes for the warnings."""
-    plat, plon, tlat, tlon = (c.array() for c in acc.coords)
+def _arrays(acc: _Accumulator, protocol: ScoringProtocol, keep_rows: bool) -> tuple[ScoreArrays, list[str]]:
+    """Columns -> distances, hits and points; plus notes for the warnings."""
     status = acc.status.array()
     parsed = np.isin(status, [_STATUS_CODE[ParseStatus.OK], _STATUS_CODE[ParseStatus.PARTIAL]])
     truth_levels = None
-    if acc.truth_labels and all(acc.label_seen.values()):
-        truth_levels = {k: col.values() for k, col in acc.truth_labels.items()}
-    arrays = arrays_from_coordinates(
-        plat,
-        plon,
-        tlat,
-        tlon,
-        protocol,
-        reverse,
-        parsed=parsed,
-        truth_levels=truth_levels,
-        has_labels=acc.has_labels.array(),
-        keep_pred_levels=keep_rows,
-    )
+    if acc.stream_coords:
+        arrays = _assemble(acc.coord_chunks, protocol, parsed)
+        acc.coord_chunks = []
+        any_truth_coords = acc.any_truth_coords
+    else:
+        plat, plon, tlat, tlon = (c.array() for c in acc.coords)
+        if acc.truth_labels and all(acc.label_seen.values()):
+            truth_levels = {k: col.values() for k, col in acc.truth_labels.items()}
+        arrays = arrays_from_coordinates(
+            plat,
+            plon,
+            tlat,
+            tlon,
+            protocol,
+            acc.reverse,
+            parsed=parsed,
+            truth_levels=truth_levels,
+            has_labels=acc.has_labels.array(),
+            keep_pred_levels=keep_rows,
+        )
+        any_truth_coords = bool(np.isfinite(tlat).any())
     notes: list[str] = []
-    if acc.n and not np.isfinite(tlat).any():
+    if acc.n and not any_truth_coords:
         arrays.distance_metrics = False
         coord_metrics = {m for m, _ in protocol.coord_levels} if truth_levels is None else set()
         arrays.hits = {
@@ -911,7 +995,7 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
     return notes
 
 
-def _line_list(lines: NDArray[np.int64]) -> str:
+def _line_list(lines: NDArray[np.int32]) -> str:
     shown = [str(int(x)) for x in lines[:SHOWN] if x]
     if not shown:
         return ""
@@ -938,9 +1022,7 @@ def _warnings(
             f"{no_coords} parsed predictions or their ground truth lack usable coordinates (count as wrong)"
         )
     out.extend(problems)
-    window = slice(0, MISALIGNMENT_WINDOW)
-    plat, plon, tlat, tlon = (c.array()[window] for c in acc.coords)
-    warning = misalignment_warning(plat, plon, tlat, tlon)
+    warning = misalignment_warning(*acc.window_coords())
     if warning:
         out.append(warning)
     out.extend(notes)
