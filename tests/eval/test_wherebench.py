@@ -240,6 +240,14 @@ def test_released_prediction_files_and_thinking_scores(release: Path, tmp_path: 
     assert m["thinking_bilibili_coordinates"] == 50.0 and m["thinking_shapley_bilibili_coordinates"] == 25.0
 
 
+def test_coordinate_answers_are_read_as_released() -> None:
+    assert wb.released_coordinates("(23.70, 113.07)") == (23.70, 113.07)
+    assert wb.released_coordinates("33.87 S, 151.21 E") == (33.87, 151.21)  # hemisphere letters ignored
+    assert wb.released_coordinates("Road 5, No. 12") == (5.0, 12.0)  # any two numbers
+    assert wb.released_coordinates("Valletta") is None and wb.released_coordinates("12.") is None
+    assert wb.answer_block("<think>1, 2</think><answer> (3, 4) </answer>") == "(3, 4)"
+
+
 def test_acc_at_k_counts_zero_out_and_k_in() -> None:
     d = [0.0, 1.0, 1.0000001, 5.0, math.nan, 0.3]
     assert wb.hits_open(d, 1.0).tolist() == [False, True, False, False, False, True]

@@ -162,7 +162,11 @@ def _street_item(
     if data is None:
         return item, {"status": "missing", "source": source}
     text = _text(data)
-    prediction = parse_answer(text, "robust") if text else Prediction()
+    answer = wherebench.answer_block(text) if text else None
+    prediction = parse_answer(answer, "robust") if answer else Prediction()
+    if not text_item and answer:  # the released reading: the first two numbers of the answer
+        found = wherebench.released_coordinates(answer)
+        prediction = Prediction(lat=found[0], lon=found[1]) if found else Prediction()
     used = _list(data.get("thinking_result"))
     if used is not None:
         item.clues_used = [bool(u) for u in used]
