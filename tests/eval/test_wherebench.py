@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from eval_data import make_image, write_plan
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
@@ -407,3 +409,20 @@ def test_wherecountry_numbers_and_choice_key(release: Path, tmp_path: Path) -> N
         preds, get_protocol("wherebench"), truth_path=release / "wherecountry" / "wherecountry_500.csv"
     )
     assert result.score.metrics["acc_wherecountry_as_published"] == 100.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300), st.text(max_size=120))
+def test_model_text_never_breaks_the_rules(answer: str, hint: str) -> None:
+    """Any answer and hint text: scores stay in [0, 1], coordinates are numbers or None."""
+    labels = wb.hierarchy_labels("Douguan Station, Guiyang, Guizhou, China", "street")
+    score, hits, given, _ = wb.item_path_score(Prediction(address=answer), labels, "street", hint)
+    assert 0.0 <= score <= 1.0 and set(hits) == set(labels)
+    assert given is None or given in labels
+    found = wb.released_coordinates(wb.answer_block(answer))
+    assert found is None or all(math.isfinite(x) for x in found)
+    if any(part.strip(" .;") for part in answer.split(",")):
+        assert "city" in wb.hierarchy_labels(answer, "city")
+    else:
+        with pytest.raises(ValueError, match="empty answer"):
+            wb.hierarchy_labels(answer, "city")
