@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from eval_data import make_image, write_plan
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
@@ -240,6 +242,14 @@ def test_released_prediction_files_and_thinking_scores(release: Path, tmp_path: 
     assert m["thinking_bilibili_coordinates"] == 50.0 and m["thinking_shapley_bilibili_coordinates"] == 25.0
 
 
+def test_coordinate_answers_are_read_as_released() -> None:
+    assert wb.released_coordinates("(23.70, 113.07)") == (23.70, 113.07)
+    assert wb.released_coordinates("33.87 S, 151.21 E") == (33.87, 151.21)  # hemisphere letters ignored
+    assert wb.released_coordinates("Road 5, No. 12") == (5.0, 12.0)  # any two numbers
+    assert wb.released_coordinates("Valletta") is None and wb.released_coordinates("12.") is None
+    assert wb.answer_block("<think>1, 2</think><answer> (3, 4) </answer>") == "(3, 4)"
+
+
 def test_acc_at_k_counts_zero_out_and_k_in() -> None:
     d = [0.0, 1.0, 1.0000001, 5.0, math.nan, 0.3]
     assert wb.hits_open(d, 1.0).tolist() == [False, True, False, False, False, True]
@@ -363,6 +373,15 @@ def test_eval_summary_has_the_wherebench_block(
     rows = {r["sample_id"]: r for r in csv.DictReader((run_dir / "per_sample.csv").open(encoding="utf-8"))}
     assert rows["BV1u94y1L74z"]["path_score"] == "1.0" and rows["013-seg6"]["path_score"] == str(1 / 3)
     assert rows["023-geodetect-seg2"]["status"] == "input_error"
+    # the run's own records score the same under `geosleuth score`
+    rescored = score_file(
+        run_dir / "trajectories.jsonl",
+        get_protocol("wherebench"),
+        truth_path=release / "wherestreet" / "all.csv",
+    ).score.metrics
+    assert rescored["path_score_bilibili"] == pytest.approx(street["bilibili"]["path_score"], abs=1e-3)
+    assert rescored["acc@1km_youtube"] == pytest.approx(street["youtube"]["acc@1km"], abs=1e-3)
+    assert rescored["overall"] == pytest.approx(summary["wherebench"]["overall"], abs=1e-3)
     markdown = (run_dir / "summary.md").read_text()
     assert "## WhereBench (%)" in markdown and "| bilibili | 3 | 66.67 | 2 |" in markdown
 
@@ -399,3 +418,47 @@ def test_wherecountry_numbers_and_choice_key(release: Path, tmp_path: Path) -> N
         preds, get_protocol("wherebench"), truth_path=release / "wherecountry" / "wherecountry_500.csv"
     )
     assert result.score.metrics["acc_wherecountry_as_published"] == 100.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300), st.text(max_size=120))
+def test_model_text_never_breaks_the_rules(answer: str, hint: str) -> None:
+    """Any answer and hint text: scores stay in [0, 1], coordinates are numbers or None."""
+    labels = wb.hierarchy_labels("Douguan Station, Guiyang, Guizhou, China", "street")
+    score, hits, given, _ = wb.item_path_score(Prediction(address=answer), labels, "street", hint)
+    assert 0.0 <= score <= 1.0 and set(hits) == set(labels)
+    assert given is None or given in labels
+    found = wb.released_coordinates(wb.answer_block(answer))
+    assert found is None or all(math.isfinite(x) for x in found)
+    if any(part.strip(" .;") for part in answer.split(",")):
+        assert "city" in wb.hierarchy_labels(answer, "city")
+    else:
+        with pytest.raises(ValueError, match="empty answer"):
+            wb.hierarchy_labels(answer, "city")
+
+
+def test_wherecountry_eval_and_rescoring_use_the_runs_option_order(
+    release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = release / "wherecountry" / "wherecountry_500.csv"
+    shuffled = {s.id: s for s in load_dataset(table, images=release / "imgs", seed=7).samples}
+    right = {i: "ABCD"[s.choices.index(s.labels["country"])] for i, s in shuffled.items()}
+    vatican, portugal, serbia, swazi = list(shuffled)
+    wrong = next(letter for letter in "ABCD" if letter != right[portugal])
+    plan = {
+        vatican: {"choice": right[vatican]},
+        portugal: {"choice": wrong},
+        serbia: {"status": "parse_failed"},
+        swazi: {"choice": right[swazi]},
+    }
+    monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
+    run_dir = tmp_path / "wc-run"
+    args = ["eval", str(table), "--images", str(release / "imgs"), "--seed", "7", "--out", str(run_dir)]
+    result = CliRunner().invoke(app, [*args, "--agent-fn", "eval_fake_agent:planned"])
+    assert result.exit_code == 0, result.output
+    country = json.loads((run_dir / "summary.json").read_text())["wherebench"]["wherecountry"]
+    # 2 right of 3 answered; 2 of 4 rows
+    assert country["accuracy_as_published"] == pytest.approx(100 * 2 / 3, abs=1e-3)
+    assert country["accuracy_every_row"] == 50.0 and country["unparsed_ids"] == [serbia]
+    rescored = score_file(run_dir / "trajectories.jsonl", get_protocol("wherebench"), truth_path=table)
+    assert rescored.score.metrics["acc_wherecountry_as_published"] == pytest.approx(100 * 2 / 3, abs=1e-3)

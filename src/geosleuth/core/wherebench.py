@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -54,6 +55,33 @@ _LEVEL_WORDS: dict[str, tuple[str, ...]] = {
     "admin2": ("county", "district", "borough", "县", "区"),
     "town": ("town", "township", "subdistrict", "village", "镇", "乡", "街道"),
 }
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d+|\d+|\.\d+)")
+r"""The released ``[-+]?\d*\.?\d+`` (same matches), written without overlapping quantifiers."""
+
+
+def answer_block(text: str) -> str:
+    """The first ``<answer>…</answer>`` text (all the released inference keeps), else the whole text."""
+    head = text[: MAX_TEXT_CHARS * 4]
+    start = head.find("<answer>")
+    if start < 0:
+        return head.strip()
+    end = head.find("</answer>", start)
+    return head[start + len("<answer>") : end if end >= 0 else None].strip()
+
+
+def released_coordinates(text: str) -> tuple[float, float] | None:
+    """The released reading of a coordinate answer: its first two numbers are latitude and longitude.
+
+    Hemisphere letters are ignored ("33.87 S" reads as +33.87) and any two numbers count
+    ("Road 5, No. 12" reads as (5, 12)), as in the released evaluation; None with fewer than two
+    numbers (the released code then asks its judge model to geocode the text).
+    """
+    numbers = _NUMBER.findall(text[:MAX_TEXT_CHARS].replace("(", "").replace(")", ""))
+    if len(numbers) < 2:
+        return None
+    return float(numbers[0]), float(numbers[1])
 
 
 def source_of(item_id: str) -> str:

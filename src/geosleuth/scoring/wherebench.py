@@ -125,19 +125,49 @@ def _text(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _country_item(sample: Sample, data: dict[str, Any] | None) -> tuple[wherebench.WhereItem, dict[str, Any]]:
+def _recorded(data: dict[str, Any]) -> Prediction | None:
+    """The prediction a geosleuth record already holds (``trajectories.jsonl``); None when it failed."""
+    nested = data.get("prediction")
+    if not isinstance(nested, dict) or data.get("status", "ok") != "ok":
+        return None
+    try:
+        return Prediction.model_validate(nested)
+    except ValueError:
+        return None
+
+
+def _run_choices(path: Path) -> dict[str, list[str]]:
+    """Option order per id when the file lies in a run directory (its ``samples.jsonl``): a run's
+    letters refer to the order that run shuffled, whatever its seed."""
+    samples = path.parent / "samples.jsonl"
+    if not samples.is_file():
+        return {}
+    out: dict[str, list[str]] = {}
+    for line in samples.read_text(encoding="utf-8").splitlines():
+        try:
+            sample = Sample.model_validate_json(line)
+        except ValueError:
+            continue
+        if sample.choices:
+            out[sample.id] = list(sample.choices)
+    return out
+
+
+def _country_item(
+    sample: Sample, data: dict[str, Any] | None, run_choices: list[str] | None = None
+) -> tuple[wherebench.WhereItem, dict[str, Any]]:
     """A WhereCountry row: the chosen option (a name in the row's own option order, or parsed text)."""
     nation = sample.labels["country"]
     if data is None:
         return wherebench.WhereItem(sample.id, "wherecountry"), {"status": "missing"}
-    choices = [str(c) for c in (_list(data.get("choices")) or sample.choices)]
+    choices = [str(c) for c in (_list(data.get("choices")) or run_choices or sample.choices)]
     chosen: str | None = None
     named = data.get("predicted")
     if isinstance(named, str) and named.strip() in choices:
         chosen = named.strip()
     else:
         text = _text(data)
-        prediction = parse_answer(text, "robust", choices=choices) if text else None
+        prediction = _recorded(data) or (parse_answer(text, "robust", choices=choices) if text else None)
         if prediction is not None and prediction.choice:
             index = ord(prediction.choice.upper()) - ord("A")
             chosen = choices[index] if 0 <= index < len(choices) else None
@@ -162,11 +192,16 @@ def _street_item(
     if data is None:
         return item, {"status": "missing", "source": source}
     text = _text(data)
-    prediction = parse_answer(text, "robust") if text else Prediction()
+    answer = wherebench.answer_block(text) if text else None
+    recorded = _recorded(data)
+    prediction = recorded or (parse_answer(answer, "robust") if answer else Prediction())
+    if recorded is None and not text_item and answer:  # released reading: the answer's first two numbers
+        found = wherebench.released_coordinates(answer)
+        prediction = Prediction(lat=found[0], lon=found[1]) if found else Prediction()
     used = _list(data.get("thinking_result"))
     if used is not None:
         item.clues_used = [bool(u) for u in used]
-    record: dict[str, Any] = {"status": "ok" if text else "unparsed", "source": source}
+    record: dict[str, Any] = {"status": "ok" if text or recorded else "unparsed", "source": source}
     if text_item and sample.answer_level:
         score, hits, given, copied = wherebench.item_path_score(
             prediction, sample.labels, sample.answer_level, sample.hint, sample.hint_level
@@ -231,12 +266,13 @@ def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Pat
     """Score one WhereCountry or WhereStreet prediction file against the released table."""
     samples = _truth(truth_path)
     predictions, problems = _predictions(path)
+    run_choices = _run_choices(path)
     items: list[wherebench.WhereItem] = []
     records: list[dict[str, Any]] = []
     for sample in samples:
         data = predictions.get(sample.id)
         if sample.answer_type == "choice":
-            item, record = _country_item(sample, data)
+            item, record = _country_item(sample, data, run_choices.get(sample.id))
         else:
             item, record = _street_item(sample, data, protocol)
         items.append(item)
