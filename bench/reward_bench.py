@@ -89,6 +89,7 @@ def bench_rewards(n: int) -> None:
             took = time.perf_counter() - t
             print(f"verl compute_score, one call per rollout [{reward:9s}] {label}: {rate(m, took)}")
     m = min(n, 5_000)
+    compute_score_batch(["bench"] * 10, canonical[:10], gts[:10], reward="hierarchical")  # build name indexes
     t = time.perf_counter()
     compute_score_batch(["bench"] * m, canonical[:m], gts[:m], reward="hierarchical")
     print(f"verl compute_score_batch [hierarchical] (names):       {rate(m, time.perf_counter() - t)}")
