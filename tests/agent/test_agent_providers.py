@@ -151,6 +151,7 @@ async def test_gemini_thought_signature_goes_back_with_the_tool_call(
     assert assistant["tool_calls"][0]["id"] == "function-call-1"
     assert assistant["reasoning_details"] == [{"type": "reasoning.encrypted", "data": "opaque"}]
     assert "refusal" not in assistant  # response-only fields are not echoed (strict servers reject them)
+    assert assistant["content"] == ""  # not null, which llama-cpp-python rejects
     # the trajectory keeps the signature too, so a resumed or exported conversation stays valid
     assert traj.messages[2]["tool_calls"][0]["extra_content"]["google"]["thought_signature"] == SIGNATURE
 

@@ -389,7 +389,8 @@ class AgentLoop:
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
             for c in calls
         ]
-        self.messages.append(assistant_message(choice, choice.content or None, wire, echo_reasoning=echo))
+        # "" rather than null: servers that validate strictly (llama-cpp-python) reject a null content
+        self.messages.append(assistant_message(choice, choice.content, wire, echo_reasoning=echo))
 
     def _append_observations(self, records: list[ToolCallRecord], native: bool, nudge: str | None) -> None:
         """Tool results into the conversation in the configured style."""

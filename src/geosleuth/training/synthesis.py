@@ -232,7 +232,7 @@ class Synthesizer:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
                 for c in calls
             ]  # with the fields the server sent and the client does not read (thought signatures)
-            messages.append(assistant_message(choice, choice.content or None, wire))
+            messages.append(assistant_message(choice, choice.content, wire))  # "" not null: see the loop
             for n, call in enumerate(calls):
                 if call.error:
                     raise Rejected("invalid_tool_call", f"{call.name}: {call.error}")
