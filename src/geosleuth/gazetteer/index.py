@@ -207,7 +207,7 @@ class Gazetteer:
         out: list[str] = []
         for part in parts:
             key = wanted[part]
-            out.extend(segment(key, known) or [part] if part in grams and key not in known else [part])
+            out.extend((segment(key, known) or [part]) if part in grams and key not in known else [part])
         return out[:MAX_PARTS]
 
     def _part_candidates(
@@ -216,9 +216,10 @@ class Gazetteer:
         """For each address component, matching places (index -> is a primary name), capped;
         their stored rows are collected into ``rows``.
 
-        Exact name keys first; then the key without region designators ("Moscow Oblast",
-        "山东省") or, for a Cyrillic adjective ("Токийская обл."), its stem: both only among
-        admin-1 regions; then a country name `resolve_country` reads in looser forms.
+        Exact name keys first; then spelling variants ("St. Robert", "Brick Township"); then the
+        key without region designators ("Moscow Oblast", "山东省") or, for a Cyrillic adjective
+        ("Токийская обл."), its stem, both only among admin-1 regions; then a country name
+        `resolve_country` reads in looser forms.
         """
         keys = [normalize(p) for p in parts]
         found: list[dict[int, bool]] = [{} for _ in parts]
