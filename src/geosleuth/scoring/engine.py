@@ -59,7 +59,7 @@ VECTOR_CHUNK = 65_536
 """Rows per vectorised step when scoring whole arrays (distances, reverse geocoding)."""
 SHOWN = 10
 """Problems and line numbers listed in warnings before a count of the rest."""
-MISALIGNMENT_WINDOW = 100_000
+MISALIGNMENT_WINDOW = 50_000
 """Rows (the first ones, contiguous so row shifts show) the misalignment check looks at."""
 LANGUAGE_SAMPLE = 2_000
 """Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
@@ -582,6 +582,7 @@ class _CoordChunk:
     d: NDArray[np.float64]
     level_hits: dict[str, NDArray[np.bool_]]  # metric -> hit, already requiring both points
     pred_levels: dict[str, NDArray[np.object_]]
+    points: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
 
 def _coordinate_chunk(
@@ -602,6 +603,11 @@ def _coordinate_chunk(
     ).reshape(-1)
     level_hits: dict[str, NDArray[np.bool_]] = {}
     pred_levels: dict[str, NDArray[np.object_]] = {}
+    points: dict[str, NDArray[np.float64]] = {}
+    if protocol.geoguessr:
+        points["geoguessr"] = M.geoguessr_points(d)
+    if protocol.geoscore:
+        points["geoscore"] = M.geoscore_points(d)
     if protocol.coord_levels and d.size:
         assert reverse is not None
         keys = [k for _, k in protocol.coord_levels]
@@ -624,28 +630,33 @@ def _coordinate_chunk(
             level_hits[metric] = hits[key] & valid & has_truth
         if keep_pred_levels:
             pred_levels = pred
-    return _CoordChunk(d, level_hits, pred_levels)
+    return _CoordChunk(d, level_hits, pred_levels, points)
 
 
-def _assemble(
-    chunks: Sequence[_CoordChunk], protocol: ScoringProtocol, parsed: NDArray[np.bool_]
-) -> ScoreArrays:
-    """Chunks -> one ScoreArrays with threshold hits and points."""
-    d = np.concatenate([c.d for c in chunks]) if chunks else np.zeros(0)
+def _assemble(chunks: list[_CoordChunk], protocol: ScoringProtocol, parsed: NDArray[np.bool_]) -> ScoreArrays:
+    """Chunks -> one ScoreArrays with threshold hits and points; empties ``chunks`` as it goes."""
+
+    def take(get: Callable[[_CoordChunk], NDArray[Any]]) -> NDArray[Any]:
+        return np.concatenate([get(c) for c in chunks])
+
+    if not chunks:  # an empty file: every metric is defined on nothing
+        chunks.append(_CoordChunk(np.zeros(0), {}, {}, {}))
+        if protocol.geoguessr:
+            chunks[0].points["geoguessr"] = np.zeros(0)
+        if protocol.geoscore:
+            chunks[0].points["geoscore"] = np.zeros(0)
+    d = take(lambda c: c.d)
+    for c in chunks:
+        c.d = np.zeros(0)
     hits: dict[str, NDArray[np.bool_]] = {}
-    points: dict[str, NDArray[np.float64]] = {}
     for t in protocol.thresholds:
         hits[M.threshold_name(t)] = M.hits_at(d, t, protocol.strict_threshold)
-    if protocol.geoguessr:
-        points["geoguessr"] = M.geoguessr_points(d)
-    if protocol.geoscore:
-        points["geoscore"] = M.geoscore_points(d)
-    pred_levels: dict[str, NDArray[np.object_]] = {}
-    if chunks and chunks[0].level_hits:
-        for metric, _ in protocol.coord_levels:
-            hits[metric] = np.concatenate([c.level_hits[metric] for c in chunks])
-        for key in chunks[0].pred_levels:
-            pred_levels[key] = np.concatenate([c.pred_levels[key] for c in chunks])
+    first = chunks[0]
+    points = {name: take(lambda c, n=name: c.points[n]) for name in first.points}
+    for metric, _ in protocol.coord_levels if first.level_hits else ():
+        hits[metric] = take(lambda c, m=metric: c.level_hits[m])
+    pred_levels = {key: take(lambda c, k=key: c.pred_levels[k]) for key in first.pred_levels}
+    chunks.clear()
     return ScoreArrays(d, parsed, hits, {}, points, pred_levels)
 
 
@@ -714,9 +725,13 @@ def summarize(arrays: ScoreArrays, protocol: ScoringProtocol, index: NDArray[np.
         lo, hi = M.bootstrap_ci(h_sel, n_boot=N_BOOT, seed=0)
         ci95[name] = (100.0 * lo, 100.0 * hi)
     if arrays.distance_metrics:
-        if protocol.median_mean:
-            metrics["median_km"] = M.median_km(d)
-            metrics["mean_km"] = M.mean_km(d)
+        if protocol.median_mean:  # = M.median_km / M.mean_km, with one charged copy
+            charged = M.charged_distances(d)
+            mean = float(charged.mean()) if charged.size else math.nan
+            metrics["median_km"] = (
+                float(np.median(charged, overwrite_input=True)) if charged.size else math.nan
+            )
+            metrics["mean_km"] = mean
         if protocol.median == "lower":
             if arrays.published is not None:
                 metrics["median_km"] = GV.lower_median(d[arrays.published[sel]])
@@ -884,7 +899,6 @@ def _arrays(acc: _Accumulator, protocol: ScoringProtocol, keep_rows: bool) -> tu
     truth_levels = None
     if acc.stream_coords:
         arrays = _assemble(acc.coord_chunks, protocol, parsed)
-        acc.coord_chunks = []
         any_truth_coords = acc.any_truth_coords
     else:
         plat, plon, tlat, tlon = (c.array() for c in acc.coords)
