@@ -19,4 +19,7 @@ for module in (locate, score, eval, tools, serve, gazetteer, data):
 
 
 def main() -> None:
+    from geosleuth.secrets import install_log_redaction
+
+    install_log_redaction()  # no log line of any command carries a key
     app()

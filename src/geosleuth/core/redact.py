@@ -76,8 +76,17 @@ def redact_patterns(text: str) -> str:
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _QUERY.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
-    text = _JSON_FIELD.sub(lambda m: f'{m.group(1)}{REDACTED}"', text)
+    text = _JSON_FIELD.sub(_json_field, text)
     return _KEY_SHAPES.sub(REDACTED, text)
+
+
+_PLACEHOLDERS = frozenset({f'{REDACTED}"', '<redacted>"', '"'})
+
+
+def _json_field(match: re.Match[str]) -> str:
+    """A secret-named JSON field's value replaced; placeholders other redactors wrote are kept."""
+    value = match.group(0)[len(match.group(1)) :]
+    return match.group(0) if value in _PLACEHOLDERS else f'{match.group(1)}{REDACTED}"'
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

@@ -16,6 +16,7 @@ from geosleuth.eval.run import read_samples
 from geosleuth.eval.scores import RecordStats, ScoreRow, protocol_for, score_run
 from geosleuth.eval.store import TrajectoryStore, write_atomic
 from geosleuth.eval.summary import summarize
+from geosleuth.secrets import redact_text
 
 SUMMARY = "summary.json"
 MARKDOWN = "summary.md"
@@ -231,7 +232,7 @@ def write_report(
 
         outputs["html"] = str(write_html(run_dir / "html", run, rows, summary).relative_to(run_dir))
     summary["outputs"] = outputs
-    write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    write_atomic(run_dir / MARKDOWN, markdown(summary))
+    write_atomic(run_dir / SUMMARY, redact_text(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
+    write_atomic(run_dir / MARKDOWN, redact_text(markdown(summary)))
     write_atomic(run_dir / PER_SAMPLE, per_sample_csv(rows))
     return summary

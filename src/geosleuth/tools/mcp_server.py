@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
+from geosleuth.imageio import ImageInputError, open_image
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 
 IMAGE_ARGS: dict[str, dict[str, str]] = {
@@ -51,10 +52,10 @@ def _context(
     if data:
         try:
             raw = base64.b64decode(data, validate=True)
-            with Image.open(io.BytesIO(raw)) as im:
-                im.load()
-                ctx.image = im.copy()
-        except (binascii.Error, OSError, ValueError):
+            ctx.image = open_image(raw, label="image_base64")  # bounded: header checked before decoding
+        except ImageInputError as exc:
+            ctx.state["image_error"] = str(exc)
+        except (binascii.Error, ValueError):
             ctx.state["image_error"] = "image_base64 is not a valid base64-encoded PNG or JPEG"
     elif path:
         ctx.image_path = str(Path(path).expanduser())
