@@ -27,7 +27,7 @@ from geosleuth.agent.images import PreparedImage
 from geosleuth.agent.prompting import PromptStyle, build_prompts, common, render
 from geosleuth.agent.toolcalls import ParsedCall, parse_native, parse_text_calls
 from geosleuth.agent.trajectory import ImageStore
-from geosleuth.agent.workers import ParseTimeout, bounded
+from geosleuth.agent.workers import ParseTimeout, bounded, parse_pool
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import (
     ParseStatus,
@@ -128,6 +128,7 @@ class AgentLoop:
         self.pending: list[ParsedCall] = []
         self.pending_native = False
         self.parse_problem: str | None = None
+        parse_pool().start()  # workers load the parsers while the model thinks
 
     # -- driver ----------------------------------------------------------------------------
 

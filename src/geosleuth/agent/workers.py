@@ -142,6 +142,10 @@ class ParsePool:
         self._idle: queue.SimpleQueue[_Worker] | None = None
         self._threads: ThreadPoolExecutor | None = None
 
+    def start(self) -> None:
+        """Start the processes now (they load the parsers while the model is being asked)."""
+        self._start()
+
     def _start(self) -> None:
         """Start the processes (once); on failure fall back to threads for good."""
         with self._lock:
