@@ -26,10 +26,25 @@ def register_secret(secret: str | None) -> None:
             _REGISTERED.add(secret)
 
 
+_ENV_CACHE: tuple[Any, tuple[str, ...]] = (None, ())
+
+
+def _env_secrets() -> tuple[str, ...]:
+    """Key-named environment values, recomputed only when the environment changed (its raw
+    bytes are cheap to compare; decoding every variable on each call is not)."""
+    global _ENV_CACHE
+    raw = getattr(os.environ, "_data", None)  # CPython's encoded store behind os.environ
+    cached_state, values = _ENV_CACHE
+    if raw is None or raw != cached_state:
+        values = tuple(env_secret_values(os.environ))
+        _ENV_CACHE = (dict(raw) if raw is not None else None, values)
+    return values
+
+
 def known_secrets() -> tuple[str, ...]:
     with _LOCK:
         registered = tuple(_REGISTERED)
-    return registered + tuple(env_secret_values(os.environ))
+    return registered + _env_secrets()
 
 
 def redact_text(text: str) -> str:

@@ -22,10 +22,8 @@ MIN_SECRET_CHARS = 4
 MIN_ENV_SECRET_CHARS = 8
 """Values of secret-named environment variables shorter than this are not treated as keys."""
 
-_ENV_NAME = re.compile(
-    r"(?:API_?KEY|ACCESS_KEY|SECRET|SECRET_KEY|TOKEN|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
-)
-_ENV_NOT_SECRET = re.compile(r"(?:_ENV|_FILE|_PATH|_URL|_MAX_TOKENS?|_TOKENS)$", re.IGNORECASE)
+_ENV_SECRET_SUFFIXES = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS")
+_ENV_NOT_SECRET_SUFFIXES = ("_ENV", "_FILE", "_PATH", "_URL", "MAX_TOKEN", "_TOKENS")
 
 _HEADER = re.compile(
     r"(?i)\b(proxy-authorization|authorization|x-api-key|x-goog-api-key|api-key|x-auth-token"
@@ -54,12 +52,18 @@ def secret_forms(secret: str) -> set[str]:
 
 
 def env_secret_values(environ: Mapping[str, str]) -> list[str]:
-    """Values of variables named like keys (``OPENAI_API_KEY``, ``GEOSLEUTH_*_API_KEY``, ``HF_TOKEN``)."""
-    return [
-        value
-        for name, value in environ.items()
-        if len(value) >= MIN_ENV_SECRET_CHARS and _ENV_NAME.search(name) and not _ENV_NOT_SECRET.search(name)
-    ]
+    """Values of variables named like keys (``OPENAI_API_KEY``, ``GEOSLEUTH_*_API_KEY``, ``HF_TOKEN``,
+    any ``*_KEY`` / ``*_SECRET`` / ``*_PASSWORD``), except names of variables and files (``*_ENV``)."""
+    out = []
+    for name, value in environ.items():
+        upper = name.upper()
+        if (
+            len(value) >= MIN_ENV_SECRET_CHARS
+            and upper.endswith(_ENV_SECRET_SUFFIXES)
+            and not upper.endswith(_ENV_NOT_SECRET_SUFFIXES)
+        ):
+            out.append(value)
+    return out
 
 
 def redact_values(text: str, secrets: Iterable[str]) -> str:
@@ -71,13 +75,28 @@ def redact_values(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+_HEADER_HINTS = ("authoriz", "api-key", "-token", "subscription-key")
+_QUERY_HINTS = ("key=", "token=", "secret=", "password=", "sig=", "signature=")
+_SHAPE_HINTS = ("sk-", "AIza", "tvly-", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox")
+
+
 def redact_patterns(text: str) -> str:
-    """Keys nobody registered, found by the places they sit in (headers, query strings, JSON)."""
-    text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = _QUERY.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
-    text = _JSON_FIELD.sub(_json_field, text)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    """Keys nobody registered, found by the places they sit in (headers, query strings, JSON).
+
+    Each pattern runs only when a plain substring it needs is present (most text has none).
+    """
+    lower = text.lower()
+    if any(h in lower for h in _HEADER_HINTS):
+        text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    if "bearer" in lower or "basic" in lower:
+        text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    if "=" in text and any(h in lower for h in _QUERY_HINTS):
+        text = _QUERY.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
+    if '":' in text or '" :' in text:
+        text = _JSON_FIELD.sub(_json_field, text)
+    if any(h in text for h in _SHAPE_HINTS):
+        text = _KEY_SHAPES.sub(REDACTED, text)
+    return text
 
 
 _PLACEHOLDERS = frozenset({f'{REDACTED}"', '<redacted>"', '"'})
