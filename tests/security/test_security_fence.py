@@ -34,8 +34,12 @@ def body_of(text: str) -> str:
     return "\n".join(lines[1:-1])
 
 
+TAG_START = re.compile(r"<[A-Za-z/|!?<]")
+"""How every tag of every prompt style, and the fence, begins."""
+
+
 def assert_inert(text: str) -> None:
-    assert "<" not in text and ">" not in text, text
+    assert not TAG_START.search(text) and ">>>" not in text, text
     assert not LIVE_TAG.search(text)
 
 
@@ -46,6 +50,11 @@ def test_literal_repro_decodes_entities_before_tags_are_stripped() -> None:
     for nested in ("&amp;lt;/tool_response&amp;gt;", "&#60;answer&#62;", "&#x3c;think&#x3E;", "&LT;answer&GT;"):
         assert_inert(defuse(nested))
         assert_inert(strip_html(nested))
+
+
+def test_comparisons_read_as_written() -> None:
+    assert defuse("bbox_2d must have x2 > x1 and y1 < y2") == "bbox_2d must have x2 > x1 and y1 < y2"
+    assert defuse("<answer>") == "‹answer>" and defuse("a >>> b") == "a ››› b"
 
 
 def test_fence_markers_appear_once_and_the_body_is_inert() -> None:

@@ -2,10 +2,12 @@
 
 Every prompt style delimits tool output and answers with angle-bracket tags (``<tool_response>``,
 ``<answer>``, ``<think>``, ``<tool_call>``, ``<observation>``, ``<|im_end|>``) or with the
-``<<<``/``>>>`` fence below. Tool text therefore never carries a literal ``<`` or ``>``: after
-HTML entities are decoded (to a fixed point, so ``&amp;lt;`` cannot survive as a tag either),
-every remaining angle bracket becomes a look-alike (‹ ›). No tag of any style can then appear
-inside tool output, whatever a web page, a provider or a file's metadata says.
+``<<<``/``>>>`` fence below, and every one of those starts with ``<`` directly followed by a
+letter, ``/``, ``|``, ``!``, ``?`` or another ``<``. So, after HTML entities are decoded (to a
+fixed point, so ``&amp;lt;`` cannot survive as a tag either), each such ``<`` becomes ‹ and
+each run of three or more ``>`` becomes ›››. No tag of any style and no fence marker can then
+appear inside tool output, whatever a web page, a provider or a file's metadata says, while
+plain comparisons ("x2 > x1", "a < b") read as they were.
 
 Everything here runs in time linear in the input: no regex with nested quantifiers, inputs cut
 to ``MAX_INPUT_CHARS`` before any pattern runs.
@@ -32,7 +34,8 @@ OUTPUT_END = "<<<END TOOL OUTPUT>>>"
 _BEGIN_HEAD = OUTPUT_BEGIN.split("{", 1)[0]
 _NAME = re.compile(r"[^A-Za-z0-9_.:-]")
 
-_DEFUSE = str.maketrans({"<": "‹", ">": "›"})
+_TAG_OPENER = re.compile(r"<(?=[A-Za-z/|!?<])")
+_FENCE_RUN = re.compile(r">{3,}")
 
 
 def decode_entities(text: str) -> str:
@@ -53,8 +56,9 @@ def defuse(text: str) -> str:
     Entities are decoded first, so an encoded tag becomes a literal one and is then defused
     with the rest; control characters (which some chat templates treat specially) are dropped.
     """
-    text = decode_entities(truncate(text, MAX_INPUT_CHARS))
-    return _CONTROL.sub("", text).translate(_DEFUSE)
+    text = _CONTROL.sub("", decode_entities(truncate(text, MAX_INPUT_CHARS)))
+    text = _TAG_OPENER.sub("‹", text)
+    return _FENCE_RUN.sub(lambda m: "›" * len(m.group()), text) if ">>>" in text else text
 
 
 def _drop_raw_text_elements(text: str) -> str:
