@@ -23,6 +23,8 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 DEFAULT_MAX_PIXELS = 64_000_000
 MAX_PIXELS_ENV = "GEOSLEUTH_MAX_IMAGE_PIXELS"
 _REDUCIBLE = frozenset({"JPEG", "MPO"})
+PROBE_DECODE_PIXELS = 4_000_000
+"""`probe_image` decodes formats it cannot check otherwise (WebP, GIF, …) only up to this size."""
 
 Source = str | Path | bytes | BinaryIO
 
@@ -148,7 +150,8 @@ def probe_image(source: Source, max_pixels: int | None = None, *, label: str | N
     """(format, size) of a usable image, checked in bounded memory without a full decode.
 
     The header and the pixel limit are checked; PNGs are verified chunk by chunk (CRCs, a
-    complete stream), JPEGs are decoded at 1/8 scale, so damage shows up here at a small cost.
+    complete stream), JPEGs are decoded at 1/8 scale, other formats only when small
+    (`PROBE_DECODE_PIXELS`), so damage shows up here at a small cost.
     """
     name = _label(source, label)
     limit = max_image_pixels(max_pixels)
@@ -164,8 +167,8 @@ def probe_image(source: Source, max_pixels: int | None = None, *, label: str | N
             img.load()
         elif fmt == "PNG":
             img.verify()
-        else:
-            img.load()
+        elif size[0] * size[1] <= PROBE_DECODE_PIXELS:
+            img.load()  # other formats cannot be checked more cheaply than by decoding; large ones wait
         return fmt, size
 
 
