@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from geosleuth.agent import AgentConfig, run_task
-from geosleuth.agent.toolcalls import decode_arguments
+from geosleuth.agent.toolcalls import decode_arguments, parse_text_calls
 from geosleuth.agent.workers import ParseTimeout, bounded
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import MAX_ARGUMENT_CHARS, Task, ToolCallRecord, Trajectory, TrajectoryStatus
@@ -125,3 +127,29 @@ async def test_the_loop_records_a_huge_native_argument_capped(tmp_path: Path) ->
     assert len(trajectory.model_dump_json()) < 100_000  # not 2 × 2 MB
     call = trajectory.turns[0].tool_calls[0]
     assert not call.ok and "too long" in (call.error or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<tool_call>a" + " " * 200_000 + "b</tool_call>",  # took 26 s at 20,000 spaces
+        "<tool_call>" + " \n" * 100_000 + "x",
+        "<tool_call>```json" + " " * 100_000 + "{}" + " " * 100_000 + "```",
+        "geocode(" * 20_000,
+    ],
+)
+def test_text_tool_calls_are_read_in_linear_time(text: str) -> None:
+    start = time.perf_counter()
+    parse_text_calls(text, ["geocode"])
+    assert time.perf_counter() - start < 2.0
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["<tool_call>", "</tool_call>", " ", "\n", "```", "json", "{", "}", '"name"', ":",
+                                 '"geocode"', ",", '"arguments"', "geocode(", ")", "address=", "'x'", "\t"]),
+                max_size=400).map("".join))  # fmt: skip
+def test_fuzz_text_tool_calls_never_crash_and_stay_fast(text: str) -> None:
+    start = time.perf_counter()
+    calls = parse_text_calls(text, ["geocode"])
+    assert time.perf_counter() - start < 1.0
+    assert all(c.error or isinstance(c.arguments, dict) for c in calls)
