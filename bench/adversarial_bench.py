@@ -113,7 +113,9 @@ async def run_eval(root: Path, healthy: int, adversarial: bool, args: argparse.N
             "parse_timeout_s": args.parse_deadline,
             "max_retries": 0,
         }
-        write_manifest(run_dir, build_manifest(EvalConfig(dataset=str(data), out=str(run_dir)), {"source": "bench"}))
+        write_manifest(
+            run_dir, build_manifest(EvalConfig(dataset=str(data), out=str(run_dir)), {"source": "bench"})
+        )
         write_samples(run_dir, samples)
         start = time.perf_counter()
         await run_samples(samples, AgentRunner(settings, run_dir), run_dir, concurrency=len(samples))
@@ -205,7 +207,9 @@ def blank_png(path: Path, width: int, height: int) -> Path:
         checksum = zlib.adler32(block, checksum)
     idat = first + first[2:] * (height // 100 - 1) + compressor.flush()[:-4] + struct.pack(">I", checksum)
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+    )
     return path
 
 
@@ -219,10 +223,8 @@ def memory() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         png = blank_png(Path(tmp) / "12k.png", 12000, 12000)
         jpeg = Path(tmp) / "12k.jpg"
-        subprocess.run(
-            [sys.executable, "-c", f"from PIL import Image; Image.new('RGB', (12000, 9000), (90, 120, 60)).save({str(jpeg)!r}, quality=85)"],
-            check=True,
-        )  # fmt: skip
+        make = f"from PIL import Image; Image.new('RGB', (12000, 9000), (90, 120, 60)).save({str(jpeg)!r})"
+        subprocess.run([sys.executable, "-c", make], check=True)
         print("memory: peak RSS above the imports, fresh process per figure")
         print(f"{'image':32} {'before MiB':>11} {'after MiB':>10} {'after/before':>13}  outcome after")
         for name, path in ((f"PNG 12000x12000 ({png.stat().st_size // 1024} KB)", png),

@@ -146,7 +146,9 @@ def open_image(
         return img
 
 
-def probe_image(source: Source, max_pixels: int | None = None, *, label: str | None = None) -> tuple[str, tuple[int, int]]:
+def probe_image(
+    source: Source, max_pixels: int | None = None, *, label: str | None = None
+) -> tuple[str, tuple[int, int]]:
     """(format, size) of a usable image, checked in bounded memory without a full decode.
 
     The header and the pixel limit are checked; PNGs are verified chunk by chunk (CRCs, a
@@ -172,7 +174,9 @@ def probe_image(source: Source, max_pixels: int | None = None, *, label: str | N
         return fmt, size
 
 
-def thumbnail(source: Source, max_side: int, max_pixels: int | None = None, *, label: str | None = None) -> Image.Image:
+def thumbnail(
+    source: Source, max_side: int, max_pixels: int | None = None, *, label: str | None = None
+) -> Image.Image:
     """An RGB image at most ``max_side`` on a side, decoded within the pixel limit."""
     name = _label(source, label)
     limit = max_image_pixels(max_pixels)

@@ -42,7 +42,9 @@ def big_blank_png(path: Path, width: int, height: int) -> Path:
     tail = compressor.flush()[:-4] + struct.pack(">I", checksum)
     idat = first + first[2:] * (blocks - 1) + tail
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+    )
     return path
 
 
@@ -82,7 +84,9 @@ def test_peak_memory_of_the_refusal_is_small(png_12k: Path) -> None:
         "try:\n    load_image(sys.argv[1])\nexcept ImageInputError:\n    pass\n"
         "print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(png_12k)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(png_12k)], capture_output=True, text=True, check=True
+    )
     before_kb, after_kb = map(int, out.stdout.split())
     assert after_kb - before_kb < 50_000  # < 50 MB more than the imports took
 
@@ -152,7 +156,9 @@ def test_report_survives_a_bomb_and_writes_summary(tmp_path: Path) -> None:
     with (data / "data.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["id", "image", "lat", "lon", "country"])
-        writer.writerows([["bomb", "bomb.png", 48.85, 2.35, "France"], ["ok", "ok.jpg", 52.52, 13.4, "Germany"]])
+        writer.writerows(
+            [["bomb", "bomb.png", 48.85, 2.35, "France"], ["ok", "ok.jpg", 52.52, 13.4, "Germany"]]
+        )
     samples = load_dataset(data).samples
     run = tmp_path / "run"
     write_manifest(run, build_manifest(EvalConfig(dataset=str(data), out=str(run)), {"source": str(data)}))
@@ -172,7 +178,9 @@ def test_report_survives_a_bomb_and_writes_summary(tmp_path: Path) -> None:
     assert 'src="data:image/jpeg;base64,' in ok_page
 
 
-async def test_webapp_decodes_uploads_only_inside_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_webapp_decodes_uploads_only_inside_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Four parallel uploads of a large PNG: probed at once (bounded), decoded one job at a time."""
     import geosleuth.webapp.jobs as jobs
     from geosleuth.webapp import ServeSettings
@@ -198,7 +206,10 @@ async def test_webapp_decodes_uploads_only_inside_the_queue(tmp_path: Path, monk
     upload = big_blank_png(tmp_path / "upload.png", 2600, 2000).read_bytes()  # 5.2 M pixels: not "cheap"
     manager = jobs.JobManager(ServeSettings(workdir=tmp_path / "jobs", concurrency=1), tmp_path / "jobs")
     created = await asyncio.gather(
-        *(manager.create(upload, f"u{i}.png", prompt_style=None, samples=1, use_model=False) for i in range(4))
+        *(
+            manager.create(upload, f"u{i}.png", prompt_style=None, samples=1, use_model=False)
+            for i in range(4)
+        )
     )
     # admitted without decoding: only a job that already left the queue (one slot) has decoded
     assert decodes <= 1 and sum((job.dir / jobs.PREVIEW_FILE).exists() for job in created) <= 1

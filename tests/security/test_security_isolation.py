@@ -61,7 +61,9 @@ def _image(tmp_path: Path, name: str) -> str:
     return str(path)
 
 
-async def test_parse_timeout_is_this_samples_parse_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_parse_timeout_is_this_samples_parse_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A parse past the deadline ends only its own trajectory, as a parse failure that says why."""
     import geosleuth.agent.loop as loop
 
@@ -83,7 +85,9 @@ async def test_healthy_samples_finish_beside_a_pathological_one(tmp_path: Path) 
 
     def script(request: dict) -> object:  # the first request to arrive gets the pathological answer
         bad = next(served) == 0
-        return reply(adversarial if bad else '{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}')
+        return reply(
+            adversarial if bad else '{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}'
+        )
 
     with FakeOpenAIServer(script) as server:
         config = AgentConfig(
@@ -144,10 +148,14 @@ def test_text_tool_calls_are_read_in_linear_time(text: str) -> None:
     assert time.perf_counter() - start < 2.0
 
 
+CALL_PIECES = st.sampled_from(
+    ["<tool_call>", "</tool_call>", " ", "\n", "```", "json", "{", "}", '"name"', ":", '"geocode"', ",",
+     '"arguments"', "geocode(", ")", "address=", "'x'", "\t"]
+)  # fmt: skip
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(["<tool_call>", "</tool_call>", " ", "\n", "```", "json", "{", "}", '"name"', ":",
-                                 '"geocode"', ",", '"arguments"', "geocode(", ")", "address=", "'x'", "\t"]),
-                max_size=400).map("".join))  # fmt: skip
+@given(st.lists(CALL_PIECES, max_size=400).map("".join))
 def test_fuzz_text_tool_calls_never_crash_and_stay_fast(text: str) -> None:
     start = time.perf_counter()
     calls = parse_text_calls(text, ["geocode"])

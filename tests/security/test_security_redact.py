@@ -44,7 +44,9 @@ def test_values_are_caught_in_every_encoding() -> None:
 
 
 def test_ordinary_text_is_left_alone() -> None:
-    text = "max_tokens=512, the token budget, a key clue: the sign says 'Bahnhofstrasse'; authorization needed"
+    text = (
+        "max_tokens=512, the token budget, a key clue: the sign says 'Bahnhofstrasse'; authorization needed"
+    )
     assert redact(text) == text
     assert redact('{"max_tokens": 512, "tokenizer": "qwen"}') == '{"max_tokens": 512, "tokenizer": "qwen"}'
 
@@ -126,7 +128,13 @@ def test_fuzz_redaction_removes_the_key_in_bounded_time(built: str, noise: str) 
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=40), lambda c: st.lists(c) | st.dictionaries(st.text(max_size=10), c), max_leaves=30))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+        lambda c: st.lists(c) | st.dictionaries(st.text(max_size=10), c),
+        max_leaves=30,
+    )
+)
 def test_fuzz_json_documents_stay_valid(value: object) -> None:
     text = json.dumps({"v": value, "authorization": f"Bearer {KEY}", "u": f"https://x/?key={KEY}"})
     clean = redact(text, [KEY])

@@ -128,7 +128,11 @@ def _env(tmp_path: Path, search: EchoingSearch) -> dict[str, str]:
         f"cache:\n  backend: sqlite\n  path: {tmp_path / 'cache.sqlite'}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"OPENAI_API_KEY": MODEL_KEY, "GEOSLEUTH_TOOLS_CONFIG": str(settings), "GEOSLEUTH_LOG_LEVEL": "DEBUG"}
+    env |= {
+        "OPENAI_API_KEY": MODEL_KEY,
+        "GEOSLEUTH_TOOLS_CONFIG": str(settings),
+        "GEOSLEUTH_LOG_LEVEL": "DEBUG",
+    }
     return env
 
 
@@ -152,7 +156,9 @@ def _written(root: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_locate_and_eval_leak_no_key_anywhere(tmp_path: Path, fakes: tuple[EchoingVLM, EchoingSearch]) -> None:
+def test_locate_and_eval_leak_no_key_anywhere(
+    tmp_path: Path, fakes: tuple[EchoingVLM, EchoingSearch]
+) -> None:
     vlm, search = fakes
     env = _env(tmp_path, search)
     common = ["--model", "fake-vlm", "--base-url", vlm.base_url, "--tools", "web_search"]

@@ -277,9 +277,7 @@ class ChatClient:
 
 def _redacted(choice: ChatChoice) -> ChatChoice:
     """A reply that echoes a key (a server reflecting its headers) keeps it out of every record."""
-    calls = [
-        RawToolCall(c.id, c.name, redact_json(c.arguments)) for c in choice.tool_calls
-    ]
+    calls = [RawToolCall(c.id, c.name, redact_json(c.arguments)) for c in choice.tool_calls]
     reasoning = redact_text(choice.reasoning) if choice.reasoning else choice.reasoning
     return ChatChoice(redact_text(choice.content), reasoning, calls, choice.finish_reason)
 

@@ -47,7 +47,9 @@ class AgentConfig(BaseModel):
     verifier_base_url: str | None = None
     cluster_radius_km: float = Field(default=25.0, gt=0)
     pixel_budget: int = Field(default=DEFAULT_PIXEL_BUDGET, ge=0)
-    max_image_pixels: int | None = Field(default=None, gt=0)  # decode limit; None: $GEOSLEUTH_MAX_IMAGE_PIXELS or 64 M
+    max_image_pixels: int | None = Field(
+        default=None, gt=0
+    )  # decode limit; None: $GEOSLEUTH_MAX_IMAGE_PIXELS or 64 M
     image_format: Literal["JPEG", "PNG"] = "JPEG"
     resize_factor: int = Field(default=0, ge=0)  # send images snapped to the processor's frame (Qwen: 28/32)
     nudge_turns_left: int = Field(

@@ -218,7 +218,9 @@ class AgentLoop:
         if not self.schemas:
             return []
         try:
-            return await bounded(self.config.parse_timeout_s, parse_text_calls, choice.content, self.registry.names())
+            return await bounded(
+                self.config.parse_timeout_s, parse_text_calls, choice.content, self.registry.names()
+            )
         except ParseTimeout as exc:
             turn.note = f"tool calls not read: {exc}"
             return []
@@ -248,7 +250,9 @@ class AgentLoop:
             self.messages.append({"role": "user", "content": common()["reminder"]})
             return State.GENERATE
         why = f" ({self.parse_problem})" if self.parse_problem else ""
-        return self._finish(TrajectoryStatus.PARSE_FAILED, f"no final answer could be parsed{why}", prediction)
+        return self._finish(
+            TrajectoryStatus.PARSE_FAILED, f"no final answer could be parsed{why}", prediction
+        )
 
     async def _act(self) -> State:
         calls, native = self.pending, self.pending_native

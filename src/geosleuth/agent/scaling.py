@@ -153,7 +153,9 @@ async def verify(
     text = resp.first.content
     log.update(text=text, latency_s=resp.latency_s, usage=resp.usage.model_dump())
     try:  # off the event loop, with a deadline: the other tasks' trajectories keep running
-        pred = await bounded(DEFAULT_PARSE_TIMEOUT_S, parse_answer, text, "robust", choices=task.choices or None)
+        pred = await bounded(
+            DEFAULT_PARSE_TIMEOUT_S, parse_answer, text, "robust", choices=task.choices or None
+        )
     except ParseTimeout as exc:
         log["error"] = f"verifier answer not parsed: {exc}"
         return None, log

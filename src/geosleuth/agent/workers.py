@@ -7,7 +7,8 @@ its own pipe) and must answer within the deadline, counted from when that worker
 A worker that overruns is killed and replaced; the others keep serving, so one runaway costs
 its own sample a `ParseTimeout` and nothing else.
 
-Where processes cannot be started (Windows, a sandbox) parsing falls back to a thread: the deadline still holds for the trajectory, but the event loop is not shielded.
+Where processes cannot be started (Windows, a sandbox) parsing falls back to a thread: the
+deadline still holds for the trajectory, but the event loop is not shielded.
 """
 
 from __future__ import annotations
@@ -93,7 +94,10 @@ class _Worker:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=(to_child, from_child), env=env, stdin=subprocess.DEVNULL
+                [sys.executable, "-c", code],
+                pass_fds=(to_child, from_child),
+                env=env,
+                stdin=subprocess.DEVNULL,
             )
         finally:
             os.close(to_child)
@@ -102,7 +106,9 @@ class _Worker:
         self.outbox = Connection(child_out, writable=False)
         self.ready = False
 
-    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float) -> Any:
+    def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float
+    ) -> Any:
         if not self.ready:
             try:
                 if not self.outbox.poll(START_TIMEOUT_S):
@@ -164,7 +170,9 @@ class ParsePool:
                     self.workers = 0
             self._threads = ThreadPoolExecutor(self.workers or 4, thread_name_prefix="geosleuth-parse")
 
-    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float) -> T:
+    def _call(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float
+    ) -> T:
         """In a pool thread: borrow a worker, run, and replace the worker if it ran away or died."""
         assert self._idle is not None
         worker = self._idle.get()

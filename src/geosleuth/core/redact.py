@@ -125,7 +125,9 @@ def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
         if depth > 200:  # deeper than any record we write: redact its text form instead
             return redact(json.dumps(node, default=str), secrets)
         if isinstance(node, Mapping):
-            return {walk(k, depth + 1) if isinstance(k, str) else k: walk(v, depth + 1) for k, v in node.items()}
+            return {
+                walk(k, depth + 1) if isinstance(k, str) else k: walk(v, depth + 1) for k, v in node.items()
+            }
         if isinstance(node, list | tuple):
             return [walk(v, depth + 1) for v in node]
         return node

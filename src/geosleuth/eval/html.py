@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Trajectory
-from geosleuth.imageio import ImageInputError, thumbnail
-from geosleuth.secrets import redact_text
 from geosleuth.eval.judges import read_judgments
 from geosleuth.eval.report import RunData
 from geosleuth.eval.scores import ScoreRow
 from geosleuth.eval.store import load_run_trajectories
+from geosleuth.imageio import ImageInputError, thumbnail
+from geosleuth.secrets import redact_text
 
 MAP_W, MAP_H = 1000, 500
 log = logging.getLogger(__name__)

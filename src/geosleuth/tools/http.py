@@ -34,7 +34,6 @@ from geosleuth.tools.config import HttpSettings
 log = logging.getLogger(__name__)
 
 
-
 class ProviderError(ToolError):
     """A provider refused or failed; the message is safe to show to the model and to log."""
 

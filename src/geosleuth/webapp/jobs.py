@@ -3,8 +3,8 @@
 A job checks its image before it is queued, so a bad upload is a clear 400 answer rather
 than a failed run; the check runs in bounded memory (the header and the pixel limit, PNG
 chunks verified, JPEGs decoded at 1/8 scale). Full decoding waits for the job's turn in the
-queue, so parallel uploads never decode more images at once than the queue runs. Events are appended as the agent
-works (``status``, ``turn`` once generated and again once its tools ran, then ``result``
+queue, so parallel uploads never decode more images at once than the queue runs. Events are
+appended as the agent works (``status``, ``turn`` once generated and again once its tools ran, then ``result``
 or ``error``); readers wait on `Job.wait` and never miss one, whenever they connect.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.agent import AgentConfig, run_task, write_trajectories
-from geosleuth.imageio import ImageInputError, probe_image, thumbnail
 from geosleuth.core.records import Task, Trajectory, Turn
+from geosleuth.imageio import ImageInputError, probe_image, thumbnail
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import trajectory_view, turn_view
 
