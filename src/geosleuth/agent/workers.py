@@ -14,6 +14,7 @@ deadline still holds for the trajectory, but the event loop is not shielded.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import queue
@@ -226,6 +227,7 @@ def parse_pool() -> ParsePool:
             except ValueError:
                 workers = DEFAULT_WORKERS
             _POOL = ParsePool(max(0, workers))
+            atexit.register(_POOL.close)
         return _POOL
 
 
