@@ -34,6 +34,7 @@ from urllib.parse import urlparse
 import httpx
 
 from geosleuth.core.records import Usage
+from geosleuth.secrets import redact_json, redact_text, register_secret
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class ModelError(Exception):
     """The model endpoint failed for good (after retries, or a non-retryable error)."""
 
     def __init__(self, message: str, status: int | None = None, attempts: int = 1) -> None:
-        super().__init__(message)
+        super().__init__(redact_text(message))  # servers echo request headers in error bodies
         self.status = status
         self.attempts = attempts
 
@@ -283,6 +284,7 @@ class ChatClient:
         self.model = model
         self.base_url, self._api_key = resolve_endpoint(base_url, api_key, api_key_env)
         self.profile = profile or detect_profile(self.base_url)
+        register_secret(self._api_key)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -439,6 +441,7 @@ class ChatClient:
                 if status == 200:
                     try:
                         choices, usage, model = parse_completion(resp.json())
+                        choices = [_redacted(c) for c in choices]
                     except ValueError as exc:
                         last = f"unreadable response body ({exc}): {resp.text[:200]!r}"
                     else:
@@ -466,6 +469,13 @@ class ChatClient:
             return min(retry_after, self.max_backoff_s)
         base = self.backoff_s * 2 ** (attempt - 1)
         return min(base * (0.5 + random.random() / 2), self.max_backoff_s)
+
+
+def _redacted(choice: ChatChoice) -> ChatChoice:
+    """A reply that echoes a key (a server reflecting its headers) keeps it out of every record."""
+    calls = [RawToolCall(c.id, c.name, redact_json(c.arguments)) for c in choice.tool_calls]
+    reasoning = redact_text(choice.reasoning) if choice.reasoning else choice.reasoning
+    return ChatChoice(redact_text(choice.content), reasoning, calls, choice.finish_reason)
 
 
 def splice_images(body: str, image_urls: dict[str, str]) -> str:

@@ -33,6 +33,7 @@ class AgentConfig(BaseModel):
     max_total_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float = Field(default=600.0, gt=0)  # wall clock per trajectory
     request_timeout_s: float = Field(default=120.0, gt=0)
+    parse_timeout_s: float = Field(default=10.0, gt=0)  # one parse of model output, in a worker process
     max_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     temperature: float | None = None
@@ -54,6 +55,9 @@ class AgentConfig(BaseModel):
     verifier_base_url: str | None = None
     cluster_radius_km: float = Field(default=25.0, gt=0)
     pixel_budget: int = Field(default=DEFAULT_PIXEL_BUDGET, ge=0)
+    max_image_pixels: int | None = Field(
+        default=None, gt=0
+    )  # decode limit; None: $GEOSLEUTH_MAX_IMAGE_PIXELS or 64 M
     image_format: Literal["JPEG", "PNG"] = "JPEG"
     resize_factor: int = Field(default=0, ge=0)  # send images snapped to the processor's frame (Qwen: 28/32)
     nudge_turns_left: int = Field(

@@ -10,14 +10,16 @@ from __future__ import annotations
 import base64
 import io
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image
 
-MAX_INPUT_PIXELS = 150_000_000
-"""Refuse images larger than this before decoding (decompression-bomb guard, under Pillow's limit)."""
+from geosleuth.imageio import DEFAULT_MAX_PIXELS, open_image
+from geosleuth.imageio import ImageInputError as ImageInputError
+
+MAX_INPUT_PIXELS = DEFAULT_MAX_PIXELS
+"""Default decode limit (``GEOSLEUTH_MAX_IMAGE_PIXELS``); see `geosleuth.imageio`."""
 
 DEFAULT_PIXEL_BUDGET = 2_000_000
 
@@ -25,45 +27,10 @@ _PNG_MODES = frozenset({"1", "L", "LA", "I;16", "P", "RGB", "RGBA"})
 """Modes Pillow writes as PNG; others (CMYK JPEGs, float TIFFs, …) are converted first."""
 
 
-class ImageInputError(ValueError):
-    """A query image that cannot be used; the message names the file and the reason."""
-
-
-def load_image(path: str | Path, max_pixels: int = MAX_INPUT_PIXELS) -> Image.Image:
-    """Open, size-check and fully decode an image (EXIF orientation applied), or explain why not."""
-    p = Path(path)
-    if not p.exists():
-        raise ImageInputError(f"{p}: file not found")
-    if p.is_dir():
-        raise ImageInputError(f"{p}: is a directory, not an image")
-    if p.stat().st_size == 0:
-        raise ImageInputError(f"{p}: file is empty (0 bytes)")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", Image.DecompressionBombWarning
-            )  # the explicit check below decides
-            img = Image.open(p)
-            w, h = img.size
-            if w * h > max_pixels:
-                raise ImageInputError(
-                    f"{p}: image is {w}x{h} = {w * h:,} pixels, above the {max_pixels:,}-pixel safety limit "
-                    "(possible decompression bomb)"
-                )
-            img.load()
-    except ImageInputError:
-        raise
-    except Image.DecompressionBombError as exc:
-        raise ImageInputError(f"{p}: refused as a possible decompression bomb ({exc})") from None
-    except UnidentifiedImageError:
-        raise ImageInputError(
-            f"{p}: not a supported image format (PNG, JPEG, WebP, GIF, TIFF, BMP, …)"
-        ) from None
-    except OSError as exc:
-        raise ImageInputError(f"{p}: image data is damaged or truncated ({exc})") from None
-    except (ValueError, SyntaxError) as exc:
-        raise ImageInputError(f"{p}: image cannot be decoded ({exc})") from None
-    return ImageOps.exif_transpose(img)
+def load_image(path: str | Path, max_pixels: int | None = None) -> Image.Image:
+    """Open, size-check and decode a query image within the pixel limit (EXIF orientation
+    applied), or raise `ImageInputError` saying why not (see `geosleuth.imageio.open_image`)."""
+    return open_image(path, max_pixels)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from geosleuth.agent.observer import OBSERVE_TOOL, Observation, Observer, observ
 from geosleuth.agent.prompting import PromptStyle, build_prompts, common, render
 from geosleuth.agent.toolcalls import ParsedCall, parse_native, parse_text_calls
 from geosleuth.agent.trajectory import ImageStore
+from geosleuth.agent.workers import ParseTimeout, bounded, parse_pool
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import (
     ParseStatus,
@@ -158,6 +159,8 @@ class AgentLoop:
         self.pending: list[ParsedCall] = []
         self.pending_native = False
         self.pending_choice: ChatChoice | None = None
+        self.parse_problem: str | None = None
+        parse_pool().start()  # workers load the parsers while the model thinks
 
     @property
     def model_turns(self) -> int:
@@ -222,14 +225,14 @@ class AgentLoop:
         )
         self.traj.turns.append(turn)
         self._notify(turn)
-        calls = self._calls(choice)
+        calls = await self._calls(choice, turn)
         if calls:
             self.pending, self.pending_native = calls, bool(choice.tool_calls)
             spent = self._budget_spent()
             if spent:
                 self._append_assistant(choice, calls, self.pending_native)
                 turn.tool_calls = [_not_run(c, f"{spent}; the call was not run") for c in calls]
-                answer = parse_answer(choice.content, "robust", choices=self.task.choices or None)
+                answer = await self._parse(choice.content)
                 return self._finish(
                     TrajectoryStatus.BUDGET_EXHAUSTED,
                     f"still calling tools when the budget ran out ({spent})",
@@ -262,19 +265,36 @@ class AgentLoop:
             return f"token budget of {budget} spent"
         return None
 
-    def _calls(self, choice: ChatChoice) -> list[ParsedCall]:
+    async def _calls(self, choice: ChatChoice, turn: Turn) -> list[ParsedCall]:
         if choice.tool_calls:
             return parse_native(choice.tool_calls)
         if not self.schemas:
             return []
-        return parse_text_calls(choice.content, self.registry.names())
+        try:
+            return await bounded(
+                self.config.parse_timeout_s, parse_text_calls, choice.content, self.registry.names()
+            )
+        except ParseTimeout as exc:
+            turn.note = f"tool calls not read: {exc}"
+            return []
+
+    async def _parse(self, text: str) -> Prediction:
+        """The answer, parsed off the event loop with a deadline: a pathological text costs its
+        own trajectory a parse failure, never another trajectory its time."""
+        try:
+            return await bounded(
+                self.config.parse_timeout_s, parse_answer, text, "robust", choices=self.task.choices or None
+            )
+        except ParseTimeout as exc:
+            self.parse_problem = str(exc)
+            return Prediction(raw=text[:2000], status=ParseStatus.FAILED)
 
     async def _on_text(self, turn: Turn, choice: ChatChoice) -> State:
         """A turn without tool calls: the final answer, a reminder, or a parse failure."""
         text = choice.content
         echo = self.client.profile.echo_reasoning
         self.messages.append(assistant_message(choice, text, echo_reasoning=echo))
-        prediction = parse_answer(text, "robust", choices=self.task.choices or None)
+        prediction = await self._parse(text)
         if self.config.geocode_answers and _is_answer(prediction) and not prediction.has_coords:
             prediction = await asyncio.to_thread(_geocoded, text, self.task.choices or None)
         if _is_answer(prediction):
@@ -284,7 +304,10 @@ class AgentLoop:
             turn.note = "reminder sent"
             self.messages.append({"role": "user", "content": common()["reminder"]})
             return State.GENERATE
-        return self._finish(TrajectoryStatus.PARSE_FAILED, "no final answer could be parsed", prediction)
+        why = f" ({self.parse_problem})" if self.parse_problem else ""
+        return self._finish(
+            TrajectoryStatus.PARSE_FAILED, f"no final answer could be parsed{why}", prediction
+        )
 
     async def _act(self) -> State:
         calls, native = self.pending, self.pending_native

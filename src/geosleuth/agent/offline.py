@@ -378,7 +378,7 @@ async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | 
     try:
         if not task.image:
             raise ImageInputError(f"task {task.id} has no image")
-        image = await asyncio.to_thread(load_image, task.image)
+        image = await asyncio.to_thread(load_image, task.image, config.max_image_pixels)
     except ImageInputError as exc:
         traj.status, traj.error, traj.finished_at = TrajectoryStatus.INPUT_ERROR, str(exc), time.time()
         return traj

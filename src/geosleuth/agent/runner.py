@@ -85,7 +85,7 @@ async def _ensure_model_name(client: ChatClient) -> None:
 async def _load(task: Task, config: AgentConfig) -> tuple[Image.Image, PreparedImage]:
     if not task.image:
         raise ImageInputError(f"task {task.id} has no image")
-    img = await asyncio.to_thread(load_image, task.image)
+    img = await asyncio.to_thread(load_image, task.image, config.max_image_pixels)
     prepared = await asyncio.to_thread(
         prepare_image, img, config.pixel_budget, config.image_format, config.resize_factor
     )

@@ -21,6 +21,7 @@ from geosleuth.agent.client import ChatClient, ModelError, looks_like_image_reje
 from geosleuth.agent.images import PreparedImage
 from geosleuth.agent.observer import Observation
 from geosleuth.agent.prompting import common, load_style, render, task_extra, verifier_prompt
+from geosleuth.agent.workers import DEFAULT_PARSE_TIMEOUT_S, ParseTimeout, bounded
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import ParseStatus, Prediction, Task, Trajectory
@@ -173,7 +174,13 @@ async def verify(
         return None, log
     text = resp.first.content
     log.update(text=text, latency_s=resp.latency_s, usage=resp.usage.model_dump())
-    pred = parse_answer(text, "robust", choices=task.choices or None)
+    try:  # off the event loop, with a deadline: the other tasks' trajectories keep running
+        pred = await bounded(
+            DEFAULT_PARSE_TIMEOUT_S, parse_answer, text, "robust", choices=task.choices or None
+        )
+    except ParseTimeout as exc:
+        log["error"] = f"verifier answer not parsed: {exc}"
+        return None, log
     if pred.status is not ParseStatus.OK or not pred.has_coords:
         log["error"] = "verifier answer had no coordinates"
         return None, log

@@ -17,12 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosleuth.agent.client import RawToolCall
+from geosleuth.core.records import MAX_ARGUMENT_CHARS as RECORD_ARGUMENT_CHARS
+from geosleuth.core.records import cap_arguments
 
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S | re.I)
-_FENCE = re.compile(r"^```(?:json|python)?\s*|\s*```$", re.S)
+_TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S | re.I)
+"""No whitespace runs matched around the lazy group: with them, a block of spaces made it quadratic."""
 _CALL_START = re.compile(r"^[ \t]*`?(?P<name>[A-Za-z_]\w*)\(", re.M)
 _CALL_END = re.compile(r"`?[ \t]*(?:\n|$)")
 MAX_CALL_CHARS = 4000
+MAX_ARGUMENT_CHARS = 65_536
+"""Longer argument strings are refused unread (decoding megabytes costs time and memory)."""
 
 
 @dataclass
@@ -37,29 +41,39 @@ class ParsedCall:
 
     @property
     def arguments_json(self) -> str:
-        """Arguments as the JSON string OpenAI messages carry (the raw text if unparsable)."""
+        """Arguments as the JSON string OpenAI messages carry (the raw text if unparsable),
+        capped like the record's copy so a huge argument is not stored twice."""
         if self.arguments is None:
-            return self.raw
-        return json.dumps(self.arguments, ensure_ascii=False)
+            if len(self.raw) <= RECORD_ARGUMENT_CHARS:
+                return self.raw
+            return json.dumps(cap_arguments({"_raw": self.raw}), ensure_ascii=False)
+        return json.dumps(cap_arguments(self.arguments), ensure_ascii=False)
 
 
 def _lenient_json(text: str) -> Any:
     """json.loads, then Python-literal syntax (single quotes, True/None, trailing commas)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     except ValueError:
         pass
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         pass
-    return json.loads(re.sub(r",\s*([}\]])", r"\1", text))
+    try:
+        return json.loads(re.sub(r",\s*([}\]])", r"\1", text))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """Arguments as a dict, or an error message the model can act on."""
     if raw is None or raw == "":
         return {}, None
+    if isinstance(raw, str) and len(raw) > MAX_ARGUMENT_CHARS:
+        return None, f"arguments are too long ({len(raw):,} characters; at most {MAX_ARGUMENT_CHARS:,})"
     value = raw
     for _ in range(2):  # some servers double-encode: "{\"bbox_2d\": …}"
         if not isinstance(value, str):
@@ -115,8 +129,24 @@ def _call_style(text: str) -> tuple[str, dict[str, Any]] | None:
     return node.func.id, kwargs
 
 
+def _unfence(body: str) -> str:
+    """A code fence (```json … ```) around a call removed; string operations, linear time
+    (the regex this replaces took 26 s on a call with 20,000 inner spaces)."""
+    body = body.strip()
+    if body.startswith("```"):
+        body = body[3:]
+        for tag in ("json", "python"):
+            if body.startswith(tag):
+                body = body[len(tag) :]
+                break
+        body = body.lstrip()
+    if body.endswith("```"):
+        body = body[:-3].rstrip()
+    return body
+
+
 def _tagged_call(body: str, index: int) -> ParsedCall:
-    body = _FENCE.sub("", body.strip())
+    body = _unfence(body)
     call_id = f"text_call_{index}"
     if not body.startswith(("{", "[")):
         parsed = _call_style(body)
@@ -137,7 +167,7 @@ def parse_text_calls(text: str, known_tools: Collection[str]) -> list[ParsedCall
     """Calls written in the text: tagged blocks first, else ``name(...)`` lines of known tools."""
     if not text:
         return []
-    blocks = [m.group(1) for m in _TAGGED.finditer(text) if m.group(1).strip()]
+    blocks = [m.group(1).strip() for m in _TAGGED.finditer(text) if m.group(1).strip()]
     if blocks:
         return [_tagged_call(b, i) for i, b in enumerate(blocks)]
     calls = []

@@ -19,6 +19,7 @@ from PIL import Image
 
 from geosleuth.agent.images import encode_data_url, fit_to_budget, png_ready
 from geosleuth.core.records import Trajectory
+from geosleuth.secrets import redact_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -62,7 +63,7 @@ def write_trajectories(path: Path, trajectories: Iterable[Trajectory], append: b
     n = 0
     with path.open("a" if append else "w", encoding="utf-8") as fh:
         for t in trajectories:
-            fh.write(t.model_dump_json() + "\n")
+            fh.write(redact_text(t.model_dump_json()) + "\n")
             n += 1
     return n
 

@@ -120,4 +120,7 @@ def _root() -> None:
 
 
 def main() -> None:
+    from geosleuth.secrets import install_log_redaction
+
+    install_log_redaction()  # no log line of any command carries a key
     app()

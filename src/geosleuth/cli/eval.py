@@ -275,7 +275,9 @@ def report_command(
     except (RunDirError, ValueError, OSError) as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        from geosleuth.secrets import redact_text
+
+        sys.stdout.write(redact_text(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
     else:
         _print_headline(summary, run_dir)
 

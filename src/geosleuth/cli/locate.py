@@ -137,13 +137,10 @@ def locate(
 
         write_trajectories(out / "trajectories.jsonl", trajectories, append=False)
     if as_json:
-        typer.echo(
-            json.dumps(
-                [summary(p, t) for p, t in zip(images, trajectories, strict=True)],
-                ensure_ascii=False,
-                indent=2,
-            )
-        )
+        from geosleuth.secrets import redact_text
+
+        rows = [summary(p, t) for p, t in zip(images, trajectories, strict=True)]
+        typer.echo(redact_text(json.dumps(rows, ensure_ascii=False, indent=2)))
     else:
         _print(images, trajectories, out)
     if trajectories and all(t.status in FAILED for t in trajectories):

@@ -5,10 +5,11 @@ Pydantic models so that every record round-trips through JSON (trajectory JSONL,
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 LEVELS: tuple[str, ...] = ("country", "admin1", "city", "admin2", "town", "street", "poi")
 """Place hierarchy, coarse to fine (DESIGN.md)."""
@@ -132,8 +133,33 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+MAX_ARGUMENT_CHARS = 8192
+"""Longest tool-call arguments (as JSON) a record keeps; longer ones are kept cut, with their length."""
+
+TRUNCATED_KEY = "_truncated"
+ORIGINAL_CHARS_KEY = "_original_chars"
+
+
+def cap_arguments(arguments: dict[str, Any], max_chars: int = MAX_ARGUMENT_CHARS) -> dict[str, Any]:
+    """Arguments as a record keeps them: unchanged when short, else the first ``max_chars`` of
+    their JSON under ``_truncated`` and the full length under ``_original_chars``.
+
+    A model can emit megabytes of arguments; the record (and the conversation it replays)
+    must not grow with them.
+    """
+    if TRUNCATED_KEY in arguments and ORIGINAL_CHARS_KEY in arguments:
+        return arguments  # already capped
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        return {TRUNCATED_KEY: "(arguments too deeply nested to store)", ORIGINAL_CHARS_KEY: None}
+    if len(text) <= max_chars:
+        return arguments
+    return {TRUNCATED_KEY: text[:max_chars], ORIGINAL_CHARS_KEY: len(text)}
+
+
 class ToolCallRecord(BaseModel):
-    """One tool call as the trajectory keeps it."""
+    """One tool call as the trajectory keeps it; arguments are capped (`cap_arguments`)."""
 
     id: str = ""
     name: str
@@ -145,6 +171,11 @@ class ToolCallRecord(BaseModel):
     latency_s: float = 0.0
     cache_hit: bool = False
     provider: str | None = None
+
+    @field_validator("arguments")
+    @classmethod
+    def _capped(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return cap_arguments(value)
 
 
 class Turn(BaseModel):

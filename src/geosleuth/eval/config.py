@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import geosleuth
 from geosleuth.eval.store import RunDirError, write_atomic
+from geosleuth.secrets import redact_text
 
 MANIFEST = "run.json"
 SAMPLES = "samples.jsonl"
@@ -227,7 +228,7 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
         manifest = {**manifest, "created_at": previous.get("created_at", manifest["created_at"])}
         manifest["resumed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(path, redact_text(json.dumps(manifest, indent=2, ensure_ascii=False)) + "\n")
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:

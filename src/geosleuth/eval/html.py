@@ -13,6 +13,7 @@ import hashlib
 import html
 import io
 import json
+import logging
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -23,8 +24,12 @@ from geosleuth.eval.judges import read_judgments
 from geosleuth.eval.rundata import RunData
 from geosleuth.eval.scores import ScoreRow
 from geosleuth.eval.store import load_run_trajectories
+from geosleuth.imageio import ImageInputError, thumbnail
+from geosleuth.secrets import redact_text
 
 MAP_W, MAP_H = 1000, 500
+log = logging.getLogger(__name__)
+
 MAX_SAMPLE_PAGES = 5000
 MAX_MAP_POINTS = 5000
 """Beyond these the index shows the worst samples (those with pages) and maps every k-th one,
@@ -193,15 +198,26 @@ def _page_name(sample_id: str) -> str:
 
 def image_data_uri(path: Path, max_px: int = MAX_IMAGE_PX) -> str | None:
     """A downscaled JPEG data URI of an image file (None when it cannot be read)."""
-    from PIL import Image, UnidentifiedImageError
-
     try:
-        with Image.open(path) as image:
-            image.thumbnail((max_px, max_px))
-            buffer = io.BytesIO()
-            image.convert("RGB").save(buffer, format="JPEG", quality=85)
-    except (OSError, UnidentifiedImageError):
+        return thumbnail_data_uri(path, max_px)
+    except ImageInputError:
         return None
+
+
+def thumbnail_data_uri(path: Path, max_px: int = MAX_IMAGE_PX) -> str:
+    """A downscaled JPEG data URI, decoded within the pixel limit; `ImageInputError` says why not.
+
+    A report shows many images: one that is a bomb, damaged or unreadable must cost its own
+    thumbnail, never the report.
+    """
+    try:
+        image = thumbnail(path, max_px)
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=85)
+    except ImageInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is this image's, not the report's
+        raise ImageInputError(f"{path}: cannot be shown ({type(exc).__name__}: {exc})") from None
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
@@ -349,6 +365,26 @@ def _judgments_html(judgments: list[dict[str, Any]]) -> str:
     return f'<h2>Judges</h2><div id="judges">{items}</div>'
 
 
+def _input_image_html(sample: Sample) -> str:
+    """The sample's image, or a note saying why it is not shown (a bomb, a damaged file, …)."""
+    if not sample.image:
+        return "<p>(image not available)</p>"
+    try:
+        uri = thumbnail_data_uri(Path(sample.image))
+    except ImageInputError as exc:
+        return f'<p class="fail">(image not shown: {_esc(str(exc))})</p>'
+    return f'<img class="main" alt="input image" src="{uri}">'
+
+
+def _failed_page(sample_id: str, exc: Exception) -> str:
+    """What a sample's page says when it could not be built: the report goes on without it."""
+    return _page(
+        f"sample {sample_id}",
+        f'<p><a href="../index.html">← report</a></p><h1>{_esc(sample_id)}</h1>'
+        f'<p class="fail">This page could not be built: {_esc(type(exc).__name__)}: {_esc(str(exc))}</p>',
+    )
+
+
 def sample_html(
     run: RunData,
     sample: Sample,
@@ -356,8 +392,7 @@ def sample_html(
     trajectory: Trajectory | None,
     judgments: list[dict[str, Any]] | None = None,
 ) -> str:
-    image = image_data_uri(Path(sample.image)) if sample.image else None
-    pic = f'<img class="main" alt="input image" src="{image}">' if image else "<p>(image not available)</p>"
+    pic = _input_image_html(sample)
     dist = f"{row.distance_km:.2f} km" if math.isfinite(row.distance_km) else "no distance"
     truth = ", ".join(f"{k}: {v}" for k, v in sample.labels.items())
     prediction = (
@@ -399,8 +434,12 @@ def write_html(folder: Path, run: RunData, rows: list[ScoreRow], summary: dict[s
     full = load_run_trajectories(run.run_dir, ids=pages)
     for row in chosen:
         trajectory = full.get(row.sample_id)
-        page = sample_html(run, by_id[row.sample_id], row, trajectory, judged.get(row.sample_id))
-        (folder / "samples" / _page_name(row.sample_id)).write_text(page, encoding="utf-8")
+        try:
+            page = sample_html(run, by_id[row.sample_id], row, trajectory, judged.get(row.sample_id))
+        except Exception as exc:  # noqa: BLE001 - one sample never costs the report
+            log.warning("report page for %s: %s: %s", row.sample_id, type(exc).__name__, exc)
+            page = _failed_page(row.sample_id, exc)
+        (folder / "samples" / _page_name(row.sample_id)).write_text(redact_text(page), encoding="utf-8")
     index = folder / "index.html"
-    index.write_text(index_html(run, rows, summary, pages), encoding="utf-8")
+    index.write_text(redact_text(index_html(run, rows, summary, pages)), encoding="utf-8")
     return index

@@ -26,6 +26,7 @@ __all__ = [
     "load_run",
     "write_report",
 ]
+from geosleuth.secrets import redact_text
 
 SUMMARY = "summary.json"
 MARKDOWN = "summary.md"
@@ -278,7 +279,7 @@ def write_report(
 
         outputs["html"] = str(write_html(run_dir / "html", run, rows, summary).relative_to(run_dir))
     summary["outputs"] = outputs
-    write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    write_atomic(run_dir / MARKDOWN, markdown(summary))
+    write_atomic(run_dir / SUMMARY, redact_text(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
+    write_atomic(run_dir / MARKDOWN, redact_text(markdown(summary)))
     write_atomic(run_dir / PER_SAMPLE, per_sample_csv(rows))
     return summary

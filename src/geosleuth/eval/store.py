@@ -16,6 +16,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from geosleuth.core.records import Trajectory, TrajectoryStatus
+from geosleuth.secrets import redact_text
 
 TRAJECTORIES = "trajectories.jsonl"
 FAILED_ATTEMPTS = "failed_attempts.jsonl"
@@ -162,7 +163,7 @@ class TrajectoryStore:
         """Write records and fsync: when this returns they survive a crash."""
         if self._handle is None:
             raise RunDirError("store is not open")
-        payload = b"".join(t.model_dump_json().encode() + b"\n" for t in trajectories)
+        payload = b"".join(redact_text(t.model_dump_json()).encode() + b"\n" for t in trajectories)
         self._handle.write(payload)
         self._handle.flush()
         os.fsync(self._handle.fileno())

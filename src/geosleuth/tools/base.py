@@ -55,6 +55,9 @@ class ToolResult:
 
     @classmethod
     def failure(cls, message: str, provider: str | None = None) -> ToolResult:
+        from geosleuth.tools.text import defuse  # messages quote arguments and provider bodies
+
+        message = defuse(message)
         return cls(text=f"Error: {message}", ok=False, error=message, provider=provider)
 
 
@@ -171,7 +174,18 @@ class Tool:
         except Exception as exc:  # a tool bug must not end the trajectory
             result = ToolResult.failure(redact(f"{self.name} failed: {type(exc).__name__}: {exc}"))
         result.latency_s = time.perf_counter() - start
-        return result
+        return _safe_result(result)
+
+
+def _safe_result(result: ToolResult) -> ToolResult:
+    """Every tool's text as it may enter a conversation: keys redacted, tags and fences defused."""
+    from geosleuth.secrets import redact_text
+    from geosleuth.tools.text import defuse, fence_safe
+
+    result.text = fence_safe(redact_text(result.text))
+    if result.error:
+        result.error = defuse(redact_text(result.error))
+    return result
 
 
 def _coerce_result(out: Any) -> ToolResult:

@@ -1,15 +1,13 @@
 """Tool errors and the process-wide set of secrets that every error message is scrubbed of.
 
-This module imports nothing from the rest of the package, so that `base` (tool declaration),
-`config` (settings) and `http` (provider plumbing) can all use it without importing each other.
+This module imports only `geosleuth.secrets` (which imports nothing from `tools`), so that
+`base` (tool declaration), `config` (settings) and `http` (provider plumbing) can all use it
+without importing each other.
 """
 
 from __future__ import annotations
 
-import threading
-
-_SECRETS: set[str] = set()
-_SECRETS_LOCK = threading.Lock()
+from geosleuth import secrets
 
 
 class ToolError(Exception):
@@ -29,20 +27,11 @@ class UnsafeUrlError(ToolError):
 
 
 def register_secret(secret: str | None) -> None:
-    """Remember a key so that `redact` (and the httpx log filter) can scrub it."""
-    if secret and len(secret) >= 4:
-        with _SECRETS_LOCK:
-            _SECRETS.add(secret)
-
-
-def has_secrets() -> bool:
-    return bool(_SECRETS)
+    """Remember a key so that every later redaction (errors, logs, records, pages) scrubs it."""
+    secrets.register_secret(secret)
 
 
 def redact(text: str) -> str:
-    """Replace every registered secret in ``text`` by ``***`` (longest first)."""
-    with _SECRETS_LOCK:
-        secrets = sorted(_SECRETS, key=len, reverse=True)
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+    """``text`` with every known key (registered, or in a key-named environment variable) and
+    every key-shaped credential replaced by ``***``."""
+    return secrets.redact_text(text)

@@ -28,13 +28,13 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from geosleuth.secrets import RedactingFilter
 from geosleuth.tools.config import HttpSettings
 from geosleuth.tools.errors import (
     MissingKeyError,
     ProviderError,
     ToolError,
     UnsafeUrlError,
-    has_secrets,
     redact,
     register_secret,
 )
@@ -61,18 +61,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class _RedactingFilter(logging.Filter):
-    """httpx logs full request URLs at INFO; keys in query strings must not reach logs."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if has_secrets():
-            record.msg = redact(record.getMessage())
-            record.args = None
-        return True
-
-
-for _name in ("httpx", "httpcore"):
-    logging.getLogger(_name).addFilter(_RedactingFilter())
+for _name in ("httpx", "httpcore"):  # httpx logs request URLs, query keys included
+    logging.getLogger(_name).addFilter(RedactingFilter())
 
 
 def require_key(key: str | None, service: str, family: str) -> str:
@@ -460,8 +451,8 @@ class HttpClient:
             except httpx.HTTPError as exc:
                 last_problem = f"connection failed ({type(exc).__name__})"
             else:
-                if r.status_code < 300:
-                    return Response(r.status_code, r.content, r.headers, str(r.url))
+                if r.status_code < 300:  # a body reflecting the key must not reach cache or model
+                    return Response(r.status_code, _redacted_body(r), r.headers, redact(str(r.url)))
                 last_problem = f"HTTP {r.status_code}"
                 if r.status_code not in RETRY_STATUSES:
                     raise ProviderError(f"{self.provider}: {last_problem}: {_short_body(r.content)}")
@@ -495,6 +486,19 @@ class HttpClient:
             return min(retry_after, self.settings.backoff_max_s)
         base = self.settings.backoff_base_s * (2**attempt)
         return min(self.settings.backoff_max_s, base * (0.5 + random.random()))
+
+
+def _redacted_body(r: httpx.Response) -> bytes:
+    """Text bodies with every known key scrubbed; images and other binary bodies as they came."""
+    kind = r.headers.get("content-type", "").lower()
+    if kind.startswith(("image/", "application/octet-stream", "application/x-protobuf")):
+        return r.content
+    try:
+        text = r.content.decode("utf-8")
+    except UnicodeDecodeError:
+        return r.content
+    clean = redact(text)
+    return r.content if clean == text else clean.encode("utf-8")
 
 
 def _short_body(content: bytes) -> str:

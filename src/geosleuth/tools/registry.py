@@ -204,11 +204,11 @@ def _query_text(value: str, what: str) -> str:
 def query_image(ctx: ToolContext) -> Image.Image:
     """The query image at original resolution, opened from ``ctx.image_path`` on first use."""
     if ctx.image is None and ctx.image_path:
+        from geosleuth.imageio import ImageInputError, open_image
+
         try:
-            with Image.open(ctx.image_path) as im:
-                im.load()
-                ctx.image = im.copy()
-        except OSError as exc:
+            ctx.image = open_image(ctx.image_path, label="the query image")
+        except ImageInputError as exc:
             raise ToolError(f"cannot open the query image: {exc}") from None
     if ctx.image is None:
         raise ToolError("no image is attached to this conversation")

@@ -65,8 +65,10 @@ def _image_of(row: dict[str, Any]) -> Image.Image | None:
     if isinstance(value, Image.Image):
         return value.convert("RGB")
     if isinstance(value, str):
-        with Image.open(value) as img:
-            return img.convert("RGB")
+        from geosleuth.imageio import open_image
+
+        img = open_image(value)  # bounded: header checked, JPEG reduced, bombs refused
+        return img if img.mode == "RGB" else img.convert("RGB")
     return None
 
 

@@ -99,12 +99,12 @@ def _context(create_kwargs: dict[str, Any], config: dict[str, Any], decode: bool
         artifacts_dir=Path(config["artifacts_dir"]) if config.get("artifacts_dir") else None,
     )
     if decode and ctx.image_path:
-        from PIL import Image
+        from geosleuth.imageio import ImageInputError, open_image
 
         try:
-            with Image.open(ctx.image_path) as img:
-                ctx.image = img.convert("RGB")
-        except OSError as exc:
+            img = open_image(ctx.image_path)  # bounded decode: header checked first
+            ctx.image = img if img.mode == "RGB" else img.convert("RGB")
+        except ImageInputError as exc:
             log.warning("tool context: cannot open image %s: %s", ctx.image_path, exc)
     return ctx
 

@@ -13,6 +13,7 @@ import io
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -26,11 +27,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse as _PlainJSONResponse
 from starlette.routing import Route
 
-from geosleuth.agent import ImageInputError, load_image
 from geosleuth.eval.store import RunDirError
+from geosleuth.imageio import ImageInputError, thumbnail
+from geosleuth.secrets import redact_text
 from geosleuth.webapp.jobs import FINISHED, PREVIEW_FILE, PREVIEW_PX, Job, JobManager, UploadError
 from geosleuth.webapp.runs import RunIndex, RunNotFound
 from geosleuth.webapp.settings import ServeSettings
@@ -50,6 +53,17 @@ REPORT_CSP = (
 STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
 KEEPALIVE_S = 15.0
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class JSONResponse(_PlainJSONResponse):
+    """Every JSON answer with known keys and key-shaped credentials redacted."""
+
+    def render(self, content: Any) -> bytes:
+        return redact_text(super().render(content).decode("utf-8")).encode("utf-8")
+
+
+_DECODES = threading.BoundedSemaphore(2)
+"""Dataset images decoded at once for previews (each may be up to the pixel limit)."""
 
 
 def _error(message: str, status: int = 400) -> JSONResponse:
@@ -164,7 +178,10 @@ class Api:
         job = self._job(request)
         if job is None:
             return _error("no such job", 404)
-        return FileResponse(job.dir / PREVIEW_FILE, media_type="image/jpeg")
+        preview = job.dir / PREVIEW_FILE
+        if not preview.exists():  # a large image is decoded only when its job leaves the queue
+            return _error("the preview is made when the job starts", 404)
+        return FileResponse(preview, media_type="image/jpeg")
 
     async def job_file(self, request: Request) -> Response:
         job = self._job(request)
@@ -212,8 +229,8 @@ class Api:
             sample, _ = self.runs.sample(name, sample_id)
             if not sample.image:
                 raise RunNotFound(f"sample {sample_id!r} has no image")
-            image = load_image(sample.image).convert("RGB")
-            image.thumbnail((PREVIEW_PX, PREVIEW_PX))
+            with _DECODES:
+                image = thumbnail(sample.image, PREVIEW_PX)
             buffer = io.BytesIO()
             image.save(buffer, format="JPEG", quality=88)
             return buffer.getvalue()
@@ -276,7 +293,7 @@ async def _event_stream(job: Job, cursor: int) -> AsyncIterator[str]:
     while True:
         while cursor < len(job.events):
             event = job.events[cursor]
-            data = json.dumps(event, ensure_ascii=False)
+            data = redact_text(json.dumps(event, ensure_ascii=False))
             yield f"id: {event['seq']}\nevent: {event['type']}\ndata: {data}\n\n"
             cursor += 1
         if job.status in FINISHED:

@@ -1,8 +1,10 @@
 """Locate jobs: one uploaded image, one agent run, a log of events the page streams.
 
-A job validates its image with the agent's safe loader before it is queued, so a bad
-upload is a clear 400 answer rather than a failed run. Events are appended as the agent
-works (``status``, ``turn`` once generated and again once its tools ran, then ``result``
+A job checks its image before it is queued, so a bad upload is a clear 400 answer rather
+than a failed run; the check runs in bounded memory (the header and the pixel limit, PNG
+chunks verified, JPEGs decoded at 1/8 scale). Full decoding waits for the job's turn in the
+queue, so parallel uploads never decode more images at once than the queue runs. Events are
+appended as the agent works (``status``, ``turn`` once generated and again once its tools ran, then ``result``
 or ``error``); readers wait on `Job.wait` and never miss one, whenever they connect.
 """
 
@@ -19,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosleuth.agent import AgentConfig, ImageInputError, load_image, run_task, write_trajectories
+from geosleuth.agent import AgentConfig, run_task, write_trajectories
 from geosleuth.core.records import Task, Trajectory, Turn
+from geosleuth.imageio import ImageInputError, probe_image, thumbnail
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import trajectory_view, turn_view
 
@@ -31,6 +34,9 @@ MAP_FILE = "answer_map.png"
 MAP_PX = 640
 PREVIEW_FILE = "preview.jpg"  # what the page shows: any input format, at most PREVIEW_PX on a side
 PREVIEW_PX = 1600
+CHEAP_PREVIEW_PIXELS = 4_000_000
+"""An upload whose decode (after JPEG reduction) is at most this gets its preview at once;
+larger ones get it when their job leaves the queue."""
 EXTENSIONS = {
     "JPEG": "jpg",
     "PNG": "png",
@@ -191,6 +197,13 @@ class JobManager:
             self._gate = asyncio.Semaphore(max(1, self.settings.concurrency))
         async with self._gate:
             job.status = "running"
+            if not (job.dir / PREVIEW_FILE).exists():
+                try:
+                    await asyncio.to_thread(write_preview, job.dir / job.image_file, job.dir / PREVIEW_FILE)
+                except ImageInputError as exc:
+                    job.status, job.error = "failed", str(exc).replace(str(job.dir), "").lstrip("/")
+                    job.emit("error", {"status": job.status, "message": job.error})
+                    return
             message = (
                 f"Asking {self.settings.public()['model']} ({job.prompt_style} prompt)…"
                 if job.mode == "model"
@@ -287,21 +300,21 @@ def _store_image(folder: Path, data: bytes | None, filename: str, settings: Serv
     raw = folder / "upload.bin"
     raw.write_bytes(data)
     try:
-        image = load_image(raw)
+        fmt, (width, height) = probe_image(raw, settings.agent_options.get("max_image_pixels"))
     except ImageInputError as exc:
         raw.unlink(missing_ok=True)
         raise UploadError(str(exc).replace(str(raw), _display_name(filename))) from None
-    fmt = _format_of(raw)
     target = folder / f"input.{EXTENSIONS.get(fmt, 'img')}"
     raw.rename(target)
-    preview = image.convert("RGB")
-    preview.thumbnail((PREVIEW_PX, PREVIEW_PX))
-    preview.save(folder / PREVIEW_FILE, format="JPEG", quality=88)
+    reduction = 64 if fmt in ("JPEG", "MPO") else 1  # JPEG previews decode at 1/8 scale
+    if width * height / reduction <= CHEAP_PREVIEW_PIXELS:
+        try:
+            write_preview(target, folder / PREVIEW_FILE)
+        except ImageInputError as exc:
+            raise UploadError(str(exc).replace(str(target), _display_name(filename))) from None
     return target.name
 
 
-def _format_of(path: Path) -> str:
-    from PIL import Image
-
-    with Image.open(path) as image:
-        return str(image.format)
+def write_preview(image: Path, preview: Path) -> None:
+    """The JPEG the page shows, at most PREVIEW_PX on a side, decoded within the pixel limit."""
+    thumbnail(image, PREVIEW_PX).save(preview, format="JPEG", quality=88)

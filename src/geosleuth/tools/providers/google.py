@@ -11,7 +11,7 @@ import io
 import re
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from geosleuth.core.records import Place
 from geosleuth.tools.config import ToolSettings
@@ -127,13 +127,18 @@ class GoogleProvider:
         )
 
 
+MAX_MAP_PIXELS = 16_000_000
+"""A map or tile is at most a few megapixels; a provider sending a bomb gets an error, not our memory."""
+
+
 def decode_image(content: bytes, provider: str) -> Image.Image:
+    from geosleuth.imageio import ImageInputError, open_image
+
     try:
-        im = Image.open(io.BytesIO(content))
-        im.load()
-    except (UnidentifiedImageError, OSError):
-        raise ProviderError(f"{provider} did not return an image") from None
-    return im.convert("RGB")
+        im = open_image(content, MAX_MAP_PIXELS, label=f"{provider} image", transpose=False)
+    except ImageInputError as exc:
+        raise ProviderError(f"{provider} did not return an image ({exc})") from None
+    return im if im.mode == "RGB" else im.convert("RGB")
 
 
 def _component(components: list[dict[str, Any]], kind: str, field: str = "long_name") -> str | None:

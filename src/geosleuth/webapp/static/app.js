@@ -288,7 +288,12 @@ function watchJob(jobId, work, onEnd) {
   }
   var source = new EventSource("/api/jobs/" + jobId + "/events");
   state.source = source;
-  source.addEventListener("status", function (e) { setStatus(JSON.parse(e.data).message, true); });
+  source.addEventListener("status", function (e) {
+    var data = JSON.parse(e.data);
+    setStatus(data.message, true);
+    var img = document.getElementById("query-image");  // large images get their preview when the job starts
+    if (data.status === "running" && img && !img.naturalWidth) img.src = img.src.split("?")[0] + "?t=" + Date.now();
+  });
   source.addEventListener("turn", function (e) {
     var data = JSON.parse(e.data);
     var box = samples[data.sample];

@@ -1,0 +1,253 @@
+"""Adversarial inputs against a whole run (issue 14): starvation and decode memory.
+
+1. Starvation: the eval runner with the real agent (``direct`` style) against the local fake
+   OpenAI server, 64 healthy samples (answers after ``--delay`` s) and, in two of three runs,
+   one adversarial sample whose answer is the issue's repro (``" \\n" * 60 + "done"``). With
+   ``--parser slow`` (default) parsing that answer also holds the GIL for ``--burn`` s inside
+   one C call (exponential regex backtracking), so the figures hold for any parser, fixed or not;
+   ``--parser real`` uses the library's parser as it is. Printed: healthy samples that timed out
+   (must be 0) for
+     - clean: no adversarial sample (the reference),
+     - workers: the adversarial sample, parsing in worker processes (what the agent does),
+     - thread: the adversarial sample, parsing in a thread (the pre-fix behaviour).
+2. Memory: peak RSS of a fresh process opening the issue's 12000 × 12000 PNG (420 KB) and a
+   12000 × 9000 JPEG, the pre-fix way (full decode, EXIF copy, resize) and through
+   `load_image` (PNG refused before decoding, JPEG reduced while decoding); ratio after / before.
+
+Usage: python bench/adversarial_bench.py [--healthy 64] [--parser slow|real] [--burn 8] [--skip-memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import dataclasses
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+ADVERSARIAL = " \n" * 60 + "done"
+HEALTHY = json.dumps({"lat": 48.8566, "lon": 2.3522, "city": "Paris", "country": "France"})
+BACKTRACK = r"(a|aa)+c"
+BURN_ENV = "GEOSLEUTH_BENCH_BURN_LENGTH"  # read by worker processes too
+
+
+def slow_parse(text: str, *args: Any, **kwargs: Any) -> Any:
+    """The library's parser, but a whitespace-run answer first holds the GIL for a while (one C
+    call, like a backtracking regex): a stand-in for any slow parser."""
+    from geosleuth.core.parsing import parse_answer
+
+    if "\n \n \n" in text:
+        re.fullmatch(BACKTRACK, "a" * int(os.environ.get(BURN_ENV, "30")))
+    return parse_answer(text, *args, **kwargs)
+
+
+def burn_length(seconds: float) -> int:
+    """Characters of ``a`` that make `BACKTRACK` run about ``seconds`` (Fibonacci growth)."""
+    n, took = 22, 0.0
+    while took < 0.2:
+        n += 2
+        start = time.perf_counter()
+        re.fullmatch(BACKTRACK, "a" * n)
+        took = time.perf_counter() - start
+    return n + max(0, round(math.log(seconds / took) / math.log((1 + 5**0.5) / 2)))
+
+
+def make_dataset(folder: Path, healthy: int, adversarial: bool) -> Path:
+    (folder / "images").mkdir(parents=True)
+    with (folder / "data.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "image", "lat", "lon", "country"])
+        for i in range(healthy):
+            Image.new("RGB", (96, 64), (i % 256, 90, 150)).save(folder / "images" / f"h{i}.jpg")
+            writer.writerow([f"healthy{i:03d}", f"h{i}.jpg", 48.85, 2.35, "France"])
+        if adversarial:
+            Image.new("RGB", (96, 64), (250, 250, 10)).save(folder / "images" / "adv.jpg")
+            writer.writerow(["adversarial", "adv.jpg", 48.85, 2.35, "France"])
+    return folder
+
+
+def adversarial_marker() -> str:
+    """A piece of the adversarial image's data URL, as the agent will send it."""
+    from geosleuth.agent.images import prepare_image
+
+    image = Image.new("RGB", (96, 64), (250, 250, 10))
+    return prepare_image(image).data_url[-200:]
+
+
+async def run_eval(root: Path, healthy: int, adversarial: bool, args: argparse.Namespace) -> dict[str, Any]:
+    from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
+    from geosleuth.eval.datasets import load_dataset
+    from geosleuth.eval.run import AgentRunner, write_samples
+    from geosleuth.eval.runner import run_samples
+    from geosleuth.testing import FakeOpenAIServer, reply
+
+    data = make_dataset(root / "data", healthy, adversarial)
+    samples = load_dataset(data).samples
+    marker = adversarial_marker()
+
+    def script(request: dict[str, Any]) -> Any:
+        if marker in json.dumps(request.get("messages", [])):
+            return reply(ADVERSARIAL)
+        return dataclasses.replace(reply(HEALTHY), delay_s=args.delay)
+
+    run_dir = root / "run"
+    with FakeOpenAIServer(script) as server:
+        settings = {
+            "model": "fake-vlm",
+            "base_url": server.base_url,
+            "prompt_style": "direct",
+            "timeout_s": args.timeout,
+            "parse_timeout_s": args.parse_deadline,
+            "max_retries": 0,
+        }
+        write_manifest(
+            run_dir, build_manifest(EvalConfig(dataset=str(data), out=str(run_dir)), {"source": "bench"})
+        )
+        write_samples(run_dir, samples)
+        start = time.perf_counter()
+        await run_samples(samples, AgentRunner(settings, run_dir), run_dir, concurrency=len(samples))
+        wall = time.perf_counter() - start
+    records = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+    healthy_status = [r["status"] for r in records if r["sample_id"].startswith("healthy")]
+    odd = [r["status"] for r in records if r["sample_id"] == "adversarial"]
+    return {
+        "timeouts": healthy_status.count("timeout"),
+        "ok": healthy_status.count("ok"),
+        "healthy": len(healthy_status),
+        "adversarial": odd[0] if odd else "-",
+        "wall": wall,
+    }
+
+
+def starvation(args: argparse.Namespace) -> None:
+    import adversarial_bench as this  # by module name, so the worker processes can import it
+
+    from geosleuth.agent import loop
+    from geosleuth.agent.workers import ParsePool, use_parse_pool
+
+    if args.parser == "slow":
+        os.environ[BURN_ENV] = str(burn_length(args.burn))  # before the worker processes start
+        loop.parse_answer = this.slow_parse  # type: ignore[attr-defined]
+        print(f"slow parser: the adversarial answer holds the GIL for about {args.burn:g} s per parse")
+    from geosleuth.agent.workers import bounded
+    from geosleuth.core.parsing import parse_answer
+
+    asyncio.run(bounded(120.0, parse_answer, HEALTHY, "robust"))  # start the workers outside the timings
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rows.append(("clean (reference)", asyncio.run(run_eval(Path(tmp) / "a", args.healthy, False, args))))
+        rows.append(("workers (now)", asyncio.run(run_eval(Path(tmp) / "b", args.healthy, True, args))))
+        previous = use_parse_pool(ParsePool(0))
+        try:
+            rows.append(("thread (before)", asyncio.run(run_eval(Path(tmp) / "c", args.healthy, True, args))))
+        finally:
+            use_parse_pool(previous)
+    print(
+        f"starvation: {args.healthy} healthy samples (+1 adversarial), all in flight, healthy answers after "
+        f"{args.delay:g} s, trajectory timeout {args.timeout:g} s, parse deadline {args.parse_deadline:g} s"
+    )
+    print(f"{'run':20} {'healthy timeouts':>17} {'healthy ok':>11} {'adversarial':>15} {'wall s':>8}")
+    for name, r in rows:
+        print(
+            f"{name:20} {r['timeouts']:>10}/{r['healthy']:<6} {r['ok']:>6}/{r['healthy']:<4} "
+            f"{r['adversarial']:>15} {r['wall']:>8.1f}"
+        )
+    reference = rows[0][1]["timeouts"]
+    print(f"healthy timeouts with the adversarial sample: {rows[1][1]['timeouts']} (reference {reference})")
+
+
+# --- memory -------------------------------------------------------------------------------------
+
+BEFORE = """
+import resource, sys
+from PIL import Image, ImageOps
+from geosleuth.agent.images import prepare_image
+Image.MAX_IMAGE_PIXELS = 150_000_000
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+img = Image.open(sys.argv[1]); img.load(); img = ImageOps.exif_transpose(img)
+prepare_image(img)
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "decoded")
+"""
+AFTER = """
+import resource, sys
+from geosleuth.agent.images import ImageInputError, load_image, prepare_image
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    prepare_image(load_image(sys.argv[1])); outcome = "decoded"
+except ImageInputError:
+    outcome = "refused"
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, outcome)
+"""
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def blank_png(path: Path, width: int, height: int) -> Path:
+    """A valid black RGB PNG written without holding its pixels (identical compressed blocks)."""
+    block = b"\x00" * ((1 + 3 * width) * 100)
+    compressor = zlib.compressobj(9)
+    first = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    checksum = 1
+    for _ in range(height // 100):
+        checksum = zlib.adler32(block, checksum)
+    idat = first + first[2:] * (height // 100 - 1) + compressor.flush()[:-4] + struct.pack(">I", checksum)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+    )
+    return path
+
+
+def peak_mib(code: str, path: Path) -> tuple[float, str]:
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    base, peak, outcome = out.stdout.split()
+    return (int(peak) - int(base)) / 1024, outcome
+
+
+def memory() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        png = blank_png(Path(tmp) / "12k.png", 12000, 12000)
+        jpeg = Path(tmp) / "12k.jpg"
+        make = f"from PIL import Image; Image.new('RGB', (12000, 9000), (90, 120, 60)).save({str(jpeg)!r})"
+        subprocess.run([sys.executable, "-c", make], check=True)
+        print("memory: peak RSS above the imports, fresh process per figure")
+        print(f"{'image':32} {'before MiB':>11} {'after MiB':>10} {'after/before':>13}  outcome after")
+        for name, path in ((f"PNG 12000x12000 ({png.stat().st_size // 1024} KB)", png),
+                           (f"JPEG 12000x9000 ({jpeg.stat().st_size // 1024} KB)", jpeg)):  # fmt: skip
+            before, _ = peak_mib(BEFORE, path)
+            after, outcome = peak_mib(AFTER, path)
+            print(f"{name:32} {before:>11.0f} {after:>10.0f} {after / before:>13.3f}  {outcome}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--healthy", type=int, default=64)
+    parser.add_argument("--parser", choices=["slow", "real"], default="slow")
+    parser.add_argument("--burn", type=float, default=8.0, help="seconds the slow parse holds the GIL")
+    parser.add_argument("--delay", type=float, default=0.5, help="seconds before a healthy answer")
+    parser.add_argument("--timeout", type=float, default=6.0, help="trajectory timeout, seconds")
+    parser.add_argument("--parse-deadline", type=float, default=3.0)
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+    starvation(args)
+    if not args.skip_memory:
+        memory()
+
+
+if __name__ == "__main__":
+    main()
