@@ -137,9 +137,13 @@ class FileScore:
     score: Score
     arrays: ScoreArrays | None = None
     columns: RowColumns | None = None
+    records: list[dict[str, Any]] | None = None  # per-row records of a benchmark's own file scorer
 
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         """Per-row records (``--rows``), built one at a time from the columns."""
+        if self.records is not None:
+            yield from self.records
+            return
         if self.columns is None or self.arrays is None:
             return
         c, a = self.columns, self.arrays

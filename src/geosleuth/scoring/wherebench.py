@@ -23,7 +23,7 @@ from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Prediction, Sample
 from geosleuth.scoring.engine import FileScore, Score
-from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, read_rows, row_id
+from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, iter_rows, row_id
 from geosleuth.scoring.protocols import ScoringProtocol
 
 ID_KEYS = ("panoID", "panoId", "pano_id", "BVID", "bvid")
@@ -90,7 +90,7 @@ def _predictions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
         if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):
             return {str(k): v for k, v in obj.items()}, problems
     out: dict[str, dict[str, Any]] = {}
-    for row in read_rows(path):
+    for row in iter_rows(path):
         if row.data is None:
             problems.append(row.error or f"line {row.line}: unreadable")
             continue
@@ -297,4 +297,4 @@ def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Pat
     score = Score(
         n=len(samples), parsed=parsed, metrics=_flat(figures), ci95=_cis(figures), warnings=warnings
     )
-    return FileScore(str(path), protocol.name, score, records)
+    return FileScore(str(path), protocol.name, score, records=records)

@@ -7,7 +7,6 @@ query parameter (redacted from every error and log line); Places (New) takes it 
 
 from __future__ import annotations
 
-import io
 import re
 from typing import Any
 
