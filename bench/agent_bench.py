@@ -190,7 +190,7 @@ async def main() -> None:
     print(
         f"real      llama.cpp SmolLM2-135M, {r['trajectories']} trajectories, {r['turns']} model turns, "
         f"errors {r['errors']}: {r['tokens_per_s']:.1f} tokens/s (prompt+completion over wall), "
-        f"{r["completion_tokens_per_s"]:.1f} completion tokens per second of server time, "
+        f"{r['completion_tokens_per_s']:.1f} completion tokens per second of server time, "
         f"{r['turns_per_s']:.2f} turns/s"
     )
     print(
