@@ -19,7 +19,7 @@ from geosleuth.core.parsing import STRICT_PROTOCOLS, parse_answer
 from geosleuth.core.records import ParseStatus
 
 PROMPTS = Path(__file__).resolve().parents[2] / "src" / "geosleuth" / "agent" / "prompts"
-SHARED = ("common.yaml",)
+SHARED = ("common.yaml", "observer.yaml")  # shared snippets; the observer describes, never answers
 
 LAT, LON = 47.0337, 8.2775
 TRUTH = {"country": "Switzerland", "admin1": "Lucerne", "city": "Kriens", "place": "Pilatus Railway"}
@@ -30,8 +30,7 @@ def _styles() -> list[tuple[str, dict]]:
     found = {
         p.stem: yaml.safe_load(p.read_text()) for p in sorted(PROMPTS.glob("*.yaml")) if p.name not in SHARED
     }
-    if "geoagent" not in found:
-        found["geoagent"] = {"system": GEOAGENT_TEMPLATE, "protocol": "geoagent"}
+    found.setdefault("geoagent", {"system": GEOAGENT_TEMPLATE, "protocol": "geoagent"})
     return sorted(found.items())
 
 
@@ -41,8 +40,10 @@ def _template(system: str) -> str:
     if blocks and "<" in blocks[-1][len("<answer>") : -len("</answer>")]:
         return blocks[-1]
     objects = [line.strip() for line in system.splitlines() if line.strip().startswith('{"lat"')]
-    assert objects, "the prompt shows no answer format"
-    return objects[-1]
+    if objects:
+        return objects[-1]
+    assert "<country>; <region>; <place>" in system, "the prompt shows no answer format"
+    return GEOAGENT_TEMPLATE  # GeoAgent shows its format in the JSON FinalAnswer and literal examples
 
 
 def _value(placeholder: str, line: str) -> str:

@@ -401,10 +401,6 @@ def test_old_fraction_summaries_are_converted_once() -> None:
     assert percent_summary(new) == new
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the parser change (issue 10 item 2): WhereCountry numbers 1-4 and {'choice': …}",
-)
 def test_wherecountry_numbers_and_choice_key(release: Path, tmp_path: Path) -> None:
     preds = tmp_path / "p.jsonl"
     rows = [

@@ -472,10 +472,14 @@ class ChatClient:
 
 
 def _redacted(choice: ChatChoice) -> ChatChoice:
-    """A reply that echoes a key (a server reflecting its headers) keeps it out of every record."""
-    calls = [RawToolCall(c.id, c.name, redact_json(c.arguments)) for c in choice.tool_calls]
+    """A reply that echoes a key (a server reflecting its headers) keeps it out of every record.
+
+    ``extra`` fields (thought signatures, encrypted reasoning) are opaque to us and must go back
+    to the server byte for byte, so they are kept as sent; every file exit redacts again.
+    """
+    calls = [replace(c, arguments=redact_json(c.arguments)) for c in choice.tool_calls]
     reasoning = redact_text(choice.reasoning) if choice.reasoning else choice.reasoning
-    return ChatChoice(redact_text(choice.content), reasoning, calls, choice.finish_reason)
+    return replace(choice, content=redact_text(choice.content), reasoning=reasoning, tool_calls=calls)
 
 
 def splice_images(body: str, image_urls: dict[str, str]) -> str:

@@ -117,10 +117,10 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """Agentic image geolocation: locate, score, evaluate, train."""
+    from geosleuth.secrets import install_log_redaction
+
+    install_log_redaction()  # no log line of any command carries a key (runs for commands, not --help)
 
 
 def main() -> None:
-    from geosleuth.secrets import install_log_redaction
-
-    install_log_redaction()  # no log line of any command carries a key
     app()

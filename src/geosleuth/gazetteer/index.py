@@ -176,8 +176,9 @@ class Gazetteer:
         if not parts:
             return []
         country_code = resolve_country(country) if country else None
+        family = country_family(country_code) if country_code else None  # China covers Hong Kong
         rows: dict[int, tuple[Any, ...]] = {}
-        groups = self._part_candidates(parts, country_code, rows)
+        groups = self._part_candidates(parts, family, rows)
         if not any(groups):
             return []
         ranked = self._rank_components(groups, rows)
@@ -211,7 +212,7 @@ class Gazetteer:
         return out[:MAX_PARTS]
 
     def _part_candidates(
-        self, parts: list[str], country_code: str | None, rows: dict[int, tuple[Any, ...]]
+        self, parts: list[str], family: frozenset[str] | None, rows: dict[int, tuple[Any, ...]]
     ) -> list[dict[int, bool]]:
         """For each address component, matching places (index -> is a primary name), capped;
         their stored rows are collected into ``rows``.
@@ -225,7 +226,7 @@ class Gazetteer:
         found: list[dict[int, bool]] = [{} for _ in parts]
         for key, is_primary, *row in self._lookup_rows(sorted({k for k in keys if k})):
             idx = row[0]
-            if country_code is not None and row[5] != country_code:
+            if family is not None and row[5] not in family:
                 continue
             rows[idx] = tuple(row)
             for i, k in enumerate(keys):
@@ -236,11 +237,11 @@ class Gazetteer:
                 continue
             fallback = [tuple(r[2:]) for r in self._lookup_rows(name_variants(key))]
             fallback = fallback or self._region_fallback(key)
-            if not fallback and country_code is None:
+            if not fallback and family is None:
                 code = resolve_country(parts[i])
                 fallback = self._rows_where("id = ?", (f"country:{code}",)) if code else []
             for row in fallback:
-                if country_code is None or row[5] == country_code:
+                if family is None or row[5] in family:
                     rows[row[0]] = row
                     found[i][row[0]] = row[8] == "country"
         for i, group in enumerate(found):
@@ -298,9 +299,13 @@ class Gazetteer:
 
     def _rank_components(
         self, groups: list[dict[int, bool]], rows: dict[int, tuple[Any, ...]]
-    ) -> list[tuple[tuple[int, int, int, int], float, int]]:
-        """Every component's candidates with their sort key (conflicts, -support, component
-        priority, rank within the component), and their score.
+    ) -> list[tuple[tuple[int, int, int, int, int], float, int]]:
+        """Every component's candidates with their sort key (contradicted by a country, -support,
+        component priority, conflicts, rank within the component), and their score.
+
+        Support decides first, then specificity: "Lyon, Île-de-France, France" is Lyon (both are
+        in France; a model's contradictory region must not earn it the region's position), while
+        "Springfield, Illinois" and "Paris, Texas" pick the namesake the coarser part contains.
 
         A candidate is supported by a component that contains it (or names it again) and
         contradicted by a coarser component that does not contain it ("Paris, Texas" for Paris,
@@ -316,6 +321,7 @@ class Gazetteer:
         for i, mine in enumerate(lists):
             support = dict.fromkeys(mine, 0)
             conflicts = dict.fromkeys(mine, 0)
+            abroad = dict.fromkeys(mine, 0)  # contradicted by a country component
             for j, theirs in enumerate(lists):
                 if j == i or not theirs:
                     continue
@@ -336,8 +342,10 @@ class Gazetteer:
                         support[p] += 1
                     elif not is_around and coarsest[j] > _RANK[self.kind[p]]:
                         conflicts[p] += 1
+                        abroad[p] += int(only_countries[j])
             for pos, (score, idx) in enumerate(self._rank_part(groups[i])):
-                ranked.append(((conflicts[idx], -support[idx], priority[i], pos), score, idx))
+                key = (abroad[idx], -support[idx], priority[i], conflicts[idx], pos)
+                ranked.append((key, score, idx))
         return ranked
 
     def _country_relation(
