@@ -123,25 +123,38 @@ def ne_record_code(rec: dict[str, object]) -> str | None:
     return None
 
 
+def _add_name(index: dict[str, str], name: object, code: str) -> None:
+    key = normalize(str(name or ""))
+    if key and key not in index:
+        index[key] = code
+
+
+@lru_cache(maxsize=1)
+def _first_sources() -> dict[str, str]:
+    """The aliases and ISO names: the first sources of `name_index`, so a name found here maps
+    exactly as the full index maps it, at a tenth of its build cost (most answers say "France")."""
+    import pycountry
+
+    index: dict[str, str] = {}
+    for alias, code in ALIASES.items():
+        _add_name(index, alias, code)
+    for c in pycountry.countries:
+        for attr in ("common_name", "name", "official_name"):
+            _add_name(index, getattr(c, attr, None), c.alpha_2)
+    _add_name(index, "Kosovo", "XK")
+    return index
+
+
 @lru_cache(maxsize=1)
 def name_index() -> dict[str, str]:
     """Normalised country name -> alpha-2 (also used by the gazetteer); earlier sources win on conflicts."""
-    import pycountry
     from babel import Locale
 
-    index: dict[str, str] = {}
+    index = dict(_first_sources())
 
     def add(name: object, code: str) -> None:
-        key = normalize(str(name or ""))
-        if key and key not in index:
-            index[key] = code
+        _add_name(index, name, code)
 
-    for alias, code in ALIASES.items():
-        add(alias, code)
-    for c in pycountry.countries:
-        for attr in ("common_name", "name", "official_name"):
-            add(getattr(c, attr, None), c.alpha_2)
-    add("Kosovo", "XK")
     for rec in natural_earth_country_records():
         code = ne_record_code(rec)
         if code:
@@ -167,8 +180,11 @@ def resolve_country(text: str | None) -> str | None:
         code = _code_from_iso(raw)
         if code:
             return code
-    index = name_index()
     key = normalize(raw)
+    first = _first_sources()
+    if key in first:
+        return first[key]
+    index = name_index()
     if key in index:
         return index[key]
     for candidate in _variants(raw, key):
