@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
@@ -94,3 +96,20 @@ def test_consistency_masks_the_place() -> None:
     assert [q.level for q in queries] == ["country", "precise"]
     assert queries[1].conclusion == "Paris"
     assert "Paris" not in queries[1].prompt and "[MASKED]" in queries[1].prompt
+
+
+NAMES = st.sampled_from(["Paris", "Lyon", "Île-de-France", "Hesse", "Frankfurt", "Bavaria", "Qingdao", "X"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    place=NAMES,
+    country=st.sampled_from(["France", "Germany", "China"]),
+    truth=st.sampled_from([EIFFEL, FRANKFURT]),
+)
+def test_a_lone_place_never_beats_naming_both_levels(place: str, country: str, truth: dict) -> None:
+    """One name fills one slot: R_sem ≤ 0.1 + 0.6 (country and one of region / place, gated)."""
+    text = _answer(f"{place}, {country}")
+    sem = score_texts("semantic", [text], [truth]).scores[0]
+    assert 0.0 <= sem <= 0.7 + 1e-12
+    assert score_texts("hierarchical", [text], [truth]).scores[0] in (0.0, 1.0, 2.0, 4.0)
