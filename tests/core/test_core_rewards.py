@@ -127,6 +127,25 @@ def test_semantic_levels_from_prediction() -> None:
     p = parse_answer("<answer>Japan; Tokyo; Shibuya Crossing</answer>")
     assert R.semantic_levels(p) == {"country": "Japan", "region": "Tokyo", "precise": "Shibuya Crossing"}
     assert R.semantic_levels(None) == {}
+    assert R.semantic_readings(p) == [R.semantic_levels(p)]  # every level named: one reading
+
+
+def test_a_place_of_open_level_is_read_at_region_or_precise() -> None:
+    p = parse_answer("Hesse, Germany")
+    assert p.place == "Hesse" and p.admin1 is None and p.city is None
+    assert R.semantic_levels(p) == {"country": "Germany", "region": None, "precise": "Hesse"}
+    assert R.semantic_readings(p) == [
+        {"country": "Germany", "region": None, "precise": "Hesse"},
+        {"country": "Germany", "region": "Hesse", "precise": None},
+    ]
+    truth = {"country": "Germany", "region": "Hesse", "precise": "Frankfurt"}
+    # as the precise place: 0.1·1, then the missing region closes the gate; as the region:
+    # 0.1·1 + 0.6·1, and the missing precise place adds 0.3·0
+    assert R.best_semantic_reward(R.semantic_readings(p), truth) == pytest.approx(0.7)
+    city_truth = {"country": "Germany", "region": "Hesse", "precise": "Hesse"}
+    # a place fills one slot only: never more than the full answer (1.0), here 0.7 either way
+    assert R.best_semantic_reward(R.semantic_readings(p), city_truth) == pytest.approx(0.7)
+    assert R.best_semantic_reward([], truth) == 0.0
 
 
 def test_combined_reward() -> None:

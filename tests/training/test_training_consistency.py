@@ -184,9 +184,11 @@ async def test_judge_inside_running_loop_and_geo_similarity() -> None:
     with FakeOpenAIServer(_answer_by_level) as server:
         judge = ConsistencyJudge(JudgeConfig(model="judge", base_url=server.base_url))
         batch = score_texts("geo_similarity", [WRONG_PLACE], [TRUTH], judge.score_texts_sync)
-    # R_spa: the text answer is geocoded (offline gazetteer): "Lyon, Île-de-France, France" -> Lyon
+    # R_spa: the text answer is geocoded (offline gazetteer). "Lyon, Île-de-France, France"
+    # contradicts itself: Lyon lies outside the Île-de-France the answer names, and the gazetteer
+    # answers with the most specific part the others agree with, the region around Paris.
     d = float(batch.distances_km[0])
-    assert 380 < d < 410  # Lyon is ~392 km from the Eiffel Tower
+    assert d < 10
     r_con = 0.1 * 0.5 + 0.6 * sigma(4)
     r_sem = 0.1 * 1.0 + 0.6 * 1.0 + 0.0  # Lyon vs Paris: place similarity 0 (paper gating adds 0.3·0)
     assert batch.scores[0] == pytest.approx(1.5 * math.exp(-d / 200) + r_sem + 0.5 * r_con)
@@ -194,3 +196,11 @@ async def test_judge_inside_running_loop_and_geo_similarity() -> None:
 
 def test_judge_config_repr_hides_the_key() -> None:
     assert "sk-secret" not in repr(JudgeConfig(model="judge", api_key="sk-secret"))
+
+
+def test_spatial_geocodes_a_consistent_text_answer() -> None:
+    """R_spa of a GeoAgent text answer is the distance of its geocoded place (no judge involved)."""
+    batch = score_texts("spatial", [geoagent_rollout("France", "Auvergne-Rhône-Alpes", "Lyon")], [TRUTH])
+    d = float(batch.distances_km[0])
+    assert 380 < d < 410  # Lyon is ~392 km from the Eiffel Tower
+    assert batch.scores[0] == pytest.approx(math.exp(-d / 200))

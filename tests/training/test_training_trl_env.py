@@ -121,3 +121,13 @@ def test_unknown_tools_and_conventions_are_refused() -> None:
         make_environment_factory(["teleport"], registry_factory=FACTORY)
     with pytest.raises(ValueError, match="bbox_convention"):
         make_environment_factory(registry_factory=FACTORY, bbox_convention="pixels")
+
+
+def test_offering_exif_gps_warns_that_it_can_leak_the_answer(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="geosleuth.training.trl_env"):
+        make_environment_factory(registry_factory=FACTORY)
+    assert any("exif_gps" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="geosleuth.training.trl_env"):
+        make_environment_factory(["image_zoom_in_tool", "web_search"], registry_factory=FACTORY)
+    assert not caplog.records

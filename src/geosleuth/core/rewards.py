@@ -205,12 +205,59 @@ def consistency_reward(
     )
 
 
+def _precise(prediction: Prediction) -> str | None:
+    return prediction.poi or prediction.street or prediction.town or prediction.city or prediction.admin2
+
+
+def _open_place(prediction: Prediction) -> str | None:
+    """The answer's lone place of open level, when no level field already holds that name."""
+    place = prediction.place
+    named = (prediction.admin1, prediction.city, prediction.admin2, prediction.town, prediction.street)
+    if not place or place in named or place == prediction.poi:
+        return None
+    return place
+
+
 def semantic_levels(prediction: Prediction | None) -> dict[str, str | None]:
-    """Country / region / precise-place texts of a parsed prediction."""
+    """Country / region / precise-place texts of a parsed prediction.
+
+    A lone place of open level ("Paris" in "Paris, France") is read as the precise place, the
+    finest level it may be: this is the reading geocoding and the consistency judge use (the
+    geocoding query is "Paris, France" whichever slot holds it). `semantic_readings` gives
+    every reading, for rewards that judge the place at the level it matches.
+    """
     if prediction is None:
         return {}
-    precise = prediction.poi or prediction.street or prediction.town or prediction.city or prediction.admin2
+    precise = _precise(prediction) or _open_place(prediction)
     return {"country": prediction.country, "region": prediction.admin1, "precise": precise}
+
+
+def semantic_readings(prediction: Prediction | None) -> list[dict[str, str | None]]:
+    """Every country / region / precise reading of a parsed answer; one unless a place is open.
+
+    "X, Country" does not say whether X is a city or a province (the parser leaves it in
+    ``Prediction.place``). The place fills one empty slot at a time: the precise place (the
+    `semantic_levels` reading) or, when the answer names no region, the region. A reward takes
+    the reading that scores best; since the place fills one slot, no reading scores more than
+    an answer that names the region and the place.
+    """
+    if prediction is None:
+        return [{}]
+    place = _open_place(prediction)
+    base = semantic_levels(prediction)
+    if place is None or prediction.admin1:
+        return [base]
+    return [base, {"country": prediction.country, "region": place, "precise": _precise(prediction)}]
+
+
+def best_semantic_reward(
+    readings: Sequence[Mapping[str, str | None]],
+    reference: Mapping[str, str | None],
+    similarity: Similarity = default_similarity,
+    gating: SemanticGating = "paper",
+) -> float:
+    """:func:`semantic_reward` of the best reading of an answer (see `semantic_readings`)."""
+    return max((semantic_reward(r, reference, similarity, gating=gating) for r in readings), default=0.0)
 
 
 def combined_reward(

@@ -170,6 +170,7 @@ def _names(pred: Prediction | None, levels: Mapping[str, str | None], level: str
         out.append(country_name(pred.country_code))
     if pred is not None and level == "precise":
         out += [pred.poi or "", pred.street or "", pred.town or "", pred.city or "", pred.admin2 or ""]
+        out.append(pred.place or "")  # a place of open level is masked with the finest conclusions
     return [n for n in out if n]
 
 

@@ -269,11 +269,18 @@ def _state_line(text: str | None) -> str | None:
 
 
 def _hierarchy_levels(text: str | None, pred: Prediction) -> tuple[str | None, str | None, str | None]:
-    """(country, state, city) of an answer; a GeoAgent answer gives (country, region, place)."""
+    """(country, state, city) of an answer; a GeoAgent answer gives (country, region, place).
+
+    A lone place of open level ("Paris" in "Paris, France", `Prediction.place`) is offered at
+    both the state and the city level through `Prediction.level`: the released reward judges
+    each level on its own and pays for the finest one that is right, so the place earns β² when
+    it names the true city and β when it names the true state, as the same name on a ``City:``
+    or ``Province/State:`` line would. It can never earn more than a full answer.
+    """
     ga = geoagent_levels(text)
     if ga is not None:
         return ga["country"], ga["region"], ga["precise"]
-    return pred.country, pred.admin1 or _state_line(text), pred.city
+    return pred.country, pred.admin1 or _state_line(text) or pred.level("admin1"), pred.level("city")
 
 
 def _verdicts(verdict: Any) -> tuple[bool, bool, bool]:
@@ -328,15 +335,23 @@ def _hierarchical(
 def _semantic(
     spec: RewardSpec, preds: Sequence[Prediction], truths: Sequence[GroundTruth], texts: Sequence[str | None]
 ) -> NDArray[np.float64]:
+    """GeoAgent R_sem of each rollout.
+
+    A GeoAgent ``Country; Region; Place`` answer is read by position. Otherwise the parsed
+    fields are read, and a lone place of open level ("Paris, France") is scored at the level
+    where it scores best, region or precise place (`core.semantic_readings`): with the paper's
+    gate a precise place counts only after a region passed, so "Paris, France" earns the
+    country term (0.1) as any answer without a region does, and "Hesse, Germany" earns
+    0.1 + 0.6 when Hesse is the true region.
+    """
     gating = spec.params.get("gating", "released" if _released(spec) else "paper")
     sim = _similarity(spec)
-    return np.array(
-        [
-            core.semantic_reward(rollout_levels(x, p), _truth_semantic(t), sim, gating=gating)
-            for p, t, x in zip(preds, truths, texts, strict=True)
-        ],
-        dtype=np.float64,
-    )
+    out = np.zeros(len(preds), dtype=np.float64)
+    for i, (p, t, x) in enumerate(zip(preds, truths, texts, strict=True)):
+        ga = geoagent_levels(x)
+        readings = [ga] if ga is not None else core.semantic_readings(p)
+        out[i] = core.best_semantic_reward(readings, _truth_semantic(t), sim, gating=gating)
+    return out
 
 
 def _spatial_params(spec: RewardSpec) -> tuple[float, float | None]:
@@ -370,7 +385,9 @@ def _geocode_missing(
 
 def _answered(pred: Prediction) -> bool:
     """Coordinates or a named place; free text the parser kept only as an "address" does not count."""
-    return pred.has_coords or any((pred.country, pred.admin1, pred.city, pred.town, pred.street, pred.poi))
+    return pred.has_coords or any(
+        (pred.country, pred.admin1, pred.city, pred.town, pred.street, pred.poi, pred.place)
+    )
 
 
 def score_predictions(

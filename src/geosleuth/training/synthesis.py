@@ -278,7 +278,8 @@ class Synthesizer:
         d = float(haversine_km(pred.lat, pred.lon, sample.lat, sample.lon))  # type: ignore[arg-type]
         if d > self.config.delta_km:
             raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km")
-        answer = {"lat": pred.lat, "lon": pred.lon, "city": pred.city, "country": pred.country}
+        # Thinking-with-Map's answer has one place slot, "city": a lone "X, Country" place fills it
+        answer = {"lat": pred.lat, "lon": pred.lon, "city": pred.level("city"), "country": pred.country}
         final = f"<think>{thought}</think>\n<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
         messages = self._vlm_messages(sample, steps, final, schemas, seen_size)
         turns = [Turn(index=i, text=s.thought, tool_calls=s.records) for i, s in enumerate(steps)]

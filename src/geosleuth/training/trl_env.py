@@ -19,6 +19,7 @@ Zoom boxes are read in the frame the model was shown: pass the processor
 from __future__ import annotations
 
 import inspect
+import logging
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from PIL import Image
 from geosleuth.agent.images import smart_resize
 from geosleuth.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
 from geosleuth.training.verl_tools import shared_registry
+
+log = logging.getLogger(__name__)
 
 ToolOutput = list[dict[str, Any]] | str
 
@@ -172,6 +175,11 @@ def make_environment_factory(
         raise ValueError(f"no TRL tool method for {unknown}; available: {sorted(registry.names())}")
     if bbox_convention not in {"absolute", "relative1000"}:
         raise ValueError("bbox_convention must be absolute or relative1000")
+    if "exif_gps" in names:
+        log.warning(
+            "TRL environment offers exif_gps: it reads the photo's own GPS tag, which can leak the answer "
+            "in training; name the tools without it (tools=[...], --tools) unless images carry no EXIF"
+        )
     attrs: dict[str, Any] = {name: tool_method(registry.get(name)) for name in names}  # type: ignore[arg-type]
     attrs.update(
         settings_path=settings_path,
