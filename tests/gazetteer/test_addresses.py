@@ -158,8 +158,28 @@ def test_split_address_is_bounded_and_total(text):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(["Springfield", "Paris", "Texas", "China", "Kowloon", "обл.", "省", "12345",
-                                 "Main St", ";", "，", "(", ")"]), max_size=20))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "Springfield",
+                "Paris",
+                "Texas",
+                "China",
+                "Kowloon",
+                "обл.",
+                "省",
+                "12345",
+                "Main St",
+                ";",
+                "，",
+                "(",
+                ")",
+            ]
+        ),
+        max_size=20,
+    )
+)
 def test_search_never_raises_on_address_soup(words):
     found = get_gazetteer().search(" ".join(words), limit=3)
     assert len(found) <= 3
@@ -181,8 +201,12 @@ def test_country_grid_answers_exactly_as_the_tile_tree(gz):
     """The lookup grid must not change one answer: random points, points on 1-degree and
     0.1-degree grid lines, and points a hair off them, against the tile-tree path alone."""
     rng = np.random.default_rng(7)
-    lat = np.r_[rng.uniform(-60, 75, 6000), np.round(rng.uniform(35, 60, 2000), 1),
-                np.floor(rng.uniform(-40, 60, 1000)), np.round(rng.uniform(40, 55, 1000), 1) + 1e-12]
+    lat = np.r_[
+        rng.uniform(-60, 75, 6000),
+        np.round(rng.uniform(35, 60, 2000), 1),
+        np.floor(rng.uniform(-40, 60, 1000)),
+        np.round(rng.uniform(40, 55, 1000), 1) + 1e-12,
+    ]
     lon = np.r_[rng.uniform(-180, 180, 6000), np.round(rng.uniform(-10, 30, 2000), 1),
                 rng.uniform(-120, 140, 1000), np.round(rng.uniform(0, 20, 1000), 1) - 1e-12]  # fmt: skip
     lat, lon = np.r_[lat, 90.0, -90.0, np.nan], np.r_[lon, 180.0, -180.0, 0.0]

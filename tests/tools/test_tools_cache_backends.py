@@ -7,9 +7,6 @@ skipped with a reason when the binary or the ``redis`` package is missing
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from tools_fakes import NOMINATIM, FakeServer, Reply, fake_settings, png_bytes
+from tools_fakes import NOMINATIM, FakeServer, Reply, fake_settings, free_port, png_bytes
 
 from geosleuth.tools import build_registry
 from geosleuth.tools.base import ToolResult
@@ -33,44 +30,6 @@ from geosleuth.tools.cache import (
 from geosleuth.tools.config import CacheSettings
 
 SECRET = "k-backend-test-7777"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    """A throwaway redis-server on 127.0.0.1 (no RDB, no AOF), stopped after the module."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server not installed (apt-get install -y redis-server)")
-    redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis)")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    try:
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"redis-server did not start on port {port} (exit code {proc.poll()})")
-                time.sleep(0.05)
-        yield url
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 BackendFactory = Callable[[], CacheBackend]
@@ -230,7 +189,7 @@ def test_settings_build_a_redis_cache(redis_url: str) -> None:
 async def test_unreachable_redis_is_a_clear_tool_error_without_the_password(
     server: FakeServer, redis_url: str
 ) -> None:
-    url = f"redis://:hunter2-secret@127.0.0.1:{_free_port()}/0"
+    url = f"redis://:hunter2-secret@127.0.0.1:{free_port()}/0"
     backend = RedisCache(url)
     backend.client.connection_pool.connection_kwargs.update(socket_connect_timeout=0.5)
     server.route("/search", Reply(json=NOMINATIM))

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from tools_fakes import FakeServer, Reply, fake_settings
+from tools_fakes import FakeServer, Reply, fake_settings, free_port
 
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import HttpSettings, ToolSettings
@@ -201,43 +199,6 @@ async def test_google_poi_id_cannot_inject_parameters(
 # --- shared rate limits ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server not installed (apt-get install -y redis-server)")
-    redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis)")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    try:
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"redis-server did not start on port {port}")
-                time.sleep(0.05)
-        yield url
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 WORKER = """
 import asyncio, json, sys, time
 import geosleuth.tools.http as h
@@ -315,7 +276,7 @@ def test_without_redis_each_process_has_its_own_rate(keepalive: KeepAliveServer)
 
 def test_redis_limiter_falls_back_to_the_process_limiter_when_redis_is_down() -> None:
     redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis)")
-    client = redis.Redis.from_url(f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=0.5)
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.5)
     local = RateLimiter(1000.0)
     limiter = RedisRateLimiter(client, "down", 1000.0, local)
     assert limiter.reserve() is None

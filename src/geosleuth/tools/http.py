@@ -61,7 +61,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-
 for _name in ("httpx", "httpcore"):  # httpx logs request URLs, query keys included
     logging.getLogger(_name).addFilter(RedactingFilter())
 

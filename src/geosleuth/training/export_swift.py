@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Task
-from geosleuth.training.export_verl import ExportReport, VerlExportOptions, seen_size
+from geosleuth.training.export_verl import ExportReport, VerlExportOptions, sample_image, seen_size
 from geosleuth.training.truth import GroundTruth
 
 
@@ -32,18 +32,9 @@ class SwiftExportOptions:
 
 def swift_row(sample: Sample, options: SwiftExportOptions) -> dict[str, Any]:
     """One dataset row; raises ValueError for a sample that cannot be used (reported by the caller)."""
-    from PIL import Image
-
     from geosleuth.agent.prompting import build_prompts, load_style
 
-    if not sample.image:
-        raise ValueError("sample has no image")
-    path = Path(sample.image).expanduser().resolve()
-    try:
-        with Image.open(path) as img:
-            size = img.size
-    except OSError as exc:
-        raise ValueError(f"image cannot be read: {exc}") from None
+    path, size = sample_image(sample)
     truth = GroundTruth.from_sample(sample)
     style = load_style(options.style)
     convention = options.bbox_convention or style.bbox_convention

@@ -97,20 +97,25 @@ def seen_size(size: tuple[int, int], options: VerlExportOptions) -> tuple[int, i
     return max(1, int(size[0] * scale)), max(1, int(size[1] * scale))
 
 
-def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str, Any]:
-    """One parquet row; raises ValueError for a sample that cannot be used (reported by the caller)."""
+def sample_image(sample: Sample) -> tuple[Path, tuple[int, int]]:
+    """The sample's resolved image path and pixel size (header only); ValueError when unusable."""
     from PIL import Image
-
-    from geosleuth.agent.prompting import build_prompts, load_style
 
     if not sample.image:
         raise ValueError("sample has no image")
     path = Path(sample.image).expanduser().resolve()
     try:
         with Image.open(path) as img:
-            size = img.size
+            return path, img.size
     except OSError as exc:
         raise ValueError(f"image cannot be read: {exc}") from None
+
+
+def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str, Any]:
+    """One parquet row; raises ValueError for a sample that cannot be used (reported by the caller)."""
+    from geosleuth.agent.prompting import build_prompts, load_style
+
+    path, size = sample_image(sample)
     truth = GroundTruth.from_sample(sample)
     style = load_style(options.style)
     convention = options.bbox_convention or style.bbox_convention
