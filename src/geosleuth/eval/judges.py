@@ -209,6 +209,21 @@ def _rule_levels(sample: Sample, trajectory: Trajectory | None) -> dict[str, boo
     return {lv: bool(hits[lv][0]) for lv in levels}
 
 
+async def _level_verdict(
+    sample: Sample, answer: str, ask: AskFn
+) -> tuple[LevelVerdict | JudgeError, str, bool]:
+    """The judge's per-level booleans for ``answer`` (or why they could not be read), its raw
+    reply and whether that reply came from the cache."""
+    prompt = render(
+        "levels", answer=answer, **{lv: sample.labels.get(lv, "(not given)") for lv in JUDGE_LEVELS}
+    )
+    raw, cached = await ask(prompt)
+    try:
+        return parse_verdict(LevelVerdict, raw), raw, cached
+    except JudgeError as exc:
+        return exc, raw, cached
+
+
 async def judge_levels(sample: Sample, trajectory: Trajectory | None, ask: AskFn) -> Judgment:
     """Judge booleans per level, fixed up so a correct finer level implies the coarser ones."""
     rule = _rule_levels(sample, trajectory)
@@ -218,15 +233,10 @@ async def judge_levels(sample: Sample, trajectory: Trajectory | None, ask: AskFn
         return Judgment(
             sample.id, "levels", True, {"rule": rule, "judge": miss, "combined": rule}, "no answer"
         )
-    prompt = render(
-        "levels", answer=answer, **{lv: sample.labels.get(lv, "(not given)") for lv in JUDGE_LEVELS}
-    )
-    raw, cached = await ask(prompt)
-    try:
-        verdict = parse_verdict(LevelVerdict, raw)
-    except JudgeError as exc:
+    verdict, raw, cached = await _level_verdict(sample, answer, ask)
+    if isinstance(verdict, JudgeError):
         result = {"rule": rule, "judge": miss, "combined": rule}
-        return Judgment(sample.id, "levels", False, result, str(exc), [raw], cached)
+        return Judgment(sample.id, "levels", False, result, str(verdict), [raw], cached)
     said = {lv: bool(getattr(verdict, name)) for lv, name in JUDGE_LEVELS.items()}
     fixed = metrics.imply_coarser({lv: np.array([v]) for lv, v in said.items()}, order=tuple(JUDGE_LEVELS))
     judged = {lv: bool(fixed[lv][0]) for lv in rule}
@@ -254,15 +264,10 @@ async def judge_levels_geovista(sample: Sample, trajectory: Trajectory | None, a
     if not response:
         result = {"rule": rule, "judge": miss, "combined": miss}
         return Judgment(sample.id, "levels", True, result, "no answer")
-    prompt = render(
-        "levels", answer=response, **{lv: sample.labels.get(lv, "(not given)") for lv in JUDGE_LEVELS}
-    )
-    raw, cached = await ask(prompt)
-    try:
-        verdict = parse_verdict(LevelVerdict, raw)
-    except JudgeError as exc:
+    verdict, raw, cached = await _level_verdict(sample, response, ask)
+    if isinstance(verdict, JudgeError):
         result = {"rule": rule, "judge": miss, "combined": miss}
-        return Judgment(sample.id, "levels", False, result, str(exc), [raw], cached)
+        return Judgment(sample.id, "levels", False, result, str(verdict), [raw], cached)
     said = {"country": verdict.country, "admin1": verdict.state, "city": verdict.city}
     judged_all = geovista.verifier_levels(said)
     judged = {lv: judged_all[lv] for lv in levels}
