@@ -236,12 +236,15 @@ def parse_answer(
     geocoder: Geocoder | None = None,
     choices: Sequence[str] | None = None,
     place_level: PlaceLevelFn | None = None,
+    country_codes: bool = True,
 ) -> Prediction:
     """Turn one model output into a Prediction; never raises on any string.
 
     ``protocol`` selects the strict parser to reproduce (see :data:`STRICT_PROTOCOLS`); an
     unknown protocol name is a programming error and raises ``ValueError``. ``place_level``
     optionally resolves the level of a lone place name (see the module docstring).
+    ``country_codes=False`` leaves ``country_code`` unset unless geocoding or ``place_level``
+    needs it: a scorer that never reads it then never builds the country-name index.
     """
     if protocol is not None and protocol not in STRICT_PROTOCOLS:
         raise ValueError(f"unknown answer protocol {protocol!r}; use one of {', '.join(STRICT_PROTOCOLS)}")
@@ -258,7 +261,9 @@ def parse_answer(
             notes += ["ignored_tool_output"] if removed else []
             found = _strict_generic(own, protocol) if mode == "strict" else _robust(own)
         choice = _parse_choice(work, choices, mode) if choices else None
-        pred = _finish(raw, found, choice, geocoder if mode == "robust" else None, mode, place_level)
+        pred = _finish(
+            raw, found, choice, geocoder if mode == "robust" else None, mode, place_level, country_codes
+        )
     except Exception as exc:  # noqa: BLE001 - the contract is "never raises"; record why
         pred = Prediction(
             raw=raw, status=ParseStatus.FAILED, recovered=[f"parser_error:{type(exc).__name__}"]
@@ -1072,10 +1077,14 @@ def _finish(
     geocoder: Geocoder | None,
     mode: ParseMode,
     place_level: PlaceLevelFn | None,
+    country_codes: bool = True,
 ) -> Prediction:
+    """The Prediction of a candidate answer; built unvalidated (every field is typed here)."""
     if found is None or not found.useful:
         status = ParseStatus.OK if choice else ParseStatus.FAILED
-        return Prediction(raw=raw, status=status, choice=choice, format="choice" if choice else None)
+        return Prediction.model_construct(
+            raw=raw, status=status, choice=choice, format="choice" if choice else None
+        )
     recovered = list(found.recovered)
     lat, lon = found.lat, found.lon
     if lat is not None and lon is not None:
@@ -1083,7 +1092,8 @@ def _finish(
     fields = dict(found.fields)
     if set(fields) == {"address"}:
         fields.update(_split_address(fields["address"], recovered))
-    country_code = _country_code(fields.get("country"))
+    needs_code = country_codes or geocoder is not None or place_level is not None
+    country_code = _country_code(fields.get("country")) if needs_code else None
     if "place" in fields and place_level is not None and not set(fields) & {"city", "admin1"}:
         level = _resolve_level(place_level, fields["place"], country_code)
         if level is not None:
@@ -1102,7 +1112,7 @@ def _finish(
         status = ParseStatus.OK
     else:
         status = ParseStatus.PARTIAL if (fields or choice) else ParseStatus.FAILED
-    return Prediction(
+    return Prediction.model_construct(
         lat=lat,
         lon=lon,
         country=fields.get("country"),

@@ -524,6 +524,7 @@ def _parser(
             protocol=protocol.parse_protocol,
             geocoder=geocoder if protocol.geocode else None,
             choices=choices,
+            country_codes=False,  # scoring reads country names, never the resolved code
         )
 
     return parse
