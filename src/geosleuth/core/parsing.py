@@ -1079,12 +1079,9 @@ def _finish(
     place_level: PlaceLevelFn | None,
     country_codes: bool = True,
 ) -> Prediction:
-    """The Prediction of a candidate answer; built unvalidated (every field is typed here)."""
     if found is None or not found.useful:
         status = ParseStatus.OK if choice else ParseStatus.FAILED
-        return Prediction.model_construct(
-            raw=raw, status=status, choice=choice, format="choice" if choice else None
-        )
+        return Prediction(raw=raw, status=status, choice=choice, format="choice" if choice else None)
     recovered = list(found.recovered)
     lat, lon = found.lat, found.lon
     if lat is not None and lon is not None:
@@ -1112,7 +1109,7 @@ def _finish(
         status = ParseStatus.OK
     else:
         status = ParseStatus.PARTIAL if (fields or choice) else ParseStatus.FAILED
-    return Prediction.model_construct(
+    return Prediction(
         lat=lat,
         lon=lon,
         country=fields.get("country"),
