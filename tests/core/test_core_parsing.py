@@ -313,3 +313,20 @@ def test_keyed_and_hemisphere_first_coordinates_in_free_text(text: str, expected
     assert (p.lat, p.lon) == expected
     if expected[0] is not None:
         assert "free_text_coordinates" in p.recovered
+
+
+def test_country_codes_off_skips_only_codes_nobody_uses() -> None:
+    """Scorers parse with ``country_codes=False``: same answer, no code, but geocoding keeps its hint."""
+    text = '{"lat": 30.39, "lon": -87.68, "city": "Foley", "country": "USA"}'
+    full = parse_answer(text, mode="strict", protocol="twm")
+    light = parse_answer(text, mode="strict", protocol="twm", country_codes=False)
+    assert full.country_code == "US" and light.country_code is None
+    assert full.model_dump(exclude={"country_code"}) == light.model_dump(exclude={"country_code"})
+    calls: list[tuple[str, str | None]] = []
+
+    def geocode(query: str, country: str | None) -> tuple[float, float] | None:
+        calls.append((query, country))
+        return (35.6595, 139.7005)
+
+    p = parse_answer("<answer>Japan; Tokyo; Shibuya Crossing</answer>", geocoder=geocode, country_codes=False)
+    assert calls == [("Shibuya Crossing, Tokyo, Japan", "JP")] and p.country_code == "JP"

@@ -244,7 +244,7 @@ def parse_answer(
     unknown protocol name is a programming error and raises ``ValueError``. ``place_level``
     optionally resolves the level of a lone place name (see the module docstring).
     ``country_codes=False`` leaves ``country_code`` unset unless geocoding or ``place_level``
-    needs it: a scorer that never reads it then never builds the country-name index.
+    uses it for this answer: a scorer that never reads it then rarely builds the country-name index.
     """
     if protocol is not None and protocol not in STRICT_PROTOCOLS:
         raise ValueError(f"unknown answer protocol {protocol!r}; use one of {', '.join(STRICT_PROTOCOLS)}")
@@ -1089,9 +1089,10 @@ def _finish(
     fields = dict(found.fields)
     if set(fields) == {"address"}:
         fields.update(_split_address(fields["address"], recovered))
-    needs_code = country_codes or geocoder is not None or place_level is not None
+    resolve_place = "place" in fields and place_level is not None and not set(fields) & {"city", "admin1"}
+    needs_code = country_codes or resolve_place or (lat is None and geocoder is not None)
     country_code = _country_code(fields.get("country")) if needs_code else None
-    if "place" in fields and place_level is not None and not set(fields) & {"city", "admin1"}:
+    if resolve_place and place_level is not None:
         level = _resolve_level(place_level, fields["place"], country_code)
         if level is not None:
             fields[level] = fields.pop("place")
