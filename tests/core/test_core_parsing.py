@@ -330,3 +330,19 @@ def test_country_codes_off_skips_only_codes_nobody_uses() -> None:
 
     p = parse_answer("<answer>Japan; Tokyo; Shibuya Crossing</answer>", geocoder=geocode, country_codes=False)
     assert calls == [("Shibuya Crossing, Tokyo, Japan", "JP")] and p.country_code == "JP"
+
+
+_WS = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000a"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_WS), max_size=30))
+def test_squeeze_is_the_three_step_rewrite(text: str) -> None:
+    """Breaks -> \\n, then any blank run (or one odd blank) -> one space, then \\n with blanks -> \\n."""
+    import re
+
+    from geosleuth.core.parsing import squeeze
+
+    step = re.sub(r"\r\n?|[\u2028\u2029\x85\x0b\x0c\x1c-\x1e]", "\n", text)
+    step = re.sub(r"[^\S\n]{2,}|[^\S \n]", " ", step)
+    assert squeeze(text) == re.sub(r" \n[ \n]*|\n[ \n]+", "\n", step)
