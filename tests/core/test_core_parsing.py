@@ -346,3 +346,15 @@ def test_squeeze_is_the_three_step_rewrite(text: str) -> None:
     step = re.sub(r"\r\n?|[\u2028\u2029\x85\x0b\x0c\x1c-\x1e]", "\n", text)
     step = re.sub(r"[^\S\n]{2,}|[^\S \n]", " ", step)
     assert squeeze(text) == re.sub(r" \n[ \n]*|\n[ \n]+", "\n", step)
+
+
+def test_answer_field_keys_name_one_field_each() -> None:
+    """Each answer key belongs to one field, so the first present key per field decides it."""
+    from geosleuth.core.parsing import _FIELD_KEYS
+
+    keys = [k for ks in _FIELD_KEYS.values() for k in ks]
+    assert len(keys) == len(set(keys))
+    p = parse_answer('{"state": "", "province": "Bavaria", "city": "Munich"}')
+    assert (p.admin1, p.city) == ("Bavaria", "Munich")  # an empty "state" gives way to "province"
+    q = parse_answer('{"province": "Bavaria", "state": "Bayern", "city": "Munich"}')
+    assert q.admin1 == "Bayern"

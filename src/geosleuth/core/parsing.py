@@ -109,6 +109,8 @@ _FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "poi": ("poi", "place", "landmark", "specific_location", "location_name", "precise_place"),
     "address": ("address", "full_address", "location"),
 }  # fmt: skip
+_FIELD_OF = {key: (name, rank) for name, keys in _FIELD_KEYS.items() for rank, key in enumerate(keys)}
+_FIELD_ORDER = {name: i for i, name in enumerate(_FIELD_KEYS)}
 _CONF_KEYS = ("confidence", "probability", "certainty")
 _PAIR_KEYS = ("coordinates", "coords", "gps", "latlon", "lat_lon", "lat/lon")
 _NULLS = frozenset(("null", "none", "unknown", "n/a", "na", "-", "?", "not sure", "unsure", "未知"))
@@ -668,9 +670,14 @@ def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
         lon = _coordinate(lon_raw, "lon", strict, found.recovered)
         if lat is not None and lon is not None:
             found.lat, found.lon = lat, lon
-    for name, keys in _FIELD_KEYS.items():
-        val = next((keyed[k] for k in keys if k in keyed and keyed[k] not in (None, "")), None)
-        if val is not None and not isinstance(val, (dict, list, bool)):
+    chosen: dict[str, tuple[int, Any]] = {}  # per field, its first key (in _FIELD_KEYS order) with a value
+    for k, v in keyed.items():
+        hit = _FIELD_OF.get(k)
+        if hit is not None and v not in (None, "") and (hit[0] not in chosen or hit[1] < chosen[hit[0]][0]):
+            chosen[hit[0]] = (hit[1], v)
+    for name in sorted(chosen, key=_FIELD_ORDER.__getitem__):
+        val = chosen[name][1]
+        if not isinstance(val, (dict, list, bool)):
             text = clean_name(str(val), found.recovered, limit=200 if name == "address" else 100)
             if text is not None:
                 found.fields[name] = text
