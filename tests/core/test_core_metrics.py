@@ -222,3 +222,15 @@ def test_text_match_is_not_fooled_by_a_name_ending_in_another():
     assert not M.text_matches("New York", "York", "city")
     assert not M.text_matches("Jose", "San Jose", "city")
     assert M.text_matches("Frankfurt", "Frankfurt am Main", "city")
+
+
+def test_identical_names_match_without_resolving_them() -> None:
+    """Same text is the same place at every level; an unknown country name needs no index lookup."""
+    from geosleuth.core.metrics import text_matches
+
+    def no_resolve(name: str) -> str | None:
+        raise AssertionError("resolved")
+
+    assert text_matches("Atlantis", "Atlantis", "country", resolve_country=no_resolve)
+    assert text_matches("Springfield", "Springfield", "city")
+    assert not text_matches("Atlantis", "Lemuria", "country", resolve_country=lambda n: None)

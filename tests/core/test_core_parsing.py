@@ -313,3 +313,48 @@ def test_keyed_and_hemisphere_first_coordinates_in_free_text(text: str, expected
     assert (p.lat, p.lon) == expected
     if expected[0] is not None:
         assert "free_text_coordinates" in p.recovered
+
+
+def test_country_codes_off_skips_only_codes_nobody_uses() -> None:
+    """Scorers parse with ``country_codes=False``: same answer, no code, but geocoding keeps its hint."""
+    text = '{"lat": 30.39, "lon": -87.68, "city": "Foley", "country": "USA"}'
+    full = parse_answer(text, mode="strict", protocol="twm")
+    light = parse_answer(text, mode="strict", protocol="twm", country_codes=False)
+    assert full.country_code == "US" and light.country_code is None
+    assert full.model_dump(exclude={"country_code"}) == light.model_dump(exclude={"country_code"})
+    calls: list[tuple[str, str | None]] = []
+
+    def geocode(query: str, country: str | None) -> tuple[float, float] | None:
+        calls.append((query, country))
+        return (35.6595, 139.7005)
+
+    p = parse_answer("<answer>Japan; Tokyo; Shibuya Crossing</answer>", geocoder=geocode, country_codes=False)
+    assert calls == [("Shibuya Crossing, Tokyo, Japan", "JP")] and p.country_code == "JP"
+
+
+_WS = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000a"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_WS), max_size=30))
+def test_squeeze_is_the_three_step_rewrite(text: str) -> None:
+    """Breaks -> \\n, then any blank run (or one odd blank) -> one space, then \\n with blanks -> \\n."""
+    import re
+
+    from geosleuth.core.parsing import squeeze
+
+    step = re.sub(r"\r\n?|[\u2028\u2029\x85\x0b\x0c\x1c-\x1e]", "\n", text)
+    step = re.sub(r"[^\S\n]{2,}|[^\S \n]", " ", step)
+    assert squeeze(text) == re.sub(r" \n[ \n]*|\n[ \n]+", "\n", step)
+
+
+def test_answer_field_keys_name_one_field_each() -> None:
+    """Each answer key belongs to one field, so the first present key per field decides it."""
+    from geosleuth.core.parsing import _FIELD_KEYS
+
+    keys = [k for ks in _FIELD_KEYS.values() for k in ks]
+    assert len(keys) == len(set(keys))
+    p = parse_answer('{"state": "", "province": "Bavaria", "city": "Munich"}')
+    assert (p.admin1, p.city) == ("Bavaria", "Munich")  # an empty "state" gives way to "province"
+    q = parse_answer('{"province": "Bavaria", "state": "Bayern", "city": "Munich"}')
+    assert q.admin1 == "Bayern"

@@ -508,3 +508,24 @@ def test_arbitrary_files_never_traceback(tmp_path: Path, lines: list[str], suffi
     else:
         assert result.score.n == len(result.rows)
         json.dumps(result.score.to_dict())
+
+
+def test_duplicate_ids_found_across_frozen_chunks_and_filter() -> None:
+    """Ids repeated far apart (past several frozen chunks) are reported against their first line."""
+    from geosleuth.scoring import engine as E
+
+    rng = np.random.default_rng(0)
+    ids = [str(x) for x in rng.integers(0, 3 * E.CHUNK, 4 * E.CHUNK)]
+    first: dict[str, int] = {}
+    expected = []
+    for line, sid in enumerate(ids, start=1):
+        if sid in first:
+            expected.append((sid, line, first[sid]))
+        else:
+            first[sid] = line
+    seen = E._DuplicateIds()
+    reports: list[tuple[str, int, int]] = []
+    for line, sid in enumerate(ids, start=1):
+        seen.add(sid, line, lambda s, n, f: reports.append((s, n, f)))
+    assert len(seen.sorted) >= 1 and reports == expected
+    assert all(seen.contains(s) for s in ids) and not seen.contains("not-an-id")

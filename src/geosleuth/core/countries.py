@@ -167,7 +167,18 @@ def name_index() -> dict[str, str]:
         for code, name in territories.items():
             if len(code) == 2 and code.isalpha():
                 add(name, code)
+    _drop_locale_cache()
     return index
+
+
+def _drop_locale_cache() -> None:
+    """Free babel's parsed locale data (about 34 MB once every locale was read); it reloads on demand."""
+    from babel import localedata
+
+    cache, lock = getattr(localedata, "_cache", None), getattr(localedata, "_cache_lock", None)
+    if isinstance(cache, dict) and lock is not None:
+        with lock:
+            cache.clear()
 
 
 @lru_cache(maxsize=50_000)

@@ -214,6 +214,8 @@ def text_matches(
         from geosleuth.core.text import normalize as normalize_
     else:
         normalize_ = normalize
+    if predicted == truth and strip_generic(normalize_(predicted)):
+        return True  # identical text resolves identically: no country index needed to say so
     if level == "country":
         if resolve_country is None:
             from geosleuth.core.countries import resolve_country as resolve

@@ -109,6 +109,8 @@ _FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "poi": ("poi", "place", "landmark", "specific_location", "location_name", "precise_place"),
     "address": ("address", "full_address", "location"),
 }  # fmt: skip
+_FIELD_OF = {key: (name, rank) for name, keys in _FIELD_KEYS.items() for rank, key in enumerate(keys)}
+_FIELD_ORDER = {name: i for i, name in enumerate(_FIELD_KEYS)}
 _CONF_KEYS = ("confidence", "probability", "certainty")
 _PAIR_KEYS = ("coordinates", "coords", "gps", "latlon", "lat_lon", "lat/lon")
 _NULLS = frozenset(("null", "none", "unknown", "n/a", "na", "-", "?", "not sure", "unsure", "未知"))
@@ -116,7 +118,10 @@ _NULLS = frozenset(("null", "none", "unknown", "n/a", "na", "-", "?", "not sure"
 # --- whitespace and delimiters ------------------------------------------------------------
 
 _LINE_BREAKS = re.compile(r"\r\n?|[\u2028\u2029\x85\x0b\x0c\x1c-\x1e]")
-_BLANKS = re.compile(r"[^\S\n]{2,}|[^\S \n]")  # single spaces are left alone (no work per word)
+_BREAK_CHARS = "\r\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e"  # what _LINE_BREAKS matches, for a C-speed test
+# runs of blanks or one odd blank; a lone space is left alone (no work per word), and each branch
+# starts with a single character class so the scan rejects ordinary characters fast
+_BLANKS = re.compile(r" [^\S\n]+|[^\S \n][^\S\n]*")
 _NEWLINES = re.compile(r" \n[ \n]*|\n[ \n]+")
 
 _TOOL_OPEN = re.compile(r"<(tool_response|tool_result|tool_call|observation)>|<<<TOOL OUTPUT\b", re.I)
@@ -236,12 +241,15 @@ def parse_answer(
     geocoder: Geocoder | None = None,
     choices: Sequence[str] | None = None,
     place_level: PlaceLevelFn | None = None,
+    country_codes: bool = True,
 ) -> Prediction:
     """Turn one model output into a Prediction; never raises on any string.
 
     ``protocol`` selects the strict parser to reproduce (see :data:`STRICT_PROTOCOLS`); an
     unknown protocol name is a programming error and raises ``ValueError``. ``place_level``
     optionally resolves the level of a lone place name (see the module docstring).
+    ``country_codes=False`` leaves ``country_code`` unset unless geocoding or ``place_level``
+    uses it for this answer: a scorer that never reads it then rarely builds the country-name index.
     """
     if protocol is not None and protocol not in STRICT_PROTOCOLS:
         raise ValueError(f"unknown answer protocol {protocol!r}; use one of {', '.join(STRICT_PROTOCOLS)}")
@@ -258,7 +266,9 @@ def parse_answer(
             notes += ["ignored_tool_output"] if removed else []
             found = _strict_generic(own, protocol) if mode == "strict" else _robust(own)
         choice = _parse_choice(work, choices, mode) if choices else None
-        pred = _finish(raw, found, choice, geocoder if mode == "robust" else None, mode, place_level)
+        pred = _finish(
+            raw, found, choice, geocoder if mode == "robust" else None, mode, place_level, country_codes
+        )
     except Exception as exc:  # noqa: BLE001 - the contract is "never raises"; record why
         pred = Prediction(
             raw=raw, status=ParseStatus.FAILED, recovered=[f"parser_error:{type(exc).__name__}"]
@@ -288,7 +298,9 @@ def _is_close(delimiter: str) -> bool:
 
 def squeeze(text: str) -> str:
     """Blank runs -> one space, line breaks of any kind -> one ``\\n`` (linear; no blank lines)."""
-    return _NEWLINES.sub("\n", _BLANKS.sub(" ", _LINE_BREAKS.sub("\n", text)))
+    if any(c in text for c in _BREAK_CHARS):
+        text = _LINE_BREAKS.sub("\n", text)
+    return _NEWLINES.sub("\n", _BLANKS.sub(" ", text))
 
 
 def _without_tool_output(text: str) -> tuple[str, bool]:
@@ -658,9 +670,14 @@ def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
         lon = _coordinate(lon_raw, "lon", strict, found.recovered)
         if lat is not None and lon is not None:
             found.lat, found.lon = lat, lon
-    for name, keys in _FIELD_KEYS.items():
-        val = next((keyed[k] for k in keys if k in keyed and keyed[k] not in (None, "")), None)
-        if val is not None and not isinstance(val, (dict, list, bool)):
+    chosen: dict[str, tuple[int, Any]] = {}  # per field, its first key (in _FIELD_KEYS order) with a value
+    for k, v in keyed.items():
+        hit = _FIELD_OF.get(k)
+        if hit is not None and v not in (None, "") and (hit[0] not in chosen or hit[1] < chosen[hit[0]][0]):
+            chosen[hit[0]] = (hit[1], v)
+    for name in sorted(chosen, key=_FIELD_ORDER.__getitem__):
+        val = chosen[name][1]
+        if not isinstance(val, (dict, list, bool)):
             text = clean_name(str(val), found.recovered, limit=200 if name == "address" else 100)
             if text is not None:
                 found.fields[name] = text
@@ -1072,6 +1089,7 @@ def _finish(
     geocoder: Geocoder | None,
     mode: ParseMode,
     place_level: PlaceLevelFn | None,
+    country_codes: bool = True,
 ) -> Prediction:
     if found is None or not found.useful:
         status = ParseStatus.OK if choice else ParseStatus.FAILED
@@ -1083,8 +1101,10 @@ def _finish(
     fields = dict(found.fields)
     if set(fields) == {"address"}:
         fields.update(_split_address(fields["address"], recovered))
-    country_code = _country_code(fields.get("country"))
-    if "place" in fields and place_level is not None and not set(fields) & {"city", "admin1"}:
+    resolve_place = "place" in fields and place_level is not None and not set(fields) & {"city", "admin1"}
+    needs_code = country_codes or resolve_place or (lat is None and geocoder is not None)
+    country_code = _country_code(fields.get("country")) if needs_code else None
+    if resolve_place and place_level is not None:
         level = _resolve_level(place_level, fields["place"], country_code)
         if level is not None:
             fields[level] = fields.pop("place")

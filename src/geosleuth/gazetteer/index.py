@@ -590,12 +590,18 @@ class Gazetteer:
         return out
 
     @cached_property
+    def _country_meta(self) -> list[dict[str, Any]]:
+        """Country records (code, names) without their polygons: reverse geocoding needs only these."""
+        text = (self.data_dir / "countries.json").read_text(encoding="utf-8")
+        meta: list[dict[str, Any]] = json.loads(text)
+        return meta
+
+    @cached_property
     def _countries(self) -> tuple[list[dict[str, Any]], Any]:
         import shapely
 
-        meta = json.loads((self.data_dir / "countries.json").read_text(encoding="utf-8"))
         geoms = shapely.from_wkb(np.load(self.data_dir / "countries_wkb.npy", allow_pickle=True))
-        return meta, geoms
+        return self._country_meta, geoms
 
     @cached_property
     def _pieces(self) -> tuple[NDArray[Any], Any, NDArray[Any], Any]:
@@ -606,7 +612,7 @@ class Gazetteer:
         import shapely
         from scipy.spatial import cKDTree
 
-        meta, _ = self._countries
+        meta = self._country_meta
         data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
         owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
         vertices = cKDTree(to_unit_vectors(data["vertex_lat"], data["vertex_lon"]))
@@ -634,7 +640,7 @@ class Gazetteer:
         and the prepared tile pieces its single-piece sub-cells point to."""
         import shapely
 
-        meta, _ = self._countries
+        meta = self._country_meta
         data = np.load(self.data_dir / "country_grid.npz")
         pieces = self._pieces[1].geometries
         shapely.prepare(pieces)

@@ -361,7 +361,20 @@ def _labels(source: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def _choice_answer(source: dict[str, Any]) -> str | None:
+_NESTED_TRUTH_KEYS = TRUTH_COORD_KEYS + PLAIN_COORD_KEYS
+
+
+class _Overlay:
+    """``{**under, **over}.get`` without copying the row (it holds the whole model output)."""
+
+    def __init__(self, over: dict[str, Any], under: dict[str, Any]) -> None:
+        self.over, self.under = over, under
+
+    def get(self, key: str) -> Any:
+        return self.over[key] if key in self.over else self.under.get(key)
+
+
+def _choice_answer(source: dict[str, Any] | _Overlay) -> str | None:
     """The correct option of a multiple-choice item (a letter), when the row is one."""
     answer = source.get("answer")
     if isinstance(answer, str) and answer.strip() and isinstance(source.get("choices"), list):
@@ -373,8 +386,8 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
     """Ground truth carried by the row itself; ``plain_coords`` lets bare lat/lon count as truth."""
     nested = _truth_dict(data)
     if nested is not None:
-        found = _coords(nested, TRUTH_COORD_KEYS + PLAIN_COORD_KEYS, "ground-truth")
-        labels, answer = _labels(nested), _choice_answer({**data, **nested})
+        found = _coords(nested, _NESTED_TRUTH_KEYS, "ground-truth")
+        labels, answer = _labels(nested), _choice_answer(_Overlay(nested, data))
         if found is None:
             problem = None if (labels or answer) else "ground truth has no coordinates or labels"
             return Truth(None, None, labels, nested, problem, answer)
@@ -524,6 +537,7 @@ def _parser(
             protocol=protocol.parse_protocol,
             geocoder=geocoder if protocol.geocode else None,
             choices=choices,
+            country_codes=False,  # scoring reads country names, never the resolved code
         )
 
     return parse
