@@ -61,3 +61,15 @@ def test_degenerate_generations_stay_cheap() -> None:
         answer_content(text)
         geoagent_levels(text)
     assert len(own_text("x" * 1_000_000)) == 65_536
+
+
+@settings(max_examples=100, deadline=None)
+@given(before=own_words, after=own_words, closed=st.booleans())
+def test_tool_result_content_is_never_read(before: str, after: str, closed: bool) -> None:
+    """``<tool_result>`` is tool output too: the rewards share the parser's stripper, which knows it."""
+    text = before + "<tool_result>" + DECOY + ("</tool_result>" + after if closed else "")
+    assert "12.3456" not in strip_tool_blocks(text)
+    assert "12.3456" not in own_text(text)
+    assert answer_content(text) is None or "12.3456" not in answer_content(text)
+    assert fast_coordinates(text) is None
+    assert compute_score("x", text, TRUTH)["score"] == 0.0

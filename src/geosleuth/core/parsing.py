@@ -303,6 +303,13 @@ def squeeze(text: str) -> str:
     return _NEWLINES.sub("\n", _BLANKS.sub(" ", text))
 
 
+def without_tool_output(text: str) -> str:
+    """The model's own text, every tool block removed: the one stripper the parser and rewards share."""
+    if "<" not in text:
+        return text  # no tag and no fence: nothing to remove, no scan
+    return _without_tool_output(text)[0]
+
+
 def _without_tool_output(text: str) -> tuple[str, bool]:
     """The model's own text and whether anything was removed (see the module docstring)."""
     out: list[str] = []

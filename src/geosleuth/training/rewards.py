@@ -16,9 +16,9 @@ by a verifier), ``semantic`` (GeoAgent R_sem, gated multilingual name similarity
 consistency judge when one is given). ``released=true`` selects the authors' released
 behaviour where it differs from the paper (see docs/training.md).
 
-Nothing inside tool blocks (``<tool_call>``, ``<tool_response>``, ``<observation>``, the
-``<<<TOOL OUTPUT …>>>`` fence) is ever read as the answer: `strip_tool_blocks` removes them
-in one linear pass before any parser sees the text.
+Nothing inside tool blocks (``<tool_call>``, ``<tool_response>``, ``<tool_result>``,
+``<observation>``, the ``<<<TOOL OUTPUT …>>>`` fence) is ever read as the answer: the core
+parser's `without_tool_output` removes them in one linear pass before any reader sees the text.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from geosleuth.core import rewards as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
-from geosleuth.core.parsing import parse_answer
+from geosleuth.core.parsing import parse_answer, without_tool_output
 from geosleuth.core.records import Prediction
 from geosleuth.training.truth import GroundTruth, parse_ground_truth
 
@@ -142,42 +142,20 @@ class RewardBatch:
         return out
 
 
-_TOOL_OPEN = re.compile(r"<(tool_response|tool_call|observation)>|<<<TOOL OUTPUT", re.I)
-_TOOL_CLOSE = {
-    "tool_response": re.compile(r"</tool_response>", re.I),
-    "tool_call": re.compile(r"</tool_call>", re.I),
-    "observation": re.compile(r"</observation>", re.I),
-    "fence": re.compile(r"<<<END TOOL OUTPUT>>>", re.I),
-}
 _ANSWER_OPEN = re.compile(r"<answer>", re.I)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.I)
 _GEOAGENT_SPLIT = re.compile(r"[;；]")
 
 
-def strip_tool_blocks(text: str) -> str:
-    """The text with every tool block removed (an unclosed one runs to the end); one linear pass."""
-    if "<" not in text:
-        return text
-    out: list[str] = []
-    pos = 0
-    while True:
-        m = _TOOL_OPEN.search(text, pos)
-        if m is None:
-            out.append(text[pos:])
-            return " ".join(out) if len(out) > 1 else out[0]
-        out.append(text[pos : m.start()])
-        kind = (m.group(1) or "fence").lower()
-        close = _TOOL_CLOSE.get(kind, _TOOL_CLOSE["tool_response"]).search(text, m.end())
-        if close is None:
-            return " ".join(out)
-        pos = close.end()
+strip_tool_blocks = without_tool_output
+"""The parser's own stripper under the name the training code imports (one implementation)."""
 
 
 def answer_content(text: str | None) -> str | None:
     """Content of the last ``<answer>`` block outside tool blocks (unclosed: to the end)."""
     if not text:
         return None
-    own = strip_tool_blocks(text)
+    own = without_tool_output(text)
     last = None
     for match in _ANSWER_OPEN.finditer(own):
         last = match
@@ -212,7 +190,7 @@ MAX_PARSE_CHARS = 65_536
 
 def own_text(text: str | None) -> str:
     """The model's own text, tool blocks removed, capped to its last `MAX_PARSE_CHARS` characters."""
-    own = strip_tool_blocks(text or "")
+    own = without_tool_output(text or "")
     if len(own) > MAX_PARSE_CHARS:
         log.debug("reward: rollout of %d characters read from its last %d", len(own), MAX_PARSE_CHARS)
         own = own[-MAX_PARSE_CHARS:]
