@@ -27,7 +27,6 @@ import bisect
 import json
 import logging
 import math
-import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -414,10 +413,7 @@ def score_predictions(
     return RewardBatch(np.atleast_1d(np.asarray(scores, dtype=np.float64)), d, parsed, list(preds))
 
 
-_TAG = re.compile(r"<(/?)(answer|tool_response|tool_call|observation)>", re.I)
-_TAG_NAMES = {len(t): t for t in ("answer", "tool_response", "tool_call", "observation")}
-"""Tags by length: ``re.I`` also matches ``ſ`` for s and ``ı`` / ``İ`` for i, so lower() is not enough."""
-_TAG_SET = frozenset(_TAG_NAMES.values())
+_ANSWER_TAG = re.compile(r"<(/?)answer>", re.I)
 _RENAMED_KEYS = frozenset({"latitude", "longitude", "lng", "long"})
 _PLAIN_KEYS = frozenset(
     {"lat", "lon", "city", "country", "region", "state", "province", "admin1", "address", "confidence"}
@@ -429,39 +425,26 @@ _DECIMAL = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
 def _last_answer(text: str) -> str | None:
     """Content of the last non-empty ``<answer>`` block, found as the robust parser finds it.
 
-    Replays the parser's two steps on the tag sequence alone: tool blocks (``<T>`` to the
-    first ``</T>``) are removed, then each ``<answer>`` runs to the next ``</answer>``. Any
-    case the replay does not cover exactly returns None: an unclosed tool block or answer,
-    or a last answer holding markup.
+    ``text`` is already free of tool blocks (`own_text`); each ``<answer>`` runs to the next
+    ``</answer>``. Any case the replay does not cover exactly returns None: an unclosed
+    answer, or a last answer holding markup.
     """
-    parts = _TAG.split(text)  # text, "/" or "", tag name, text, …
-    names = parts[2::3]
-    if not _TAG_SET.issuperset(names):  # upper case or look-alike letters
-        names = [_TAG_NAMES[len(name)] for name in names]
-    tags = list(map(operator.add, parts[1::3], names))
+    parts = _ANSWER_TAG.split(text)  # text, "/" or "", text, …
     blocks: list[tuple[int, int]] = []  # (opening tag, closing tag) indices
-    i, n, open_at = 0, len(tags), -1
-    while i < n:
-        tag = tags[i]
-        if tag == "answer":
+    open_at = -1
+    for i, slash in enumerate(parts[1::2]):
+        if not slash:
             if open_at < 0:
                 open_at = i
-        elif tag == "/answer":
-            if open_at >= 0:
-                blocks.append((open_at, i))
-                open_at = -1
-        elif tag[0] != "/":  # a tool block: removed up to its first closing tag
-            try:
-                i = tags.index("/" + tag, i + 1)
-            except ValueError:
-                return None
-        i += 1
+        elif open_at >= 0:
+            blocks.append((open_at, i))
+            open_at = -1
     if open_at >= 0:
         return None
     for a, b in reversed(blocks):
         if b != a + 1:
-            return None  # markup inside the block (a removed tool block, a nested tag)
-        content = parts[3 * a + 3]
+            return None  # a nested <answer> inside the block
+        content = parts[2 * a + 2]
         if content.strip():
             return None if "<" in content else content
     return None
