@@ -21,22 +21,22 @@ from geosleuth.training.rewards import score_texts
 
 
 def _load_roundtrip() -> ModuleType:
-    """The parsing round-trip test module by path: tests/ is not a package."""
+    """A private copy of the parsing round-trip test (tests/ is no package), filling in Luzern."""
     path = Path(__file__).resolve().parent / "core" / "test_parsing_roundtrip.py"
     spec = importlib.util.spec_from_file_location("_parsing_roundtrip", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.LAT, module.LON, module.TRUTH = LAT, LON, PLACE
     return module
 
-
-rt = _load_roundtrip()
 
 LAT, LON = 47.0505, 8.3064
 PLACE = {"country": "Switzerland", "admin1": "Lucerne", "city": "Luzern", "place": "Luzern"}
 LEVELS = {"country": "Switzerland", "admin1": "Lucerne", "city": "Luzern"}
 TRUTH_ROW = {"lat": LAT, "lon": LON, **LEVELS}
 TRUTH_REWARD = {"lat": LAT, "lon": LON, "levels": LEVELS}
+rt = _load_roundtrip()
 ANSWERING = ("direct", "geoagent", "geovista", "spotagent", "thinking_with_map", "verifier")
 PROTOCOLS = {  # the scoring protocols that claim each style's answer format
     "direct": ("twm", "default"),
@@ -57,14 +57,8 @@ FENCES = (
 
 
 def _perfect(name: str) -> str:
-    """The style's answer template filled with Luzern (the round-trip helpers, our place)."""
-    style = dict(rt.STYLES)[name]
-    saved = (rt.LAT, rt.LON, rt.TRUTH)
-    rt.LAT, rt.LON, rt.TRUTH = LAT, LON, PLACE
-    try:
-        return rt._perfect_answer(rt._template(style["system"]))
-    finally:
-        rt.LAT, rt.LON, rt.TRUTH = saved
+    """The style's answer template, read from its YAML, filled with Luzern."""
+    return str(rt._perfect_answer(rt._template(dict(rt.STYLES)[name]["system"])))
 
 
 def _quoted(text: str, fence: tuple[str, str]) -> str:
@@ -87,7 +81,10 @@ def _accuracies(metrics: dict[str, float]) -> dict[str, float]:
 
 
 CASES = [(n, p) for n in ANSWERING for p in PROTOCOLS[n]]
-TWM_READS_TOOLS = "twm scoring takes the last JSON object in the response, even one inside a tool output"
+TWM_READS_TOOLS = (
+    "strict twm parsing (core/parsing.py:261) skips _without_tool_output, so the first lat/lon JSON "
+    "object is taken even from inside a tool output"
+)
 GEOVISTA_READS_TOOLS = (
     "geovista scoring strips only <tool_response>; its text levels are read from <tool_result>, "
     "<observation>, the TOOL OUTPUT fence and an unclosed <tool_response>"
@@ -151,7 +148,8 @@ def _rewards(name: str) -> list[tuple[str, float]]:
     expected = [("spatial", math.exp(-0.0 / 200.0))]
     if name != "geoagent":
         expected += [("step", 1.0), ("piecewise", 1.0)]
-    if "City" in _perfect(name) or '"city"' in _perfect(name):
+    text = _perfect(name)
+    if "City:" in text or '"city"' in text:
         expected.append(("hierarchical", 4.0))
     if name == "geoagent":
         expected.append(("semantic", 1.0))
