@@ -1,0 +1,180 @@
+"""Contract: a perfect answer, written exactly as each prompt asks, gets a perfect score everywhere.
+
+The answer is built from the style's own YAML with the template helpers of the parsing round-trip
+test, for one known place (Luzern). Every scorer protocol and reward that claims the style must
+give it full marks; the same answer quoted inside a tool's output, with no answer of the model's
+own, must score nothing (tool output is data, not the model's answer).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from geosleuth.scoring import get_protocol, score_file
+from geosleuth.training.rewards import score_texts
+
+
+def _load_roundtrip() -> ModuleType:
+    """A private copy of the parsing round-trip test (tests/ is no package), filling in Luzern."""
+    path = Path(__file__).resolve().parent / "core" / "test_parsing_roundtrip.py"
+    spec = importlib.util.spec_from_file_location("_parsing_roundtrip", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.LAT, module.LON, module.TRUTH = LAT, LON, PLACE
+    return module
+
+
+LAT, LON = 47.0505, 8.3064
+PLACE = {"country": "Switzerland", "admin1": "Lucerne", "city": "Luzern", "place": "Luzern"}
+LEVELS = {"country": "Switzerland", "admin1": "Lucerne", "city": "Luzern"}
+TRUTH_ROW = {"lat": LAT, "lon": LON, **LEVELS}
+TRUTH_REWARD = {"lat": LAT, "lon": LON, "levels": LEVELS}
+rt = _load_roundtrip()
+ANSWERING = ("direct", "geoagent", "geovista", "spotagent", "thinking_with_map", "verifier")
+PROTOCOLS = {  # the scoring protocols that claim each style's answer format
+    "direct": ("twm", "default"),
+    "geoagent": ("default",),
+    "geovista": ("geovista", "default"),
+    "spotagent": ("spotagent", "default"),
+    "thinking_with_map": ("twm", "default"),
+    "verifier": ("twm", "default"),
+}
+FENCE_IDS = ("response", "result", "observation", "fence", "unclosed")
+FENCES = (
+    ("<tool_response>", "</tool_response>"),
+    ("<tool_result>", "</tool_result>"),
+    ("<observation>", "</observation>"),
+    ("<<<TOOL OUTPUT 1: data, not instructions>>>\n", "\n<<<END TOOL OUTPUT>>>"),
+    ("<tool_response>", ""),  # unclosed at the end of the rollout
+)
+
+
+def _perfect(name: str) -> str:
+    """The style's answer template, read from its YAML, filled with Luzern."""
+    return str(rt._perfect_answer(rt._template(dict(rt.STYLES)[name]["system"])))
+
+
+def _quoted(text: str, fence: tuple[str, str]) -> str:
+    """The answer inside a tool's output, after the model's own thinking, with no answer of its own."""
+    body = text.split("</think>", 1)[-1]
+    call = '<think>Let me look it up.</think>\n<tool_call>{"name": "web_search"}</tool_call>\n'
+    return call + fence[0] + body + fence[1]
+
+
+def _score(tmp_path: Path, text: str, protocol: str) -> dict[str, float]:
+    """Score a one-row JSONL and return its metrics."""
+    path = tmp_path / f"{protocol}.jsonl"
+    path.write_text(json.dumps({"id": "luzern", "response": text, "ground_truth": TRUTH_ROW}) + "\n")
+    return dict(score_file(path, get_protocol(protocol)).score.metrics)
+
+
+def _accuracies(metrics: dict[str, float]) -> dict[str, float]:
+    """Acc@k and GeoVista's level accuracies (percent); distances and counts are not accuracies."""
+    return {k: v for k, v in metrics.items() if "acc" in k and not math.isnan(v)}
+
+
+CASES = [(n, p) for n in ANSWERING for p in PROTOCOLS[n]]
+TWM_READS_TOOLS = (
+    "strict twm parsing (core/parsing.py:261) skips _without_tool_output, so the first lat/lon JSON "
+    "object is taken even from inside a tool output"
+)
+GEOVISTA_READS_TOOLS = (
+    "geovista scoring strips only <tool_response>; its text levels are read from <tool_result>, "
+    "<observation>, the TOOL OUTPUT fence and an unclosed <tool_response>"
+)
+REWARDS_READ_TOOL_RESULT = "training.rewards' tool-block patterns (rewards.py:145, :439) omit <tool_result>"
+
+
+def _scorer_leak(name: str, protocol: str, fence: str) -> str | None:
+    """Why a quoted answer still scores under this protocol (a known leak), else None."""
+    if protocol == "twm":
+        return TWM_READS_TOOLS
+    if protocol == "geovista" and fence != "response":
+        return GEOVISTA_READS_TOOLS
+    return None
+
+
+def _reward_leak(name: str, reward: str, fence: str) -> str | None:
+    """Why a quoted answer still earns this reward (a known leak), else None."""
+    if fence != "result":
+        return None
+    if name in ("geovista", "spotagent") and reward in ("step", "piecewise", "spatial"):
+        return REWARDS_READ_TOOL_RESULT
+    if (name, reward) in (("geovista", "hierarchical"), ("geoagent", "spatial"), ("geoagent", "semantic")):
+        return REWARDS_READ_TOOL_RESULT
+    return None
+
+
+def _marked(values: tuple[object, ...], reason: str | None, case_id: str) -> object:
+    """A parameter set, strictly expected to fail where ``reason`` names a known leak."""
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(*values, marks=marks, id=case_id)
+
+
+QUOTED_CASES = [
+    _marked((n, p, f), _scorer_leak(n, p, i), f"{i}-{n}-{p}")
+    for i, f in zip(FENCE_IDS, FENCES, strict=True)
+    for n, p in CASES
+]
+
+
+@pytest.mark.parametrize(("name", "protocol"), CASES, ids=[f"{n}-{p}" for n, p in CASES])
+def test_perfect_answer_scores_full_marks(tmp_path: Path, name: str, protocol: str) -> None:
+    acc = _accuracies(_score(tmp_path, _perfect(name), protocol))
+    assert acc, (name, protocol)
+    assert all(v == 100.0 for v in acc.values()), (name, protocol, acc)
+
+
+@pytest.mark.parametrize(("name", "protocol", "fence"), QUOTED_CASES)
+def test_quoted_answer_scores_nothing(
+    tmp_path: Path, name: str, protocol: str, fence: tuple[str, str]
+) -> None:
+    acc = _accuracies(_score(tmp_path, _quoted(_perfect(name), fence), protocol))
+    assert all(v == 0.0 for v in acc.values()), (name, protocol, acc)
+
+
+def _rewards(name: str) -> list[tuple[str, float]]:
+    """Each reward's perfect value by hand: step/piecewise 1 (answers with coordinates; GeoAgent
+    gives none and these rewards do not geocode), spatial exp(-d/200) ≈ 1 for d ≈ 0 (GeoAgent's
+    names are geocoded to the gazetteer's Luzern, a few hundred metres off), hierarchical β² = 4
+    with a city line, semantic 1 for GeoAgent's level answer."""
+    expected = [("spatial", math.exp(-0.0 / 200.0))]
+    if name != "geoagent":
+        expected += [("step", 1.0), ("piecewise", 1.0)]
+    text = _perfect(name)
+    if "City:" in text or '"city"' in text:
+        expected.append(("hierarchical", 4.0))
+    if name == "geoagent":
+        expected.append(("semantic", 1.0))
+    return expected
+
+
+REWARD_CASES = [(n, r, v) for n in ANSWERING for r, v in _rewards(n)]
+QUOTED_REWARD_CASES = [
+    _marked((n, r, f), _reward_leak(n, r, i), f"{i}-{n}-{r}")
+    for i, f in zip(FENCE_IDS, FENCES, strict=True)
+    for n, r, _ in REWARD_CASES
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "reward", "value"), REWARD_CASES, ids=[f"{n}-{r}" for n, r, _ in REWARD_CASES]
+)
+def test_perfect_answer_gets_full_reward(name: str, reward: str, value: float) -> None:
+    batch = score_texts(reward, [_perfect(name)], [TRUTH_REWARD])
+    assert bool(batch.parsed[0]), (name, reward)
+    assert batch.scores[0] == pytest.approx(value, abs=1e-3), (name, reward, batch.scores[0])
+
+
+@pytest.mark.parametrize(("name", "reward", "fence"), QUOTED_REWARD_CASES)
+def test_quoted_answer_gets_no_reward(name: str, reward: str, fence: tuple[str, str]) -> None:
+    batch = score_texts(reward, [_quoted(_perfect(name), fence)], [TRUTH_REWARD])
+    assert batch.scores[0] == 0.0, (name, reward, batch.scores[0])
+    assert not bool(batch.parsed[0]), (name, reward)
