@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core import metrics, wherebench
-from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Prediction, Sample
+from geosleuth.eval.scores import sample_distance
 from geosleuth.scoring.engine import FileScore, Score
 from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, iter_rows, row_id
 from geosleuth.scoring.protocols import ScoringProtocol
@@ -209,16 +209,7 @@ def _street_item(
         item.path_score = score
         record |= {"path_score": score, "level_hits": hits, "hint_level": given, "copied_hint": copied}
     elif prediction.has_coords and sample.lat is not None and sample.lon is not None:
-        d = float(
-            distance_km(
-                sample.lat,
-                sample.lon,
-                prediction.lat,
-                prediction.lon,
-                method=protocol.distance,
-                radius_km=protocol.radius_km,
-            )
-        )
+        d = sample_distance(sample, prediction, protocol)
         item.distance_km = d
         record["distance_km"] = d
     if item.clues_used is not None:
