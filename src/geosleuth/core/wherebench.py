@@ -400,7 +400,7 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
             "n_coordinates": len(coords),
             "answered_coordinates": int(np.isfinite(np.asarray(d, dtype=float)).sum()) if d else 0,
             **{
-                metrics.threshold_name(km): _pct(float(hits_open(d, km).mean()) if d else math.nan)
+                metrics.threshold_name(km): _pct(metrics.accuracy(hits_open(d, km)))
                 for km in ACC_KM
             },
             "thinking_text": thinking_figures(text),
@@ -433,7 +433,7 @@ def overall_score(items: Sequence[WhereItem], country_accuracy: str = "accuracy_
             numerator += len(text) * _mean(text)
             denominator += len(text)
         if coords:
-            numerator += len(coords) * float(hits_open(coords, 1.0).mean())
+            numerator += len(coords) * metrics.accuracy(hits_open(coords, 1.0))
             denominator += len(coords)
     return numerator / denominator if denominator else math.nan
 
