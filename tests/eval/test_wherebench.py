@@ -190,6 +190,12 @@ def test_score_pooled_predictions_overall_by_hand(release: Path, tmp_path: Path)
     assert m["overall_every_row"] == pytest.approx(100 * 19 / 39, abs=1e-3)
     lo, hi = result.score.ci95["acc_wherecountry_every_row"]
     assert 0.0 <= lo <= 50.0 <= hi <= 100.0
+    assert set(result.score.ci95) == {
+        "acc_wherecountry_as_published",
+        "acc_wherecountry_every_row",
+        "path_score_bilibili",
+        "path_score_youtube",
+    }
     assert any("S073exLYc2y2egczoP4ShA" in w and "differ" in w for w in result.score.warnings)
     by_id = {r["id"]: r for r in result.rows}
     assert by_id["BV1tz4y1x7aj"]["level_hits"] == {

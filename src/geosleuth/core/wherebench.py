@@ -334,17 +334,27 @@ def _mean(values: Iterable[float]) -> float:
     return float(np.mean(v)) if v else math.nan
 
 
-def wherecountry_figures(items: Sequence[WhereItem]) -> dict[str, object]:
-    """Accuracy as published (over parsed answers) and over every row, with the rows that differ."""
+def _country_accuracies(items: Sequence[WhereItem]) -> dict[str, float | None]:
+    """Both WhereCountry accuracies in percent, without intervals: Overall needs no bootstrap."""
     n = len(items)
-    parsed = [i for i in items if i.parsed]
+    parsed = sum(i.parsed for i in items)
     correct = sum(i.correct for i in items)
     return {
-        "n": n,
-        "parsed": len(parsed),
-        "accuracy_as_published": _pct(correct / len(parsed) if parsed else math.nan),
-        "accuracy_as_published_ci95": _ci([i.correct for i in parsed]),
+        "accuracy_as_published": _pct(correct / parsed if parsed else math.nan),
         "accuracy_every_row": _pct(correct / n if n else math.nan),
+    }
+
+
+def wherecountry_figures(items: Sequence[WhereItem]) -> dict[str, object]:
+    """Accuracy as published (over parsed answers) and over every row, with the rows that differ."""
+    parsed = [i for i in items if i.parsed]
+    accuracy = _country_accuracies(items)
+    return {
+        "n": len(items),
+        "parsed": len(parsed),
+        "accuracy_as_published": accuracy["accuracy_as_published"],
+        "accuracy_as_published_ci95": _ci([i.correct for i in parsed]),
+        "accuracy_every_row": accuracy["accuracy_every_row"],
         "accuracy_every_row_ci95": _ci([i.correct for i in items]),
         "unparsed_ids": [i.id for i in items if not i.parsed],
     }
@@ -390,7 +400,7 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
             "n_coordinates": len(coords),
             "answered_coordinates": int(np.isfinite(np.asarray(d, dtype=float)).sum()) if d else 0,
             **{
-                metrics.threshold_name(km): _pct(float(hits_open(d, km).mean()) if d else math.nan)
+                metrics.threshold_name(km): _pct(metrics.accuracy(hits_open(d, km)))
                 for km in ACC_KM
             },
             "thinking_text": thinking_figures(text),
@@ -411,8 +421,8 @@ def overall_score(items: Sequence[WhereItem], country_accuracy: str = "accuracy_
     denominator = 0
     country = [i for i in items if i.task == "wherecountry"]
     if country:
-        p_c = wherecountry_figures(country)[country_accuracy]
-        value = float(p_c) / 100.0 if isinstance(p_c, int | float) else 0.0
+        p_c = _country_accuracies(country)[country_accuracy]
+        value = p_c / 100.0 if p_c is not None else 0.0
         if value > 0.0 or country_accuracy != "accuracy_as_published":
             numerator += len(country) * value
             denominator += len(country)
@@ -423,7 +433,7 @@ def overall_score(items: Sequence[WhereItem], country_accuracy: str = "accuracy_
             numerator += len(text) * _mean(text)
             denominator += len(text)
         if coords:
-            numerator += len(coords) * float(hits_open(coords, 1.0).mean())
+            numerator += len(coords) * metrics.accuracy(hits_open(coords, 1.0))
             denominator += len(coords)
     return numerator / denominator if denominator else math.nan
 

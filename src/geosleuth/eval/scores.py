@@ -71,7 +71,8 @@ class ScoreRow:
         return self.status != TrajectoryStatus.OK.value
 
 
-def _distance(sample: Sample, prediction: Prediction | None, protocol: ScoringProtocol) -> float:
+def sample_distance(sample: Sample, prediction: Prediction | None, protocol: ScoringProtocol) -> float:
+    """Great-circle error of one answer under the protocol's distance; NaN when either point is missing."""
     if prediction is None or not prediction.has_coords or sample.lat is None or sample.lon is None:
         return math.nan
     d = distance_km(
@@ -258,7 +259,7 @@ def score_sample(
         true_lon=sample.lon,
         pred_lat=prediction.lat if prediction else None,
         pred_lon=prediction.lon if prediction else None,
-        distance_km=_distance(sample, prediction, protocol),
+        distance_km=sample_distance(sample, prediction, protocol),
         country_code=country,
         continent=continent,
         choice_correct=_choice(sample, prediction),
@@ -272,7 +273,7 @@ def score_sample(
         completion_tokens=sum(u[2] for u in usage),
         latency_s=stats.latency_s if stats else None,
         sample_distances=[
-            _distance(sample, t.prediction if t.status == TrajectoryStatus.OK else None, protocol)
+            sample_distance(sample, t.prediction if t.status == TrajectoryStatus.OK else None, protocol)
             for t in (stats.samples if stats else ())
         ],
         aggregator=stats.aggregator if stats else None,

@@ -653,12 +653,9 @@ def _assemble(chunks: list[_CoordChunk], protocol: ScoringProtocol, parsed: NDAr
     def take(get: Callable[[_CoordChunk], NDArray[Any]]) -> NDArray[Any]:
         return np.concatenate([get(c) for c in chunks])
 
-    if not chunks:  # an empty file: every metric is defined on nothing
-        chunks.append(_CoordChunk(np.zeros(0), {}, {}, {}))
-        if protocol.geoguessr:
-            chunks[0].points["geoguessr"] = np.zeros(0)
-        if protocol.geoscore:
-            chunks[0].points["geoscore"] = np.zeros(0)
+    if not chunks:  # an empty file: every metric is defined on nothing, by the same chunk step
+        empty = np.zeros(0)
+        chunks.append(_coordinate_chunk(empty, empty, empty, empty, protocol, None))
     d = take(lambda c: c.d)
     for c in chunks:
         c.d = np.zeros(0)

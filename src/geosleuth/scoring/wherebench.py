@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core import metrics, wherebench
-from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Prediction, Sample
+from geosleuth.eval.scores import sample_distance
 from geosleuth.scoring.engine import FileScore, Score
 from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, iter_rows, row_id
 from geosleuth.scoring.protocols import ScoringProtocol
@@ -209,16 +209,7 @@ def _street_item(
         item.path_score = score
         record |= {"path_score": score, "level_hits": hits, "hint_level": given, "copied_hint": copied}
     elif prediction.has_coords and sample.lat is not None and sample.lon is not None:
-        d = float(
-            distance_km(
-                sample.lat,
-                sample.lon,
-                prediction.lat,
-                prediction.lon,
-                method=protocol.distance,
-                radius_km=protocol.radius_km,
-            )
-        )
+        d = sample_distance(sample, prediction, protocol)
         item.distance_km = d
         record["distance_km"] = d
     if item.clues_used is not None:
@@ -226,40 +217,38 @@ def _street_item(
     return item, record
 
 
-def _cis(figures: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    """Bootstrap 95 % intervals of the figures that have one, under their ``_flat`` names."""
-    pairs: dict[str, Any] = {}
-    country = figures.get("wherecountry")
-    if country:
-        pairs["acc_wherecountry_as_published"] = country["accuracy_as_published_ci95"]
-        pairs["acc_wherecountry_every_row"] = country["accuracy_every_row_ci95"]
-    for split, f in (figures.get("wherestreet") or {}).items():
-        pairs[f"path_score_{split}"] = f["path_score_ci95"]
-    return {
-        k: (math.nan if lo is None else float(lo), math.nan if hi is None else float(hi))
-        for k, (lo, hi) in pairs.items()
-    }
+def _number(value: Any) -> float:
+    """A figure as a metric: the figures say "undefined" with None, ``Score`` with NaN."""
+    return math.nan if value is None else float(value)
 
 
-def _flat(figures: dict[str, Any]) -> dict[str, float]:
-    """The nested WhereBench figures as ``geosleuth score`` metric names (percent)."""
+def _flat(figures: dict[str, Any]) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """The nested WhereBench figures as ``geosleuth score`` metrics (percent) and their 95 % intervals,
+    in one walk so that a metric and its interval cannot be named apart."""
     out: dict[str, float] = {}
+    cis: dict[str, tuple[float, float]] = {}
+
+    def put(name: str, block: dict[str, Any], key: str) -> None:
+        out[name] = _number(block[key])
+        if f"{key}_ci95" in block:
+            lo, hi = block[f"{key}_ci95"]
+            cis[name] = (_number(lo), _number(hi))
+
     country = figures.get("wherecountry")
     if country:
-        out["acc_wherecountry_as_published"] = country["accuracy_as_published"]
-        out["acc_wherecountry_every_row"] = country["accuracy_every_row"]
+        put("acc_wherecountry_as_published", country, "accuracy_as_published")
+        put("acc_wherecountry_every_row", country, "accuracy_every_row")
     for split, f in (figures.get("wherestreet") or {}).items():
-        out[f"path_score_{split}"] = f["path_score"]
-        for key, value in f.items():
+        put(f"path_score_{split}", f, "path_score")
+        for key in f:
             if key.startswith("acc@"):
-                out[f"{key}_{split}"] = value
+                put(f"{key}_{split}", f, key)
         for kind in ("text", "coordinates"):
-            thinking = f[f"thinking_{kind}"]
-            out[f"thinking_{split}_{kind}"] = thinking["thinking"]
-            out[f"thinking_shapley_{split}_{kind}"] = thinking["thinking_shapley"]
-    out["overall"] = figures["overall"]
-    out["overall_every_row"] = figures["overall_every_row"]
-    return {k: math.nan if v is None else float(v) for k, v in out.items()}
+            put(f"thinking_{split}_{kind}", f[f"thinking_{kind}"], "thinking")
+            put(f"thinking_shapley_{split}_{kind}", f[f"thinking_{kind}"], "thinking_shapley")
+    put("overall", figures, "overall")
+    put("overall_every_row", figures, "overall_every_row")
+    return out, cis
 
 
 def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Path | None) -> FileScore:
@@ -294,7 +283,6 @@ def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Pat
             f"accuracy (dropped) and every row (wrong): {', '.join(ids[:10])}{' …' if len(ids) > 10 else ''}"
         )
     parsed = sum(r["status"] == "ok" for r in records)
-    score = Score(
-        n=len(samples), parsed=parsed, metrics=_flat(figures), ci95=_cis(figures), warnings=warnings
-    )
+    values, cis = _flat(figures)
+    score = Score(n=len(samples), parsed=parsed, metrics=values, ci95=cis, warnings=warnings)
     return FileScore(str(path), protocol.name, score, records=records)
