@@ -9,10 +9,8 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -33,50 +31,22 @@ from geosleuth.tools.http import (
 )
 
 
-class KeepAliveServer:
-    """HTTP/1.1 on 127.0.0.1 that records, per request, the client's port and arrival time."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, float]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                owner.seen.append((self.client_address[1], time.time()))
-                body = b'{"ok": true}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/x"
-
-    def connections(self) -> int:
-        return len({port for port, _ in self.seen})
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def keepalive() -> Iterator[KeepAliveServer]:
-    s = KeepAliveServer()
+def keepalive() -> Iterator[FakeServer]:
+    """An HTTP/1.1 server answering ``{"ok": true}`` on /x, so connection reuse shows in its log."""
+    s = FakeServer(keep_alive=True)
+    s.route("/x", Reply(json={"ok": True}))
     yield s
     s.close()
+
+
+def _url(server: FakeServer) -> str:
+    return f"{server.url}/x"
+
+
+def _connections(server: FakeServer) -> int:
+    """Distinct client ports seen: one per TCP connection."""
+    return len({seen.client_port for seen in server.requests})
 
 
 LOCAL = HttpSettings(allow_private_urls=True, max_retries=0, timeout_s=5.0)
@@ -92,20 +62,20 @@ def _run_requests(url: str, n: int, settings: HttpSettings = LOCAL) -> Any:
     return asyncio.run(go())
 
 
-def test_one_loop_reuses_one_connection_and_closes_it_at_shutdown(keepalive: KeepAliveServer) -> None:
+def test_one_loop_reuses_one_connection_and_closes_it_at_shutdown(keepalive: FakeServer) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an unclosed transport or client would raise here
-        pooled = _run_requests(keepalive.url, 5)
-    assert keepalive.connections() == 1
+        pooled = _run_requests(_url(keepalive), 5)
+    assert _connections(keepalive) == 1
     assert pooled.is_closed  # asyncio.run's shutdown closed the pool
 
 
-def test_per_request_mode_opens_a_connection_per_call(keepalive: KeepAliveServer) -> None:
-    _run_requests(keepalive.url, 4, LOCAL.model_copy(update={"pool_connections": False}))
-    assert keepalive.connections() == 4
+def test_per_request_mode_opens_a_connection_per_call(keepalive: FakeServer) -> None:
+    _run_requests(_url(keepalive), 4, LOCAL.model_copy(update={"pool_connections": False}))
+    assert _connections(keepalive) == 4
 
 
-def test_each_worker_thread_gets_its_own_pool(keepalive: KeepAliveServer) -> None:
+def test_each_worker_thread_gets_its_own_pool(keepalive: FakeServer) -> None:
     """verl runs tools from worker threads, each with its own loop: one client per loop."""
     clients: list[Any] = []
 
@@ -115,7 +85,7 @@ def test_each_worker_thread_gets_its_own_pool(keepalive: KeepAliveServer) -> Non
         async def go() -> Any:
             client = HttpClient("pooltest", LOCAL)
             for _ in range(3):
-                await client.get_json(keepalive.url)
+                await client.get_json(_url(keepalive))
             return await loop_client()
 
         clients.append(loop.run_until_complete(go()))
@@ -130,7 +100,7 @@ def test_each_worker_thread_gets_its_own_pool(keepalive: KeepAliveServer) -> Non
         t.join()
     assert len(clients) == 2 and clients[0] is not clients[1]
     assert all(c.is_closed for c in clients)
-    assert keepalive.connections() == 2
+    assert _connections(keepalive) == 2
 
 
 # --- special-use addresses ------------------------------------------------------------------------
@@ -259,16 +229,16 @@ N, RATE = 5, 10.0
 BOOKED = (2 * N - 1) / RATE  # 10 requests 0.1 s apart across both processes
 
 
-def test_two_processes_share_one_rate_through_redis(keepalive: KeepAliveServer, redis_url: str) -> None:
-    stamps = _two_processes(keepalive.url, redis_url, n=N, rate=RATE)
-    assert len(stamps) == 2 * N and len(keepalive.seen) == 2 * N
+def test_two_processes_share_one_rate_through_redis(keepalive: FakeServer, redis_url: str) -> None:
+    stamps = _two_processes(_url(keepalive), redis_url, n=N, rate=RATE)
+    assert len(stamps) == 2 * N and len(keepalive.requests) == 2 * N
     assert stamps[-1] - stamps[0] > 0.85 * BOOKED  # the rate holds across both processes
     assert min(_gaps(stamps)) > 0.05, _gaps(stamps)  # never two requests together
 
 
-def test_without_redis_each_process_has_its_own_rate(keepalive: KeepAliveServer) -> None:
+def test_without_redis_each_process_has_its_own_rate(keepalive: FakeServer) -> None:
     """The control for the test above: the same two processes overlap without a shared limiter."""
-    stamps = _two_processes(keepalive.url, "", n=N, rate=RATE)
+    stamps = _two_processes(_url(keepalive), "", n=N, rate=RATE)
     assert len(stamps) == 2 * N
     assert stamps[-1] - stamps[0] < 0.75 * BOOKED
     assert min(_gaps(stamps)) < 0.05

@@ -38,6 +38,7 @@ class Seen:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0
 
 
 def png_bytes(size: tuple[int, int] = (256, 256), color: tuple[int, int, int] = (30, 120, 60)) -> bytes:
@@ -49,12 +50,15 @@ def png_bytes(size: tuple[int, int] = (256, 256), color: tuple[int, int, int] = 
 class FakeServer:
     """Routes are exact paths or prefixes ending in '*'; replies play in order, the last repeats."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive: bool = False) -> None:
+        """``keep_alive``: speak HTTP/1.1 so a client can reuse one connection (pool tests)."""
         self.routes: dict[str, list[Reply]] = {}
         self.requests: list[Seen] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def log_message(self, *args: Any) -> None:
                 return
 
@@ -63,7 +67,14 @@ class FakeServer:
                 body = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 server.requests.append(
-                    Seen(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
+                    Seen(
+                        self.command,
+                        parts.path,
+                        parse_qs(parts.query),
+                        dict(self.headers.items()),
+                        body,
+                        self.client_address[1],
+                    )
                 )
                 reply = server._next(parts.path)
                 if reply.delay_s:

@@ -19,7 +19,8 @@ from typing import Any, Literal, get_type_hints
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from geosleuth.tools.errors import ToolError, redact
+from geosleuth.secrets import redact_text
+from geosleuth.tools.errors import ToolError
 
 __all__ = ["BBoxConvention", "Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
 
@@ -172,14 +173,13 @@ class Tool:
         except ToolError as exc:
             result = ToolResult.failure(str(exc))
         except Exception as exc:  # a tool bug must not end the trajectory
-            result = ToolResult.failure(redact(f"{self.name} failed: {type(exc).__name__}: {exc}"))
+            result = ToolResult.failure(redact_text(f"{self.name} failed: {type(exc).__name__}: {exc}"))
         result.latency_s = time.perf_counter() - start
         return _safe_result(result)
 
 
 def _safe_result(result: ToolResult) -> ToolResult:
     """Every tool's text as it may enter a conversation: keys redacted, tags and fences defused."""
-    from geosleuth.secrets import redact_text
     from geosleuth.tools.text import defuse, fence_safe
 
     result.text = fence_safe(redact_text(result.text))

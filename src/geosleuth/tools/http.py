@@ -28,16 +28,10 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from geosleuth.secrets import RedactingFilter
+from geosleuth.secrets import RedactingFilter, register_secret
+from geosleuth.secrets import redact_text as redact
 from geosleuth.tools.config import HttpSettings
-from geosleuth.tools.errors import (
-    MissingKeyError,
-    ProviderError,
-    ToolError,
-    UnsafeUrlError,
-    redact,
-    register_secret,
-)
+from geosleuth.tools.errors import MissingKeyError, ProviderError, ToolError, UnsafeUrlError
 
 __all__ = [
     "HttpClient",

@@ -76,9 +76,13 @@ class ImagePolicy:
     max_output_bytes: int = 1_000_000  # of each returned image, as base64 text
     quality: int = 85
     resolved_roots: tuple[Path, ...] = field(init=False, default=())
+    resolved_default: Path | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        """Resolve the paths once, not on every image argument."""
         object.__setattr__(self, "resolved_roots", tuple(Path(os.path.realpath(r)) for r in self.roots))
+        if self.default_image is not None:
+            object.__setattr__(self, "resolved_default", Path(os.path.realpath(self.default_image)))
 
 
 # --- images in -----------------------------------------------------------------------------------
@@ -131,7 +135,7 @@ def _read_regular_file(path: Path, limit: int) -> bytes:
 def _allowed(path: str, policy: ImagePolicy) -> Path:
     """The real path, if it lies under an image root (symlinks resolved first)."""
     real = Path(os.path.realpath(os.path.expanduser(path)))
-    if policy.default_image is not None and real == Path(os.path.realpath(policy.default_image)):
+    if real == policy.resolved_default:
         return real
     if any(real.is_relative_to(root) for root in policy.resolved_roots):
         return real
