@@ -69,6 +69,15 @@ def _tool_schemas(names: str | None, settings: Path | None) -> list[dict[str, An
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset file or folder (any format `eval` reads).")]
 FormatOpt = Annotated[str, typer.Option("--format", help="Dataset format (auto-detected by default).")]
 ImagesOpt = Annotated[Path | None, typer.Option("--images", help="Image folder, when not beside the table.")]
+PixelBudgetOpt = Annotated[int, typer.Option(help="Pixels the model sees (processor max_pixels).")]
+ResizeFactorOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="The processor snaps image sides to this multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none), "
+        "so zoom boxes map from the exact frame the model sees.",
+    ),
+]
 
 
 @data_app.command("export-verl")
@@ -104,17 +113,8 @@ def export_verl_cmd(
             help="auto | model | qwen-vl-tools | FILE: the template verl renders tool rollouts with."
         ),
     ] = "auto",
-    pixel_budget: Annotated[
-        int, typer.Option(help="Pixels the model sees (processor max_pixels).")
-    ] = 2_000_000,
-    resize_factor: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="The processor snaps image sides to this multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none), "
-            "so zoom boxes map from the exact frame the model sees.",
-        ),
-    ] = 28,
+    pixel_budget: PixelBudgetOpt = 2_000_000,
+    resize_factor: ResizeFactorOpt = 28,
     embed_images: Annotated[bool, typer.Option(help="Embed image bytes (portable across nodes).")] = True,
     data_source: Annotated[
         str | None, typer.Option(help="data_source column (default: the sample's).")
@@ -177,12 +177,8 @@ def export_swift_cmd(
         str | None, typer.Option(help="Comma-separated tool names for the `tools` column (default: none).")
     ] = None,
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
-    pixel_budget: Annotated[
-        int, typer.Option(help="Pixels the model sees (processor max_pixels).")
-    ] = 2_000_000,
-    resize_factor: Annotated[
-        int, typer.Option(min=0, help="Processor side multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none).")
-    ] = 28,
+    pixel_budget: PixelBudgetOpt = 2_000_000,
+    resize_factor: ResizeFactorOpt = 28,
 ) -> None:
     """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read."""
     from geosleuth.training.export_swift import SwiftExportOptions, export_swift

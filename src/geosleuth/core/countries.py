@@ -124,6 +124,7 @@ def ne_record_code(rec: dict[str, object]) -> str | None:
 
 
 def _add_name(index: dict[str, str], name: object, code: str) -> None:
+    """Keep the first code a name got: earlier sources are the more precise ones."""
     key = normalize(str(name or ""))
     if key and key not in index:
         index[key] = code
@@ -151,22 +152,18 @@ def name_index() -> dict[str, str]:
     from babel import Locale
 
     index = dict(_first_sources())
-
-    def add(name: object, code: str) -> None:
-        _add_name(index, name, code)
-
     for rec in natural_earth_country_records():
         code = ne_record_code(rec)
         if code:
             for f in _NE_NAME_FIELDS:
-                add(rec.get(f), code)
+                _add_name(index, rec.get(f), code)
     for code, row in geonames_countries().items():
-        add(row.get("name"), code)
+        _add_name(index, row.get("name"), code)
     for loc in CLDR_LOCALES:
         territories = Locale.parse(loc).territories
         for code, name in territories.items():
             if len(code) == 2 and code.isalpha():
-                add(name, code)
+                _add_name(index, name, code)
     _drop_locale_cache()
     return index
 

@@ -17,7 +17,6 @@ reads it), never an exception.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 from uuid import uuid4
 
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
+from geosleuth.training.similarity import load_callable
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +49,13 @@ _REGISTRIES: dict[tuple[str, str], ToolRegistry] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def _load_object(dotted: str) -> Any:
-    """``package.module:attribute`` (or the last dot) -> the object."""
-    module, sep, attr = dotted.partition(":")
-    if not sep:
-        module, _, attr = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
-
-
 def shared_registry(settings_path: str | None = None, factory: str | None = None) -> ToolRegistry:
     """One registry per (settings file, factory) per process, so every tool shares cache and clients."""
     key = (settings_path or "", factory or "")
     with _REGISTRY_LOCK:
         if key not in _REGISTRIES:
             if factory:
-                _REGISTRIES[key] = _load_object(factory)(settings_path)
+                _REGISTRIES[key] = load_callable(factory)(settings_path)
             else:
                 from geosleuth.tools import build_registry
                 from geosleuth.tools.config import ToolSettings
