@@ -81,47 +81,8 @@ def _accuracies(metrics: dict[str, float]) -> dict[str, float]:
 
 
 CASES = [(n, p) for n in ANSWERING for p in PROTOCOLS[n]]
-TWM_READS_TOOLS = (
-    "strict twm parsing (core/parsing.py:261) skips _without_tool_output, so the first lat/lon JSON "
-    "object is taken even from inside a tool output"
-)
-GEOVISTA_READS_TOOLS = (
-    "geovista scoring strips only <tool_response>; its text levels are read from <tool_result>, "
-    "<observation>, the TOOL OUTPUT fence and an unclosed <tool_response>"
-)
-REWARDS_READ_TOOL_RESULT = "training.rewards' tool-block patterns (rewards.py:145, :439) omit <tool_result>"
-
-
-def _scorer_leak(name: str, protocol: str, fence: str) -> str | None:
-    """Why a quoted answer still scores under this protocol (a known leak), else None."""
-    if protocol == "twm":
-        return TWM_READS_TOOLS
-    if protocol == "geovista" and fence != "response":
-        return GEOVISTA_READS_TOOLS
-    return None
-
-
-def _reward_leak(name: str, reward: str, fence: str) -> str | None:
-    """Why a quoted answer still earns this reward (a known leak), else None."""
-    if fence != "result":
-        return None
-    if name in ("geovista", "spotagent") and reward in ("step", "piecewise", "spatial"):
-        return REWARDS_READ_TOOL_RESULT
-    if (name, reward) in (("geovista", "hierarchical"), ("geoagent", "spatial"), ("geoagent", "semantic")):
-        return REWARDS_READ_TOOL_RESULT
-    return None
-
-
-def _marked(values: tuple[object, ...], reason: str | None, case_id: str) -> object:
-    """A parameter set, strictly expected to fail where ``reason`` names a known leak."""
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(*values, marks=marks, id=case_id)
-
-
 QUOTED_CASES = [
-    _marked((n, p, f), _scorer_leak(n, p, i), f"{i}-{n}-{p}")
-    for i, f in zip(FENCE_IDS, FENCES, strict=True)
-    for n, p in CASES
+    pytest.param(n, p, f, id=f"{i}-{n}-{p}") for i, f in zip(FENCE_IDS, FENCES, strict=True) for n, p in CASES
 ]
 
 
@@ -158,7 +119,7 @@ def _rewards(name: str) -> list[tuple[str, float]]:
 
 REWARD_CASES = [(n, r, v) for n in ANSWERING for r, v in _rewards(n)]
 QUOTED_REWARD_CASES = [
-    _marked((n, r, f), _reward_leak(n, r, i), f"{i}-{n}-{r}")
+    pytest.param(n, r, f, id=f"{i}-{n}-{r}")
     for i, f in zip(FENCE_IDS, FENCES, strict=True)
     for n, r, _ in REWARD_CASES
 ]

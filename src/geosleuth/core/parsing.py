@@ -258,12 +258,12 @@ def parse_answer(
         return Prediction(raw=raw, status=ParseStatus.EMPTY)
     work, notes = _bounded(raw)
     try:
+        own, removed = _without_tool_output(work)
+        notes += ["ignored_tool_output"] if removed else []
         if mode == "strict" and protocol == "twm":
-            found = _strict_twm(work)
+            found = _strict_twm(own)  # released: first JSON object of the model's own text
         else:
-            own, removed = _without_tool_output(work)
             own = squeeze(own)
-            notes += ["ignored_tool_output"] if removed else []
             found = _strict_generic(own, protocol) if mode == "strict" else _robust(own)
         choice = _parse_choice(work, choices, mode) if choices else None
         pred = _finish(
@@ -308,6 +308,15 @@ def without_tool_output(text: str) -> str:
     if "<" not in text:
         return text  # no tag and no fence: nothing to remove, no scan
     return _without_tool_output(text)[0]
+
+
+def final_own_turn(text: str) -> str:
+    """The text after the last tool block (the model's final turn); empty when a tool block runs
+    to the end (a rollout cut off inside a tool result has no final turn)."""
+    pos = 0
+    while (m := _TOOL_OPEN.search(text, pos)) is not None:
+        pos = _tool_end(text, m.end(), (m.group(1) or "").lower())
+    return text[pos:]
 
 
 def _without_tool_output(text: str) -> tuple[str, bool]:

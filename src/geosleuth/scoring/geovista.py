@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from geosleuth.core.parsing import final_own_turn
+
 FINAL_TURN_CHARS = 4000
 """``_extract_final_response`` keeps the first 4000 characters of the last assistant turn."""
 
@@ -23,7 +25,6 @@ LEVELS: tuple[str, str, str] = ("country", "admin1", "city")
 
 _NON_ALNUM = re.compile(r"[^a-z0-9\s]")
 _SPACES = re.compile(r"\s+")
-_TOOL_RESPONSE_END = re.compile(r"</tool_response>", re.I)
 
 
 def normalize_text(text: str | None) -> str:
@@ -57,16 +58,13 @@ def _is_word(char: str) -> bool:
 
 
 def final_turn(text: str) -> str:
-    """The model's last turn: text after the last ``</tool_response>``, first 4000 characters.
+    """The model's last turn: text after its last tool block of any kind, first 4000 characters.
 
     GeoVista scores the last assistant message of a conversation; a whole rollout stored as one
-    string is cut at its last tool response so quoted search results are not read as the answer.
+    string must not have quoted search results, observations or fenced tool output read as the
+    answer, and one cut off inside a tool result has no final turn.
     """
-    last = None
-    for match in _TOOL_RESPONSE_END.finditer(text):
-        last = match
-    tail = text[last.end() :] if last is not None else text
-    return tail[:FINAL_TURN_CHARS]
+    return final_own_turn(text)[:FINAL_TURN_CHARS]
 
 
 def rule_levels(response: str, truth: Mapping[str, str | None]) -> dict[str, bool]:
