@@ -30,15 +30,32 @@ def test_nan_propagates_and_vectorised_shapes():
 
 
 def test_geodesic_matches_geographiclib():
+    """Large batches (PROJ) against Karney's own implementation, pair by pair."""
     rng = np.random.default_rng(0)
-    lat1, lat2 = rng.uniform(-89, 89, (2, 200))
-    lon1, lon2 = rng.uniform(-180, 180, (2, 200))
+    n = geo.SMALL_GEODESIC_BATCH + 300
+    lat1, lat2 = rng.uniform(-89, 89, (2, n))
+    lon1, lon2 = rng.uniform(-180, 180, (2, n))
     ours = geo.geodesic_km(lat1, lon1, lat2, lon2)
     ref = [
         Geodesic.WGS84.Inverse(a, b, c, d)["s12"] / 1000
         for a, b, c, d in zip(lat1, lon1, lat2, lon2, strict=True)
     ]
     np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-6)
+
+
+def test_small_and_large_geodesic_batches_agree_to_the_micrometre():
+    """A small batch takes geographiclib, a large one PROJ: the same pairs get the same distance
+    either way, including the hard cases (nearly antipodal, poles, antimeridian, identical)."""
+    rng = np.random.default_rng(1)
+    hard = np.array(
+        [[0, 0, 0.5, 179.7], [89.999, 10, -89.999, -170], [0, 179.9, 0, -179.9], [45, 7, 45, 7], [90, 0, -90, 0]]
+    )
+    pairs = np.vstack([hard, rng.uniform([-90, -180] * 2, [90, 180] * 2, (200, 4))])
+    padded = np.vstack([pairs, np.zeros((geo.SMALL_GEODESIC_BATCH, 4))])  # forces the PROJ path
+    small = geo.geodesic_km(*pairs.T)
+    large = geo.geodesic_km(*padded.T)[: len(pairs)]
+    assert len(pairs) <= geo.SMALL_GEODESIC_BATCH < len(padded)
+    np.testing.assert_allclose(small, large, rtol=0, atol=1e-9)  # km: a micrometre
 
 
 def test_cosines_and_dispatch():

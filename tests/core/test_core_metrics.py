@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geosleuth.core import metrics as M
 from geosleuth.core.geo import geodesic_km, haversine_km
@@ -234,3 +236,26 @@ def test_identical_names_match_without_resolving_them() -> None:
     assert text_matches("Atlantis", "Atlantis", "country", resolve_country=no_resolve)
     assert text_matches("Springfield", "Springfield", "city")
     assert not text_matches("Atlantis", "Lemuria", "country", resolve_country=lambda n: None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60),
+    st.floats(0.0, 1.0, exclude_max=True),
+)
+def test_percentile_interval_is_numpy_quantile_bit_for_bit(values: list[float], confidence: float) -> None:
+    """The CI helper replaces np.quantile (which imports numpy.ma at start-up): same floats exactly."""
+    x = np.asarray(values)
+    alpha = (1.0 - confidence) / 2.0
+    expected = tuple(float(v) for v in np.quantile(x, [alpha, 1.0 - alpha]))
+    assert M.percentile_interval(x, confidence) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=60))
+def test_median_finite_is_numpy_median_bit_for_bit(values: list[float]) -> None:
+    x = np.asarray(values, dtype=np.float64)
+    expected = float(np.median(x)) if x.size else math.nan
+    got = M.median_finite(x)
+    assert got == expected or (math.isnan(got) and math.isnan(expected))
+    assert list(x) == values  # not in place: the caller's array is untouched

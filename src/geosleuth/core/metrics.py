@@ -89,8 +89,22 @@ def charged_distances(distances_km: ArrayLike) -> NDArray[np.float64]:
 
 def median_km(distances_km: ArrayLike) -> float:
     """Median error; failures count at :data:`MAX_DISTANCE_KM` so they are not dropped."""
-    d = charged_distances(distances_km)
-    return float(np.median(d)) if d.size else math.nan
+    return median_finite(charged_distances(distances_km), in_place=True)
+
+
+def median_finite(values: NDArray[np.float64], in_place: bool = False) -> float:
+    """``np.median`` of NaN-free values, bit for bit, by one partition; NaN when empty.
+
+    ``np.median`` checks for NaN through ``numpy.ma``, whose import is ~10 ms of a 10-row
+    ``score``; charged distances never hold NaN. ``in_place`` reorders ``values`` instead of copying.
+    """
+    n = values.size
+    if n == 0:
+        return math.nan
+    k = n // 2
+    part = values if in_place else values.copy()
+    part.partition([k - 1, k] if n % 2 == 0 else k)
+    return float(part[k]) if n % 2 else float((part[k - 1] + part[k]) / 2)
 
 
 def mean_km(distances_km: ArrayLike) -> float:
@@ -400,6 +414,23 @@ def best_of_n(distances_km: ArrayLike) -> NDArray[np.float64]:
 # --- confidence intervals -----------------------------------------------------------------
 
 
+def percentile_interval(values: NDArray[np.float64], confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of ``values``: ``np.quantile``'s default (linear, Hyndman
+    and Fan type 7) bit for bit, by one sort. ``np.quantile`` itself imports ``numpy.ma`` (~10 ms
+    of a 10-row ``score``)."""
+    ordered = np.sort(values)
+    alpha = (1.0 - confidence) / 2.0
+    return (_linear_quantile(ordered, alpha), _linear_quantile(ordered, 1.0 - alpha))
+
+
+def _linear_quantile(ordered: NDArray[np.float64], q: float) -> float:
+    position = (ordered.size - 1) * q
+    below = math.floor(position)
+    t = position - below
+    a, b = float(ordered[below]), float(ordered[min(below + 1, ordered.size - 1)])
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t)  # NumPy's _lerp, both halves
+
+
 def bootstrap_ci(
     hits: ArrayLike, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
@@ -413,9 +444,7 @@ def bootstrap_ci(
         return (math.nan, math.nan)
     rng = np.random.default_rng(seed)
     means = rng.binomial(h.size, float(h.mean()), size=n_boot) / h.size
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return (float(lo), float(hi))
+    return percentile_interval(means, confidence)
 
 
 def bootstrap_ci_mean(
@@ -431,9 +460,7 @@ def bootstrap_ci_mean(
         stop = min(start + chunk, n_boot)
         idx = rng.integers(0, x.size, size=(stop - start, x.size))
         means[start:stop] = x[idx].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return (float(lo), float(hi))
+    return percentile_interval(means, confidence)
 
 
 def calibration_bin_index(confidence: ArrayLike, n_bins: int) -> NDArray[np.intp]:

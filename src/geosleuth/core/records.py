@@ -17,6 +17,13 @@ PLACE_LEVELS: tuple[str, ...] = ("admin1", "city", "admin2", "town")
 """Levels a lone place name of open level ("Hesse" in "Hesse, Germany") may stand for."""
 
 
+class Record(BaseModel):
+    """Base of the shared records: validators are built on first use, not at import, so a
+    command that touches two of these models does not pay for all of them at start-up."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 class ParseStatus(StrEnum):
     """Outcome of turning model text into a prediction."""
 
@@ -26,7 +33,7 @@ class ParseStatus(StrEnum):
     EMPTY = "empty"  # no text at all
 
 
-class Prediction(BaseModel):
+class Prediction(Record):
     """One parsed answer. Coordinates are WGS-84; ``None`` means the model did not say."""
 
     model_config = ConfigDict(extra="forbid")
@@ -69,7 +76,7 @@ class Prediction(BaseModel):
         return value
 
 
-class Place(BaseModel):
+class Place(Record):
     """A gazetteer or provider place."""
 
     id: str
@@ -87,7 +94,7 @@ class Place(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
-class ReversePlace(BaseModel):
+class ReversePlace(Record):
     """What is at a point: country by polygon, admin levels and nearest city by gazetteer."""
 
     lat: float
@@ -101,7 +108,7 @@ class ReversePlace(BaseModel):
     on_land: bool | None = None  # False when the country came from the nearest-polygon fallback
 
 
-class Sample(BaseModel):
+class Sample(Record):
     """One benchmark item."""
 
     model_config = ConfigDict(extra="forbid")
@@ -124,7 +131,7 @@ class Sample(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class Usage(BaseModel):
+class Usage(Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -158,7 +165,7 @@ def cap_arguments(arguments: dict[str, Any], max_chars: int = MAX_ARGUMENT_CHARS
     return {TRUNCATED_KEY: text[:max_chars], ORIGINAL_CHARS_KEY: len(text)}
 
 
-class ToolCallRecord(BaseModel):
+class ToolCallRecord(Record):
     """One tool call as the trajectory keeps it; arguments are capped (`cap_arguments`)."""
 
     id: str = ""
@@ -178,7 +185,7 @@ class ToolCallRecord(BaseModel):
         return cap_arguments(value)
 
 
-class Turn(BaseModel):
+class Turn(Record):
     """One generate → act step."""
 
     index: int
@@ -201,7 +208,7 @@ class TrajectoryStatus(StrEnum):
     INPUT_ERROR = "input_error"
 
 
-class Trajectory(BaseModel):
+class Trajectory(Record):
     """One JSONL record per trajectory (DESIGN.md): shared by eval, export and the web app."""
 
     sample_id: str
@@ -232,7 +239,7 @@ class Trajectory(BaseModel):
         return [c for t in self.turns for c in t.tool_calls]
 
 
-class Task(BaseModel):
+class Task(Record):
     """What the agent may see of a sample: the image and the question, never its ground truth."""
 
     model_config = ConfigDict(extra="forbid")

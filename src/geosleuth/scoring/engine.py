@@ -739,9 +739,7 @@ def summarize(arrays: ScoreArrays, protocol: ScoringProtocol, index: NDArray[np.
         if protocol.median_mean:  # = M.median_km / M.mean_km, with one charged copy
             charged = M.charged_distances(d)
             mean = float(charged.mean()) if charged.size else math.nan
-            metrics["median_km"] = (
-                float(np.median(charged, overwrite_input=True)) if charged.size else math.nan
-            )
+            metrics["median_km"] = M.median_finite(charged, in_place=True)
             metrics["mean_km"] = mean
         if protocol.median == "lower":
             if arrays.published is not None:
