@@ -16,8 +16,10 @@ Bounded work on any input:
   rollout is at its end); ``recovered`` records ``input_truncated:kept_last_<n>_of_<m>_chars``.
   A tail that starts inside a tool result is cut further, to just after that result's end.
 * Whitespace is squeezed once (runs of blanks -> one space, blank lines -> one newline) before
-  any pattern runs, and no pattern repeats over characters a neighbouring quantifier also
-  takes, so every regex runs in time linear in the text.
+  any text pattern runs, and no pattern repeats over characters a neighbouring quantifier also
+  takes, so every regex runs in time linear in the text. JSON needs no squeezing (the decoder
+  skips whitespace and field values are squeezed one by one), so in robust mode a region is
+  squeezed only when a format after JSON has to read it: most answers never pay for it.
 * JSON is found by one pass over the structural characters and decoded with the C decoder;
   nesting deeper than the interpreter allows is an unparsable object, never an exception.
 
@@ -127,6 +129,7 @@ _BLANKS = re.compile(r" [^\S\n]+|[^\S \n][^\S\n]*")
 # character against a Unicode class (35 -> 3 us on a typical 900-character answer)
 _ODD_BLANKS = "\t\x1f\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
 _SPACE_RUNS = re.compile(r"  +")
+_UNSQUEEZED = re.compile(r"[^\S ]|  ")  # any blank but a lone space: squeeze may have work to do
 _NEWLINE_RUNS = re.compile(r"\n[ \n]+")
 
 _TOOL_OPEN = re.compile(r"<(tool_response|tool_result|tool_call|observation)>|<<<TOOL OUTPUT\b", re.I)
@@ -268,8 +271,7 @@ def parse_answer(
         if mode == "strict" and protocol == "twm":
             found = _strict_twm(own)  # released: first JSON object of the model's own text
         else:
-            own = squeeze(own)
-            found = _strict_generic(own, protocol) if mode == "strict" else _robust(own)
+            found = _strict_generic(squeeze(own), protocol) if mode == "strict" else _robust(own)
         choice = _parse_choice(work, choices, mode) if choices else None
         pred = _finish(
             raw, found, choice, geocoder if mode == "robust" else None, mode, place_level, country_codes
@@ -303,6 +305,8 @@ def _is_close(delimiter: str) -> bool:
 
 def squeeze(text: str) -> str:
     """Blank runs -> one space, line breaks of any kind -> one ``\\n`` (linear; no blank lines)."""
+    if _UNSQUEEZED.search(text) is None:
+        return text  # the common field value: one pattern search, nothing to rewrite
     if any(c in text for c in _BREAK_CHARS):
         text = _LINE_BREAKS.sub("\n", text)
     if not text.isascii() and any(c in text for c in _ODD_BLANKS) or "\t" in text or "\x1f" in text:
@@ -513,9 +517,9 @@ def _robust_json(region: str) -> _Found | None:
     found: list[_Found] = []
     for start, end, depth, obj in _outer_objects(region):
         note: list[str] = []
-        if obj is None:
-            span = region[start:end] if end > 0 else region[start:] + "}" * depth
-            hit = _decode(span, 0) if end < 0 else None
+        if obj is None:  # squeezed, it may decode (a tab or an odd blank in it) or read loosely
+            span = squeeze(region[start:end] if end > 0 else region[start:] + "}" * depth)
+            hit = _decode(span, 0)
             obj, note = (hit[0], []) if hit is not None else (_loose_mapping(span), ["tolerant_json"])
         if isinstance(obj, dict) and obj:
             item = _from_mapping(_flatten(obj), strict=False)
@@ -613,7 +617,7 @@ def _semicolon_value(obj: dict[str, Any]) -> _Found | None:
 
 
 def _robust(text: str) -> _Found | None:
-    """Last answer block wins; tool output was removed by the caller."""
+    """Last answer block wins; tool output was removed by the caller; ``text`` is not squeezed."""
     blocks = [b for b in _answer_blocks(text) if b.strip()]
     outside_think = _outside_think(text)
     regions: list[tuple[str, str | None, bool]] = [(b, None, True) for b in reversed(blocks)]
@@ -631,11 +635,17 @@ def _robust(text: str) -> _Found | None:
 
 
 def _parse_region(region: str, in_block: bool) -> _Found | None:
-    """Formats in order; the first with coordinates stops the search (text formats fill fields)."""
+    """Formats in order; the first with coordinates stops the search (text formats fill fields).
+
+    JSON reads the region as written; the text formats read it squeezed, computed only when
+    one of them runs (an answer whose JSON is complete never needs it)."""
     candidates: list[_Found] = []
     best: _Found | None = None
+    squeezed = ""
     for parser in (_robust_json, _robust_lines, _from_semicolons):
-        found = parser(region)
+        if parser is not _robust_json and not squeezed:
+            squeezed = squeeze(region)
+        found = parser(squeezed if squeezed else region)
         if found is None:
             continue
         if best is None and found.has_coords:
@@ -644,7 +654,7 @@ def _parse_region(region: str, in_block: bool) -> _Found | None:
                 break  # complete: nothing left to fill
         candidates.append(found)
     if best is None:
-        best = _free_coordinates(region, in_block)
+        best = _free_coordinates(squeezed, in_block)
         if best is not None:
             candidates.append(best)
     if best is not None:
@@ -654,7 +664,7 @@ def _parse_region(region: str, in_block: bool) -> _Found | None:
         return best
     if candidates:
         return candidates[0]
-    address = _address_text(region)
+    address = _address_text(squeezed)
     if address is None:
         return None
     return _Found(fields={"address": address[0]}, fmt="address", recovered=address[1])
@@ -680,14 +690,55 @@ def _field_key(k: str) -> str:
 _KEY_SEPARATORS = re.compile(r"[\s\-]+")
 
 
+@dataclass(frozen=True, slots=True)
+class _KeyPlan:
+    """Which of a mapping's own keys hold what: answers repeat one schema, so this is per key set."""
+
+    lat: str | None
+    lon: str | None
+    pair: str | None
+    fields: tuple[tuple[str, tuple[str, ...]], ...]  # (field, its keys best first), in field order
+    confidence: str | None
+
+
+_PLANNED_KEYS = 32  # mappings with more keys are planned each time rather than cached
+
+
+def _key_plan(keys: tuple[str, ...]) -> _KeyPlan:
+    return _cached_plan(keys) if len(keys) <= _PLANNED_KEYS else _plan(keys)
+
+
+def _plan(keys: tuple[str, ...]) -> _KeyPlan:
+    own = {field_key(k): k for k in keys}  # canonical -> the mapping's key (the last one wins)
+    ranked: dict[str, list[tuple[int, str]]] = {}
+    for canonical, key in own.items():
+        hit = _FIELD_OF.get(canonical)
+        if hit is not None:
+            ranked.setdefault(hit[0], []).append((hit[1], key))
+    fields = tuple(
+        (name, tuple(key for _, key in sorted(ranked[name])))
+        for name in sorted(ranked, key=_FIELD_ORDER.__getitem__)
+    )
+    return _KeyPlan(
+        lat=next((own[k] for k in LAT_KEYS if k in own), None),
+        lon=next((own[k] for k in LON_KEYS if k in own), None),
+        pair=next((own[k] for k in _PAIR_KEYS if k in own), None),
+        fields=fields,
+        confidence=next((own[k] for k in _CONF_KEYS if k in own), None),
+    )
+
+
+_cached_plan = lru_cache(maxsize=4096)(_plan)
+
+
 def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
     """Fields from a key/value mapping (parsed JSON or answer lines)."""
-    keyed = {field_key(k): v for k, v in obj.items()}
+    plan = _key_plan(tuple(obj))
     found = _Found()
-    lat_raw = next((keyed[k] for k in LAT_KEYS if k in keyed), None)
-    lon_raw = next((keyed[k] for k in LON_KEYS if k in keyed), None)
-    if lat_raw is None and lon_raw is None:
-        pair = next((keyed[k] for k in _PAIR_KEYS if k in keyed), None)
+    lat_raw = obj[plan.lat] if plan.lat is not None else None
+    lon_raw = obj[plan.lon] if plan.lon is not None else None
+    if lat_raw is None and lon_raw is None and plan.pair is not None:
+        pair = obj[plan.pair]
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             lat_raw, lon_raw = pair
         elif isinstance(pair, str) and not strict:
@@ -699,21 +750,18 @@ def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
         lon = _coordinate(lon_raw, "lon", strict, found.recovered)
         if lat is not None and lon is not None:
             found.lat, found.lon = lat, lon
-    chosen: dict[str, tuple[int, Any]] = {}  # per field, its first key (in _FIELD_KEYS order) with a value
-    for k, v in keyed.items():
-        hit = _FIELD_OF.get(k)
-        if hit is not None and v not in (None, "") and (hit[0] not in chosen or hit[1] < chosen[hit[0]][0]):
-            chosen[hit[0]] = (hit[1], v)
-    for name in sorted(chosen, key=_FIELD_ORDER.__getitem__):
-        val = chosen[name][1]
-        if not isinstance(val, (dict, list, bool)):
+    for name, keys in plan.fields:  # per field, its best-ranked key that holds a value
+        val = next((v for v in (obj[k] for k in keys) if v is not None and v != ""), None)
+        if val is not None and not isinstance(val, (dict, list, bool)):
             text = clean_name(str(val), found.recovered, limit=200 if name == "address" else 100)
             if text is not None:
                 found.fields[name] = text
-    conf = next((keyed[k] for k in _CONF_KEYS if k in keyed), None)
-    if conf is not None:
-        found.confidence = _confidence(conf)
+    if plan.confidence is not None and obj[plan.confidence] is not None:
+        found.confidence = _confidence(obj[plan.confidence])
     return found
+
+
+_CACHED_NAME_CHARS = 120  # field values up to this long are memoised: names repeat across answers
 
 
 def clean_name(value: str, recovered: list[str] | None = None, limit: int = 100) -> str | None:
@@ -722,28 +770,39 @@ def clean_name(value: str, recovered: list[str] | None = None, limit: int = 100)
     "Glovelier" -> "Glovelier"; "The photo was taken in Glovelier." -> "Glovelier";
     "Probably Paris" -> "Paris"; "unknown" / "N/A" / a long sentence -> None.
     """
-    text = value.strip().strip("*`\"'").strip()
+    name, notes = (
+        _cached_clean(value, limit) if len(value) <= _CACHED_NAME_CHARS else _clean(value, limit)
+    )
+    if notes and recovered is not None:
+        recovered.extend(notes)
+    return name
+
+
+def _clean(value: str, limit: int) -> tuple[str | None, tuple[str, ...]]:
+    """:func:`clean_name`'s result and the repairs it made."""
+    notes: tuple[str, ...] = ()
+    text = squeeze(value).strip().strip("*`\"'").strip()
     text = text[:-1].rstrip() if text.endswith(".") and not text[-2:-1].isupper() else text
     remark = _REMARK.search(text)
     if remark is not None and remark.start() > 0 and len(remark.group(1).split()) >= 3:
         text = text[: remark.start()].rstrip()  # "United States (confirmed by the plates)"
-        if recovered is not None:
-            recovered.append("dropped_remark")
+        notes = ("dropped_remark",)
     if not text or text.lower() in _NULLS or len(text) > 4 * limit:
-        return None
+        return None, notes
     words = text.split()
     lowered = [w.strip(",;:()").lower() for w in words]
     if not any(w in _PROSE_WORDS for w in lowered) and len(text) <= limit:
-        return text
+        return text, notes
     m = _PLACE_AFTER.search(text)
     name = m.group("name").strip() if m else None
     if name is None and lowered and lowered[0] in ("probably", "likely", "possibly", "maybe", "perhaps"):
         name = " ".join(words[1:]).strip(",; ")
     if not name or len(name) > limit or any(w.lower() in _PROSE_WORDS for w in name.split()):
-        return None
-    if recovered is not None:
-        recovered.append("name_from_prose")
-    return name
+        return None, notes
+    return name, (*notes, "name_from_prose")
+
+
+_cached_clean = lru_cache(maxsize=16_384)(_clean)
 
 
 def _confidence(value: Any) -> float | None:
