@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _bytecode import compile_geosleuth
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / ".." / "shared" / "fixtures"
@@ -283,6 +284,7 @@ def main() -> int:
                     names |= {"acc_25km": "acc@25km", "acc_200km": "acc@200km", "acc_750km": "acc@750km"}
                     same = all(round(100 * released[k], 2) == metrics.get(v) for k, v in names.items())
                     print(f"    numbers identical to the released loop: {'yes' if same else 'NO'}")
+        print(compile_geosleuth())
         small = head(workdir / f"rows_{int(args.sizes.split(',')[0])}.jsonl", workdir / "rows_10.jsonl", 10)
         walls = {p: min(run(geosleuth(small, p))[0] for _ in range(3)) for p in protocols}
         ref_wall = (

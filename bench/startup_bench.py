@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from _bytecode import compile_geosleuth
+
 
 def measure(argv: list[str], runs: int) -> tuple[float, float]:
     """Best wall and best CPU (user + sys of the child) seconds over ``runs``."""
@@ -45,6 +47,7 @@ def main() -> None:
         ("geosleuth --help", [*cli, "--help"]),
         ("geosleuth tools --help", [*cli, "tools", "--help"]),
     ]
+    print(compile_geosleuth())
     print(f"start-up, best of {args.runs} runs ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     results = {name: measure(argv, args.runs) for name, argv in rows}
     ref_wall, ref_cpu = results["python -c 'import typer' (reference)"]

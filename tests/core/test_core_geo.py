@@ -48,7 +48,13 @@ def test_small_and_large_geodesic_batches_agree_to_the_micrometre():
     either way, including the hard cases (nearly antipodal, poles, antimeridian, identical)."""
     rng = np.random.default_rng(1)
     hard = np.array(
-        [[0, 0, 0.5, 179.7], [89.999, 10, -89.999, -170], [0, 179.9, 0, -179.9], [45, 7, 45, 7], [90, 0, -90, 0]]
+        [
+            [0, 0, 0.5, 179.7],
+            [89.999, 10, -89.999, -170],
+            [0, 179.9, 0, -179.9],
+            [45, 7, 45, 7],
+            [90, 0, -90, 0],
+        ]
     )
     pairs = np.vstack([hard, rng.uniform([-90, -180] * 2, [90, 180] * 2, (200, 4))])
     padded = np.vstack([pairs, np.zeros((geo.SMALL_GEODESIC_BATCH, 4))])  # forces the PROJ path

@@ -369,3 +369,12 @@ def test_answer_field_keys_name_one_field_each() -> None:
     assert (p.admin1, p.city) == ("Bavaria", "Munich")  # an empty "state" gives way to "province"
     q = parse_answer('{"province": "Bavaria", "state": "Bayern", "city": "Munich"}')
     assert q.admin1 == "Bayern"
+
+
+def test_every_parsed_field_reaches_the_prediction() -> None:
+    """_finish passes fields by name: each answer field is a Prediction field, none is dropped."""
+    from geosleuth.core.parsing import _FIELD_KEYS, _NAME_FIELDS, _SEMI_LEVELS
+    from geosleuth.core.records import Prediction
+
+    assert set(_FIELD_KEYS) | set(_SEMI_LEVELS) | {"place"} == _NAME_FIELDS
+    assert set(Prediction.model_fields) >= _NAME_FIELDS

@@ -523,9 +523,60 @@ def test_duplicate_ids_found_across_frozen_chunks_and_filter() -> None:
             expected.append((sid, line, first[sid]))
         else:
             first[sid] = line
-    seen = E._DuplicateIds()
     reports: list[tuple[str, int, int]] = []
+    seen = E._DuplicateIds(lambda s, n, f: reports.append((s, n, f)))
     for line, sid in enumerate(ids, start=1):
-        seen.add(sid, line, lambda s, n, f: reports.append((s, n, f)))
+        seen.add(sid, line)
+    seen.flush()
     assert len(seen.sorted) >= 1 and reports == expected
     assert all(seen.contains(s) for s in ids) and not seen.contains("not-an-id")
+
+
+def test_language_sample_reservoir_is_uniform_and_exact_when_small() -> None:
+    """Algorithm L keeps every pair until the sample is full, then each of n pairs with chance k/n."""
+    import random
+
+    from geosleuth.scoring.engine import _Reservoir
+
+    small = _Reservoir(size=5)
+    for i in range(4):
+        small.add((str(i), "t"))
+    assert small.items == [(str(i), "t") for i in range(4)]
+    n, k, trials = 200, 10, 3000
+    counts = [0] * n
+    for seed in range(trials):
+        r = _Reservoir(size=k)
+        r.rng = random.Random(seed)
+        for i in range(n):
+            r.add((str(i), "t"))
+        assert len(r.items) == k and len(set(r.items)) == k
+        for name, _ in r.items:
+            counts[int(name)] += 1
+    expected = trials * k / n  # 150 per pair; binomial sd ~12
+    assert all(abs(c - expected) < 6 * (expected * (1 - k / n)) ** 0.5 for c in counts)
+    early, late = sum(counts[: n // 2]), sum(counts[n // 2 :])
+    assert abs(early - late) < 0.05 * trials * k  # no drift towards the first or the last pairs
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.booleans()), max_size=60))
+def test_duplicate_ids_match_a_dict_whatever_the_chunk_boundaries(rows: list[tuple[str, bool]]) -> None:
+    """Flushing at any row (a chunk boundary) reports exactly what one dict over all rows would."""
+    from geosleuth.scoring import engine as E
+
+    first: dict[str, int] = {}
+    expected = []
+    for line, (sid, _) in enumerate(rows, start=1):
+        if sid in first:
+            expected.append((sid, line, first[sid]))
+        else:
+            first.setdefault(sid, line)
+    reports: list[tuple[str, int, int]] = []
+    seen = E._DuplicateIds(lambda s, n, f: reports.append((s, n, f)))
+    for line, (sid, boundary) in enumerate(rows, start=1):
+        seen.add(sid, line)
+        if boundary:
+            seen.flush()
+    seen.flush()
+    assert reports == expected
+    assert all(seen.contains(s) == (s in first) for s in "abcdefghz")

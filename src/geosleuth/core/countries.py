@@ -149,7 +149,7 @@ def _first_sources() -> dict[str, str]:
 @lru_cache(maxsize=1)
 def name_index() -> dict[str, str]:
     """Normalised country name -> alpha-2 (also used by the gazetteer); earlier sources win on conflicts."""
-    from babel import Locale
+    from babel import localedata
 
     index = dict(_first_sources())
     for rec in natural_earth_country_records():
@@ -160,16 +160,15 @@ def name_index() -> dict[str, str]:
     for code, row in geonames_countries().items():
         _add_name(index, row.get("name"), code)
     for loc in CLDR_LOCALES:
-        territories = Locale.parse(loc).territories
-        for code, name in territories.items():
+        for code, name in localedata.load(loc)["territories"].items():
             if len(code) == 2 and code.isalpha():
                 _add_name(index, name, code)
-    _drop_locale_cache()
+        _drop_locale_cache()  # one locale at a time: ~7 MB of heap for all of them, not ~40
     return index
 
 
 def _drop_locale_cache() -> None:
-    """Free babel's parsed locale data (about 34 MB once every locale was read); it reloads on demand."""
+    """Free babel's parsed locale data (each locale's merged data is a few MB); it reloads on demand."""
     from babel import localedata
 
     cache, lock = getattr(localedata, "_cache", None), getattr(localedata, "_cache_lock", None)

@@ -127,7 +127,9 @@ _BLANKS = re.compile(r" [^\S\n]+|[^\S \n][^\S\n]*")
 # blanks other than the space that survive line-break folding; absent from most answers, so a few
 # C-speed membership tests let squeeze use literal-prefixed patterns instead of scanning every
 # character against a Unicode class (35 -> 3 us on a typical 900-character answer)
-_ODD_BLANKS = "\t\x1f\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+_ODD_BLANKS = (
+    "\t\x1f\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+)
 _SPACE_RUNS = re.compile(r"  +")
 _UNSQUEEZED = re.compile(r"[^\S ]|  ")  # any blank but a lone space: squeeze may have work to do
 _NEWLINE_RUNS = re.compile(r"\n[ \n]+")
@@ -266,7 +268,7 @@ def parse_answer(
         return Prediction(raw=raw, status=ParseStatus.EMPTY)
     work, notes = _bounded(raw)
     try:
-        own, removed = _without_tool_output(work)
+        own, removed = _without_tool_output(work) if "<" in work else (work, False)
         notes += ["ignored_tool_output"] if removed else []
         if mode == "strict" and protocol == "twm":
             found = _strict_twm(own)  # released: first JSON object of the model's own text
@@ -751,8 +753,14 @@ def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
         if lat is not None and lon is not None:
             found.lat, found.lon = lat, lon
     for name, keys in plan.fields:  # per field, its best-ranked key that holds a value
-        val = next((v for v in (obj[k] for k in keys) if v is not None and v != ""), None)
-        if val is not None and not isinstance(val, (dict, list, bool)):
+        val = None
+        for key in keys:
+            val = obj[key]
+            if val is not None and val != "":
+                break
+        else:
+            continue
+        if not isinstance(val, (dict, list, bool)):
             text = clean_name(str(val), found.recovered, limit=200 if name == "address" else 100)
             if text is not None:
                 found.fields[name] = text
@@ -770,9 +778,7 @@ def clean_name(value: str, recovered: list[str] | None = None, limit: int = 100)
     "Glovelier" -> "Glovelier"; "The photo was taken in Glovelier." -> "Glovelier";
     "Probably Paris" -> "Paris"; "unknown" / "N/A" / a long sentence -> None.
     """
-    name, notes = (
-        _cached_clean(value, limit) if len(value) <= _CACHED_NAME_CHARS else _clean(value, limit)
-    )
+    name, notes = _cached_clean(value, limit) if len(value) <= _CACHED_NAME_CHARS else _clean(value, limit)
     if notes and recovered is not None:
         recovered.extend(notes)
     return name
@@ -1210,27 +1216,24 @@ def _finish(
         status = ParseStatus.OK
     else:
         status = ParseStatus.PARTIAL if (fields or choice) else ParseStatus.FAILED
-    return Prediction(
-        lat=lat,
-        lon=lon,
-        country=fields.get("country"),
-        country_code=country_code,
-        admin1=fields.get("admin1"),
-        city=fields.get("city"),
-        admin2=fields.get("admin2"),
-        town=fields.get("town"),
-        street=fields.get("street"),
-        poi=fields.get("poi"),
-        place=fields.get("place"),
-        address=fields.get("address"),
-        choice=choice,
-        confidence=found.confidence,
-        raw=raw,
-        status=status,
-        format=found.fmt,
-        coords_source=coords_source,  # type: ignore[arg-type]
-        recovered=list(dict.fromkeys(recovered)),
-    )
+    # only the values present: validating a default costs as much as validating a value
+    given: dict[str, Any] = {k: v for k, v in fields.items() if k in _NAME_FIELDS}
+    if lat is not None and lon is not None:
+        given["lat"], given["lon"], given["coords_source"] = lat, lon, coords_source
+    if country_code is not None:
+        given["country_code"] = country_code
+    if choice is not None:
+        given["choice"] = choice
+    if found.confidence is not None:
+        given["confidence"] = found.confidence
+    if found.fmt is not None:
+        given["format"] = found.fmt
+    if recovered:
+        given["recovered"] = list(dict.fromkeys(recovered))
+    return Prediction(raw=raw, status=status, **given)
+
+
+_NAME_FIELDS = frozenset(("country", "admin1", "city", "admin2", "town", "street", "poi", "place", "address"))
 
 
 def _resolve_level(place_level: PlaceLevelFn, name: str, country: str | None) -> str | None:

@@ -399,10 +399,7 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
             "path_score_ci95": _ci([i.path_score for i in text]),
             "n_coordinates": len(coords),
             "answered_coordinates": int(np.isfinite(np.asarray(d, dtype=float)).sum()) if d else 0,
-            **{
-                metrics.threshold_name(km): _pct(metrics.accuracy(hits_open(d, km)))
-                for km in ACC_KM
-            },
+            **{metrics.threshold_name(km): _pct(metrics.accuracy(hits_open(d, km))) for km in ACC_KM},
             "thinking_text": thinking_figures(text),
             "thinking_coordinates": thinking_figures(coords),
         }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import math
 import random
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,11 +25,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+import geosleuth.scoring.geovista as GV
 from geosleuth.core import metrics as M
 from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import ParseStatus, Prediction
-from geosleuth.scoring import geovista as GV
 from geosleuth.scoring.checks import language_warning, misalignment_warning
 from geosleuth.scoring.io import (
     ScoreInputError,
@@ -250,47 +251,70 @@ def _merged_problems(groups: Sequence[_Capped | list[str]]) -> list[str]:
 
 
 class _DuplicateIds:
-    """Duplicate ids found in bounded memory: 64-bit hashes in sorted NumPy chunks, not a dict."""
+    """Duplicate ids found in bounded memory: 64-bit hashes in sorted NumPy chunks, not a dict.
 
-    def __init__(self) -> None:
+    Rows are buffered and checked a chunk at a time, vectorised: against the earlier chunks
+    (a one-bit-per-slot filter, then a binary search in each sorted chunk) and within the chunk
+    (a stable sort). Duplicates are reported in row order, each with the line of its first sighting.
+    """
+
+    def __init__(self, report: Callable[[str, int, int], None]) -> None:
+        self.report = report
         self.sorted: list[tuple[NDArray[np.int64], NDArray[np.int32]]] = []
-        self.pending: dict[int, tuple[str, int]] = {}
+        self.sids: list[str] = []
+        self.lines: list[int] = []
         # one bit per hash slot, set for frozen ids: most rows skip the sorted chunks altogether
-        self.filter = bytearray(FILTER_BITS // 8)
+        self.filter = np.zeros(FILTER_BITS // 8, dtype=np.uint8)
 
-    def add(self, sid: str, line: int, report: Callable[[str, int, int], None]) -> None:
-        key = hash(sid)
-        first = self.pending.get(key)
-        if first is None:
-            first_line = self._lookup(key)
-            if first_line is not None:
-                report(sid, line, first_line)
-                return
-            self.pending[key] = (sid, line)
-            if len(self.pending) >= CHUNK:
-                self._freeze()
-        else:
-            report(sid, line, first[1])
+    def add(self, sid: str, line: int) -> None:
+        self.sids.append(sid)
+        self.lines.append(line)
+        if len(self.sids) >= CHUNK:
+            self.flush()
 
-    def _lookup(self, key: int) -> int | None:
-        slot = key & (FILTER_BITS - 1)
-        if not (self.filter[slot >> 3] >> (slot & 7)) & 1:
-            return None
-        for keys, lines in self.sorted:
-            i = int(np.searchsorted(keys, key))
-            if i < keys.size and keys[i] == key:
-                return int(lines[i])
-        return None
+    def flush(self) -> None:
+        """Check the buffered rows, report their duplicates and freeze their new ids."""
+        if not self.sids:
+            return
+        sids, self.sids = self.sids, []
+        keys = np.fromiter(map(hash, sids), dtype=np.int64, count=len(sids))
+        lines = np.array(self.lines, dtype=np.int32)
+        self.lines = []
+        first = self._frozen_lines(keys)  # 0 where the id was not seen in an earlier chunk
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.ones(ordered.size, dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        run_first = lines[order][np.maximum.accumulate(np.where(starts, np.arange(ordered.size), 0))]
+        within = np.empty_like(lines)
+        within[order] = np.where(starts, 0, run_first)  # a repeat inside this chunk: its run's first line
+        first = np.where(first > 0, first, within)
+        for i in np.flatnonzero(first > 0):
+            self.report(sids[i], int(lines[i]), int(first[i]))
+        new = order[starts]
+        new = new[first[new] == 0]
+        self._freeze(keys[new], lines[new])
 
-    def _freeze(self) -> None:
-        keys = np.fromiter(self.pending.keys(), dtype=np.int64, count=len(self.pending))
-        lines = np.fromiter((v[1] for v in self.pending.values()), dtype=np.int32, count=len(self.pending))
+    def _frozen_lines(self, keys: NDArray[np.int64]) -> NDArray[np.int32]:
+        out = np.zeros(keys.size, dtype=np.int32)
+        slots = keys & (FILTER_BITS - 1)
+        maybe = np.flatnonzero((self.filter[slots >> 3] >> (slots & 7)) & 1)
+        for frozen_keys, frozen_lines in self.sorted:
+            if not maybe.size:
+                break
+            at = np.minimum(np.searchsorted(frozen_keys, keys[maybe]), frozen_keys.size - 1)
+            hit = frozen_keys[at] == keys[maybe]
+            out[maybe[hit]] = frozen_lines[at[hit]]
+            maybe = maybe[~hit]
+        return out
+
+    def _freeze(self, keys: NDArray[np.int64], lines: NDArray[np.int32]) -> None:
+        if not keys.size:
+            return
         order = np.argsort(keys, kind="stable")
         self.sorted.append((keys[order], lines[order]))
-        self.pending = {}
         slots = keys & (FILTER_BITS - 1)
-        bits = np.left_shift(1, slots & 7).astype(np.uint8)
-        np.bitwise_or.at(np.frombuffer(self.filter, dtype=np.uint8), slots >> 3, bits)
+        np.bitwise_or.at(self.filter, slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8))
         while len(self.sorted) > 1 and self.sorted[-1][0].size >= self.sorted[-2][0].size:
             (k1, l1), (k2, l2) = self.sorted[-2], self.sorted.pop()  # merge like a binary counter
             keys, lines = np.concatenate([k1, k2]), np.concatenate([l1, l2])
@@ -298,27 +322,45 @@ class _DuplicateIds:
             self.sorted[-1] = (keys[order], lines[order])
 
     def contains(self, sid: str) -> bool:
-        key = hash(sid)
-        return key in self.pending or self._lookup(key) is not None
+        self.flush()
+        key = np.array([hash(sid)], dtype=np.int64)
+        return bool(self._frozen_lines(key)[0])
 
 
 class _Reservoir:
-    """A seeded uniform sample of (predicted, truth) name pairs for the language warning."""
+    """A seeded uniform sample of (predicted, truth) name pairs for the language warning.
+
+    Li's Algorithm L: the gap to the next replacement is drawn directly, so past the first
+    ``size`` pairs a pair costs a comparison, not a random draw (O(size·log(n/size)) draws).
+    """
 
     def __init__(self, size: int = LANGUAGE_SAMPLE) -> None:
         self.size = size
         self.items: list[tuple[str, str]] = []
         self.seen = 0
         self.rng = random.Random(0)
+        self.weight = 1.0
+        self.next = size  # index (0-based count) of the next pair that replaces one in the sample
 
     def add(self, pair: tuple[str, str]) -> None:
+        i = self.seen
         self.seen += 1
-        if len(self.items) < self.size:
+        if i < self.size:
             self.items.append(pair)
-        else:
-            j = self.rng.randrange(self.seen)
-            if j < self.size:
-                self.items[j] = pair
+            if self.seen == self.size:
+                self._skip()
+        elif i == self.next:
+            self.items[self.rng.randrange(self.size)] = pair
+            self._skip()
+
+    def _skip(self) -> None:
+        rng = self.rng
+        self.weight *= math.exp(math.log(1.0 - rng.random()) / self.size)
+        if 0.0 < self.weight < 1.0:
+            gap = math.floor(math.log(1.0 - rng.random()) / math.log1p(-self.weight))
+        else:  # float edge cases: W = 1 replaces the next pair, W = 0 never replaces again
+            gap = 0 if self.weight >= 1.0 else sys.maxsize
+        self.next += gap + 1 if self.seen > self.size else gap
 
 
 class _Accumulator:
@@ -382,7 +424,7 @@ class _Accumulator:
         self.dropped_lines = _Capped()
         self.duplicates = _Capped()
         self.row_problems = _Capped()
-        self.ids_seen = _DuplicateIds()
+        self.ids_seen = _DuplicateIds(self._duplicate)
 
     def add(
         self,
@@ -458,7 +500,7 @@ class _Accumulator:
                     problem if problem.startswith(self.prefixes) else f"{self.name}:{line}: {problem}"
                 )
         if sid is not None and line:
-            self.ids_seen.add(sid, line, self._duplicate)
+            self.ids_seen.add(sid, line)
         if len(self.line.buffer) >= CHUNK:
             self.flush()
 
@@ -473,6 +515,7 @@ class _Accumulator:
             self._score_coordinates(*arrays)
         for column in self._columns():
             column.flush()
+        self.ids_seen.flush()
 
     def _score_coordinates(self, *coords: NDArray[np.float64]) -> None:
         plat, plon, tlat, tlon = coords

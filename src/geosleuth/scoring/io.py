@@ -387,7 +387,8 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
     nested = _truth_dict(data)
     if nested is not None:
         found = _coords(nested, _NESTED_TRUTH_KEYS, "ground-truth")
-        labels, answer = _labels(nested), _choice_answer(_Overlay(nested, data))
+        labels = _labels(nested)
+        answer = _choice_answer(_Overlay(nested, data)) if "answer" in nested or "answer" in data else None
         if found is None:
             problem = None if (labels or answer) else "ground truth has no coordinates or labels"
             return Truth(None, None, labels, nested, problem, answer)

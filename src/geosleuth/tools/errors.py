@@ -20,4 +20,3 @@ class MissingKeyError(ProviderError):
 
 class UnsafeUrlError(ToolError):
     """A URL outside http(s) or pointing at a private network was refused."""
-
