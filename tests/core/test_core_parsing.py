@@ -378,3 +378,22 @@ def test_every_parsed_field_reaches_the_prediction() -> None:
 
     assert set(_FIELD_KEYS) | set(_SEMI_LEVELS) | {"place"} == _NAME_FIELDS
     assert set(Prediction.model_fields) >= _NAME_FIELDS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # JSON is read as written; its values are squeezed one by one
+        ('{"city": "New   York", "country": "United\u00a0States", "lat": 40.7, "lon": -74.0}',
+         ("United States", "New York", 40.7, -74.0, "json")),
+        # a raw tab in a string is invalid JSON as written, valid once squeezed: no tolerant repair
+        ('{"city": "Paris\tCentre", "lat": 48.85, "lon": 2.35}', (None, "Paris Centre", 48.85, 2.35, "json")),
+        # the text formats read the region squeezed after <think> is cut out
+        ("<think>maybe Rome</think>\n\nCountry:   Italy\nCity:\tMilan\nLatitude:  45.46\nLongitude: 9.19",
+         ("Italy", "Milan", 45.46, 9.19, "answer_lines")),
+    ],
+)  # fmt: skip
+def test_whitespace_is_squeezed_where_each_format_reads_it(text: str, expected: tuple[object, ...]) -> None:
+    p = parse_answer(text)
+    assert (p.country, p.city, p.lat, p.lon, p.format) == expected
+    assert "tolerant_json" not in p.recovered

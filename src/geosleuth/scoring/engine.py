@@ -442,7 +442,7 @@ class _Accumulator:
         self.status.buffer.append(_STATUS_CODE[status])
         if line and status is not ParseStatus.OK and status is not ParseStatus.PARTIAL:
             self.unparsed_lines.add(str(line))
-        plat, plon, tlat, tlon = (c.buffer for c in self.coords)
+        plat, plon, tlat, tlon = [c.buffer for c in self.coords]
         lat, lon = prediction.lat, prediction.lon
         if lat is not None and lon is not None:
             plat.append(lat)
@@ -890,8 +890,8 @@ def score_file(
         sid = row_id(raw.data)
         prediction, pred_problem, from_columns = prediction_from_row(raw.data, protocol, geocoder)
         row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns)
-        problem = "; ".join(p for p in (pred_problem, truth_problem) if p)
-        acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or None)
+        problem = f"{pred_problem}; {truth_problem}" if pred_problem and truth_problem else None
+        acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or pred_problem or truth_problem)
     missing_problem = acc.finish_missing(truth, truth_path) if truth is not None and truth_path else []
     if acc.n and not acc.any_truth:
         raise ScoreInputError(
