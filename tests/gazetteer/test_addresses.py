@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geosleuth.core.countries import country_family, sovereign_of
-from geosleuth.core.geo import haversine_km
+from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.gazetteer import get_gazetteer
 from geosleuth.gazetteer.address import (
     MAX_PARTS,
@@ -216,7 +216,6 @@ def test_country_grid_answers_exactly_as_the_tile_tree(gz):
     rows = np.flatnonzero(np.isfinite(lat))
     off = rows[gz._tree_countries(rows, lat, lon, ref_codes, ref_land)]
     _, vertex_codes, vertex_tree = gz._pieces[0], gz._pieces[2], gz._pieces[3]
-    from geosleuth.core.geo import to_unit_vectors
 
     ref_codes[off] = vertex_codes[vertex_tree.query(to_unit_vectors(lat[off], lon[off]), k=1)[1]]
     assert codes.tolist() == ref_codes.tolist()
@@ -284,3 +283,32 @@ def test_segment_is_longest_match_and_skips_street_names():
     assert segment("北京市朝阳区建国路", known) == ["北京市", "朝阳区"]  # 建国 begins 建国路, a street
     assert segment("無名", known) == []
     assert cjk_substrings("ab") == [] and len(cjk_substrings("東" * 500)) <= 40 * 7
+
+
+def test_large_reverse_batches_match_small_ones_and_the_unbounded_search(gz):
+    """A large batch (cell-ordered, polygons beside the place search, bounded large-place search)
+    answers exactly as small inline batches do, and its places are those of the plain rule:
+    the nearest place unless a large place's reach covers the point better."""
+    from geosleuth.gazetteer import index as gi
+
+    rng = np.random.default_rng(7)
+    n = gi._OVERLAP_POINTS + 500
+    lat, lon = rng.uniform(-60, 70, n), rng.uniform(-180, 180, n)
+    lat[:300] = rng.normal(48.8, 0.3, 300)  # around Paris: large-place reach matters
+    lon[:300] = rng.normal(2.35, 0.3, 300)
+    lat[300:310], lon[310:320] = np.nan, np.inf
+    lat[320:330] = 95.0  # out of range
+    big = gz.reverse_batch(lat, lon)
+    parts = [gz.reverse_batch(lat[i : i + 400], lon[i : i + 400]) for i in range(0, n, 400)]
+    for key, values in big.items():
+        joined = np.concatenate([p[key] for p in parts])
+        assert (values.tolist() == joined.tolist()) or np.array_equal(values, joined, equal_nan=True), key
+    ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90)
+    vectors = to_unit_vectors(lat[ok], lon[ok])
+    dist, chosen = gz._rg_sphere_tree.query(vectors, k=1)
+    big_dist, big_i = gz._rg_big_tree.query(vectors, k=1)
+    big_i = gz._rg_big_index[big_i]
+    reach = gz._rg_reach
+    swap = chord_to_km(big_dist) - reach[big_i] < chord_to_km(dist) - reach[chosen]
+    expected = np.where(swap, big_i, chosen)
+    assert gz._nearest_places(vectors)[1].tolist() == expected.tolist()

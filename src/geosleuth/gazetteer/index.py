@@ -12,6 +12,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geosleuth.core.countries import country_family, resolve_country
-from geosleuth.core.geo import chord_to_km, haversine_km, to_unit_vectors
+from geosleuth.core.geo import EARTH_RADIUS_KM, chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
 from geosleuth.gazetteer.address import (
@@ -47,6 +48,30 @@ SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
 
 _GRID_EDGE = 1e-7
+_BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
+_RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
+_OVERLAP_POINTS = 2048  # batches this large run the polygon step beside the place search
+_POOL_LOCK = threading.Lock()
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _cell_order(la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.intp]:
+    """An order grouping points by 1-degree cell: a 16-bit key, so the sort is a radix sort."""
+    with np.errstate(invalid="ignore"):
+        y = np.clip(np.floor(la) + 90, 0, 179)
+        x = np.clip(np.floor(lo) + 180, 0, 359)
+    key = np.where(np.isfinite(y) & np.isfinite(x), y * 360 + x, 65535).astype(np.uint16)
+    return np.argsort(key, kind="stable")
+
+
+def _reverse_pool() -> ThreadPoolExecutor:
+    """One worker thread, shared by every gazetteer, for the polygon half of a large reverse batch."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="geosleuth-reverse"))
+        return _POOL[0]
+
+
 """How close (in sub-cell units, ~1 mm) a point may come to a grid line before the exact path decides."""
 
 MAX_CANDIDATES = 40
@@ -540,6 +565,11 @@ class Gazetteer:
         return out
 
     @cached_property
+    def _rg_text(self) -> dict[str, NDArray[Any]]:
+        """Name columns with "" appended: index -1 (no place) reads as no name, in one take."""
+        return {c: np.append(self._rg[c], np.array([""], dtype=object)) for c in ("name", "admin1", "admin2")}
+
+    @cached_property
     def _rg_latlon_tree(self):  # type: ignore[no-untyped-def]
         from scipy.spatial import cKDTree
 
@@ -556,6 +586,13 @@ class Gazetteer:
     def _rg_big_index(self) -> NDArray[np.int64]:
         """Places of 100,000 people or more: the only ones whose reach can beat a nearer place."""
         return np.flatnonzero(self._rg_reach >= 0.5 * np.sqrt(100_000 / (np.pi * 5000.0)))
+
+    @cached_property
+    def _rg_big_near_km(self) -> NDArray[np.float64]:
+        """Per place, the distance to the nearest large place (0 for a large place itself)."""
+        vectors = to_unit_vectors(self._rg["lat"], self._rg["lon"])
+        chord, _ = self._rg_big_tree.query(vectors, k=1, workers=-1)
+        return chord_to_km(chord) * (1 - 1e-9)  # rounded down: the test that uses it must not skip
 
     @cached_property
     def _rg_big_tree(self):  # type: ignore[no-untyped-def]
@@ -731,57 +768,95 @@ class Gazetteer:
         That is the nearest place in the polygon's country, except that a large city within
         its reach (see `_rg_reach`) wins over a nearer suburb. Points are processed in
         1-degree cell order (neighbours walk the same KD-tree and grid paths, about a third
-        faster on large batches) and returned in the caller's order.
+        faster on large batches); the place indices come back in the caller's order and the
+        name columns are built once, in that order.
         """
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
         if la.size < 2:
-            return self._reverse_batch(la, lo)
-        order = np.lexsort((np.floor(lo), np.floor(la)))
-        result = self._reverse_batch(la[order], lo[order])
-        back = np.empty_like(order)
-        back[order] = np.arange(order.size)
-        return {key: values[back] for key, values in result.items()}
-
-    def _reverse_batch(self, la: NDArray[np.float64], lo: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
-        codes, on_land = self.country_batch(la, lo)
-        ok = np.isfinite(la) & np.isfinite(lo)
-        k = 8
-        n = la.size
-        city = np.full(n, "", dtype=object)
-        admin1 = np.full(n, "", dtype=object)
-        admin2 = np.full(n, "", dtype=object)
-        dist_km = np.full(n, np.nan)
-        if ok.any():
-            vectors = to_unit_vectors(la[ok], lo[ok])
-            dist, chosen = self._rg_sphere_tree.query(vectors, k=1, workers=-1)
-            # Inside a large city its centre may be farther than a suburb's: the nearest large
-            # place wins when the point lies within its reach.
-            big_dist, big = self._rg_big_tree.query(vectors, k=1, workers=-1)
-            big = self._rg_big_index[big]
-            swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
-            chosen[swap], dist[swap] = big[swap], big_dist[swap]
-            wanted = codes[ok]
-            # Near a border the nearest place may lie across it: look further for one in the
-            # polygon's country, keeping the nearest place when none of the k is.
-            retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
-            if retry.size:
-                d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=k)
-                effective = chord_to_km(d_k) - self._rg_reach[i_k]
-                effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
-                pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
-                rows = np.arange(retry.size)
-                chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
-            city[ok] = self._rg["name"][chosen]
-            admin1[ok] = self._rg["admin1"][chosen]
-            admin2[ok] = self._rg["admin2"][chosen]
-            dist_km[ok] = chord_to_km(dist)
-            fill = ok.copy()
-            fill[ok] = wanted == ""  # territory without a code: fall back to the place's country
-            codes[fill] = self._rg["cc"][chosen][wanted == ""]
+            codes, on_land, chosen, dist = self._reverse_places(la, lo)
+        else:
+            order = _cell_order(la, lo)
+            sorted_parts = self._reverse_places(la[order], lo[order])
+            back = np.empty_like(order)
+            back[order] = np.arange(order.size)
+            codes, on_land, chosen, dist = (part[back] for part in sorted_parts)
+        city, admin1, admin2 = (self._rg_text[c][chosen] for c in ("name", "admin1", "admin2"))
         return {
             "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
-            "city_distance_km": dist_km, "on_land": on_land,
+            "city_distance_km": chord_to_km(dist), "on_land": on_land,
         }  # fmt: skip
+
+    def _reverse_places(
+        self, la: NDArray[np.float64], lo: NDArray[np.float64]
+    ) -> tuple[NDArray[Any], NDArray[np.bool_], NDArray[np.int64], NDArray[np.float64]]:
+        """(country code, on land, place index or -1, chord to the place or NaN) per point."""
+        ok = np.isfinite(la) & np.isfinite(lo)
+        chosen_all = np.full(la.size, -1, dtype=np.int64)
+        dist_all = np.full(la.size, np.nan)
+        if not ok.any():
+            codes, on_land = self.country_batch(la, lo)
+            return codes, on_land, chosen_all, dist_all
+        vectors = to_unit_vectors(la[ok], lo[ok])
+        if la.size >= _OVERLAP_POINTS:  # polygons (shapely) and place trees (KD) release the GIL: overlap
+            polygons = _reverse_pool().submit(self.country_batch, la, lo)
+            dist, chosen = self._nearest_places(vectors)
+            codes, on_land = polygons.result()
+        else:
+            codes, on_land = self.country_batch(la, lo)
+            dist, chosen = self._nearest_places(vectors)
+        wanted = codes[ok]
+        # Near a border the nearest place may lie across it: look further for one in the
+        # polygon's country, keeping the nearest place when none of the k is.
+        retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
+        if retry.size:
+            d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=_RETRY_PLACES)
+            effective = chord_to_km(d_k) - self._rg_reach[i_k]
+            effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
+            pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
+            rows = np.arange(retry.size)
+            chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
+        chosen_all[ok], dist_all[ok] = chosen, dist
+        fill = ok.copy()
+        fill[ok] = wanted == ""  # territory without a code: fall back to the place's country
+        codes[fill] = self._rg["cc"][chosen][wanted == ""]
+        return codes, on_land, chosen_all, dist_all
+
+    def _nearest_places(self, vectors: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """(chord, index) of the place each point belongs to before the country check: the
+        nearest place, or a large place whose reach covers the point better (a city centre may
+        be farther than a suburb's)."""
+        dist, chosen = self._rg_sphere_tree.query(vectors, k=1, workers=-1)
+        big_dist, big = self._nearest_big(vectors, chord_to_km(dist), chosen)
+        swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
+        swap &= np.isfinite(big_dist)
+        chosen[swap], dist[swap] = big[swap], big_dist[swap]
+        return dist, chosen
+
+    def _nearest_big(
+        self, vectors: NDArray[np.float64], nearest_km: NDArray[np.float64], nearest_index: NDArray[np.int64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The nearest large place of each point, where it can beat the nearest place at all.
+
+        A large place wins only if it lies within ``nearest_km`` plus its reach (<= 15 km), so
+        for points near some place the search is bounded (it prunes most of the tree); the
+        distance is ``inf`` (and the place index 0) where no large place is close enough to win.
+        """
+        dist = np.full(nearest_km.size, np.inf)
+        index = np.zeros(nearest_km.size, dtype=np.int64)
+        # a large place b beats place p (at d from the point) only if |point - b| < d + reach(b), and
+        # |point - b| >= |p - b| - d: no large place within 2d + max reach of p means none can
+        maybe = self._rg_big_near_km[nearest_index] < 2 * nearest_km + self._rg_reach.max()
+        near = nearest_km <= _BOUNDED_SEARCH_KM
+        bound = 2 * np.sin((_BOUNDED_SEARCH_KM + self._rg_reach.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
+        for rows, limit in (
+            (np.flatnonzero(maybe & near), float(bound)),
+            (np.flatnonzero(maybe & ~near), np.inf),
+        ):
+            if rows.size:
+                d, i = self._rg_big_tree.query(vectors[rows], k=1, distance_upper_bound=limit, workers=-1)
+                found = np.isfinite(d)
+                dist[rows[found]], index[rows[found]] = d[found], i[found]
+        return dist, self._rg_big_index[index]
 
     def reverse(self, lat: float, lon: float) -> ReversePlace:
         """What is at one point (country, admin levels, nearest town)."""
