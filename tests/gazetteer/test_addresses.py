@@ -5,6 +5,8 @@ tolerances are a few km for towns and tens of km for regions (whose point is the
 population-weighted centre of their towns, so it must also lie inside the region).
 """
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -312,3 +314,27 @@ def test_large_reverse_batches_match_small_ones_and_the_unbounded_search(gz):
     swap = chord_to_km(big_dist) - reach[big_i] < chord_to_km(dist) - reach[chosen]
     expected = np.where(swap, big_i, chosen)
     assert gz._nearest_places(vectors)[1].tolist() == expected.tolist()
+
+
+def test_a_forked_child_reverse_geocodes_large_batches(gz):
+    """The polygon worker thread does not survive fork: a child must start its own, not wait."""
+    import multiprocessing
+
+    from geosleuth.gazetteer import index as gi
+
+    lat = np.full(gi._OVERLAP_POINTS, 47.3769)
+    lon = np.full(gi._OVERLAP_POINTS, 8.5417)
+    assert gz.reverse_batch(lat, lon)["country_code"][0] == "CH"  # the parent's pool exists now
+
+    def child(queue: Any) -> None:
+        queue.put(str(gz.reverse_batch(lat, lon)["country_code"][-1]))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    proc.join(timeout=120)
+    alive = proc.is_alive()
+    if alive:
+        proc.kill()
+    assert not alive and queue.get(timeout=5) == "CH"

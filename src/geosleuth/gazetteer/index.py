@@ -72,6 +72,17 @@ def _reverse_pool() -> ThreadPoolExecutor:
         return _POOL[0]
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child has the executor but not its thread (work sent to it would wait forever),
+    and may have copied the lock held: it starts both afresh."""
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 """How close (in sub-cell units, ~1 mm) a point may come to a grid line before the exact path decides."""
 
 MAX_CANDIDATES = 40
