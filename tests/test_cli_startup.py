@@ -47,3 +47,31 @@ def test_commands_still_run_and_unknown_ones_fail() -> None:
     assert bad.exit_code == 2 and "No such command" in bad.output
     sub = runner.invoke(app, ["gazetteer", "--help"])
     assert sub.exit_code == 0 and "reverse" in sub.output
+
+
+def test_scoring_ten_twm_rows_loads_no_library_it_does_not_use(tmp_path) -> None:
+    """`score` of a few rows pays only for what it runs: no PROJ (a small batch of geodesics goes
+    through geographiclib), no numpy.ma (median and CI without np.median / np.quantile), no
+    gazetteer, SciPy, shapely or babel (twm reads coordinates only), and the answers are scored."""
+    rows = tmp_path / "rows.jsonl"
+    with rows.open("w", encoding="utf-8") as out:
+        for i in range(10):
+            guess = {"lat": 47.37 + i / 1000, "lon": 8.54, "city": "Zurich", "country": "CH"}
+            answer = f"Looks like Zurich. {json.dumps(guess)}"
+            truth = {"lat": 47.3769, "lon": 8.5417, "city": "Zurich", "country": "Switzerland"}
+            out.write(json.dumps({"index": i, "solution_str": answer, "ground_truth": truth}) + "\n")
+    code = (
+        "import sys, json\n"
+        "from geosleuth.cli.app import main\n"
+        f"sys.argv = ['geosleuth', 'score', {str(rows)!r}, '--protocol', 'twm', '--format', 'json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'pyproj', 'scipy', 'shapely', 'babel', 'numpy', 'geographiclib'} or m == 'geosleuth.gazetteer')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    score_text, _, modules = out.rpartition("\n[")
+    loaded = set(json.loads("[" + modules))
+    assert "numpy" in loaded and "geographiclib.geodesic" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in {"pyproj", "scipy", "shapely", "babel"}}, loaded
+    assert "numpy.ma" not in loaded and "geosleuth.gazetteer" not in loaded
+    assert json.loads(score_text)["metrics"]["acc@2km"] == 100.0
