@@ -397,3 +397,16 @@ def test_whitespace_is_squeezed_where_each_format_reads_it(text: str, expected: 
     p = parse_answer(text)
     assert (p.country, p.city, p.lat, p.lon, p.format) == expected
     assert "tolerant_json" not in p.recovered
+
+
+def test_parser_caches_hold_no_large_hostile_text() -> None:
+    """Answers repeat schemas and names, so the parser memoises them, but only small ones: a
+    hostile answer's 100 kB keys or values are handled without entering any cache."""
+    from geosleuth.core import parsing as P
+
+    key, value = "k" * 100_000, "v" * 100_000  # within the parser's 262,144-character window
+    before = (P._cached_plan.cache_info().currsize, P._cached_clean.cache_info().currsize)
+    p = parse_answer(f'{{"{key}": 1, "city": "{value}", "lat": 1.5, "lon": 2.5}}')
+    assert (p.lat, p.lon, p.city) == (1.5, 2.5, None)
+    after = (P._cached_plan.cache_info().currsize, P._cached_clean.cache_info().currsize)
+    assert after == before

@@ -703,11 +703,14 @@ class _KeyPlan:
     confidence: str | None
 
 
-_PLANNED_KEYS = 32  # mappings with more keys are planned each time rather than cached
+_PLANNED_KEYS = 32  # mappings with more keys, or longer ones, are planned each time, not cached:
+_PLANNED_KEY_CHARS = 512  # the cache must not hold megabytes of a hostile answer's keys
 
 
 def _key_plan(keys: tuple[str, ...]) -> _KeyPlan:
-    return _cached_plan(keys) if len(keys) <= _PLANNED_KEYS else _plan(keys)
+    if len(keys) <= _PLANNED_KEYS and sum(len(str(k)) for k in keys) <= _PLANNED_KEY_CHARS:
+        return _cached_plan(keys)
+    return _plan(keys)
 
 
 def _plan(keys: tuple[str, ...]) -> _KeyPlan:
