@@ -121,13 +121,15 @@ def pack_strings(values: list[str]) -> np.ndarray:
     return np.frombuffer("\n".join(values).encode("utf-8"), dtype=np.uint8)
 
 
-def unpack_strings(buffer: np.ndarray) -> np.ndarray:
-    """The strings `pack_strings` stored, equal ones sharing one object (country codes, kinds and
-    region names repeat across 10^5 places: ~50 bytes each instead of a pointer)."""
-    shared: dict[str, str] = {}
-    return np.array(
-        [shared.setdefault(s, s) for s in buffer.tobytes().decode("utf-8").split("\n")], dtype=object
-    )
+def unpack_strings(buffer: np.ndarray, shared: bool = True) -> np.ndarray:
+    """The strings `pack_strings` stored. ``shared``: equal ones share one object (country codes,
+    kinds and region names repeat across 10^5 places: a pointer each instead of ~50 bytes); a
+    column of mostly distinct names is not worth the hashing."""
+    parts = buffer.tobytes().decode("utf-8").split("\n")
+    if shared:
+        seen: dict[str, str] = {}
+        parts = list(map(seen.setdefault, parts, parts))
+    return np.array(parts, dtype=object)
 
 
 def _build_countries(out: Path) -> None:

@@ -572,7 +572,7 @@ class Gazetteer:
         arrays = np.load(self.data_dir / "rg.npz")
         out: dict[str, NDArray[Any]] = {"lat": arrays["lat"], "lon": arrays["lon"]}
         for col in ("name", "admin1", "admin2", "cc"):
-            out[col] = unpack_strings(arrays[col])
+            out[col] = unpack_strings(arrays[col], shared=col != "name")
         return out
 
     @cached_property
