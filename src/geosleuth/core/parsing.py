@@ -273,7 +273,7 @@ def parse_answer(
         if mode == "strict" and protocol == "twm":
             found = _strict_twm(own)  # released: first JSON object of the model's own text
         else:
-            found = _strict_generic(squeeze(own), protocol) if mode == "strict" else _robust(own)
+            found = _strict_generic(own, protocol) if mode == "strict" else _robust(own)
         choice = _parse_choice(work, choices, mode) if choices else None
         pred = _finish(
             raw, found, choice, geocoder if mode == "robust" else None, mode, place_level, country_codes
@@ -581,9 +581,13 @@ def _flatten(obj: dict[str, Any], depth: int = 0) -> dict[str, Any]:
 
 
 def _strict_generic(text: str, protocol: str | None) -> _Found | None:
-    """Strict: one format, no repairs; the first answer block (or the whole text) only."""
+    """Strict: one format, no repairs; the first answer block (or the whole text) only.
+
+    Only that region is squeezed: squeezing is local to whitespace runs and a block is bounded
+    by its tags, so this reads exactly what squeezing the whole text first would give.
+    """
     blocks = _answer_blocks(text)
-    region = blocks[0] if blocks else text
+    region = squeeze(blocks[0] if blocks else text)
     if protocol in (None, "spotagent", "geovista"):
         found = _from_lines(region, strict=True)
         if found is not None and (found.has_coords or protocol is not None):
