@@ -48,42 +48,14 @@ SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
 
 _GRID_EDGE = 1e-7
+"""How close (in sub-cell units, ~1 mm) a point may come to a grid line before the exact path decides."""
+
 _BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
 _RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
 _OVERLAP_POINTS = 2048  # batches this large run the polygon step beside the place search
 _POOL_LOCK = threading.Lock()
 _POOL: list[ThreadPoolExecutor] = []
 
-
-def _cell_order(la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.intp]:
-    """An order grouping points by 1-degree cell: a 16-bit key, so the sort is a radix sort."""
-    with np.errstate(invalid="ignore"):
-        y = np.clip(np.floor(la) + 90, 0, 179)
-        x = np.clip(np.floor(lo) + 180, 0, 359)
-    key = np.where(np.isfinite(y) & np.isfinite(x), y * 360 + x, 65535).astype(np.uint16)
-    return np.argsort(key, kind="stable")
-
-
-def _reverse_pool() -> ThreadPoolExecutor:
-    """One worker thread, shared by every gazetteer, for the polygon half of a large reverse batch."""
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="geosleuth-reverse"))
-        return _POOL[0]
-
-
-def _forget_pool_in_child() -> None:
-    """A forked child has the executor but not its thread (work sent to it would wait forever),
-    and may have copied the lock held: it starts both afresh."""
-    global _POOL_LOCK
-    _POOL_LOCK = threading.Lock()
-    _POOL.clear()
-
-
-os.register_at_fork(after_in_child=_forget_pool_in_child)
-
-
-"""How close (in sub-cell units, ~1 mm) a point may come to a grid line before the exact path decides."""
 
 MAX_CANDIDATES = 40
 """Candidates kept per address component (the most populous): "San José" has hundreds. With
@@ -889,6 +861,36 @@ class Gazetteer:
 
 _lock = threading.Lock()
 _instance: Gazetteer | None = None
+
+
+def _cell_order(la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.intp]:
+    """An order grouping points by 1-degree cell: a 16-bit key, so the sort is a radix sort."""
+    with np.errstate(invalid="ignore"):
+        y = np.clip(np.floor(la) + 90, 0, 179)
+        x = np.clip(np.floor(lo) + 180, 0, 359)
+    key = np.where(np.isfinite(y) & np.isfinite(x), y * 360 + x, 65535).astype(np.uint16)
+    return np.argsort(key, kind="stable")
+
+
+def _reverse_pool() -> ThreadPoolExecutor:
+    """One worker thread, shared by every gazetteer, for the polygon half of a large reverse batch."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="geosleuth-reverse"))
+        return _POOL[0]
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has the executor but not its thread (work sent to it would wait forever),
+    and may have copied the lock held: it starts both afresh."""
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 _UNSET = object()
 _instance_env: object = _UNSET  # the GEOSLEUTH_DATA_DIR the instance was loaded for, if by default
 
