@@ -410,3 +410,14 @@ def test_parser_caches_hold_no_large_hostile_text() -> None:
     assert (p.lat, p.lon, p.city) == (1.5, 2.5, None)
     after = (P._cached_plan.cache_info().currsize, P._cached_clean.cache_info().currsize)
     assert after == before
+
+
+@pytest.mark.parametrize(
+    ("text", "choice"), [("²", None), ("Answer: ³", None), ("①", None), ("٣", "C"), ("3", "C")]
+)
+def test_digits_int_rejects_are_no_choice_and_no_crash(text: str, choice: str | None) -> None:
+    """'²' is a Unicode digit that int() rejects (found by the long adversarial run); Arabic-Indic
+    '٣' is a decimal int() reads, so it picks option 3 like '3' does."""
+    p = parse_answer(text, choices=["Italy", "San Marino", "Monaco", "France"])
+    assert not any(r.startswith("parser_error") for r in p.recovered)
+    assert p.choice == choice

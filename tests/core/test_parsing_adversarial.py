@@ -47,6 +47,9 @@ def _parse_all_ways(text: str) -> None:
 @pytest.fixture(autouse=True, scope="module")
 def _warm() -> None:
     """Country names and option normalisation load lazily on first use: not parsing time."""
+    from geosleuth.core.countries import name_index
+
+    name_index()  # the multilingual index a lone place name ("Paris") is checked against
     parse_answer("Paris, France", choices=CHOICES)
 
 

@@ -625,8 +625,11 @@ async def test_google_place_details_and_nominatim_lookup(server: FakeServer) -> 
     reg = build_registry(fake_settings(server, {"poi": "nominatim"}))
     osm = await reg.call("poi_detail_query", {"poi_id": "osm:R1682248"})
     assert osm.ok and server.requests[-1].query["osm_ids"] == ["R1682248"]
-    bad = await reg.call("poi_detail_query", {"poi_id": "12345"})
-    assert not bad.ok and "osm:N123" in bad.error and bad.provider == "nominatim"
+    sent = len(server.requests)
+    for poi_id in ("12345", "osm:N\u00b2"):  # "²" is a Unicode digit, not an OSM id: refused before sending
+        bad = await reg.call("poi_detail_query", {"poi_id": poi_id})
+        assert not bad.ok and "osm:N123" in bad.error and bad.provider == "nominatim"
+    assert len(server.requests) == sent
 
 
 async def test_tile_maps_keep_to_the_parallel_connection_limit() -> None:

@@ -103,6 +103,12 @@ def test_request_errors(tmp_path: Path, client: TestClient) -> None:
     no_model = client.post("/api/locate", data={"example": "1", "use_model": "1"})
     assert no_model.status_code == 400 and "--model" in no_model.json()["error"]
     assert client.post("/api/locate", data={"example": "1", "samples": "many"}).status_code == 400
+    superscript = client.post(
+        "/api/locate", data={"example": "1", "samples": "\u00b2"}
+    )  # a digit int() rejects
+    assert superscript.status_code == 400 and "whole number" in superscript.json()["error"]
+    odd_length = client.post("/api/locate", content=b"x", headers={"content-length": b"\xb2"})  # latin-1 "²"
+    assert odd_length.status_code == 411
     assert client.get("/api/jobs/nope").status_code == 404
     small = make_settings(tmp_path / "small", max_upload_bytes=2000)
     with TestClient(create_app(small), base_url="http://127.0.0.1") as limited:

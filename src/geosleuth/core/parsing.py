@@ -1152,7 +1152,7 @@ def _as_letter(value: str, choices: Sequence[str], letters: list[str]) -> str | 
     v = value.strip().strip("()[]*.\"' ")
     if len(v) == 1 and v.upper() in letters:
         return v.upper()
-    if v.isdigit() and 1 <= int(v) <= len(letters):
+    if v.isdecimal() and 1 <= int(v) <= len(letters):  # not isdigit(): int("²") raises
         return letters[int(v) - 1]
     from geosleuth.core.text import normalize
 

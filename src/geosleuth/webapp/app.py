@@ -109,7 +109,7 @@ class Api:
     async def locate(self, request: Request) -> Response:
         """Form fields: ``image`` (file) or ``example=1``; ``prompt``, ``samples``, ``use_model``."""
         length = request.headers.get("content-length")
-        if length is None or not length.isdigit():
+        if length is None or not (length.isascii() and length.isdigit()):  # "²" is a digit, not a length
             return _error("a Content-Length header is required", 411)
         if int(length) > self.settings.max_upload_bytes + 64 * 1024:
             return _error(
@@ -130,7 +130,7 @@ class Api:
                 prompt = str(form.get("prompt") or "") or None
         except HTTPException as exc:
             return _error(f"cannot read the form: {exc.detail}", exc.status_code)
-        if not samples_text.strip().isdigit():
+        if not samples_text.strip().isdecimal():  # "²" is a digit int() rejects
             return _error(f"samples must be a whole number, not {samples_text[:20]!r}")
         samples = int(samples_text)
         try:

@@ -67,7 +67,7 @@ class NominatimProvider:
 
     async def detail(self, poi_id: str) -> Place | None:
         osm = poi_id.removeprefix("osm:")
-        if not osm or osm[0] not in "NWR" or not osm[1:].isdigit():
+        if not osm or osm[0] not in "NWR" or not (osm[1:].isascii() and osm[1:].isdigit()):
             raise ProviderError(f"nominatim POI ids look like osm:N123, osm:W45 or osm:R6, got {poi_id!r}")
         found = _places(await self.client.get_json(f"{self.base_url}/lookup", self._params(osm_ids=osm)))
         return found[0] if found else None
