@@ -6,7 +6,6 @@ A run directory holds everything needed to report and resume without the origina
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from geosleuth.eval.config import (
 from geosleuth.eval.datasets import Dataset, DatasetError, load_dataset
 from geosleuth.eval.runner import ProgressFn, RunFn, RunStats, run_samples
 from geosleuth.eval.store import RunDirError, write_atomic
+from geosleuth.plugins import load_callable
 
 
 @dataclass
@@ -38,16 +38,7 @@ class PreparedRun:
 
 def load_agent_fn(spec: str) -> RunFn:
     """Import ``module:function`` (an async ``(Task) -> Trajectory``)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--agent-fn must look like 'package.module:function', got {spec!r}")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import agent function {spec!r}: {exc}") from exc
-    if not callable(fn):
-        raise ValueError(f"{spec!r} is not callable")
-    return fn
+    return load_callable(spec, "agent function")
 
 
 def agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str, Any]:

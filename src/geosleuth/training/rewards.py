@@ -280,9 +280,9 @@ def _hierarchical(
     verifier_path = spec.params.get("verifier")
     verifier: Verifier | None = None
     if verifier_path:
-        from geosleuth.training.similarity import load_callable
+        from geosleuth.plugins import load_callable
 
-        verifier = verifier_path if callable(verifier_path) else load_callable(str(verifier_path))
+        verifier = verifier_path if callable(verifier_path) else load_callable(str(verifier_path), "verifier")
     sim = _similarity(spec)
     n = len(preds)
     ok = np.zeros((n, 3), dtype=bool)

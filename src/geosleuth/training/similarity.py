@@ -11,36 +11,19 @@ model the user already has (GeoAgent's own R_sem is a multilingual embedding cos
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from geosleuth.core.rewards import Similarity, default_similarity
 from geosleuth.core.text import normalize, strip_generic
+from geosleuth.plugins import load_callable
 
 log = logging.getLogger(__name__)
 
 MAX_NAME_CHARS = 200
 """Longer "names" are prose, not places: they get string similarity only (bounded gazetteer work)."""
-
-
-def load_callable(dotted: str) -> Callable[..., Any]:
-    """``package.module:attribute`` (or ``package.module.attribute``) -> the object; clear errors."""
-    module, sep, attr = dotted.partition(":")
-    if not sep:
-        module, _, attr = dotted.rpartition(".")
-    if not module or not attr:
-        raise ValueError(f"{dotted!r} is not a dotted path like 'package.module:function'")
-    try:
-        obj = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load {dotted!r}: {exc}") from None
-    if not callable(obj):
-        raise ValueError(f"{dotted!r} is not callable")
-    return obj
 
 
 def _key(name: str) -> str:
@@ -106,7 +89,7 @@ def resolve_similarity(value: Similarity | str | None, model: str | None = None)
         return default_similarity
     if callable(value):
         return value
-    return load_callable(str(value))
+    return load_callable(str(value), "similarity function")
 
 
 @lru_cache(maxsize=4)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+from geosleuth.plugins import load_callable
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
-from geosleuth.training.similarity import load_callable
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def shared_registry(settings_path: str | None = None, factory: str | None = None
     with _REGISTRY_LOCK:
         if key not in _REGISTRIES:
             if factory:
-                _REGISTRIES[key] = load_callable(factory)(settings_path)
+                _REGISTRIES[key] = load_callable(factory, "tool registry factory")(settings_path)
             else:
                 from geosleuth.tools import build_registry
                 from geosleuth.tools.config import ToolSettings
