@@ -15,14 +15,13 @@ response templates for) and transformers >= 5.2. Without a GPU the run uses the 
 from __future__ import annotations
 
 import argparse
-import importlib
-from typing import Any
 
 from datasets import Dataset
 from PIL import Image
 from trl import GRPOConfig, GRPOTrainer
 
 from geosleuth.core.records import Sample
+from geosleuth.plugins import load_callable
 from geosleuth.training.trl_env import make_environment_factory
 from geosleuth.training.trl_reward import make_reward_func
 
@@ -57,12 +56,6 @@ def boolean(text: str) -> bool:
     if value in {"0", "false", "no", "off"}:
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def load_object(dotted: str) -> Any:
-    """``package.module:attribute`` (or ``package.module.attribute``)."""
-    module, _, attr = dotted.partition(":") if ":" in dotted else dotted.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -107,7 +100,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
     if bf16 and not (on_gpu and torch.cuda.is_bf16_supported()):
         raise SystemExit("error: --bf16 true needs a GPU with bfloat16; use --bf16 false on CPU")
     if args.processor_factory:
-        processor = load_object(args.processor_factory)(args.model)
+        processor = load_callable(args.processor_factory, "processor factory")(args.model)
     else:
         from transformers import AutoProcessor
 
