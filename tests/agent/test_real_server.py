@@ -48,6 +48,12 @@ def cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def locate(server: LlamaCppServer, *args: str) -> tuple[int, str]:
+    """``geosleuth locate`` of the example image with the real server's model, Thinking-with-Map."""
+    model = ["--model", "smollm2-135m", "--base-url", server.base_url, "--prompt", "thinking_with_map"]
+    return cli("locate", str(EXAMPLE), *model, *args)
+
+
 def check_well_formed(traj: Trajectory, *, observed: bool = True) -> None:
     """Protocol facts every trajectory from the real server must satisfy."""
     assert traj.status not in FAILED, f"{traj.status}: {traj.error}"
@@ -75,15 +81,8 @@ def check_well_formed(traj: Trajectory, *, observed: bool = True) -> None:
 @pytest.mark.parametrize("calling", ["native", "text"])
 def test_locate_in_observer_mode(server: LlamaCppServer, tmp_path: Path, calling: str) -> None:
     out = tmp_path / calling
-    code, output = cli(
-        "locate",
-        str(EXAMPLE),
-        "--model",
-        "smollm2-135m",
-        "--base-url",
-        server.base_url,
-        "--prompt",
-        "thinking_with_map",
+    code, output = locate(
+        server,
         "--tools",
         "geocode",  # one small schema: prompt evaluation dominates a CPU server's time
         "--observer",
@@ -112,15 +111,8 @@ def test_locate_in_observer_mode(server: LlamaCppServer, tmp_path: Path, calling
 
 def test_image_sent_to_text_only_model_is_refused_with_a_hint(server: LlamaCppServer, tmp_path: Path) -> None:
     """The failure the issue reports: without an observer the base64 image overflows the context."""
-    code, output = cli(
-        "locate",
-        str(EXAMPLE),
-        "--model",
-        "smollm2-135m",
-        "--base-url",
-        server.base_url,
-        "--prompt",
-        "thinking_with_map",
+    code, output = locate(
+        server,
         "--json",
         *FAST,
     )
