@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError, field_validator
@@ -29,6 +29,9 @@ from pydantic import BaseModel, ValidationError, field_validator
 from geosleuth.core import metrics
 from geosleuth.core.records import Sample, Trajectory, TrajectoryStatus
 from geosleuth.eval.config import JudgeSettings
+
+if TYPE_CHECKING:
+    from geosleuth.agent.client import ChatClient
 
 JUDGMENTS = "judgments.jsonl"
 JUDGE_CACHE = "judge_cache.sqlite"
@@ -135,21 +138,26 @@ class JudgeCache:
 AskFn = Callable[[str], Awaitable[tuple[str, bool]]]
 
 
+def _chat_client(settings: JudgeSettings) -> ChatClient:
+    """The judge model's endpoint (imported here: judging is optional and the client pulls in httpx)."""
+    from geosleuth.agent.client import ChatClient
+
+    return ChatClient(
+        settings.model,
+        settings.base_url,
+        api_key_env=settings.api_key_env or "OPENAI_API_KEY",
+        timeout_s=settings.timeout_s,
+        max_retries=settings.max_retries,
+        backoff_s=0.05,
+    )
+
+
 class Judge:
     """Asks the judge model one prompt at a time, with cache and bounded concurrency."""
 
     def __init__(self, settings: JudgeSettings, cache_path: Path) -> None:
-        from geosleuth.agent.client import ChatClient
-
         self.settings = settings
-        self.client = ChatClient(
-            settings.model,
-            settings.base_url,
-            api_key_env=settings.api_key_env or "OPENAI_API_KEY",
-            timeout_s=settings.timeout_s,
-            max_retries=settings.max_retries,
-            backoff_s=0.05,
-        )
+        self.client = _chat_client(settings)
         self.cache = JudgeCache(cache_path)
         self._slots = asyncio.Semaphore(settings.concurrency)
 
@@ -283,18 +291,9 @@ class GeoVistaVerifier:
     """
 
     def __init__(self, settings: JudgeSettings) -> None:
-        from geosleuth.agent.client import ChatClient
-
         self.settings = settings
         self._runner = asyncio.Runner()
-        self._client = ChatClient(
-            settings.model,
-            settings.base_url,
-            api_key_env=settings.api_key_env or "OPENAI_API_KEY",
-            timeout_s=settings.timeout_s,
-            max_retries=settings.max_retries,
-            backoff_s=0.05,
-        )
+        self._client = _chat_client(settings)
 
     def __call__(self, response: str, labels: Mapping[str, str]) -> dict[str, bool]:
         prompt = render(
