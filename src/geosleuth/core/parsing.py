@@ -268,7 +268,7 @@ def parse_answer(
         return Prediction(raw=raw, status=ParseStatus.EMPTY)
     work, notes = _bounded(raw)
     try:
-        own, removed = _without_tool_output(work) if "<" in work else (work, False)
+        own, removed = _without_tool_output(work)
         notes += ["ignored_tool_output"] if removed else []
         if mode == "strict" and protocol == "twm":
             found = _strict_twm(own)  # released: first JSON object of the model's own text
@@ -324,8 +324,6 @@ def squeeze(text: str) -> str:
 
 def without_tool_output(text: str) -> str:
     """The model's own text, every tool block removed: the one stripper the parser and rewards share."""
-    if "<" not in text:
-        return text  # no tag and no fence: nothing to remove, no scan
     return _without_tool_output(text)[0]
 
 
@@ -340,6 +338,8 @@ def final_own_turn(text: str) -> str:
 
 def _without_tool_output(text: str) -> tuple[str, bool]:
     """The model's own text and whether anything was removed (see the module docstring)."""
+    if "<" not in text:
+        return text, False  # no tag and no fence: nothing to remove, no scan
     out: list[str] = []
     pos, removed = 0, False
     while True:
@@ -714,7 +714,7 @@ _PLANNED_KEY_CHARS = 512
 
 
 def _key_plan(keys: tuple[str, ...]) -> _KeyPlan:
-    if len(keys) <= _PLANNED_KEYS and sum(len(str(k)) for k in keys) <= _PLANNED_KEY_CHARS:
+    if len(keys) <= _PLANNED_KEYS and sum(map(len, keys)) <= _PLANNED_KEY_CHARS:
         return _cached_plan(keys)
     return _plan(keys)
 

@@ -322,9 +322,13 @@ class _DuplicateIds:
             self.sorted[-1] = (keys[order], lines[order])
 
     def contains(self, sid: str) -> bool:
+        return bool(self.contains_all([sid])[0])
+
+    def contains_all(self, sids: Sequence[str]) -> NDArray[np.bool_]:
+        """Which of ``sids`` were added, in one vectorised pass (a dataset of 10^6 ids included)."""
         self.flush()
-        key = np.array([hash(sid)], dtype=np.int64)
-        return bool(self._frozen_lines(key)[0])
+        keys = np.fromiter(map(hash, sids), dtype=np.int64, count=len(sids))
+        return self._frozen_lines(keys) > 0
 
 
 class _Reservoir:
@@ -605,7 +609,9 @@ class _Accumulator:
 
     def finish_missing(self, index: Mapping[str, Truth], truth_path: Path) -> list[str]:
         """Dataset samples without a prediction: one EMPTY row each; returns the summary problem."""
-        missing = [sid for sid in index if not self.ids_seen.contains(sid)]
+        ids = list(index)
+        seen = self.ids_seen.contains_all(ids)
+        missing = [sid for sid, was_seen in zip(ids, seen.tolist(), strict=True) if not was_seen]
         for sid in missing:
             self.add(0, sid, Prediction(status=ParseStatus.EMPTY), index[sid], None, "no prediction")
         if not missing:
