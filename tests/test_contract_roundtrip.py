@@ -38,13 +38,14 @@ TRUTH_ROW = {"lat": LAT, "lon": LON, **LEVELS}
 TRUTH_REWARD = {"lat": LAT, "lon": LON, "levels": LEVELS}
 rt = _load_roundtrip()
 ANSWERING = ("direct", "geoagent", "geovista", "spotagent", "thinking_with_map", "verifier")
+PEERS = ("geoclip", "g3", "pigeon")  # coordinate protocols: every style that states coordinates
 PROTOCOLS = {  # the scoring protocols that claim each style's answer format
-    "direct": ("twm", "default"),
+    "direct": ("twm", "default", *PEERS),
     "geoagent": ("default",),
-    "geovista": ("geovista", "default"),
-    "spotagent": ("spotagent", "default"),
-    "thinking_with_map": ("twm", "default"),
-    "verifier": ("twm", "default"),
+    "geovista": ("geovista", "default", *PEERS),
+    "spotagent": ("spotagent", "default", *PEERS),
+    "thinking_with_map": ("twm", "default", *PEERS),
+    "verifier": ("twm", "default", *PEERS),
 }
 FENCE_IDS = ("response", "result", "observation", "fence", "unclosed")
 FENCES = (

@@ -14,12 +14,16 @@ import typer
 if TYPE_CHECKING:
     from geosleuth.scoring import FileScore, Score
 
-PROTOCOL_HELP = (
-    "twm (first JSON object, WGS-84 geodesic, Acc@0.5–750 km) | osv5m (haversine 6371, GeoGuessr, "
-    "reverse-geocoded levels) | spotagent (law of cosines, d ≤ D at 1–2500 km) | geovista (whole-term "
-    "country/state/city, < 3 km, lower median; as published and all_* over every row) | default (robust "
-    "parsing, everything). Accuracies are percentages."
-)
+
+def _protocol_help() -> str:
+    """The choices straight from the protocol registry, so a new protocol is listed without edits here."""
+    from geosleuth.scoring.protocols import PROTOCOLS
+
+    return (
+        f"One of: {', '.join(PROTOCOLS)}. Each reproduces that paper's released evaluation "
+        "(docs/evaluation.md has one table of them all); default is geosleuth's own. "
+        "Accuracies are percentages."
+    )
 
 
 class OutputFormat(StrEnum):
@@ -37,7 +41,7 @@ def score(
     files: Annotated[
         list[Path], typer.Argument(help="Prediction files: JSONL, JSON or CSV, one row per sample.")
     ],
-    protocol: Annotated[str, typer.Option("--protocol", "-p", help=PROTOCOL_HELP)] = "default",
+    protocol: Annotated[str, typer.Option("--protocol", "-p", help=_protocol_help())] = "default",
     output_format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="Output format.")
     ] = OutputFormat.table,

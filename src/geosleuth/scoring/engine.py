@@ -41,6 +41,7 @@ from geosleuth.scoring.io import (
     truth_from_row,
     truth_index,
 )
+from geosleuth.scoring.peers import polygon_country_hits
 from geosleuth.scoring.protocols import ScoringProtocol
 
 AliasFn = Callable[[str, str, str], bool]
@@ -669,9 +670,14 @@ def _coordinate_chunk(
     points: dict[str, NDArray[np.float64]] = {}
     if protocol.geoguessr:
         points["geoguessr"] = M.geoguessr_points(d)
+        if protocol.geoguessr_round:
+            points["geoguessr"] = np.round(points["geoguessr"])
     if protocol.geoscore:
         points["geoscore"] = M.geoscore_points(d)
-    if protocol.coord_levels and d.size:
+    if protocol.reverse == "polygon" and d.size:  # PIGEON: reverse is the gazetteer's country_batch
+        hits = polygon_country_hits(reverse, plat, plon, tlat, tlon)  # type: ignore[arg-type]
+        level_hits = {metric: hits for metric, _ in protocol.coord_levels}
+    elif protocol.coord_levels and d.size:
         assert reverse is not None
         keys = [k for _, k in protocol.coord_levels]
         valid = np.isfinite(plat) & np.isfinite(plon)
@@ -821,6 +827,8 @@ def default_reverse(protocol: ScoringProtocol) -> ReverseFn:
     gazetteer = get_gazetteer()
     if protocol.reverse == "reverse_geocoder":
         return gazetteer.reverse_geocoder_batch  # type: ignore[no-any-return]
+    if protocol.reverse == "polygon":
+        return gazetteer.country_batch  # type: ignore[no-any-return]
     return gazetteer.reverse_batch  # type: ignore[no-any-return]
 
 
@@ -1087,7 +1095,8 @@ def _warnings(
         lines = acc.unparsed_lines
         shown = ", ".join(lines.items) + (", …" if lines.count > SHOWN else "")
         where = f" (lines {shown})" if lines.items else ""
-        out.append(f"{unparsed} of {acc.n} predictions could not be parsed and count as wrong{where}")
+        counted = "sit at the released point" if acc.protocol.unparsed_point else "count as wrong"
+        out.append(f"{unparsed} of {acc.n} predictions could not be parsed and {counted}{where}")
     no_coords = int(np.sum(arrays.parsed & ~np.isfinite(arrays.distances)))
     if no_coords and arrays.distance_metrics:
         out.append(

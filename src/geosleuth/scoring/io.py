@@ -12,12 +12,15 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
+from geosleuth.plugins import load_callable
+from geosleuth.scoring.peers import at_released_point, zero_out_of_range
 from geosleuth.scoring.protocols import ScoringProtocol
 
 ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
@@ -459,7 +462,35 @@ def _message_text(data: dict[str, Any]) -> str | None:
 def prediction_from_row(
     data: dict[str, Any], protocol: ScoringProtocol, geocoder: Geocoder | None
 ) -> tuple[Prediction, str | None, bool]:
-    """(prediction, problem, came_from_columns) for one row."""
+    """(prediction, problem, came_from_columns) for one row, with the protocol's released fallbacks."""
+    prediction, problem, from_columns = _prediction_from_row(data, protocol, geocoder)
+    if protocol.out_of_range == "zero":
+        if from_columns and problem is not None and (raw := _raw_pair(data)) is not None:
+            prediction = prediction.model_copy(
+                update={"lat": raw[0], "lon": raw[1], "status": ParseStatus.OK}
+            )
+            problem = None
+        prediction = zero_out_of_range(prediction)
+    if protocol.unparsed_point is not None:
+        prediction = at_released_point(prediction, protocol.unparsed_point)
+    return prediction, problem, from_columns
+
+
+def _raw_pair(data: dict[str, Any]) -> tuple[float, float] | None:
+    """The predicted coordinate columns as numbers, in range or not (None when absent or not numbers)."""
+    for lat_key, lon_key in PRED_COORD_KEYS:
+        if lat_key in data and lon_key in data:
+            try:
+                lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
+            except ValueError:
+                return None
+            return None if lat is None or lon is None else (lat, lon)
+    return None
+
+
+def _prediction_from_row(
+    data: dict[str, Any], protocol: ScoringProtocol, geocoder: Geocoder | None
+) -> tuple[Prediction, str | None, bool]:
     found = _coords(data, PRED_COORD_KEYS, "predicted")
     if found is not None:
         return _column_prediction(found)
@@ -531,6 +562,9 @@ def _checked_record(prediction: Prediction) -> tuple[Prediction, str | None, boo
 def _parser(
     protocol: ScoringProtocol, geocoder: Geocoder | None, choices: list[str] | None
 ) -> Callable[[str], Prediction]:
+    if protocol.answer_parser is not None:
+        return _released_parser(protocol.answer_parser)
+
     def parse(text: str) -> Prediction:
         return parse_answer(
             text,
@@ -542,6 +576,12 @@ def _parser(
         )
 
     return parse
+
+
+@lru_cache(maxsize=8)
+def _released_parser(dotted: str) -> Callable[[str], Prediction]:
+    """A protocol's own answer reader (a released regex), imported once."""
+    return load_callable(dotted, "answer parser")
 
 
 def field_value(data: dict[str, Any] | None, truth: Truth | None, name: str) -> str | None:

@@ -17,6 +17,10 @@ ALL_THRESHOLDS: tuple[float, ...] = tuple(
 )
 
 
+PIGEON_THRESHOLDS: tuple[float, ...] = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 750.0, 1000.0, 2500.0)
+"""The radii PIGEON's ``compute_geoguessr_metrics`` reports (``Under_1_km`` … ``Under_2500_km``)."""
+
+
 @dataclass(frozen=True)
 class ScoringProtocol:
     """How one published paper turns model outputs into numbers."""
@@ -33,7 +37,7 @@ class ScoringProtocol:
     median_mean: bool = True
     geoguessr: bool = False
     geoscore: bool = False
-    reverse: str | None = None  # "reverse_geocoder" (OSV-5M) | "gazetteer" | None
+    reverse: str | None = None  # "reverse_geocoder" (OSV-5M) | "gazetteer" | "polygon" (PIGEON) | None
     coord_levels: tuple[tuple[str, str], ...] = ()  # (metric name, reverse-geocoder key)
     nested_levels: bool = True  # a level counts only if the coarser ones also match
     truth_levels_from_labels: bool = False  # compare with the dataset's labels, not reverse(truth)
@@ -42,6 +46,14 @@ class ScoringProtocol:
     median: Literal["numpy", "lower"] = "numpy"  # np.median vs the lower middle value for even n
     published_drops: bool = False  # released code drops rows: report as published and every row
     file_scorer: str | None = None  # "module:function" scoring whole files (benchmarks with their own rules)
+    answer_parser: str | None = (
+        None  # "module:function" text -> Prediction: a released regex instead of parse_answer
+    )
+    out_of_range: Literal["miss", "zero"] = "miss"  # "zero": a coordinate outside its range becomes 0 (G3)
+    unparsed_point: tuple[float, float] | None = (
+        None  # where released code puts an answer without coordinates
+    )
+    geoguessr_round: bool = False  # each row's GeoGuessr points rounded to an integer (PIGEON)
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {
@@ -106,6 +118,38 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             thresholds=THRESHOLD_PRESETS["street"],
             strict_threshold=False,
             file_scorer="geosleuth.scoring.wherebench:score_wherebench_file",
+        ),
+        ScoringProtocol(
+            name="geoclip",
+            description="GeoCLIP (geoclip/train/eval.py): coordinates as given (robust parsing, no "
+            "geocoding); geopy WGS-84 geodesic; Acc@1/25/200/750/2500 km counted as d <= k; mean km",
+            distance="geodesic",
+            thresholds=THRESHOLD_PRESETS["classic"],
+            strict_threshold=False,
+        ),
+        ScoringProtocol(
+            name="g3",
+            description="G3 (IndexSearch.py; GeoRanker's evaluate.py counts the same way): first two decimal "
+            "numbers are lat, lon; out-of-range coordinates and unparseable answers set to 0 as released; "
+            "geopy WGS-84 geodesic; Acc@1/25/200/750/2500 km counted as d < k",
+            parse_mode="strict",
+            answer_parser="geosleuth.scoring.peers:g3_answer",
+            distance="geodesic",
+            thresholds=THRESHOLD_PRESETS["classic"],
+            out_of_range="zero",
+            unparsed_point=(0.0, 0.0),
+        ),
+        ScoringProtocol(
+            name="pigeon",
+            description="PIGEON (evaluation/metrics.py): haversine R = 6378.137 km; d < k at "
+            "1/5/10/25/50/100/200/750/1000/2500 km; GeoGuessr points rounded per row; country correct "
+            "when the truth's country polygon contains the prediction",
+            radius_km=6378.137,
+            thresholds=PIGEON_THRESHOLDS,
+            geoguessr=True,
+            geoguessr_round=True,
+            reverse="polygon",
+            coord_levels=(("acc_country", "country_code"),),
         ),
         ScoringProtocol(
             name="default",
