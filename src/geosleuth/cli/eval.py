@@ -359,6 +359,7 @@ def validate_command(
         dataset = load_dataset(path, format, images, seed=seed)
     except DatasetError as exc:
         _fail(str(exc))
+    typer.echo(f"layout: {dataset.layout or dataset.format}")
     typer.echo(
         f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s), "
         f"{len(dataset.missing_images)} missing image(s)"

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import random
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +22,19 @@ from pydantic import ValidationError
 
 from geosleuth.core.records import Sample
 from geosleuth.core.wherebench import answer_level, hierarchy_labels, hint_level, source_of
+from geosleuth.eval.layouts import (
+    Layout,
+    LayoutError,
+    expected_text,
+    folder_layout,
+    json_layout,
+    table_layout,
+)
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
+"""Cap on one image taken out of a zip part."""
 ID_STEM_SUFFIXES: tuple[str, ...] = ("_panoramic",)
 """Image names a release adds to a row id (WhereCountry's ``<panoID>_panoramic.jpg``)."""
 
@@ -71,6 +82,7 @@ class Dataset:
     missing_images: list[DatasetProblem] = field(
         default_factory=list
     )  # samples kept; runs record them failed
+    layout: str | None = None  # the distributed layout recognised (`datasets validate` names it)
 
     @property
     def fingerprint(self) -> str:
@@ -166,6 +178,7 @@ class ImageResolver:
         self.root = root
         self.base = base
         self._by_stem: dict[str, Path] | None = None
+        self._zipped: dict[Path, tuple[Path, str]] = {}
 
     def _index(self) -> dict[str, Path]:
         if self._by_stem is None:
@@ -174,7 +187,47 @@ class ImageResolver:
                 for path in self.root.rglob("*"):
                     if path.suffix.lower() in IMAGE_SUFFIXES:
                         self._by_stem.setdefault(path.stem, path)
+                    elif path.suffix.lower() == ".zip" and path.is_file():
+                        self._index_zip(path)
         return self._by_stem
+
+    def _index_zip(self, archive: Path) -> None:
+        """Images inside a released zip part (OSV-5M's ``images/test/00.zip`` …), extracted on first use.
+
+        Each member goes where the release's own instructions (``extractall`` into the zip's
+        folder) put it; a member whose name would leave that folder is skipped.
+        """
+        assert self._by_stem is not None
+        try:
+            with zipfile.ZipFile(archive) as handle:
+                members = [m for m in handle.infolist() if Path(m.filename).suffix.lower() in IMAGE_SUFFIXES]
+        except (OSError, zipfile.BadZipFile):
+            return
+        for member in members:
+            target = archive.parent / member.filename
+            if member.is_dir() or Path(member.filename).is_absolute() or ".." in Path(member.filename).parts:
+                continue
+            if member.file_size <= MAX_IMAGE_BYTES:
+                self._by_stem.setdefault(target.stem, target)
+                self._zipped.setdefault(target, (archive, member.filename))
+
+    def _extracted(self, path: Path) -> Path:
+        """The image file, taken out of its zip part if it is still inside one."""
+        source = self._zipped.get(path)
+        if source is None or path.is_file():
+            return path
+        archive, name = source
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(archive) as handle, handle.open(name) as src:
+                data = src.read(MAX_IMAGE_BYTES + 1)
+            if len(data) <= MAX_IMAGE_BYTES:
+                partial = path.with_name(path.name + ".part")
+                partial.write_bytes(data)
+                partial.replace(path)
+        except (OSError, zipfile.BadZipFile, KeyError):
+            pass  # stays missing: validation lists it, a run records the sample failed
+        return path
 
     def resolve(self, reference: str | None, sample_id: str) -> str | None:
         if reference:
@@ -187,13 +240,13 @@ class ImageResolver:
                     return str(path.absolute())
             found = self._index().get(ref.stem)
             missing = candidates[-1] if len(ref.parts) > 1 else candidates[0]
-            return str((found or missing).absolute())
+            return str(self._extracted(found or missing).absolute())
         if self.root is None:
             return None
         index = self._index()
         stem = Path(sample_id).name
         found = next((index[k] for k in (stem, *(stem + s for s in ID_STEM_SUFFIXES)) if k in index), None)
-        return str(found.absolute()) if found else None
+        return str(self._extracted(found).absolute()) if found else None
 
 
 # ----------------------------------------------------------------------------- row adapters
@@ -262,16 +315,20 @@ def im2gps_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample
 def osv5m_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
     """OSV-5M test CSV: ``id, latitude, longitude, country, region, sub-region, city, …``."""
     sample_id = str(row.get("id") or index)
-    labels = {
-        level: str(row[key])
-        for level, key in (
-            ("country", "country"),
-            ("admin1", "region"),
-            ("admin2", "sub-region"),
-            ("city", "city"),
-        )
-        if row.get(key) not in (None, "")
-    }
+    labels: dict[str, str] = {}
+    for level, key in (
+        ("country", "country"),
+        ("admin1", "region"),
+        ("admin2", "sub-region"),
+        ("city", "city"),
+    ):
+        value = row.get(key)
+        if value in (None, "") and row.get(f"unique_{key}") not in (None, ""):
+            value = str(row[f"unique_{key}"]).split("_")[
+                -1
+            ]  # the hub's unique_*: the name after the last "_"
+        if value not in (None, "", "NaN"):
+            labels[level] = str(value)
     skip = {"id", "latitude", "longitude", "country", "region", "sub-region", "city"}
     return Sample(
         id=sample_id,
@@ -295,12 +352,14 @@ def geobench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Samp
         location = {"lat": location[0], "lon": location[1]}
     if not isinstance(location, dict):
         raise ValueError("location is neither an object nor a [lat, lon] pair")
-    merged = {**row, **meta, **location}
-    sample_id = _sample_id(row, index)
+    levels = meta.get("multi_level_loc_dict")  # GeoVistaBench on the hub
+    merged = {**row, **meta, **location, **(levels if isinstance(levels, dict) else {})}
+    uid = meta.get("uid") or row.get("uid")
+    sample_id = str(uid) if uid not in (None, "") else _sample_id(row, index)
     data_type = _first(merged, ("data_type", "type", "image_type"))
     return Sample(
         id=sample_id,
-        image=images.resolve(_first(row, _IMAGE_KEYS), sample_id),
+        image=images.resolve(_first(row, (*_IMAGE_KEYS, "raw_image_path")), sample_id),
         lat=_float(_first(merged, _LAT_KEYS), "latitude"),
         lon=_float(_first(merged, _LON_KEYS), "longitude"),
         labels=_labels(merged),
@@ -320,6 +379,52 @@ def map_bench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sam
         labels={k: str(row[k]) for k in ("city", "country") if row.get(k) not in (None, "")},
         split=row.get("split"),
         data_source=row.get("data_source"),
+    )
+
+
+def mp16pro_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """MP16-Pro (G3): ``IMG_ID, LAT, LON`` + Nominatim levels (neighbourhood, city, county, state, region,
+    country, continent); ``IMG_ID`` is a relative path (``e4/3a/123.jpg``), G3 names the file with
+    ``/`` replaced by ``_``."""
+    image_id = str(_first(row, ("IMG_ID", "img_id")) or index)
+    flat = image_id.replace("/", "_")
+    labels = {
+        level: str(row[key])
+        for level, key in (
+            ("country", "country"),
+            ("admin1", "state"),
+            ("admin2", "county"),
+            ("city", "city"),
+        )
+        if row.get(key) not in (None, "")
+    }
+    image = images.resolve(image_id, Path(flat).stem)
+    if not Path(image or "").is_file():
+        image = images.resolve(flat, Path(flat).stem) or image
+    skip = {"IMG_ID", "LAT", "LON", "country", "state", "county", "city"}
+    return Sample(
+        id=Path(flat).stem,
+        image=image,
+        lat=_float(row.get("LAT"), "latitude"),
+        lon=_float(row.get("LON"), "longitude"),
+        labels=labels,
+        data_source="mp16pro",
+        metadata={k: v for k, v in row.items() if k not in skip and v not in (None, "")},
+    )
+
+
+def greval_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
+    """GREval-Bench JSON: ``sample_id, image_path, gt_cot, gt_lat, gt_lon``."""
+    sample_id = str(_first(row, ("sample_id", "id")) or index)
+    extra = {k: v for k, v in row.items() if k not in ("sample_id", "image_path", "gt_lat", "gt_lon")}
+    return Sample(
+        id=sample_id,
+        image=images.resolve(_first(row, ("image_path", "image")), sample_id),
+        lat=_float(row.get("gt_lat"), "gt_lat"),
+        lon=_float(row.get("gt_lon"), "gt_lon"),
+        labels=_labels(row),
+        data_source="greval",
+        metadata=extra,
     )
 
 
@@ -493,6 +598,8 @@ ADAPTERS: dict[str, RowAdapter] = {
     "im2gps3k": im2gps_row,
     "yfcc4k": im2gps_row,
     "osv5m": osv5m_row,
+    "mp16pro": mp16pro_row,
+    "greval": greval_row,
     "geobench": geobench_row,
     "mapbench": map_bench_row,
     "wherecountry": where_country_row,
@@ -612,17 +719,23 @@ def detect_format(path: Path) -> str:
 
 def format_of_columns(columns: set[str], first: dict[str, Any]) -> str:
     """The adapter a row's column names call for (shared by table and Hugging Face loaders)."""
+    if {"IMG_ID", "LAT", "LON"} <= columns and {"city", "state", "country"} <= columns:
+        return "mp16pro"
     if {"IMG_ID", "LAT", "LON"} <= columns:
         return "im2gps3k"
-    if {"id", "latitude", "longitude", "sub-region"} <= columns:
+    if {"id", "latitude", "longitude"} <= columns and (
+        "sub-region" in columns or any(c.startswith("unique_") for c in columns)
+    ):
         return "osv5m"
+    if {"gt_lat", "gt_lon"} <= columns:
+        return "greval"
     if {"id", "labels", "answer_type"} <= columns:  # geosleuth's own Sample records (any benchmark)
         return "generic"
     if "distractors" in columns or {"nation", "options"} <= columns:
         return "wherecountry"
     if "key_clues" in columns and ({"level", "hint", "answer_type", "BVID"} & columns):
         return "wherestreet"
-    if "metadata" in columns and "location" in str(first.get("metadata")):
+    if "metadata" in columns and "location" in str(first.get("metadata"))[:MAX_LITERAL_CHARS]:
         return "geobench"
     return "generic"
 
@@ -636,27 +749,42 @@ def load_dataset(
     split: str | None = None,
     check_images: bool = True,
 ) -> Dataset:
-    """Load a benchmark from a table file, a folder (table + images) or a Hugging Face dataset."""
+    """Load a benchmark from a table file, a folder (table + images), a release's own files
+    (``info.json``, ``info.txt``, the hub's ``test.csv``, …) or a Hugging Face dataset."""
     source = Path(path).expanduser()
     if not source.exists():
         raise DatasetError(f"dataset not found: {source}")
-    fmt = detect_format(source) if format == "auto" else format
-    if fmt not in FORMATS:
-        raise DatasetError(f"unknown dataset format {fmt!r}; choose one of auto, {', '.join(FORMATS)}")
-    image_root = Path(images).expanduser() if images else None
+    if format not in ("auto", *FORMATS):
+        raise DatasetError(f"unknown dataset format {format!r}; choose one of auto, {', '.join(FORMATS)}")
+    layout = find_layout(source)
+    if layout is not None and format not in ("auto", layout.format):
+        layout = None  # an explicit format reads the files its own way
+    if layout is not None and layout.parts:
+        return _load_parts(source, layout, seed=seed, split=split, check_images=check_images)
+    fmt = layout.format if layout is not None else detect_format(source) if format == "auto" else format
+    image_root = Path(images).expanduser() if images else (layout.images if layout is not None else None)
     if fmt == "hf":
-        return _load_hf(source, image_root, split=split, seed=seed, check_images=check_images)
-    table = _table_in(source) if source.is_dir() else source
+        hf_source = layout.table if layout is not None else source
+        loaded = _load_hf(hf_source, image_root, split=split, seed=seed, check_images=check_images)
+        if layout is not None:
+            loaded.name, loaded.source, loaded.layout = source.stem, str(source.resolve()), layout.name
+        return loaded
+    table = layout.table if layout is not None else _table_in(source) if source.is_dir() else source
     weights_file = table.parent / WEIGHTS_FILE
     weights = read_clue_weights(weights_file) if fmt == "wherestreet" and weights_file.is_file() else None
     resolver = ImageResolver(_image_root(table, image_root), table.parent)
+    rows = layout.rows if layout is not None and layout.rows is not None else lambda: read_rows(table)
     missing: list[DatasetProblem] = []
     try:
         samples, problems = build_samples(
-            read_rows(table), _adapter(fmt, seed, weights), resolver, check_images, missing
+            rows(), _adapter(fmt, seed, weights), resolver, check_images, missing
         )
+        if not samples:
+            _no_samples(table, fmt, layout, rows, problems)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
         raise DatasetError(f"{table}: cannot read: {exc}") from exc
+    except LayoutError as exc:
+        raise DatasetError(str(exc)) from exc
     if split is not None:
         samples = [s for s in samples if s.split in (None, split)]
         kept = {s.id for s in samples}
@@ -668,6 +796,106 @@ def load_dataset(
         samples=samples,
         problems=problems,
         missing_images=missing,
+        layout=layout.name if layout is not None else None,
+    )
+
+
+def find_layout(source: Path) -> Layout | None:
+    """The distributed layout a file or folder is, by the names and columns its authors ship."""
+    try:
+        if source.is_dir():
+            if (source / "dataset_info.json").exists() or (source / "dataset_dict.json").exists():
+                return None
+            found = folder_layout(source)
+            if found is None and any(source.glob("*.parquet")):
+                found = Layout("parquet files", "hf", source)
+            elif found is None and any((source / "data").glob("*.parquet")):
+                found = Layout(
+                    "Hugging Face hub snapshot (data/*.parquet)", "hf", source / "data", images=source
+                )
+            return found
+        if source.suffix.lower() == ".json":
+            first = next((r for r in read_rows(source) if "__error__" not in r), None)
+            return json_layout(source, first) if first is not None else None
+        return table_layout(source)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, DatasetError):
+        return None  # not a release layout; the ordinary reader reports what is wrong with it
+
+
+_REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "im2gps3k": (
+        ("IMG_ID", "img_id", "id", "image"),
+        ("LAT", "lat", "latitude"),
+        ("LON", "lon", "longitude"),
+    ),
+    "yfcc4k": (("IMG_ID", "img_id", "id", "image"), ("LAT", "lat", "latitude"), ("LON", "lon", "longitude")),
+    "osv5m": (("id",), ("latitude",), ("longitude",)),
+    "mp16pro": (("IMG_ID",), ("LAT",), ("LON",)),
+    "greval": (("gt_lat",), ("gt_lon",)),
+    "mapbench": (_LAT_KEYS, _LON_KEYS),
+}
+"""Columns a format cannot do without (one name of each group); other formats name what is missing per row."""
+
+
+def _lacks_columns(fmt: str, row: dict[str, Any]) -> bool:
+    """True when a row carries none of the names a format reads its ground truth from."""
+    if fmt == "generic":
+        names = set(_LAT_KEYS) | {k for aliases in _LEVEL_ALIASES.values() for k in aliases} | {"labels"}
+        return not names & set(row)
+    return any(not set(group) & set(row) for group in _REQUIRED.get(fmt, ()))
+
+
+def _no_samples(
+    table: Path,
+    fmt: str,
+    layout: Layout | None,
+    rows: Callable[[], Iterable[dict[str, Any]]],
+    problems: list[DatasetProblem],
+) -> None:
+    """Raise when a layout yields no sample because it is not what it was read as.
+
+    Rows that are there but bad (a coordinate that is no number) stay listed problems; a file
+    whose rows carry none of the expected columns, or nothing at all, is an error naming the
+    columns found and what each format expects.
+    """
+    first = next((r for r in rows() if "__error__" not in r), None)
+    if problems and first is not None and not _lacks_columns(fmt, first):
+        return
+    name = layout.name if layout is not None else fmt
+    found = ", ".join(list(first)[:40]) if first is not None else "no usable row"
+    shown = "; ".join(str(p) for p in problems[:3])
+    raise DatasetError(
+        f"{table}: read as {name}, it yields 0 samples. Columns / keys found: {found}."
+        + (f" First problems: {shown}." if shown else "")
+        + f" Each format expects — {expected_text()}"
+    )
+
+
+def _load_parts(source: Path, layout: Layout, *, seed: int, split: str | None, check_images: bool) -> Dataset:
+    """A release of several tables (EarthWhere's WhereCountry and WhereStreet) as one dataset."""
+    samples: list[Sample] = []
+    problems: list[DatasetProblem] = []
+    missing: list[DatasetProblem] = []
+    for part in layout.parts:
+        loaded = load_dataset(part.table, part.format, seed=seed, split=split, check_images=check_images)
+        samples.extend(loaded.samples)
+        problems.extend(
+            DatasetProblem(p.row, p.sample_id, f"{part.table.name}: {p.problem}") for p in loaded.problems
+        )
+        missing.extend(loaded.missing_images)
+    seen: set[str] = set()
+    for index, sample in enumerate(samples):
+        if sample.id in seen:
+            problems.append(DatasetProblem(index, sample.id, "duplicate id across the release's tables"))
+        seen.add(sample.id)
+    return Dataset(
+        name=source.stem,
+        source=str(source.resolve()),
+        format=layout.format,
+        samples=samples,
+        problems=problems,
+        missing_images=missing,
+        layout=layout.name,
     )
 
 
