@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import csv
 import json
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 from eval_data import make_image
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.eval.datasets import DatasetError, load_dataset
+from geosleuth.eval.layouts import MAX_LINE_CHARS, info_json_rows, info_txt_rows
 
 PLACES365 = [
     "IMG_ID",
@@ -394,3 +398,38 @@ def test_bad_values_stay_listed_problems(tmp_path: Path) -> None:
     table = write_csv(tmp_path / "t.csv", ["IMG_ID", "LAT", "LON"], [["a.jpg", "north", "2"]])
     ds = load_dataset(table)
     assert ds.samples == [] and "latitude 'north' is not a number" in str(ds.problems[0])
+
+
+def test_baseline_files_named_directly(tmp_path: Path) -> None:
+    make_image(tmp_path / "images" / "a.jpg", 1)
+    (tmp_path / "info.json").write_text(json.dumps({"a.jpg": ["latitude: 1.5", "longitude: 2.5", "x", "y"]}))
+    assert [(s.lat, s.lon) for s in load_dataset(tmp_path / "info.json").samples] == [(1.5, 2.5)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="0123456789.-\tabc:", max_size=80), max_size=6))
+def test_info_txt_lines_are_rows_or_named_errors(lines: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "info.txt"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        for row in info_txt_rows(path):
+            assert "__error__" in row or set(row) == {"IMG_ID", "LAT", "LON"}
+
+
+def test_info_txt_overlong_line_is_one_bad_row(tmp_path: Path) -> None:
+    fields = [str(i) for i in range(14)]
+    good = "\t".join(fields)
+    (tmp_path / "info.txt").write_text("x" * (MAX_LINE_CHARS + 10) + "\n" + good + "\n")
+    rows = list(info_txt_rows(tmp_path / "info.txt"))
+    assert "longer than" in rows[0]["__error__"] and rows[1] == {"IMG_ID": "1.jpg", "LAT": "13", "LON": "12"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), st.lists(st.text(max_size=20), max_size=6), max_size=5))
+def test_info_json_entries_are_rows_or_named_errors(data: dict[str, list[str]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "info.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        rows = list(info_json_rows(path))
+        assert len(rows) == len(data)
+        assert all("__error__" in r or set(r) == {"IMG_ID", "LAT", "LON"} for r in rows)

@@ -323,11 +323,10 @@ def osv5m_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
         ("city", "city"),
     ):
         value = row.get(key)
-        if value in (None, "") and row.get(f"unique_{key}") not in (None, ""):
-            value = str(row[f"unique_{key}"]).split("_")[
-                -1
-            ]  # the hub's unique_*: the name after the last "_"
-        if value not in (None, "", "NaN"):
+        unique = row.get(f"unique_{key}")
+        if value in (None, "") and unique not in (None, "", "NaN"):
+            value = str(unique).split("_")[-1]  # the hub's unique_*: the name after the last "_"
+        if value not in (None, ""):
             labels[level] = str(value)
     skip = {"id", "latitude", "longitude", "country", "region", "sub-region", "city"}
     return Sample(
@@ -814,6 +813,8 @@ def find_layout(source: Path) -> Layout | None:
                     "Hugging Face hub snapshot (data/*.parquet)", "hf", source / "data", images=source
                 )
             return found
+        if source.name in ("info.json", "info.txt"):  # the OSV-5M baseline files, named directly
+            return folder_layout(source.parent)
         if source.suffix.lower() == ".json":
             first = next((r for r in read_rows(source) if "__error__" not in r), None)
             return json_layout(source, first) if first is not None else None

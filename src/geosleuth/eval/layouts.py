@@ -20,6 +20,9 @@ Rows = Callable[[], Iterator[dict[str, Any]]]
 MAX_INFO_BYTES = 512 * 1024 * 1024
 """Cap on ``info.json`` (IM2GPS's is a few MB): it is one JSON object, read whole."""
 
+MAX_LINE_CHARS = 1 << 20
+"""Cap on one ``info.txt`` line (YFCC100M lines are a few hundred characters)."""
+
 PLACES365_2018_HEADER = (
     "IMG_ID",
     "AUTHOR",
@@ -111,7 +114,12 @@ def _prefixed(value: Any, prefix: str) -> str | None:
 def info_txt_rows(path: Path) -> Iterator[dict[str, Any]]:
     """OSV-5M's ``Baseline.load_yfcc4k``: tab-separated, photo id x[1], longitude x[12], latitude x[13]."""
     with path.open(encoding="utf-8", errors="replace", newline="") as handle:
-        for number, line in enumerate(handle, start=1):
+        for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_CHARS), ""), start=1):
+            if len(line) >= MAX_LINE_CHARS and not line.endswith("\n"):
+                while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                    pass  # the rest of an overlong line
+                yield {"__error__": f"line {number} is longer than {MAX_LINE_CHARS} characters"}
+                continue
             if not line.strip():
                 continue
             x = line.rstrip("\r\n").split("\t")
