@@ -242,3 +242,24 @@ def test_cli_help_lists_the_registry() -> None:
     flat = " ".join(out.replace("│", " ").split())
     for name in PROTOCOLS:
         assert name in flat, name
+
+
+def test_g3_and_georanker_result_tables_score_as_released(tmp_path: Path) -> None:
+    """The table IndexSearch.py / GeoRanker's evaluate.py end with: LAT, LON, LAT_pred, LON_pred.
+    Row b is 0.2° east on the equator, a·0.2·π/180 = 22.264 km; row c's latitude 95 is set to 0."""
+    table = tmp_path / "im2gps3k_g3_results.csv"
+    table.write_text(
+        "IMG_ID,LAT,LON,LAT_pred,LON_pred,geodesic\n"
+        "a.jpg,48.8566,2.3522,48.8566,2.3522,0.0\n"
+        "b.jpg,0.0,10.0,0.0,10.2,22.26\n"
+        "c.jpg,0.0,10.0,95.0,10.0,0.0\n",
+        encoding="utf-8",
+    )
+    result = score_file(table, get_protocol("g3"), geocoder=_none)
+    assert result.rows[1]["distance_km"] == pytest.approx(A_KM * 0.2 * math.pi / 180.0, rel=1e-9)
+    assert (
+        result.score.metrics["acc@1km"] == pytest.approx(200 / 3)
+        and result.score.metrics["acc@25km"] == 100.0
+    )
+    geoclip = score_file(table, get_protocol("geoclip"), geocoder=_none).score.metrics
+    assert geoclip["acc@1km"] == pytest.approx(100 / 3)  # GeoCLIP has no such rule: row c is a miss

@@ -41,6 +41,7 @@ PRED_COORD_KEYS = (
     ("predicted_lat", "predicted_lon"),
     ("lat_pred", "lon_pred"),
     ("pred_latitude", "pred_longitude"),
+    ("LAT_pred", "LON_pred"),  # G3's and GeoRanker's result tables
 )
 TRUTH_COORD_KEYS = (
     ("true_lat", "true_lon"),
