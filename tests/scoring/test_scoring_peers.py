@@ -263,3 +263,14 @@ def test_g3_and_georanker_result_tables_score_as_released(tmp_path: Path) -> Non
     )
     geoclip = score_file(table, get_protocol("geoclip"), geocoder=_none).score.metrics
     assert geoclip["acc@1km"] == pytest.approx(100 / 3)  # GeoCLIP has no such rule: row c is a miss
+
+
+def test_g3_rules_hold_for_coordinate_arrays_too() -> None:
+    """The path evaluation and harness integrations use: NaN is no answer, placed at (0, 0) as released."""
+    from geosleuth.scoring.engine import score_coordinates
+
+    nan = float("nan")
+    score = score_coordinates([nan, 95.0], [nan, 10.0], [0.0, 0.0], [0.0, 10.0], get_protocol("g3"))
+    assert score.metrics["acc@1km"] == 100.0 and score.parsed == 1
+    geoclip = score_coordinates([nan, 95.0], [nan, 10.0], [0.0, 0.0], [0.0, 10.0], get_protocol("geoclip"))
+    assert geoclip.metrics["acc@1km"] == 0.0

@@ -41,7 +41,7 @@ from geosleuth.scoring.io import (
     truth_from_row,
     truth_index,
 )
-from geosleuth.scoring.peers import polygon_country_hits
+from geosleuth.scoring.peers import polygon_country_hits, released_points
 from geosleuth.scoring.protocols import ScoringProtocol
 
 AliasFn = Callable[[str, str, str], bool]
@@ -740,6 +740,8 @@ def arrays_from_coordinates(
 ) -> ScoreArrays:
     """The vectorised core: predicted vs true coordinates (NaN = failed) -> per-row hits and points."""
     plat, plon, tlat, tlon = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (plat, plon, tlat, tlon))
+    answered = np.isfinite(plat) & np.isfinite(plon)
+    plat, plon = released_points(protocol, plat, plon)  # G3: out of range -> 0, no answer -> (0, 0)
     if protocol.coord_levels and plat.size:
         reverse = reverse or default_reverse(protocol)
     chunks = []
@@ -758,8 +760,7 @@ def arrays_from_coordinates(
                 keep_pred_levels,
             )
         )
-    valid = np.isfinite(plat) & np.isfinite(plon)
-    return _assemble(chunks, protocol, valid if parsed is None else parsed)
+    return _assemble(chunks, protocol, answered if parsed is None else parsed)
 
 
 def score_coordinates(

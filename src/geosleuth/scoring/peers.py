@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from geosleuth.core.parsing import MAX_PARSE_CHARS, without_tool_output
 from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.scoring.protocols import ScoringProtocol
 
 G3_NUMBER = re.compile(r"[-+]?(?<!\d)\d+\.\d+")
 """G3's ``[-+]?\\d+\\.\\d+`` (aggregate_llm_predictions.py). Starting only where a digit run starts
@@ -67,6 +68,20 @@ def at_released_point(prediction: Prediction, point: tuple[float, float]) -> Pre
     return prediction.model_copy(
         update={"lat": point[0], "lon": point[1], "recovered": [*prediction.recovered, RELEASED_ORIGIN]}
     )
+
+
+def released_points(
+    protocol: ScoringProtocol, plat: NDArray[np.float64], plon: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The two rules above on coordinate arrays (NaN = no answer), for scoring without files."""
+    if protocol.out_of_range == "zero":
+        plat = np.where(np.abs(plat) > 90.0, 0.0, plat)
+        plon = np.where(np.abs(plon) > 180.0, 0.0, plon)
+    if protocol.unparsed_point is not None:
+        missing = ~(np.isfinite(plat) & np.isfinite(plon))
+        plat = np.where(missing, protocol.unparsed_point[0], plat)
+        plon = np.where(missing, protocol.unparsed_point[1], plon)
+    return plat, plon
 
 
 CountryBatch = Callable[
