@@ -433,3 +433,14 @@ def test_info_json_entries_are_rows_or_named_errors(data: dict[str, list[str]]) 
         rows = list(info_json_rows(path))
         assert len(rows) == len(data)
         assert all("__error__" in r or set(r) == {"IMG_ID", "LAT", "LON"} for r in rows)
+
+
+def test_only_osv5m_looks_inside_zip_parts(tmp_path: Path) -> None:
+    """Another dataset's image folder may hold unrelated archives: they are never opened or extracted."""
+    make_image(tmp_path / "src" / "x.jpg", 1)
+    (tmp_path / "images").mkdir()
+    with zipfile.ZipFile(tmp_path / "images" / "00.zip", "w") as archive:
+        archive.write(tmp_path / "src" / "x.jpg", "x.jpg")
+    write_csv(tmp_path / "data.csv", ["id", "lat", "lon"], [["x", "1", "2"]])
+    ds = load_dataset(tmp_path / "data.csv")
+    assert [m.sample_id for m in ds.missing_images] == ["x"] and not (tmp_path / "images" / "x.jpg").exists()

@@ -174,9 +174,10 @@ class ImageResolver:
     absolute so reports and exports find the images from any working directory.
     """
 
-    def __init__(self, root: Path | None, base: Path | None = None) -> None:
+    def __init__(self, root: Path | None, base: Path | None = None, zip_parts: bool = False) -> None:
         self.root = root
         self.base = base
+        self.zip_parts = zip_parts  # look inside released zip parts (OSV-5M) for images not yet extracted
         self._by_stem: dict[str, Path] | None = None
         self._zipped: dict[Path, tuple[Path, str]] = {}
 
@@ -187,7 +188,7 @@ class ImageResolver:
                 for path in self.root.rglob("*"):
                     if path.suffix.lower() in IMAGE_SUFFIXES:
                         self._by_stem.setdefault(path.stem, path)
-                    elif path.suffix.lower() == ".zip" and path.is_file():
+                    elif self.zip_parts and path.suffix.lower() == ".zip" and path.is_file():
                         self._index_zip(path)
         return self._by_stem
 
@@ -771,7 +772,7 @@ def load_dataset(
     table = layout.table if layout is not None else _table_in(source) if source.is_dir() else source
     weights_file = table.parent / WEIGHTS_FILE
     weights = read_clue_weights(weights_file) if fmt == "wherestreet" and weights_file.is_file() else None
-    resolver = ImageResolver(_image_root(table, image_root), table.parent)
+    resolver = ImageResolver(_image_root(table, image_root), table.parent, zip_parts=fmt == "osv5m")
     rows = layout.rows if layout is not None and layout.rows is not None else lambda: read_rows(table)
     missing: list[DatasetProblem] = []
     try:
