@@ -314,9 +314,8 @@ def _geovista_rows() -> list[dict[str, object]]:
 
 
 def test_geovista_bench_as_a_hub_snapshot(tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
     (tmp_path / "data").mkdir()
     pq.write_table(pa.Table.from_pylist(_geovista_rows()), tmp_path / "data" / "test-00000-of-00001.parquet")
     make_image(tmp_path / "images" / "panorama" / "gv-1.jpg", 10)
