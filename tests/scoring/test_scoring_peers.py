@@ -274,3 +274,52 @@ def test_g3_rules_hold_for_coordinate_arrays_too() -> None:
     assert score.metrics["acc@1km"] == 100.0 and score.parsed == 1
     geoclip = score_coordinates([nan, 95.0], [nan, 10.0], [0.0, 0.0], [0.0, 10.0], get_protocol("geoclip"))
     assert geoclip.metrics["acc@1km"] == 0.0
+
+
+def _released_metrics(pairs: list[tuple[float, float, float, float]]) -> dict[str, dict[str, float]]:
+    """Each paper's own arithmetic on the same pairs: geopy's geodesic with ``<=`` (GeoCLIP) and
+    ``<`` (G3), PIGEON's ``haversine_np`` (radius 6378137 m) with ``<`` and rounded GeoGuessr points."""
+    from geopy.distance import geodesic
+
+    gd = [geodesic((tl, tn), (pl, pn)).km for pl, pn, tl, tn in pairs]
+    hv = []
+    for pl, pn, tl, tn in pairs:
+        p1, p2 = math.radians(tl), math.radians(pl)
+        a = (
+            math.sin((p2 - p1) / 2) ** 2
+            + math.cos(p1) * math.cos(p2) * math.sin(math.radians(pn - tn) / 2) ** 2
+        )
+        hv.append(6378137.0 * 2 * math.asin(math.sqrt(a)) / 1000)
+    n = len(pairs)
+    return {
+        "geoclip": {f"acc@{k:g}km": 100 * sum(d <= k for d in gd) / n for k in CLASSIC}
+        | {"mean_km": sum(gd) / n},
+        "g3": {f"acc@{k:g}km": 100 * sum(d < k for d in gd) / n for k in CLASSIC},
+        "pigeon": {f"acc@{k:g}km": 100 * sum(d < k for d in hv) / n for k in PIGEON_KM}
+        | {"geoguessr": sum(round(5000 * math.exp(-d / 1492.7)) for d in hv) / n, "mean_km": sum(hv) / n},
+    }
+
+
+def test_agrees_with_each_papers_own_arithmetic_on_random_pairs(tmp_path: Path) -> None:
+    """120 seeded pairs, a third placed within 0.1 % of a threshold, scored from prediction columns."""
+    import random
+
+    from geosleuth.core.geo import destination
+
+    rng = random.Random(20)
+    pairs = []
+    for i in range(120):
+        tlat, tlon = rng.uniform(-70, 70), rng.uniform(-180, 180)
+        km = rng.choice(CLASSIC) * (1 + rng.uniform(-1e-3, 1e-3)) if i % 3 == 0 else rng.uniform(0, 5000)
+        plat, plon = destination(tlat, tlon, rng.uniform(0, 360), km)
+        pairs.append((plat, plon, tlat, tlon))
+    rows = [
+        {"id": i, "pred_lat": p[0], "pred_lon": p[1], "lat": p[2], "lon": p[3]} for i, p in enumerate(pairs)
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    for name, expected in _released_metrics(pairs).items():
+        protocol = replace(get_protocol(name), coord_levels=(), reverse=None)
+        metrics = score_file(path, protocol, geocoder=_none).score.metrics
+        for metric, value in expected.items():
+            assert metrics[metric] == pytest.approx(value, rel=1e-9, abs=1e-9), (name, metric)
