@@ -304,32 +304,67 @@ def test_greval_bench_json(tmp_path: Path) -> None:
 
 
 def _geovista_rows() -> list[dict[str, object]]:
+    """GeoVistaBench's hub card: id, raw_image_path (raw_image/<uid>/…), preview, metadata, data_type."""
     meta = {
         "uid": "gv-1",
         "location": {"lat": 31.2304, "lng": 121.4737},
         "multi_level_loc_dict": {"country": "China", "province_or_state": "Shanghai", "city": "Shanghai"},
-        "data_type": "panorama",
     }
-    return [{"metadata": json.dumps(meta), "raw_image_path": "images/panorama/gv-1.jpg"}]
+    return [
+        {
+            "id": "gv-1",
+            "raw_image_path": "raw_image/gv-1/panorama-gv-1.jpg",
+            "preview": {"bytes": b"", "path": "preview_image/gv-1/panorama-gv-1.jpg"},
+            "metadata": json.dumps(meta),
+            "data_type": "panorama",
+        }
+    ]
 
 
 def test_geovista_bench_as_a_hub_snapshot(tmp_path: Path) -> None:
+    """data/test/data-00000-of-00001.parquet beside dataset_info.json, images under raw_image/<uid>/."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    (tmp_path / "data").mkdir()
-    pq.write_table(pa.Table.from_pylist(_geovista_rows()), tmp_path / "data" / "test-00000-of-00001.parquet")
-    make_image(tmp_path / "images" / "panorama" / "gv-1.jpg", 10)
-    ds = load_dataset(tmp_path)
+    snapshot = tmp_path / "GeoVistaBench"
+    (snapshot / "data" / "test").mkdir(parents=True)
+    (snapshot / "dataset_info.json").write_text("{}")
+    pq.write_table(
+        pa.Table.from_pylist(_geovista_rows()), snapshot / "data" / "test" / "data-00000-of-00001.parquet"
+    )
+    make_image(snapshot / "raw_image" / "gv-1" / "panorama-gv-1.jpg", 10)
+    ds = load_dataset(snapshot)
     (sample,) = ds.samples
-    assert ds.layout == "Hugging Face hub snapshot (data/*.parquet)"
+    assert ds.layout == "Hugging Face hub snapshot (split test: data/test/data-00000-of-00001.parquet)"
     assert sample.id == "gv-1" and (sample.lat, sample.lon) == (31.2304, 121.4737)
     assert sample.labels == {"country": "China", "admin1": "Shanghai", "city": "Shanghai"}
     assert sample.metadata == {"data_type": "panorama"} and Path(sample.image or "").is_file()
+    with pytest.raises(DatasetError, match="splits test; choose one with --split"):
+        load_dataset(snapshot, split="train")
+
+
+def test_geobench_hub_snapshot_with_embedded_images(tmp_path: Path) -> None:
+    """LibraTree/GeoBench: data/train-*.parquet with an embedded image and a metadata string."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    make_image(tmp_path / "src.jpg", 11)
+    meta = json.loads(str(_geovista_rows()[0]["metadata"]))
+    row = {
+        "image": {"bytes": (tmp_path / "src.jpg").read_bytes(), "path": None},
+        "metadata": json.dumps(meta),
+    }
+    snapshot = tmp_path / "GeoBench"
+    (snapshot / "data").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row]), snapshot / "data" / "train-00000-of-00001.parquet")
+    ds = load_dataset(snapshot)
+    (sample,) = ds.samples
+    assert ds.layout == "Hugging Face hub snapshot (split train: data/train-00000-of-00001.parquet)"
+    assert sample.id == "gv-1" and Path(sample.image or "").is_file()
+    assert Path(sample.image or "").parent == tmp_path / "GeoBench.images"  # beside the snapshot, not in it
 
 
 def test_geovista_rows_as_jsonl(tmp_path: Path) -> None:
-    (tmp_path / "geobench.jsonl").write_text(json.dumps(_geovista_rows()[0]) + "\n")
-    make_image(tmp_path / "images" / "panorama" / "gv-1.jpg", 10)
+    (tmp_path / "geobench.jsonl").write_text(json.dumps({**_geovista_rows()[0], "preview": None}) + "\n")
+    make_image(tmp_path / "raw_image" / "gv-1" / "panorama-gv-1.jpg", 10)
     (sample,) = load_dataset(tmp_path / "geobench.jsonl").samples
     assert sample.id == "gv-1" and Path(sample.image or "").is_file()
 

@@ -27,6 +27,7 @@ from geosleuth.eval.layouts import (
     LayoutError,
     expected_text,
     folder_layout,
+    hub_layout,
     json_layout,
     table_layout,
 )
@@ -756,7 +757,7 @@ def load_dataset(
         raise DatasetError(f"dataset not found: {source}")
     if format not in ("auto", *FORMATS):
         raise DatasetError(f"unknown dataset format {format!r}; choose one of auto, {', '.join(FORMATS)}")
-    layout = find_layout(source)
+    layout = find_layout(source, split)
     if layout is not None and format not in ("auto", layout.format):
         layout = None  # an explicit format reads the files its own way
     if layout is not None and layout.parts:
@@ -764,8 +765,15 @@ def load_dataset(
     fmt = layout.format if layout is not None else detect_format(source) if format == "auto" else format
     image_root = Path(images).expanduser() if images else (layout.images if layout is not None else None)
     if fmt == "hf":
-        hf_source = layout.table if layout is not None else source
-        loaded = _load_hf(hf_source, image_root, split=split, seed=seed, check_images=check_images)
+        hf_source, snapshot = (layout.table, layout.images) if layout is not None else (source, None)
+        loaded = _load_hf(
+            hf_source,
+            Path(images).expanduser() if images else None,
+            split=split,
+            seed=seed,
+            check_images=check_images,
+            snapshot=snapshot,
+        )
         if layout is not None:
             loaded.name, loaded.source, loaded.layout = source.stem, str(source.resolve()), layout.name
         return loaded
@@ -800,19 +808,20 @@ def load_dataset(
     )
 
 
-def find_layout(source: Path) -> Layout | None:
+def find_layout(source: Path, split: str | None = None) -> Layout | None:
     """The distributed layout a file or folder is, by the names and columns its authors ship."""
     try:
         if source.is_dir():
+            hub = hub_layout(
+                source, split
+            )  # before the save_to_disk check: the hub ships dataset_info.json too
+            if hub is not None:
+                return hub
             if (source / "dataset_info.json").exists() or (source / "dataset_dict.json").exists():
                 return None
             found = folder_layout(source)
             if found is None and any(source.glob("*.parquet")):
                 found = Layout("parquet files", "hf", source)
-            elif found is None and any((source / "data").glob("*.parquet")):
-                found = Layout(
-                    "Hugging Face hub snapshot (data/*.parquet)", "hf", source / "data", images=source
-                )
             return found
         if source.name in ("info.json", "info.txt"):  # the OSV-5M baseline files, named directly
             return folder_layout(source.parent)
@@ -820,6 +829,8 @@ def find_layout(source: Path) -> Layout | None:
             first = next((r for r in read_rows(source) if "__error__" not in r), None)
             return json_layout(source, first) if first is not None else None
         return table_layout(source)
+    except LayoutError as exc:
+        raise DatasetError(str(exc)) from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, DatasetError):
         return None  # not a release layout; the ordinary reader reports what is wrong with it
 
@@ -911,12 +922,20 @@ def _adapter(fmt: str, seed: int, weights: dict[str, list[float]] | None = None)
 
 
 def _load_hf(
-    source: Path, image_root: Path | None, *, split: str | None, seed: int, check_images: bool
+    source: Path,
+    image_root: Path | None,
+    *,
+    split: str | None,
+    seed: int,
+    check_images: bool,
+    snapshot: Path | None = None,
 ) -> Dataset:
-    """Samples from a saved Hugging Face dataset or parquet file(s)."""
+    """Samples from a saved Hugging Face dataset or parquet file(s); in a hub ``snapshot`` folder,
+    image paths in the rows are relative to it and embedded images go beside it."""
     from geosleuth.eval.hf import HFReadError, read_hf_rows
 
-    folder = image_root or source.with_name(source.name + ".images")
+    named = snapshot or source
+    folder = image_root or named.with_name(named.name + ".images")
     try:
         rows = read_hf_rows(source, folder, split)
     except HFReadError as exc:
@@ -924,7 +943,7 @@ def _load_hf(
     adapter = _adapter(format_of_columns(set(rows[0]), rows[0]), seed)
     root = image_root or (source.parent if source.is_file() else source)
     missing: list[DatasetProblem] = []
-    samples, problems = build_samples(rows, adapter, ImageResolver(root), check_images, missing)
+    samples, problems = build_samples(rows, adapter, ImageResolver(root, snapshot), check_images, missing)
     return Dataset(
         name=source.stem,
         source=str(source.resolve()),

@@ -222,3 +222,31 @@ def folder_layout(folder: Path) -> Layout | None:
     if len(tables) == 1:
         return table_layout(tables[0])
     return None
+
+
+def hub_layout(folder: Path, split: str | None) -> Layout | None:
+    """A Hugging Face hub snapshot: parquet under ``data/<split>/`` (GeoVistaBench) or named
+    ``data/<split>-NNNNN-of-NNNNN.parquet`` (GeoBench); the rows' relative paths are the snapshot's."""
+    data = folder / "data"
+    if not data.is_dir():
+        return None
+    by_split: dict[str, list[Path]] = {}
+    for file in sorted(data.rglob("*.parquet")):
+        parts = file.relative_to(data).parts
+        by_split.setdefault(parts[0] if len(parts) > 1 else file.stem.split("-", 1)[0], []).append(file)
+    if not by_split:
+        return None
+    chosen = split or ("test" if "test" in by_split else next(iter(by_split)) if len(by_split) == 1 else None)
+    if chosen not in by_split:
+        raise LayoutError(
+            f"{folder}: a hub snapshot with splits {', '.join(by_split)}; choose one with --split"
+        )
+    files = by_split[chosen]
+    table = files[0] if len(files) == 1 else files[0].parent
+    if len(files) > 1 and sorted(table.glob("*.parquet")) != files:
+        raise LayoutError(
+            f"{folder}: split {chosen}'s {len(files)} parquet files share a folder with other splits"
+        )
+    return Layout(
+        f"Hugging Face hub snapshot (split {chosen}: {table.relative_to(folder)})", "hf", table, images=folder
+    )
