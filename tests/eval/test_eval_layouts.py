@@ -359,7 +359,7 @@ def test_geobench_hub_snapshot_with_embedded_images(tmp_path: Path) -> None:
     (sample,) = ds.samples
     assert ds.layout == "Hugging Face hub snapshot (split train: data/train-00000-of-00001.parquet)"
     assert sample.id == "gv-1" and Path(sample.image or "").is_file()
-    assert Path(sample.image or "").parent == tmp_path / "GeoBench.images"  # beside the snapshot, not in it
+    assert Path(sample.image or "").parent.parent == tmp_path / "GeoBench.images"  # beside the snapshot
 
 
 def test_geovista_rows_as_jsonl(tmp_path: Path) -> None:
@@ -478,3 +478,28 @@ def test_only_osv5m_looks_inside_zip_parts(tmp_path: Path) -> None:
     write_csv(tmp_path / "data.csv", ["id", "lat", "lon"], [["x", "1", "2"]])
     ds = load_dataset(tmp_path / "data.csv")
     assert [m.sample_id for m in ds.missing_images] == ["x"] and not (tmp_path / "images" / "x.jpg").exists()
+
+
+def test_hub_split_in_several_shards_keeps_each_image(tmp_path: Path) -> None:
+    """data/test-00000-of-00002 and -00001 beside train shards; rows without an id in both shards
+    are index 0 there, yet each keeps its own embedded image."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    snapshot = tmp_path / "hub"
+    (snapshot / "data").mkdir(parents=True)
+    for shard, (uid, seed) in enumerate((("u0", 1), ("u1", 2))):
+        make_image(tmp_path / f"{uid}.jpg", seed)
+        meta = {"uid": uid, "location": {"lat": 10.0 + shard, "lng": 20.0}}
+        row = {
+            "image": {"bytes": (tmp_path / f"{uid}.jpg").read_bytes(), "path": None},
+            "metadata": json.dumps(meta),
+        }
+        pq.write_table(pa.Table.from_pylist([row]), snapshot / "data" / f"test-0000{shard}-of-00002.parquet")
+    pq.write_table(pa.Table.from_pylist([row]), snapshot / "data" / "train-00000-of-00001.parquet")
+    ds = load_dataset(snapshot)
+    assert ds.layout == "Hugging Face hub snapshot (split test: 2 parquet shards)"
+    assert [(s.id, s.lat) for s in ds.samples] == [("u0", 10.0), ("u1", 11.0)]
+    images = [Path(s.image or "").read_bytes() for s in ds.samples]
+    assert images == [(tmp_path / "u0.jpg").read_bytes(), (tmp_path / "u1.jpg").read_bytes()]
+    (train,) = load_dataset(snapshot, split="train").samples
+    assert train.id == "u1" and Path(train.image or "").read_bytes() == (tmp_path / "u1.jpg").read_bytes()

@@ -773,6 +773,7 @@ def load_dataset(
             seed=seed,
             check_images=check_images,
             snapshot=snapshot,
+            shards=layout.shards if layout is not None else (),
         )
         if layout is not None:
             loaded.name, loaded.source, loaded.layout = source.stem, str(source.resolve()), layout.name
@@ -929,15 +930,21 @@ def _load_hf(
     seed: int,
     check_images: bool,
     snapshot: Path | None = None,
+    shards: tuple[Path, ...] = (),
 ) -> Dataset:
     """Samples from a saved Hugging Face dataset or parquet file(s); in a hub ``snapshot`` folder,
-    image paths in the rows are relative to it and embedded images go beside it."""
+    image paths in the rows are relative to it and embedded images go beside it. Each of its
+    ``shards`` writes its embedded images to a folder of its own (rows without an id are named by
+    their index within the shard, which repeats across shards and splits)."""
     from geosleuth.eval.hf import HFReadError, read_hf_rows
 
     named = snapshot or source
     folder = image_root or named.with_name(named.name + ".images")
     try:
-        rows = read_hf_rows(source, folder, split)
+        if shards:
+            rows = [row for shard in shards for row in read_hf_rows(shard, folder / shard.stem, split)]
+        else:
+            rows = read_hf_rows(source, folder, split)
     except HFReadError as exc:
         raise DatasetError(str(exc)) from exc
     adapter = _adapter(format_of_columns(set(rows[0]), rows[0]), seed)

@@ -55,6 +55,7 @@ class Layout:
     images: Path | None = None  # the image folder the layout implies (None: the loader's default)
     rows: Rows | None = None  # None: the table is an ordinary CSV / TSV / JSON / JSONL file
     parts: tuple[Layout, ...] = field(default=())  # a release of several tables (EarthWhere)
+    shards: tuple[Path, ...] = field(default=())  # a hub split's parquet files, read in order
 
 
 EXPECTED: dict[str, str] = {
@@ -242,11 +243,11 @@ def hub_layout(folder: Path, split: str | None) -> Layout | None:
             f"{folder}: a hub snapshot with splits {', '.join(by_split)}; choose one with --split"
         )
     files = by_split[chosen]
-    table = files[0] if len(files) == 1 else files[0].parent
-    if len(files) > 1 and sorted(table.glob("*.parquet")) != files:
-        raise LayoutError(
-            f"{folder}: split {chosen}'s {len(files)} parquet files share a folder with other splits"
-        )
+    shown = files[0].relative_to(folder) if len(files) == 1 else f"{len(files)} parquet shards"
     return Layout(
-        f"Hugging Face hub snapshot (split {chosen}: {table.relative_to(folder)})", "hf", table, images=folder
+        f"Hugging Face hub snapshot (split {chosen}: {shown})",
+        "hf",
+        files[0],
+        images=folder,
+        shards=tuple(files),
     )
