@@ -28,7 +28,6 @@ from geosleuth.eval.layouts import (
     expected_text,
     folder_layout,
     hub_layout,
-    json_layout,
     table_layout,
 )
 
@@ -805,7 +804,11 @@ def load_dataset(
         samples=samples,
         problems=problems,
         missing_images=missing,
-        layout=layout.name if layout is not None else None,
+        layout=layout.name
+        if layout is not None
+        else f"GREval-Bench ({table.name})"
+        if fmt == "greval"
+        else None,
     )
 
 
@@ -826,10 +829,7 @@ def find_layout(source: Path, split: str | None = None) -> Layout | None:
             return found
         if source.name in ("info.json", "info.txt"):  # the OSV-5M baseline files, named directly
             return folder_layout(source.parent)
-        if source.suffix.lower() == ".json":
-            first = next((r for r in read_rows(source) if "__error__" not in r), None)
-            return json_layout(source, first) if first is not None else None
-        return table_layout(source)
+        return table_layout(source)  # a JSON release (GREval-Bench) is known by its keys once read
     except LayoutError as exc:
         raise DatasetError(str(exc)) from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, DatasetError):

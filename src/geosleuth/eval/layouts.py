@@ -192,13 +192,6 @@ def table_layout(table: Path) -> Layout | None:
     return None
 
 
-def json_layout(table: Path, first: dict[str, Any]) -> Layout | None:
-    """GREval-Bench's JSON list (``sample_id, image_path, gt_lat, gt_lon``) by its keys."""
-    if {"gt_lat", "gt_lon"} <= set(first):
-        return Layout(f"GREval-Bench ({table.name})", "greval", table)
-    return None
-
-
 def folder_layout(folder: Path) -> Layout | None:
     """A release folder recognised by the files the authors ship in it."""
     if (folder / "info.json").is_file():
