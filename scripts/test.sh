@@ -19,13 +19,21 @@ PYTHON=${PYTHON:-python3}
 [ -d .swift-deps/swift/rewards ] || .venv/bin/python -m pip install -q --no-deps --target .swift-deps \
   'ms-swift==4.6.0' 'modelscope>=1.23' modelscope-hub 'peft>=0.11,<0.21' json-repair msgspec dacite
 
-# System packages some tests use (Debian): headless Chromium for the HTML report, a CJK font
-# and Tesseract for OCR, Redis for the shared tool cache. Tests skip with a reason without them.
+# System packages some tests use (Debian): headless Chromium for the HTML report and web app,
+# Tesseract with the language data of every script the clue tables know (the offline pipeline
+# re-reads what RapidOCR cannot: Thai, Georgian, Devanagari, …), the Noto and WenQuanYi fonts
+# the sign maker draws those scripts with, Redis for the shared tool cache. Tests skip with a
+# reason without them.
+TESSERACT_LANGS=(tha jpn kor chi-sim rus ell ara heb hin ben pan guj tam tel kan mal sin kat hye amh khm lao mya bod)
 apt_packages=()
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
 command -v tesseract >/dev/null 2>&1 || apt_packages+=(tesseract-ocr)
+for lang in "${TESSERACT_LANGS[@]}"; do
+  [ -f "/usr/share/tesseract-ocr/5/tessdata/${lang//-/_}.traineddata" ] || apt_packages+=("tesseract-ocr-$lang")
+done
 command -v redis-server >/dev/null 2>&1 || apt_packages+=(redis-server)
 fc-list 2>/dev/null | grep -qi "wenquanyi" || apt_packages+=(fonts-wqy-microhei)
+fc-list 2>/dev/null | grep -qi "Noto Sans Thai" || apt_packages+=(fonts-noto-core)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null) \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,71 @@ async def test_tesseract_engine_when_installed() -> None:
     assert result.ok, result.error
     assert result.provider == "tesseract"
     assert "RIVOLI" in " ".join(line["text"] for line in result.data["lines"]).upper()
+
+
+def _sign_maker():  # type: ignore[no-untyped-def]
+    """examples/make_sign.py, the bundled sign maker (fonts per script)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "make_sign.py"
+    spec = importlib.util.spec_from_file_location("make_sign", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tesseract_words_of_spaceless_scripts_are_joined() -> None:
+    from geosleuth.tools.ocr import _join_words
+
+    assert _join_words(["ร", "้", "า", "น", "ก", "า", "แฟ"]) == "ร้านกาแฟ"  # a tone mark read apart
+    assert _join_words(["เชียงใหม่", "50200"]) == "เชียงใหม่ 50200"
+    assert _join_words(["東京", "タワー", "Tokyo", "Tower"]) == "東京タワー Tokyo Tower"
+
+
+def test_unsure_lines_yield_to_the_reading_of_their_script() -> None:
+    from geosleuth.tools.ocr import merge_readings
+
+    rapid = [
+        ("ALBυ MLUN", [335.0, 221.0, 943.0, 324.0], 0.55),  # Thai read as Latin and Greek: unsure
+        ("κ ", [416.0, 482.0, 860.0, 564.0], 0.89),  # a script RapidOCR cannot read: garbage
+        ("Tel. 053 222 345", [423.0, 616.0, 853.0, 683.0], 0.996),  # sure: stays
+        ("ΞΞ", [10.0, 10.0, 40.0, 30.0], 0.95),  # foreign script, nothing else read there: dropped
+    ]
+    tess = [
+        ("ร้านกาแฟดอยช้าง", [352.0, 233.0, 931.0, 317.0], 0.93),
+        ("เชียงใหม่ 50200", [431.0, 491.0, 848.0, 562.0], 0.83),
+        ("ไอ ล |, 053 222 345", [430.0, 625.0, 847.0, 683.0], 0.78),
+        ("ซอย 7", [400.0, 391.0, 900.0, 449.0], 0.88),  # RapidOCR saw nothing there: added
+        ("ๆ", [1000.0, 700.0, 1010.0, 710.0], 0.3),  # too unsure to add
+    ]
+    assert [line[0] for line in merge_readings(rapid, tess)] == [
+        "ร้านกาแฟดอยช้าง",
+        "ซอย 7",
+        "เชียงใหม่ 50200",
+        "Tel. 053 222 345",
+    ]
+
+
+def test_a_thai_sign_is_read_in_thai_and_placed_in_chiang_mai(tmp_path: Path) -> None:
+    """RapidOCR reads Thai as garbage; Tesseract's Thai data reads it; the national phone number
+    053 … (Chiang Mai's area code) is read in the country the script points to."""
+    from geosleuth.agent.offline import locate_offline
+    from geosleuth.core.geo import haversine_km
+    from geosleuth.tools.ocr import tesseract_languages
+
+    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
+    if not {"tha", "osd"} <= tesseract_languages():
+        pytest.skip("Tesseract with Thai and OSD data not installed (apt-get install tesseract-ocr-tha)")
+    maker = _sign_maker()
+    if not (maker.FONT_DIR / maker.SCRIPT_FONTS["THAI"]).is_file():
+        pytest.skip("Noto Sans Thai not installed (apt-get install fonts-noto-core)")
+    spec = next(s for s in maker.SIGN_SET if s.name == "chiang_mai")
+    image = Image.open(maker.render_sign(spec.lines, tmp_path / "thai.png"))
+    result = locate_offline(image, None)
+    ocr = next(step for step in result.steps if step.name == "ocr")
+    assert "rapidocr+tesseract (Thai)" in ocr.text
+    assert any("053 222 345" in e and "Chiang Mai" in e for e in result.prediction.evidence)
+    assert result.prediction.country_code == "TH"
+    assert float(haversine_km(result.prediction.lat, result.prediction.lon, spec.lat, spec.lon)) < 10

@@ -136,6 +136,27 @@ async def test_offline_web_search_over_gazetteer_and_documents(tmp_path: Path) -
     assert not any(hit["title"] in {"Shanghai", "Beijing"} for hit in unknown.data)
 
 
+@pytest.mark.parametrize(
+    ("query", "first", "country", "not_before"),
+    [
+        # "Lisboa" is Lisbon's own-language name; João Lisboa (Brazil) only shares the word
+        ("Rua Augusta Lisboa", "Lisbon", "Portugal", "João Lisboa"),
+        ("Springfield Illinois", "Springfield", "Illinois", None),  # the names agree on one place
+        ("Shibuya crossing Tokyo", "Shibuya", "Tokyo", None),
+        ("New York pizza", "New York", "United States", "York"),  # "York" is part of "New York"
+    ],
+)
+async def test_offline_web_search_ranks_exact_names_first(
+    registry, query: str, first: str, country: str, not_before: str | None
+) -> None:  # type: ignore[no-untyped-def]
+    found = await registry.call("web_search", {"query": query, "max_results": 5})
+    assert found.ok, found.error
+    titles = [hit["title"] for hit in found.data]
+    assert titles[0] == first and country in found.data[0]["snippet"], found.data
+    if not_before is not None and not_before in titles:
+        assert titles.index(not_before) > 0
+
+
 async def test_offline_static_map_png(registry, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     result = await registry.call("static_map_query", {"lat": 47.3769, "lon": 8.5417, "zoom": 7})
     assert result.ok, result.error

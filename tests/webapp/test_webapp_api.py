@@ -174,6 +174,25 @@ def test_security_headers_hosts_origins_and_secrets(
         assert cross.status_code == 403
         assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
         assert client.get("/static/../app.py").status_code == 404
+        assert client.get("/static/vendor/leaflet/LICENSE").status_code == 404  # only what the page loads
+        img_src = next(d for d in page.headers["content-security-policy"].split(";") if "img-src" in d)
+        assert "blob:" in img_src.split()  # the preview of a chosen file is a blob: URL
+
+
+def test_offline_map_tiles(client: TestClient) -> None:
+    """The interactive map's tiles: 256 px PNGs of the offline map, 404 outside the pyramid."""
+    tile = client.get("/api/tiles/6/33/22.png")  # Switzerland and its neighbours
+    assert tile.status_code == 200 and tile.headers["content-type"] == "image/png"
+    image = Image.open(io.BytesIO(tile.content)).convert("RGB")
+    assert image.size == (256, 256)
+    assert len(image.getcolors(maxcolors=4096) or []) > 20  # land, borders, labels: not a blank square
+    sea = Image.open(io.BytesIO(client.get("/api/tiles/3/0/3.png").content)).convert("RGB")
+    assert sea.getpixel((128, 40)) == (170, 211, 223)  # the Pacific west of Mexico is water
+    for bad in ("/api/tiles/6/64/0.png", "/api/tiles/13/0/0.png", "/api/tiles/2/-1/0.png"):
+        assert client.get(bad).status_code == 404, bad
+    assert client.get("/api/config").json()["map_max_zoom"] == 12
+    assert "/static/vendor/leaflet/leaflet.js" in client.get("/").text
+    assert client.get("/static/vendor/leaflet/leaflet.js").headers["content-type"].startswith("text/javascript")
 
 
 def test_blank_image_is_no_evidence_and_old_jobs_are_forgotten(tmp_path: Path) -> None:

@@ -294,7 +294,7 @@ def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], page
         f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
         f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'
         f'<table id="samples" class="sortable"><thead><tr><th>id</th><th>status</th><th>error km</th>'
-        f"<th>country</th><th>continent</th><th>turns</th><th>tool calls</th></tr></thead>"
+        f"<th>true country</th><th>continent</th><th>turns</th><th>tool calls</th></tr></thead>"
         f"<tbody>{''.join(table)}</tbody></table>"
     )
     return _page(f"geosleuth report: {summary.get('run', {}).get('model')}", body)
@@ -328,7 +328,7 @@ def _turns_html(run_dir: Path, trajectory: Trajectory) -> str:
         calls = "".join(_tool_call_html(run_dir, c) for c in turn.tool_calls)
         text = f"<pre>{_esc(turn.text)}</pre>" if turn.text.strip() else ""  # tool-call-only turns
         out.append(
-            f'<div class="turn"><h3>Turn {turn.index}</h3>{reasoning}{text}{calls}'
+            f'<div class="turn"><h3>Turn {turn.index + 1}</h3>{reasoning}{text}{calls}'
             f"<small>{turn.usage.prompt_tokens} + {turn.usage.completion_tokens} tokens, "
             f"{turn.latency_s:.2f} s</small></div>"
         )

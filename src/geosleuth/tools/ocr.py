@@ -2,6 +2,12 @@
 
 Each line comes back with its box in the model's coordinate convention (so the model can
 zoom on it), its script, and the text's languages and country clues.
+
+RapidOCR's bundled models read Latin and Chinese; on other scripts they return confident-looking
+garbage (a Thai sign read as Greek letters). Where a line is unsure (a low score, or a script
+the model cannot read), Tesseract re-reads that part of the image with the language data of
+every script installed (Debian's ``tesseract-ocr-tha`` and friends), and each unsure line is
+replaced by the better reading of it.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import io
 import shutil
 import subprocess
 import threading
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +33,43 @@ from geosleuth.tools.clues import Clue, LanguageGuess, country_votes, detect_lan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
 _RAPID_LOCK = threading.Lock()
+RAPID_SCRIPTS = frozenset({"Latin", "Han"})
+"""Scripts the bundled RapidOCR recognition model was trained on."""
+SURE_SCORE = 0.9
+"""A RapidOCR line scoring below this, or in another script, is re-read by Tesseract."""
+MIN_TESSERACT_SCORE = 0.6
+"""A Tesseract line of its own (no RapidOCR line there) is kept only above this confidence."""
+SCRIPT_LANGUAGES: dict[str, str] = {
+    "Thai": "tha",
+    "Japanese": "jpn",
+    "Hangul": "kor",
+    "Han": "chi_sim",
+    "Cyrillic": "rus",
+    "Greek": "ell",
+    "Arabic": "ara",
+    "Hebrew": "heb",
+    "Devanagari": "hin",
+    "Bengali": "ben",
+    "Gurmukhi": "pan",
+    "Gujarati": "guj",
+    "Tamil": "tam",
+    "Telugu": "tel",
+    "Kannada": "kan",
+    "Malayalam": "mal",
+    "Sinhala": "sin",
+    "Georgian": "kat",
+    "Armenian": "hye",
+    "Ethiopic": "amh",
+    "Khmer": "khm",
+    "Lao": "lao",
+    "Myanmar": "mya",
+    "Tibetan": "bod",
+}
+"""One Tesseract language per script the clue tables know (Debian: tesseract-ocr-tha, …).
+
+Unsure lines are re-read once with every installed one together: Tesseract picks the language
+per word, which names the script far more reliably than its OSD on a sign's few words."""
+_SPACELESS = frozenset({"Thai", "Lao", "Khmer", "Myanmar", "Han", "Hiragana", "Katakana", "Tibetan"})
 
 
 class OcrLine(BaseModel):
@@ -135,8 +179,117 @@ def _tesseract(image: Image.Image, languages: str = "eng") -> list[tuple[str, li
         x2 = max(int(w["left"]) + int(w["width"]) for w in words)
         y2 = max(int(w["top"]) + int(w["height"]) for w in words)
         conf = sum(float(w["conf"]) for w in words) / len(words) / 100
-        out.append((" ".join(w["text"] for w in words), [x1, y1, x2, y2], conf))
+        out.append((_join_words([w["text"] for w in words]), [x1, y1, x2, y2], conf))
     return out
+
+
+def _join_words(words: list[str]) -> str:
+    """Tesseract's words of one line; scripts written without spaces (Thai, Chinese) are joined
+    without them ("ร ้ า น" is one word, "ร้าน")."""
+    out = words[0]
+    for word in words[1:]:
+        marks = all(unicodedata.category(ch).startswith("M") for ch in word)  # a tone mark read apart
+        spaceless = _edge_script(out, last=True) in _SPACELESS and _edge_script(word, last=False) in _SPACELESS
+        out += word if marks or spaceless else " " + word
+    return out
+
+
+def _edge_script(text: str, last: bool) -> str | None:
+    """Script of the first (or last) letter of a word; vowel signs and tone marks are skipped."""
+    for ch in reversed(text) if last else text:
+        if ch.isalpha():
+            return script_of(ch)
+    return None
+
+
+@lru_cache(maxsize=1)
+def tesseract_languages() -> frozenset[str]:
+    """Language data installed for Tesseract (empty without Tesseract)."""
+    exe = shutil.which("tesseract")
+    if exe is None:
+        return frozenset()
+    try:
+        proc = subprocess.run([exe, "--list-langs"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    return frozenset(line.strip() for line in lines[1:] if line.strip())
+
+
+def _unsure(line: tuple[str, list[float], float]) -> bool:
+    text, _, score = line
+    script = script_of(text)
+    return score < SURE_SCORE or (script is not None and script not in RAPID_SCRIPTS)
+
+
+def _overlap(a: list[float], b: list[float]) -> float:
+    """Intersection over the smaller box: the same line read by two engines overlaps near 1."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return w * h / smaller if smaller > 0 else 0.0
+
+
+def merge_readings(
+    rapid: list[tuple[str, list[float], float]], tess: list[tuple[str, list[float], float]]
+) -> list[tuple[str, list[float], float]]:
+    """RapidOCR's sure lines stay; each unsure one yields to the Tesseract reading of the same
+    line when that scores higher, and a line in a script RapidOCR cannot read (its garbage) to
+    any reading, or goes; Tesseract lines where RapidOCR saw nothing are added."""
+    out: list[tuple[str, list[float], float]] = []
+    used: set[int] = set()
+    for line in rapid:
+        match = max(
+            ((i, t) for i, t in enumerate(tess) if _overlap(line[1], t[1]) > 0.5),
+            key=lambda it: it[1][2],
+            default=None,
+        )
+        if match is not None:
+            used.add(match[0])
+        foreign = script_of(line[0]) not in RAPID_SCRIPTS | {None}  # garbage in a script it cannot read
+        if match is not None and (foreign or (_unsure(line) and match[1][2] > line[2])):
+            out.append(match[1])
+        elif not foreign:
+            out.append(line)
+    out += [t for i, t in enumerate(tess) if i not in used and t[2] >= MIN_TESSERACT_SCORE]
+    return sorted(out, key=lambda line: (line[1][1], line[1][0]))
+
+
+def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], float]], str]:
+    """RapidOCR, with its unsure lines re-read by Tesseract in every installed script at once."""
+    raw = _rapidocr(image)
+    unsure = [line for line in raw if _unsure(line)]
+    installed = tesseract_languages()
+    languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES.values()) if code in installed]
+    if (raw and not unsure) or not languages:
+        return raw, "rapidocr"
+    x1, y1, x2, y2 = _region(unsure, image.size)
+    tess = [
+        (text, [b[0] + x1, b[1] + y1, b[2] + x1, b[3] + y1], score)
+        for text, b, score in _tesseract(image.crop((x1, y1, x2, y2)), "+".join(languages))
+    ]
+    merged = merge_readings(raw, tess)
+    scripts = sorted({s for s in (script_of(text) for text, _, _ in merged) if s and s not in RAPID_SCRIPTS})
+    return merged, "rapidocr+tesseract" + (f" ({', '.join(scripts)})" if scripts else "")
+
+
+def _region(lines: list[tuple[str, list[float], float]], size: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The box around the unsure lines with a margin (the whole image when nothing was read)."""
+    if not lines:
+        return 0, 0, size[0], size[1]
+    x1 = min(b[0] for _, b, _ in lines)
+    y1 = min(b[1] for _, b, _ in lines)
+    x2 = max(b[2] for _, b, _ in lines)
+    y2 = max(b[3] for _, b, _ in lines)
+    mx, my = 0.1 * (x2 - x1) + 8, 0.3 * (y2 - y1) / max(len(lines), 1) + 8
+    return (
+        max(0, int(x1 - mx)),
+        max(0, int(y1 - my)),
+        min(size[0], int(x2 + mx) + 1),
+        min(size[1], int(y2 + my) + 1),
+    )
 
 
 def run_ocr(
@@ -158,7 +311,10 @@ def run_ocr(
         )
         crop = image.crop((box.x1, box.y1, box.x2, box.y2))
         ox, oy = box.x1, box.y1
-    raw = _tesseract(crop, tesseract_languages) if engine == "tesseract" else _rapidocr(crop)
+    if engine == "tesseract":
+        raw, used = _tesseract(crop, tesseract_languages), engine
+    else:
+        raw, used = _rapidocr_checked(crop)
     fw, fh = model_frame(image.width, image.height, convention, model_scale, model_size)
     sx, sy = fw / image.width, fh / image.height
     lines = [
@@ -179,7 +335,7 @@ def run_ocr(
     full = "\n".join(line.text for line in lines)
     clues = extract_clues(full)
     return OcrReport(
-        engine=engine,
+        engine=used,
         lines=lines,
         languages=detect_language(full),
         scripts=list(dict.fromkeys(s for s in (ln.script for ln in lines) if s)),

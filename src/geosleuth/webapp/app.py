@@ -16,6 +16,7 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from geosleuth.webapp.views import trajectory_view
 
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 CSP = (
-    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
     "connect-src 'self'; font-src 'none'; object-src 'none'; frame-ancestors 'none'; "
     "base-uri 'none'; form-action 'self'"
 )
@@ -50,7 +51,15 @@ REPORT_CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 """The offline HTML report's own policy (eval/html.py): inline code and data: images, no requests."""
-STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+STATIC = {
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "vendor/leaflet/leaflet.js": "text/javascript",
+    "vendor/leaflet/leaflet.css": "text/css",
+}
+"""Every file the page may load; the preview of a chosen upload is a ``blob:`` URL (img-src)."""
+TILE_CACHE = 512
+"""Rendered map tiles kept in memory (about 20 KB each)."""
 KEEPALIVE_S = 15.0
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -64,6 +73,20 @@ class JSONResponse(_PlainJSONResponse):
 
 _DECODES = threading.BoundedSemaphore(2)
 """Dataset images decoded at once for previews (each may be up to the pixel limit)."""
+_RENDERS = threading.BoundedSemaphore(2)
+"""Map tiles rendered at once (a world tile costs seconds of CPU)."""
+
+
+@lru_cache(maxsize=TILE_CACHE)
+def _tile_png(zoom: int, x: int, y: int) -> bytes:
+    """One offline map tile as PNG (raises ValueError outside the tile pyramid)."""
+    from geosleuth.tools.providers.maps_offline import OfflineMapProvider
+
+    with _RENDERS:
+        image = OfflineMapProvider().tile(zoom, x, y)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
 
 
 def _error(message: str, status: int = 400) -> JSONResponse:
@@ -99,10 +122,24 @@ class Api:
             return _error("not found", 404)
         return Response(_static(name), media_type=STATIC[name] + "; charset=utf-8")
 
+    async def tile(self, request: Request) -> Response:
+        """A slippy-map tile of the offline map (Natural Earth borders, GeoNames places)."""
+        p = request.path_params
+        try:
+            data = await asyncio.to_thread(_tile_png, p["z"], p["x"], p["y"])
+        except ValueError as exc:
+            return _error(str(exc), 404)
+        return Response(data, media_type="image/png", headers={"cache-control": "max-age=86400"})
+
     async def config(self, request: Request) -> Response:
         from geosleuth.agent import available_styles
 
-        return JSONResponse(self.settings.public() | {"prompt_styles": sorted(available_styles())})
+        from geosleuth.tools.providers.maps_offline import MAX_TILE_ZOOM
+
+        return JSONResponse(
+            self.settings.public()
+            | {"prompt_styles": sorted(available_styles()), "map_max_zoom": MAX_TILE_ZOOM}
+        )
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -361,7 +398,8 @@ def create_app(settings: ServeSettings, allowed_hosts: list[str] | None = None) 
 
     routes = [
         Route("/", api.index),
-        Route("/static/{name}", api.static),
+        Route("/static/{name:path}", api.static),
+        Route("/api/tiles/{z:int}/{x:int}/{y:int}.png", api.tile),
         Route("/api/config", api.config),
         Route("/api/locate", api.locate, methods=["POST"]),
         Route("/api/jobs", api.list_jobs),

@@ -69,6 +69,9 @@ _NUDGES: tuple[tuple[int, int], ...] = tuple(
 )
 """Offsets (px) from a country's pole of inaccessibility to try for its name, nearest first."""
 _QUALIFIER = re.compile(r"\s*[(/]")
+TILE_PX = 256
+MAX_TILE_ZOOM = 12
+"""Deeper tiles would show nothing new: the offline data has country borders and places only."""
 
 
 def _gazetteer() -> Any:
@@ -137,9 +140,12 @@ class _View:
     width: int
     height: int
     shifts: list[float]
+    marked: bool = True  # a map tile has no queried point
 
     def marker_box(self) -> Box:
         """The area kept free of labels around the queried point (the image centre)."""
+        if not self.marked:
+            return (-1e9, -1e9, -1e9, -1e9)
         mx, my = self.width / 2, self.height / 2
         return (mx - MARKER_BOX, my - MARKER_BOX, mx + MARKER_BOX, my + MARKER_BOX)
 
@@ -197,6 +203,26 @@ class OfflineMapProvider:
         draw_marker(draw, self.width / 2, self.height / 2)
         draw_scale_bar(image, lat, zoom)
         return image, labels
+
+    def tile(self, zoom: int, x: int, y: int, kind: MapKind = "static") -> Image.Image:
+        """One 256 px slippy-map tile (z/x/y, Web Mercator), for an interactive map over the same
+        offline data: land, coasts, borders, a country's name on the tile holding its label point,
+        and place names that fit inside the tile (labels are never cut at a tile edge)."""
+        if not 0 <= zoom <= MAX_TILE_ZOOM or not (0 <= x < 2**zoom and 0 <= y < 2**zoom):
+            raise ValueError(f"no tile {zoom}/{x}/{y}: zoom 0–{MAX_TILE_ZOOM}, x and y 0–{2**zoom - 1}")
+        style = STYLES["satellite" if kind == "satellite" else "static"]
+        w = world_px(zoom)
+        view = _View(x * TILE_PX, y * TILE_PX, zoom, TILE_PX, TILE_PX, [-w, 0.0, w] if zoom == 0 else [0.0], False)
+        north, west = unproject(view.ox, view.oy, zoom)
+        south, east = unproject(view.ox + TILE_PX, view.oy + TILE_PX, zoom)
+        extent = (max(south, -90.0), west, min(north, 90.0), east)
+        countries = _visible_countries(view, extent)
+        image = _paint_land(view, countries, style)
+        draw = ImageDraw.Draw(image)
+        taken: list[Box] = []
+        _label_countries(draw, view, countries, style, taken, label_point_only=True)
+        _draw_places(draw, view, extent, style, taken)
+        return image
 
     def _wrap_shifts(self, cx: float, zoom: int) -> list[float]:
         """Copies of the world to draw: one, unless the view is wide or crosses the antimeridian."""
@@ -287,8 +313,12 @@ def _label_countries(
     countries: list[_CountryView],
     style: dict[str, Colour],
     taken: list[Box],
+    label_point_only: bool = False,
 ) -> list[MapLabel]:
-    """Country names, largest visible area first, where the name fits inside the country."""
+    """Country names, largest visible area first, where the name fits inside the country.
+
+    ``label_point_only`` (map tiles): only at the Natural Earth label point, so that a country
+    is named once across the tiles of a map, not on every tile it covers."""
     labels = _country_labels()
     size = 12 if view.zoom <= 2 else 14 if view.zoom <= 5 else 15
     f = _bold(size)
@@ -301,7 +331,7 @@ def _label_countries(
         tw = draw.textlength(name, font=f)
         if country.area_px < tw * size * 0.6:
             continue  # too little of the country in view for its name
-        for x, y in _country_anchor(view, country, labels[country.code][1:]):
+        for x, y in _country_anchor(view, country, labels[country.code][1:], label_point_only):
             rect = (x - tw / 2 - 3, y - size / 2 - 3, x + tw / 2 + 3, y + size / 2 + 3)
             if not _inside(rect, view) or any(_overlap(rect, t) for t in taken):
                 continue
@@ -317,7 +347,7 @@ def _label_countries(
 
 
 def _country_anchor(
-    view: _View, country: _CountryView, label_point: tuple[float, float]
+    view: _View, country: _CountryView, label_point: tuple[float, float], label_point_only: bool = False
 ) -> list[tuple[float, float]]:
     """Candidate name positions: the Natural Earth label point when it is in view and inside
     the country, then points deep inside the part in view, nudged up and down."""
@@ -329,6 +359,8 @@ def _country_anchor(
         x, y = view.to_px(lat, lon, shift)
         if 0 <= x < view.width and 0 <= y < view.height and country.visible.contains(Point(lon, lat)):
             out.append((x, y))
+    if label_point_only:
+        return out
     in_image = country.visible.intersection(_image_box(view))
     polys = _polygons(in_image)
     if not polys:

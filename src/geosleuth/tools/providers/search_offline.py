@@ -4,6 +4,10 @@ The index is built once into the data dir and rebuilt when the document set chan
 Documents: ``.txt`` / ``.md`` files (split into passages) and ``.jsonl`` rows with
 ``title``, ``url`` and ``text``. Scripts written without spaces (Chinese, Japanese, Thai)
 fall back to substring matching on titles, since the word tokenizer keeps whole runs.
+
+Exact names rank above partial matches: a place whose own or alternate name is a phrase of
+the query ("Lisboa" in "Rua Augusta Lisboa" is Lisbon), and a document whose title is one,
+come before documents that merely share a word with the query ("João Lisboa", Brazil).
 """
 
 from __future__ import annotations
@@ -19,9 +23,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from geosleuth.core.records import Place
+from geosleuth.core.text import normalize
 from geosleuth.tools.providers.base import SearchHit
 
 PASSAGE_CHARS = 1500
+CANDIDATES = 5
+"""Full-text hits fetched per result wanted, so that exact names further down can move up."""
+MAX_QUERY_WORDS = 12
+"""Words of a query looked up as place names (n-grams of up to 4 of them)."""
 INDEX_VERSION = 2
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -141,6 +150,10 @@ class OfflineSearchIndex:
         os.replace(tmp, path)
         return cls(path)
 
+    def informative(self, words: list[str]) -> list[str]:
+        """The words of a query that are not in most documents (see `_informative`)."""
+        return self._informative(self._conn(), words) if words else []
+
     def _informative(self, conn: sqlite3.Connection, words: list[str]) -> list[str]:
         """Drop words most documents contain ("city", "in"): they match everything and rank nothing.
 
@@ -230,8 +243,82 @@ class OfflineSearchProvider:
         if self.with_gazetteer:
             yield from _gazetteer_documents()
 
+    def search_sync(self, query: str, max_results: int = 10) -> list[SearchHit]:
+        """Exact names first (gazetteer places, then documents titled with a query phrase), then
+        the full-text ranking."""
+        index = self.index()
+        hits = index.search(query, max_results * CANDIDATES)
+        phrases = _phrases(query)
+        words = normalize(query).split()[:MAX_QUERY_WORDS]
+        rare = {w.lower() for w in index.informative(words)} if len(words) > 1 else set(words)
+        exact = _exact_places(words, rare) if self.with_gazetteer else []
+        named = {normalize(h.title) for h in exact}
+        titled = [h for h in hits if _titled(normalize(h.title), phrases, named)]
+        out: dict[str, SearchHit] = {}
+        for hit in [*exact, *titled, *hits]:
+            out.setdefault(hit.url, hit)
+        return list(out.values())[:max_results]
+
     async def search(self, query: str, max_results: int = 10) -> list[SearchHit]:
         import asyncio
 
-        index = await asyncio.to_thread(self.index)
-        return await asyncio.to_thread(index.search, query, max_results)
+        return await asyncio.to_thread(self.search_sync, query, max_results)
+
+
+def _titled(title: str, phrases: set[str], named: set[str]) -> bool:
+    """A document titled with a phrase of the query, unless that phrase is only part of a longer
+    place name already matched ("York" when the query says "New York")."""
+    return title in phrases and not any(title != n and f" {title} " in f" {n} " for n in named)
+
+
+def _phrases(query: str) -> set[str]:
+    """Every run of up to 4 consecutive words of the query, as comparison keys."""
+    words = normalize(query).split()[:MAX_QUERY_WORDS]
+    return {" ".join(words[i : i + n]) for n in range(1, 5) for i in range(len(words) - n + 1)}
+
+
+def _exact_places(words: list[str], rare: set[str]) -> list[SearchHit]:
+    """Gazetteer places named (own or alternate name) by a phrase of the query.
+
+    First a place that another name of the query agrees with, read as an address
+    ("Springfield Illinois": the Springfield in Illinois; "Shibuya … Tokyo"); then each name's
+    own best place, longer phrases first ("New York" before "York"), then the more populous
+    ("Rua Augusta Lisboa": Lisbon before Augsburg, once called Augusta). A phrase inside a
+    longer matched one ("York" in "New York") is no name of its own here, nor is a phrase of
+    only words most documents contain ("city", for the places it is an alternate name of)."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    gaz = get_gazetteer()
+    matches = [
+        m
+        for m in gaz.match_names(" ".join(words))
+        if m.place.kind != "country" and any(w in rare for w in m.text.split())
+    ]
+    matches = [
+        m
+        for m in matches
+        if not any(o.start <= m.start and m.end <= o.end and o.end - o.start > m.end - m.start for o in matches)
+    ]
+    places = [p for p in _agreed(gaz, [m.text for m in matches])]
+    places += [m.place for m in sorted(matches, key=lambda m: (-(m.end - m.start), -m.place.population))]
+    hits = []
+    for place in places:
+        title, body, url, _ = place_document(place)
+        hits.append(SearchHit(title=title, url=url, snippet=body))
+    return hits
+
+
+def _agreed(gaz: object, names: list[str]) -> list[Place]:
+    """The first place the names resolve to as an address (either order) whose region or country
+    is another of the names; none when they do not agree ("Augusta" and "Lisboa")."""
+    from geosleuth.core.countries import country_name
+
+    if len(names) < 2:
+        return []
+    for order in (names, names[::-1]):
+        for place in gaz.search(", ".join(order), limit=10):  # type: ignore[attr-defined]
+            own = normalize(place.name)
+            wider = {normalize(place.admin1 or ""), normalize(country_name(place.country_code or "") or "")}
+            if any(n != own and n in wider for n in names):
+                return [place]
+    return []

@@ -49,6 +49,54 @@ function statusPill(status) {
 }
 
 
+/* ---------- maps (Leaflet over the server's offline tiles) ---------- */
+
+var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318" };
+
+/* An interactive map in `node`: points {lat, lon, kind: "pred"|"truth", label}, circles {lat, lon,
+   radius_km}, lines [[lat, lon], [lat, lon]]. Returns null (and leaves `node` empty) without Leaflet. */
+function drawMap(node, layers) {
+  if (!window.L) return null;
+  /* SVG for a few shapes (each one an element a test or a screen reader can find), canvas for many */
+  var many = (layers.points || []).length > 200;
+  var map = L.map(node, { worldCopyJump: true, preferCanvas: many, maxZoom: state.config.map_max_zoom || 12 });
+  map.attributionControl.setPrefix(false);
+  map.setView([20, 0], 1);  /* a view first: vector layers are projected when added */
+  L.tileLayer("/api/tiles/{z}/{x}/{y}.png", { maxZoom: state.config.map_max_zoom || 12, attribution: "offline: Natural Earth borders, GeoNames places" }).addTo(map);
+  var bounds = [];
+  (layers.lines || []).forEach(function (pair) {
+    L.polyline(pair, { color: COLOURS.error, weight: 1.5, opacity: 0.8, className: "error-line" }).addTo(map);
+  });
+  (layers.circles || []).forEach(function (c) {
+    var circle = L.circle([c.lat, c.lon], { radius: c.radius_km * 1000, color: COLOURS.pred, weight: 1, fillOpacity: 0.12, className: "uncertainty" }).addTo(map);
+    circle.bindTooltip("uncertainty ± " + fmt(c.radius_km, c.radius_km < 10 ? 1 : 0) + " km");
+    if (c.radius_km < 3000) { var b = L.latLng(c.lat, c.lon).toBounds(c.radius_km * 2000); bounds.push(b.getSouthWest(), b.getNorthEast()); }
+  });
+  (layers.points || []).forEach(function (p) {
+    var marker = L.circleMarker([p.lat, p.lon], { radius: p.small ? 4 : 7, color: "#fff", weight: p.small ? 1 : 2,
+      fillColor: COLOURS[p.kind], fillOpacity: 1, className: "point-" + p.kind }).addTo(map);
+    if (p.label) marker.bindTooltip(p.label);
+    bounds.push(L.latLng(p.lat, p.lon));
+  });
+  if (bounds.length > 1) map.fitBounds(L.latLngBounds(bounds), { padding: [24, 24], maxZoom: 10 });
+  else if (bounds.length) map.setView(bounds[0], 8);
+  return map;
+}
+
+function mapLegend(items) {
+  return el("div", { class: "map-legend muted small" }, items.map(function (item) {
+    return el("span", {}, el("span", { class: "swatch " + item[0] }), item[1]);
+  }));
+}
+
+/* A map card whose Leaflet map is created once the node is in the page (Leaflet measures it). */
+function mapCard(id, layers, legend) {
+  var node = el("div", { class: "map", id: id });
+  var wrap = el("div", { class: "map-wrap" }, node, legend);
+  setTimeout(function () { if (document.body.contains(node)) drawMap(node, layers); }, 0);
+  return wrap;
+}
+
 /* ---------- trajectories ---------- */
 
 function argChips(args) {
@@ -104,7 +152,7 @@ function placeLine(p) {
   return parts.join(", ");
 }
 
-function renderAnswer(trajectory, mapUrl, errorKm) {
+function renderAnswer(trajectory, mapUrl, errorKm, truth) {
   var p = trajectory.prediction;
   var failed = trajectory.status !== "ok" || !p;
   var left = el("div");
@@ -141,11 +189,30 @@ function renderAnswer(trajectory, mapUrl, errorKm) {
     left.appendChild(el("div", { class: "place", text: "Could not locate this image" }));
   }
   if (trajectory.error) left.appendChild(el("div", { class: "banner error", text: trajectory.error }));
-  var right = mapUrl ? el("div", {}, el("img", { class: "answer-map", src: mapUrl, alt: "map around the answer" }),
-    el("div", { class: "muted small", text: "Offline map (Natural Earth borders, GeoNames places)" })) : null;
+  var right = answerMap(p, truth, mapUrl);
   return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer" },
     el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { style: "margin:0", text: "Result" }), statusPill(trajectory.status)),
     el("div", { class: "answer-grid" }, left, right));
+}
+
+function answerMap(p, truth, mapUrl) {
+  var hasPred = p && p.lat !== null && p.lon !== null;
+  var hasTruth = truth && truth.lat !== null && truth.lat !== undefined;
+  if (!hasPred && !hasTruth) return null;
+  if (!window.L) return mapUrl ? el("img", { class: "answer-map", src: mapUrl, alt: "map around the answer" }) : null;
+  var layers = { points: [], circles: [], lines: [] };
+  var legend = [];
+  if (hasPred) {
+    layers.points.push({ lat: p.lat, lon: p.lon, kind: "pred", label: "answer: " + (placeLine(p) || "coordinates") });
+    if (p.radius_km) layers.circles.push({ lat: p.lat, lon: p.lon, radius_km: p.radius_km });
+    legend.push(["pred", "answer" + (p.radius_km ? " (circle: ± " + fmt(p.radius_km, p.radius_km < 10 ? 1 : 0) + " km)" : "")]);
+  }
+  if (hasTruth) {
+    layers.points.push({ lat: truth.lat, lon: truth.lon, kind: "truth", label: "ground truth" });
+    legend.push(["truth", "ground truth"]);
+    if (hasPred) { layers.lines.push([[p.lat, p.lon], [truth.lat, truth.lon]]); legend.push(["error", "error"]); }
+  }
+  return mapCard("answer-map", layers, mapLegend(legend));
 }
 
 function workLine(trajectory) {
@@ -160,8 +227,8 @@ function copy(text, button) {
   if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, function () {});
 }
 
-function renderTrajectory(trajectory, mapUrl, errorKm) {
-  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm));
+function renderTrajectory(trajectory, mapUrl, errorKm, truth) {
+  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm, truth));
   if (trajectory.samples && trajectory.samples.length) {
     var body = el("div");
     var tabs = el("div", { class: "samples-tabs" });
@@ -325,6 +392,7 @@ function metricValue(key, value) {
   if (value === null || value === undefined) return "–";
   if (/acc/.test(key)) return value.toFixed(1) + " %";
   if (/km/.test(key)) return value.toFixed(1) + " km";
+  if (Number.isInteger(value)) return String(value);  /* counts ("answered") are not 10.00 */
   return Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
 }
 
@@ -386,13 +454,13 @@ function runPage(main, name) {
       })));
       var accKeys = Object.keys(run.metrics).filter(function (k) { return /^acc@/.test(k); });
       if (accKeys.length) box.appendChild(el("section", { class: "card", style: "margin-bottom:1rem" },
-        el("h3", { text: "Accuracy within distance" }),
+        el("h3", { text: "Accuracy within distance (% of samples within k km)" }),
         el("div", { class: "bars", id: "acc-bars" }, accKeys.map(function (k) {
           var v = run.metrics[k] || 0;
           return el("div", { class: "bar", title: k + ": " + metricValue(k, run.metrics[k]) },
-            el("div", { class: "pct", text: Math.round(v) + "%" }),
+            el("div", { class: "pct", text: String(Math.round(v)) }),
             el("div", { class: "fill", style: "height:" + Math.max(1, Math.round(v * 1.2)) + "px" }),
-            el("div", { class: "lab", text: k.replace("acc@", "") }));
+            el("div", { class: "lab", text: k.replace("acc@", "").replace(/km$/, "") }));
         }))));
       box.appendChild(el("div", { class: "metrics" }, Object.keys(run.metrics).filter(function (k) { return accKeys.indexOf(k) < 0; }).map(function (k) {
         var ci = run.ci95[k];
@@ -402,9 +470,11 @@ function runPage(main, name) {
     } else {
       box.appendChild(el("div", { class: "banner info", text: "No summary.json yet: run `geosleuth report " + name + "` for metrics." }));
     }
+    var runMap = runErrorMap(run.samples);
+    if (runMap) box.appendChild(el("section", { class: "card", style: "margin-bottom:1rem" }, el("h3", { text: "Answers and ground truth" }), runMap));
     var filter = el("input", { type: "search", placeholder: "filter samples…", id: "filter" });
     box.appendChild(el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { text: "Samples (" + run.samples.length + ")" }), filter));
-    var cols = [["sample_id", "sample"], ["status", "status"], ["distance_km", "error km"], ["country_code", "country"], ["confidence", "confidence"], ["turns", "turns"], ["tool_calls", "tool calls"]];
+    var cols = [["sample_id", "sample"], ["status", "status"], ["distance_km", "error km"], ["country_code", "true country"], ["confidence", "confidence"], ["turns", "turns"], ["tool_calls", "tool calls"]];
     var table = el("table", { class: "data", id: "samples" },
       el("thead", {}, el("tr", {}, cols.map(function (c) { return el("th", { class: c[0] === "sample_id" || c[0] === "status" || c[0] === "country_code" ? "" : "num", text: c[1] }); }))),
       el("tbody", {}, run.samples.map(function (s) {
@@ -425,6 +495,26 @@ function runPage(main, name) {
   }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
 }
 
+var RUN_MAP_MAX = 2000;  /* samples drawn on a run's map; the HTML report and per_sample.csv have all */
+
+function runErrorMap(rows) {
+  var located = rows.filter(function (r) { return typeof r.true_lat === "number" && typeof r.true_lon === "number"; });
+  if (!located.length) return null;
+  var shown = located.slice(0, RUN_MAP_MAX);
+  var layers = { points: [], lines: [] };
+  shown.forEach(function (r) {
+    var id = String(r.sample_id);
+    layers.points.push({ lat: r.true_lat, lon: r.true_lon, kind: "truth", small: true, label: id + ": ground truth" });
+    if (typeof r.pred_lat === "number" && typeof r.pred_lon === "number") {
+      layers.points.push({ lat: r.pred_lat, lon: r.pred_lon, kind: "pred", small: true,
+        label: id + ": answer" + (typeof r.distance_km === "number" ? ", " + fmt(r.distance_km, 1) + " km off" : "") });
+      layers.lines.push([[r.pred_lat, r.pred_lon], [r.true_lat, r.true_lon]]);
+    }
+  });
+  var note = shown.length < located.length ? el("div", { class: "muted small", text: "first " + shown.length + " of " + located.length + " samples shown" }) : null;
+  return el("div", {}, mapCard("run-map", layers, mapLegend([["pred", "answer"], ["truth", "ground truth"], ["error", "answer–truth line"]])), note);
+}
+
 function samplePage(main, name, sampleId) {
   var runHref = "#/runs/" + encodeURIComponent(name);
   main.appendChild(el("div", { class: "crumbs" }, el("a", { href: "#/runs", text: "Runs" }), " / ", el("a", { href: runHref, text: name }), " / " + sampleId));
@@ -441,7 +531,7 @@ function samplePage(main, name, sampleId) {
         el("dl", { class: "kv" }, s.lat !== null ? [el("dt", { text: "coordinates" }), el("dd", { class: "coords", text: s.lat.toFixed(5) + ", " + s.lon.toFixed(5) })] : null, labels,
           s.hint ? [el("dt", { text: "hint" }), el("dd", { text: s.hint })] : null,
           s.choices && s.choices.length ? [el("dt", { text: "choices" }), el("dd", { text: s.choices.join(" · ") + (s.answer ? " (answer " + s.answer + ")" : "") })] : null)),
-      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
+      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null, { lat: s.lat, lon: s.lon }) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
   }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
 }
 

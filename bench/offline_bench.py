@@ -1,0 +1,84 @@
+"""Warm offline `locate` of one small sign against the OCR engines alone on the same image.
+
+Target (issue 23): the whole offline pipeline (EXIF, OCR, clues, gazetteer, phone areas, place
+names, ranking, reverse geocoding) takes at most 1.5x the OCR engines' own calls. The engines
+are timed exactly as the pipeline calls them: RapidOCR on the RGB array, plus, for a sign
+RapidOCR cannot read, Tesseract on the same image with the installed script data. Everything
+is warm (models loaded, gazetteer open): the first call of each is made and not counted.
+
+Usage: python bench/offline_bench.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from geosleuth.agent.offline import locate_offline
+from geosleuth.tools import ocr
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _best(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _engines(image: Image.Image) -> Callable[[], object]:
+    """The OCR engines' own calls, as the pipeline makes them for this image."""
+    array = np.asarray(image.convert("RGB"))
+    raw = ocr._rapidocr(image)
+    unsure = [line for line in raw if ocr._unsure(line)]
+    languages = [c for c in dict.fromkeys(ocr.SCRIPT_LANGUAGES.values()) if c in ocr.tesseract_languages()]
+    box = ocr._region(unsure, image.size) if unsure and languages else None
+
+    def run() -> object:
+        out = ocr.rapidocr_engine()(array)
+        if box is not None:
+            out = ocr._tesseract(image.crop(box), "+".join(languages))
+        return out
+
+    return run
+
+
+def _thai_sign(folder: Path) -> Path:
+    spec = importlib.util.spec_from_file_location("make_sign", ROOT / "examples" / "make_sign.py")
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    sys.modules["make_sign"] = maker
+    spec.loader.exec_module(maker)
+    sign = next(s for s in maker.SIGN_SET if s.name == "chiang_mai")
+    return maker.render_sign(sign.lines, folder / "chiang_mai.png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        signs = [ROOT / "examples" / "luzern_sign.png", _thai_sign(Path(tmp))]
+        print(f"{'image':<18} {'locate (s)':>11} {'OCR engines (s)':>16} {'ratio':>6}  target <= 1.5")
+        for path in signs:
+            image = Image.open(path)
+            image.load()
+            engines = _best(_engines(image), args.repeats)
+            pipeline = _best(lambda image=image, path=path: locate_offline(image, str(path)), args.repeats)
+            print(f"{path.stem:<18} {pipeline:>11.3f} {engines:>16.3f} {pipeline / engines:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
