@@ -228,15 +228,17 @@ def test_unsure_lines_yield_to_the_reading_of_their_script() -> None:
 
     rapid = [
         ("ALBυ MLUN", [335.0, 221.0, 943.0, 324.0], 0.55),  # Thai read as Latin and Greek: unsure
-        ("κ ", [416.0, 482.0, 860.0, 564.0], 0.89),  # a script RapidOCR cannot read: garbage
+        ("κ ", [900.0, 600.0, 1000.0, 610.0], 0.89),  # a script RapidOCR cannot read, no reading: gone
+        (" 50200", [446.0, 461.0, 831.0, 542.0], 0.945),  # sure, but only the digits of a Thai line
         ("Tel. 053 222 345", [423.0, 616.0, 853.0, 683.0], 0.996),  # sure: stays
         ("ΞΞ", [10.0, 10.0, 40.0, 30.0], 0.95),  # foreign script, nothing else read there: dropped
     ]
     tess = [
         ("ร้านกาแฟดอยช้าง", [352.0, 233.0, 931.0, 317.0], 0.93),
-        ("เชียงใหม่ 50200", [431.0, 491.0, 848.0, 562.0], 0.83),
+        ("เชียงใหม่ 50200", [461.0, 473.0, 821.0, 543.0], 0.83),
+        ("ถนนนิมมาน", [490.0, 380.0, 820.0, 440.0], 0.5),  # unsure and beside what was read: not added
         ("ไอ ล |, 053 222 345", [430.0, 625.0, 847.0, 683.0], 0.78),
-        ("ซอย 7", [400.0, 391.0, 900.0, 449.0], 0.88),  # RapidOCR saw nothing there: added
+        ("ซอย 7", [400.0, 300.0, 900.0, 360.0], 0.88),  # RapidOCR saw nothing there: added
         ("ๆ", [1000.0, 700.0, 1010.0, 710.0], 0.3),  # too unsure to add
     ]
     assert [line[0] for line in merge_readings(rapid, tess)] == [
@@ -245,6 +247,27 @@ def test_unsure_lines_yield_to_the_reading_of_their_script() -> None:
         "เชียงใหม่ 50200",
         "Tel. 053 222 345",
     ]
+    # two Tesseract readings of one line: the better one, whatever its script
+    assert merge_readings([("ไล |, 053", [0.0, 0.0, 9.0, 9.0], 0.8)], [("Tel. 053", [0.0, 0.0, 9.0, 9.0], 0.9)],
+                          prefer_first=False) == [("Tel. 053", [0.0, 0.0, 9.0, 9.0], 0.9)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["busan", "korean_shop"])
+def test_hangul_that_rapidocr_does_not_see_is_read(tmp_path: Path, name: str) -> None:
+    """RapidOCR's detector misses Hangul lines entirely; the re-read finds them."""
+    from geosleuth.tools.ocr import run_ocr, tesseract_languages
+
+    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
+    if "kor" not in tesseract_languages():
+        pytest.skip("Tesseract's Korean data not installed (apt-get install tesseract-ocr-kor)")
+    maker = _sign_maker()
+    if not (maker.FONT_DIR / maker.SCRIPT_FONTS["HANGUL"]).is_file():
+        pytest.skip("WenQuanYi Micro Hei not installed (apt-get install fonts-wqy-microhei)")
+    spec = next(s for s in maker.SIGN_SET if s.name == name)
+    report = run_ocr(Image.open(maker.render_sign(spec.lines, tmp_path / f"{name}.png")))
+    text = report.text.replace(" ", "")
+    assert "Hangul" in report.engine
+    assert spec.lines[0].replace(" ", "") in text
 
 
 def test_a_thai_sign_is_read_in_thai_and_placed_in_chiang_mai(tmp_path: Path) -> None:

@@ -69,6 +69,8 @@ SCRIPT_LANGUAGES: dict[str, str] = {
 
 Unsure lines are re-read once with every installed one together: Tesseract picks the language
 per word, which names the script far more reliably than its OSD on a sign's few words."""
+SIGN_PAGE_MODE = 6
+"""Tesseract page segmentation for the re-read: one uniform block of text, as on a sign."""
 _SPACELESS = frozenset({"Thai", "Lao", "Khmer", "Myanmar", "Han", "Hiragana", "Katakana", "Tibetan"})
 
 
@@ -151,7 +153,11 @@ def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
     return out
 
 
-def _tesseract(image: Image.Image, languages: str = "eng") -> list[tuple[str, list[float], float]]:
+def _tesseract(
+    image: Image.Image, languages: str = "eng", page_mode: int = 3
+) -> list[tuple[str, list[float], float]]:
+    """Tesseract's lines; ``page_mode`` 6 reads the image as one block of text (a sign), where the
+    default page analysis (3) loses big, sparse lines of some scripts."""
     exe = shutil.which("tesseract")
     if exe is None:
         raise ToolError("tesseract is not installed; install it or configure providers.ocr: rapidocr")
@@ -159,7 +165,7 @@ def _tesseract(image: Image.Image, languages: str = "eng") -> list[tuple[str, li
     image.convert("RGB").save(buf, format="PNG")
     try:
         proc = subprocess.run(
-            [exe, "stdin", "stdout", "-l", languages, "tsv"],
+            [exe, "stdin", "stdout", "-l", languages, "--psm", str(page_mode), "tsv"],
             input=buf.getvalue(),
             capture_output=True,
             timeout=120,
@@ -233,11 +239,14 @@ def _overlap(a: list[float], b: list[float]) -> float:
 
 
 def merge_readings(
-    rapid: list[tuple[str, list[float], float]], tess: list[tuple[str, list[float], float]]
+    rapid: list[tuple[str, list[float], float]],
+    tess: list[tuple[str, list[float], float]],
+    prefer_first: bool = True,
 ) -> list[tuple[str, list[float], float]]:
     """RapidOCR's sure lines stay; each unsure one yields to the Tesseract reading of the same
     line when that scores higher, and a line in a script RapidOCR cannot read (its garbage) to
-    any reading, or goes; Tesseract lines where RapidOCR saw nothing are added."""
+    any reading, or goes; Tesseract lines where RapidOCR saw nothing are added. With
+    ``prefer_first`` false both are Tesseract readings and each line keeps the better one."""
     out: list[tuple[str, list[float], float]] = []
     used: set[int] = set()
     for line in rapid:
@@ -248,8 +257,11 @@ def merge_readings(
         )
         if match is not None:
             used.add(match[0])
-        foreign = script_of(line[0]) not in RAPID_SCRIPTS | {None}  # garbage in a script it cannot read
-        if match is not None and (foreign or (_unsure(line) and match[1][2] > line[2])):
+        foreign = prefer_first and script_of(line[0]) not in RAPID_SCRIPTS | {None}  # its garbage
+        unsure = _unsure(line) if prefer_first else True  # two Tesseract readings: the better one
+        # digits alone where Tesseract read words too: RapidOCR kept "50200" of "เชียงใหม่ 50200"
+        partial = prefer_first and script_of(line[0]) is None and match is not None and script_of(match[1][0])
+        if match is not None and (foreign or partial or (unsure and match[1][2] > line[2])):
             out.append(match[1])
         elif not foreign:
             out.append(line)
@@ -258,38 +270,36 @@ def merge_readings(
 
 
 def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], float]], str]:
-    """RapidOCR, with its unsure lines re-read by Tesseract in every installed script at once."""
+    """RapidOCR, with its unsure lines re-read by Tesseract.
+
+    The whole image is re-read (RapidOCR's detector misses lines of scripts it was not trained
+    on, not only misreads them) with every installed script at once, which names the script;
+    then once more with that script's data alone, which reads it better, and the better
+    reading of each line is kept."""
     raw = _rapidocr(image)
-    unsure = [line for line in raw if _unsure(line)]
     installed = tesseract_languages()
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES.values()) if code in installed]
-    if (raw and not unsure) or not languages:
+    if (raw and not any(_unsure(line) for line in raw)) or not languages:
         return raw, "rapidocr"
-    x1, y1, x2, y2 = _region(unsure, image.size)
-    tess = [
-        (text, [b[0] + x1, b[1] + y1, b[2] + x1, b[3] + y1], score)
-        for text, b, score in _tesseract(image.crop((x1, y1, x2, y2)), "+".join(languages))
-    ]
+    tess = _tesseract(image, "+".join(languages), SIGN_PAGE_MODE)
+    script = _dominant_script([line for line in tess if line[2] >= MIN_TESSERACT_SCORE])
+    if script in SCRIPT_LANGUAGES and SCRIPT_LANGUAGES[script] in installed:
+        alone = _tesseract(image, SCRIPT_LANGUAGES[script], SIGN_PAGE_MODE)
+        tess = merge_readings(alone, tess, prefer_first=False)
     merged = merge_readings(raw, tess)
     scripts = sorted({s for s in (script_of(text) for text, _, _ in merged) if s and s not in RAPID_SCRIPTS})
     return merged, "rapidocr+tesseract" + (f" ({', '.join(scripts)})" if scripts else "")
 
 
-def _region(lines: list[tuple[str, list[float], float]], size: tuple[int, int]) -> tuple[int, int, int, int]:
-    """The box around the unsure lines with a margin (the whole image when nothing was read)."""
-    if not lines:
-        return 0, 0, size[0], size[1]
-    x1 = min(b[0] for _, b, _ in lines)
-    y1 = min(b[1] for _, b, _ in lines)
-    x2 = max(b[2] for _, b, _ in lines)
-    y2 = max(b[3] for _, b, _ in lines)
-    mx, my = 0.1 * (x2 - x1) + 8, 0.3 * (y2 - y1) / max(len(lines), 1) + 8
-    return (
-        max(0, int(x1 - mx)),
-        max(0, int(y1 - my)),
-        min(size[0], int(x2 + mx) + 1),
-        min(size[1], int(y2 + my) + 1),
-    )
+def _dominant_script(lines: list[tuple[str, list[float], float]]) -> str | None:
+    """The script most letters of the lines are in, Latin aside (RapidOCR reads Latin)."""
+    counts: dict[str, int] = {}
+    for text, _, _ in lines:
+        for ch in text:
+            script = script_of(ch) if ch.isalpha() else None
+            if script is not None and script != "Latin":
+                counts[script] = counts.get(script, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
 
 
 def run_ocr(
