@@ -63,6 +63,7 @@ def make_client(
         timeout_s=config.request_timeout_s,
         max_retries=config.max_retries,
         backoff_s=config.retry_backoff_s,
+        max_response_bytes=config.max_response_bytes,
     )
     if agent:
         profile = detect_profile(client.base_url, config.provider)
