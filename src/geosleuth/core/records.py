@@ -170,14 +170,16 @@ MAX_TURN_TEXT_CHARS = 200_000
 
 
 def cap_text(text: str, max_chars: int = MAX_TURN_TEXT_CHARS) -> tuple[str, int | None]:
-    """``text`` unchanged when short, else its head and tail around a marker naming the cut,
-    with the original length (None when nothing was cut). The tail is kept because final
-    answers come last."""
+    """``text`` unchanged when at most ``max_chars`` long, else at most ``max_chars`` of it: head
+    and tail around a marker naming the cut, with the original length (None when nothing was
+    cut). The tail is kept because final answers come last; cutting a cut text changes nothing
+    more than its marker."""
     if len(text) <= max_chars:
         return text, None
-    marker = f"\n[… {len(text) - max_chars:,} characters cut: text stored up to {max_chars:,} …]\n"
-    head = max_chars * 3 // 4
-    return text[:head] + marker + text[len(text) - (max_chars - head) :], len(text)
+    marker = f"\n[… {len(text):,} characters, cut to {max_chars:,} here …]\n"
+    keep = max(0, max_chars - len(marker))
+    head = keep * 3 // 4
+    return text[:head] + marker + text[len(text) - (keep - head) :], len(text)
 
 
 class ToolCallRecord(Record):
