@@ -34,6 +34,7 @@ from urllib.parse import urlparse
 import httpx
 
 from geosleuth.core.records import Usage
+from geosleuth.deadline import start_clock
 from geosleuth.secrets import redact_json, redact_text, register_secret
 
 log = logging.getLogger(__name__)
@@ -438,6 +439,7 @@ class ChatClient:
             return splice_images(json.dumps(payload, ensure_ascii=False), image_urls or {}).encode()
 
         body = encode()
+        start_clock()  # a sample's time limit starts at its first model request
         start = time.perf_counter()
         last = "no attempt made"
         status: int | None = None

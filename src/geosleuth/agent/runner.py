@@ -18,6 +18,7 @@ from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
+from geosleuth.deadline import defer_clock
 from geosleuth.tools.base import ToolRegistry
 
 
@@ -116,6 +117,7 @@ async def run_task(
         from geosleuth.agent.offline import run_offline
 
         return await run_offline(task, config, artifacts_dir=artifacts_dir)
+    defer_clock()  # an evaluation's --timeout counts from the first model request, not start-up
     style = load_style(config.prompt_style)
     tools = registry if registry is not None else build_tool_registry(config, style)
     own_client = client is None
