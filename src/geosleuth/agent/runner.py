@@ -13,6 +13,7 @@ from geosleuth.agent.client import ChatClient, ModelError, detect_profile
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
 from geosleuth.agent.loop import AgentLoop, TurnCallback
+from geosleuth.agent.memory import memory_gate, task_memory
 from geosleuth.agent.observer import Frame, Observation, Observer, make_observer, observation_turn
 from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
@@ -261,7 +262,8 @@ async def run_tasks(
     concurrency: int = 16,
     registry: ToolRegistry | None = None,
 ) -> list[Trajectory]:
-    """Many tasks with one shared client and tool set, at most ``concurrency`` at a time, in input order."""
+    """Many tasks with one shared client and tool set, in input order: at most ``concurrency`` at a
+    time, and fewer when their images' decoded sizes would not fit in memory (`agent.memory`)."""
     if config.model is None:
         chat = None
         tools = registry
@@ -272,9 +274,11 @@ async def run_tasks(
         )
     observer = make_observer(config) if config.model is not None else None
     gate = asyncio.Semaphore(max(1, concurrency))
+    memory = memory_gate()  # large images lower the concurrency: each reserves what it decodes
 
     async def one(task: Task) -> Trajectory:
-        async with gate:
+        need = await asyncio.to_thread(task_memory, task.image)
+        async with gate, memory.hold(need):
             return await run_task(
                 task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools, observer=observer
             )
