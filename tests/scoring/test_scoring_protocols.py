@@ -313,7 +313,7 @@ def test_overlong_line_is_one_failed_row(tmp_path: Path, monkeypatch: pytest.Mon
     path = write_jsonl(tmp_path / "long.jsonl", [good, long, good])
     result = score_file(path, get_protocol("twm"))
     assert result.score.n == 3 and result.score.metrics["acc@0.5km"] == pytest.approx(200 / 3)
-    assert any("long.jsonl:2: line longer than 200 characters" in w for w in result.score.warnings)
+    assert any("long.jsonl:2: line longer than 200 bytes" in w for w in result.score.warnings)
 
 
 def _column_rows(n: int) -> list[dict[str, Any]]:
