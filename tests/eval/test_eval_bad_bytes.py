@@ -49,3 +49,21 @@ def test_row_readers_number_lines_and_skip_the_bom(tmp_path: Path) -> None:
     bad_header.write_bytes(b"a,\xff\n1,2\n")
     with pytest.raises(ValueError, match="header row is not UTF-8"):
         list(csv_records(bad_header))
+
+
+def test_trajectory_and_judgment_readers_skip_a_line_that_is_not_utf8(tmp_path: Path) -> None:
+    from geosleuth.agent.trajectory import scan_trajectories
+    from geosleuth.core.records import Trajectory
+    from geosleuth.eval.judges import JUDGMENTS, read_judgments
+
+    good = Trajectory(sample_id="a", model="m").model_dump_json().encode()
+    path = tmp_path / "trajectories.jsonl"
+    path.write_bytes(good + b"\n" + good.replace(b'"m"', b'"m\xff"') + b"\n" + good + b"\n")
+    scanned = list(scan_trajectories(path))
+    assert [i for i, r in scanned if isinstance(r, Trajectory)] == [1, 3]
+    assert "trajectories.jsonl:2: not a trajectory record" in str(scanned[1][1])
+    judged = [{"sample_id": s, "judge": "j", "ok": True} for s in ("a", "b", "c")]
+    lines = [json.dumps(r).encode() for r in judged]
+    lines[1] = lines[1].replace(b'"b"', b'"b\xff"')
+    (tmp_path / JUDGMENTS).write_bytes(b"\n".join(lines) + b"\n")
+    assert sorted(read_judgments(tmp_path)) == [("a", "j"), ("c", "j")]
