@@ -192,7 +192,14 @@ class Limiter(Protocol):
 
 
 class RateLimiter:
-    """Minimum spacing between requests in this process; thread-safe so it works across loops."""
+    """Minimum spacing between requests in this process; thread-safe so it works across loops.
+
+    Hand-written rather than aiolimiter's ``AsyncLimiter``: that one holds futures of the event
+    loop it first ran on and is not thread-safe, while one provider's limit here is shared by
+    the tool calls of several loops in one process (TRL environments and verl tool workers run
+    their own loops in threads); and a provider's "1 request per second" means spacing, where
+    a leaky bucket lets a burst through.
+    """
 
     def __init__(self, per_second: float | None) -> None:
         self.interval = 1.0 / per_second if per_second and per_second > 0 else 0.0
