@@ -131,7 +131,7 @@ ERROR_LEGEND = (
 )
 
 PAGE_CSS = CSS + "".join(f".legend .e{i}{{background:{c}}}" for i, (_, c) in enumerate(ERROR_LEGEND))
-PAGE_CSS += ".legend .truth{color:#1a7f37}.legend .pred{color:#c62828}"
+PAGE_CSS += ".legend .key-truth{color:#1a7f37}.legend .key-pred{color:#c62828}"
 
 
 def _csp_hash(source: str) -> str:
@@ -280,7 +280,7 @@ def _page(title: str, body: str) -> str:
 def _legend() -> str:
     lines = "".join(f'<span class="e{i}"></span>{_esc(label)}' for i, (label, _) in enumerate(ERROR_LEGEND))
     return (
-        '<p class="legend"><b class="truth">●</b> truth, <b class="pred">●</b> prediction; '
+        '<p class="legend"><b class="key-truth">●</b> truth, <b class="key-pred">●</b> prediction; '
         f"line from prediction to truth by error:{lines}</p>"
     )
 
