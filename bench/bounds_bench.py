@@ -53,9 +53,12 @@ def locate(image: Path, out: Path, *extra: str) -> tuple[float, float, int, str]
     return wall, usage.ru_maxrss / 1024, size, status
 
 
-def row(name: str, ours: tuple[float, float, int, str], ref_name: str, ref: tuple[float, float, int, str]) -> str:
+def row(
+    name: str, ours: tuple[float, float, int, str], ref_name: str, ref: tuple[float, float, int, str]
+) -> str:
     return (
-        f"  {name:<14} {ours[1]:5.0f} MiB peak, {ours[2] / 1024:8.1f} KiB out, {ours[0]:5.1f} s ({ours[3]}) | "
+        f"  {name:<14} {ours[1]:5.0f} MiB peak, {ours[2] / 1024:8.1f} KiB out, "
+        f"{ours[0]:5.1f} s ({ours[3]}) | "
         f"{ref_name:<12} {ref[1]:5.0f} MiB, {ref[2] / 1024:6.1f} KiB | "
         f"{ours[1] / ref[1]:5.2f}x RSS, {ours[2] / max(ref[2], 1):7.1f}x output"
     )

@@ -31,7 +31,9 @@ def _gps_exif(lat_ref: str | None = "N", lon_ref: str | None = "E") -> Image.Exi
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (
+        struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    )
 
 
 def png_with_exif_after_pixels(path: Path, size: tuple[int, int]) -> Path:
@@ -83,7 +85,9 @@ def test_valid_references_in_any_case_still_sign_the_position(tmp_path: Path) ->
     assert info.lat == pytest.approx(-47.05) and info.lon == pytest.approx(-8.31) and info.gps_problem is None
 
 
-async def test_the_offline_pipeline_reads_a_bounded_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_offline_pipeline_reads_a_bounded_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = png_with_exif_after_pixels(tmp_path / "big.png", (4000, 3000))  # 12 MP, above the 8 MP copy
     seen: list[tuple[int, int]] = []
     real = offline.locate_offline
@@ -95,7 +99,9 @@ async def test_the_offline_pipeline_reads_a_bounded_copy(tmp_path: Path, monkeyp
     monkeypatch.setattr(offline, "locate_offline", spy)
     traj = await offline.run_offline(Task(id="big", image=str(path)), AgentConfig())
     (size,) = seen
-    assert size[0] * size[1] <= offline.OFFLINE_WORK_PIXELS and size[0] / size[1] == pytest.approx(4 / 3, 0.01)
+    assert size[0] * size[1] <= offline.OFFLINE_WORK_PIXELS and size[0] / size[1] == pytest.approx(
+        4 / 3, 0.01
+    )
     assert traj.prediction is not None and traj.prediction.coords_source == "exif"  # found in the file
 
 

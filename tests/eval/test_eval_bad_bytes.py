@@ -12,7 +12,9 @@ from geosleuth.textrows import csv_records, text_lines
 
 
 def _rows() -> list[dict]:
-    return [{"id": f"s{i}", "image": f"s{i}.jpg", "lat": 1.0 + i, "lon": 2.0, "city": "Zug"} for i in range(3)]
+    return [
+        {"id": f"s{i}", "image": f"s{i}.jpg", "lat": 1.0 + i, "lon": 2.0, "city": "Zug"} for i in range(3)
+    ]
 
 
 def test_a_jsonl_dataset_keeps_the_rows_around_a_bad_byte(tmp_path: Path) -> None:

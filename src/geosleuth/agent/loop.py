@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -317,7 +317,10 @@ class AgentLoop:
         turn = self.traj.turns[-1]
         cap = self.config.max_calls_per_turn
         results = await asyncio.gather(
-            *(self._run_call(c) if j < cap else _over_call_cap(cap, j, len(calls)) for j, c in enumerate(calls))
+            *(
+                self._run_call(c) if j < cap else _over_call_cap(cap, j, len(calls))
+                for j, c in enumerate(calls)
+            )
         )
         records = []
         observed = await asyncio.gather(*(self._observe_images(r) for r in results))

@@ -152,7 +152,9 @@ def _not_utf8(path: Path, where: str, text: str) -> str | None:
     bad = _ESCAPED.search(text)
     if bad is None:
         return None
-    return f"{path}:{where}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})"
+    return (
+        f"{path}:{where}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})"
+    )
 
 
 def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
