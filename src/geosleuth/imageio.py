@@ -189,3 +189,43 @@ def thumbnail(
         img.thumbnail((max_side, max_side))
         ImageOps.exif_transpose(img, in_place=True)
         return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def open_work_copy(
+    source: Source, work_pixels: int, max_pixels: int | None = None, *, label: str | None = None
+) -> Image.Image:
+    """An RGB copy of at most ``work_pixels`` pixels, decoded within the pixel limit.
+
+    JPEGs are reduced while decoding; other formats are decoded once at full size and reduced
+    at once, so the full frame lives only for that step. ``info["original_size"]`` keeps the
+    file's size and ``info["work_scale"]`` the factor applied.
+    """
+    name = _label(source, label)
+    limit = max_image_pixels(max_pixels)
+    img = _open_lazy(source, name)
+    with _errors(name):
+        original = img.size
+        if img.format in _REDUCIBLE and original[0] * original[1] > work_pixels:
+            side = math.sqrt(work_pixels / (original[0] * original[1]))
+            img.draft("RGB", (max(1, int(original[0] * side)), max(1, int(original[1] * side))))
+        if img.size[0] * img.size[1] > limit:
+            raise _refuse(name, original, limit, img.format in _REDUCIBLE)
+        img.load()
+        ImageOps.exif_transpose(img, in_place=True)
+        w, h = img.size
+        if w * h > work_pixels:
+            scale = math.sqrt(work_pixels / (w * h))
+            img.thumbnail((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.LANCZOS)
+        work = img if img.mode == "RGB" else img.convert("RGB")
+        work.info["original_size"] = original
+        work.info["work_scale"] = work.size[0] / original[0] if original[0] else 1.0
+        return work
+
+
+def header_pixels(source: str | Path) -> int:
+    """Width × height from the header alone (0 when the file is not a readable image)."""
+    try:
+        with Image.open(source) as img:
+            return img.size[0] * img.size[1]
+    except (OSError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError):
+        return 0

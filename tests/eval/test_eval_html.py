@@ -19,7 +19,7 @@ PLAN = {
         "lon": 2.35,
         "country": "France",
         "tools": [["image_zoom_in_tool", True, False]],
-        "raw": "It is Paris <script>alert(1)</script>",
+        "raw": "It is Paris <script>alert(1)</script>" + " and so on" * 30_000,  # 300 kB of answer text
     },
     "berlin": {"lat": 50.11, "lon": 8.68, "country": "Germany"},
     "tokyo": {"raise": "boom"},
@@ -67,6 +67,7 @@ def test_html_report_renders_offline(tmp_path: Path, monkeypatch: pytest.MonkeyP
         )
         page = browser.new_page()
         page.on("request", lambda request: requested.append(request.url))
+        page.on("console", lambda message: requested.append("console:" + message.text))
         page.on("dialog", lambda dialog: requested.append("dialog:" + dialog.message))
         page.goto(index.as_uri())
         assert page.locator("#worldmap").is_visible()
@@ -77,8 +78,10 @@ def test_html_report_renders_offline(tmp_path: Path, monkeypatch: pytest.MonkeyP
         box = page.locator("#worldmap").bounding_box()
         assert box is not None and box["width"] > 300
         assert page.locator("#samples tbody tr").count() == 8
-        page.fill("#filter", "model_error")
+        page.fill("#filter", "model_error")  # the inline script runs under the hash-based CSP
         assert page.locator("#samples tbody tr:visible").count() == 1
+        legend = "getComputedStyle(document.querySelector('.legend .e0')).backgroundColor"
+        assert page.evaluate(legend) == "rgb(26, 127, 55)"  # so does the inline stylesheet
         page.fill("#filter", "")
         page.click("#samples a:text('paris')")
         page.wait_for_load_state()
@@ -86,7 +89,11 @@ def test_html_report_renders_offline(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert page.evaluate("document.querySelector('img.main').naturalWidth") == 64
         assert page.locator("#trajectory .turn").count() == 2
         assert page.locator("#trajectory .call b").first.inner_text() == "image_zoom_in_tool"
-        assert "<script>alert(1)</script>" in page.locator("pre").last.inner_text()
+        answer = page.locator("pre").last.inner_text()
+        assert answer.startswith("It is Paris <script>alert(1)</script>")
+        assert "cut to 20,000" in answer and "full 300,037 characters are in trajectories.jsonl" in answer
         browser.close()
     outside = [u for u in requested if not u.startswith(("file://", "data:"))]
-    assert outside == []
+    assert outside == []  # no request, no dialog, no console message (a CSP violation logs one)
+    assert (tmp_path / "run" / "html" / "samples" / "paris.html").stat().st_size < 100_000
+    assert "unsafe-inline" not in index.read_text(encoding="utf-8")

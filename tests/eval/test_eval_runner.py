@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,78 @@ def test_bad_sample_line_is_a_run_dir_error(tmp_path: Path) -> None:
         handle.write('{"id": 5, "lat": "north"}\n')
     with pytest.raises(RunDirError, match="line 2"):
         read_samples(tmp_path)
+
+
+async def test_the_timeout_counts_from_the_first_model_request(tmp_path: Path) -> None:
+    """A slow start-up (a loaded host) is not charged to --timeout; the model's time is."""
+    from geosleuth.agent import ChatClient
+    from geosleuth.deadline import defer_clock
+    from geosleuth.testing import FakeOpenAIServer, Step, delay, reply
+
+    def script(request: dict) -> Step:  # s001's model answers after 0.6 s, past the 0.4 s limit
+        slow = "s001" in json.dumps(request)
+        return delay(0.6, reply("late")) if slow else reply("fine")
+
+    async with FakeOpenAIServer(script) as server:
+
+        async def agent(task: Task) -> Trajectory:
+            defer_clock()  # as the built-in agent does when it starts
+            await asyncio.sleep(0.6)  # start-up: longer than the timeout
+            async with ChatClient("m", server.base_url, max_retries=0) as client:
+                await client.complete([{"role": "user", "content": task.id}])
+            return Trajectory(sample_id=task.id, model="m")
+
+        await run_samples(_samples(2), agent, tmp_path, concurrency=2, timeout_s=0.4)
+    records = TrajectoryStore(tmp_path).load()
+    assert records["s000"].status == TrajectoryStatus.OK
+    assert records["s001"].status == TrajectoryStatus.TIMEOUT
+    assert records["s001"].error == "no result within 0.4 s of the first model request"
+
+
+async def test_a_run_function_that_asks_no_model_is_timed_from_its_start(tmp_path: Path) -> None:
+    async def agent(task: Task) -> Trajectory:
+        await asyncio.sleep(5)
+        return Trajectory(sample_id=task.id, model="m")
+
+    begun = time.perf_counter()
+    await run_samples(_samples(1), agent, tmp_path, timeout_s=0.2)
+    assert time.perf_counter() - begun < 2
+    assert TrajectoryStore(tmp_path).load()["s000"].error == "no result within 0.2 s"
+
+
+async def test_the_built_in_agent_is_not_charged_for_a_slow_image_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PIL import Image
+
+    import geosleuth.agent.runner as agent_runner
+    from geosleuth.agent import AgentConfig, run_task
+    from geosleuth.agent.workers import ParsePool, use_parse_pool
+    from geosleuth.testing import FakeOpenAIServer, reply
+
+    decode = agent_runner.load_image
+
+    def slow_decode(*args: object, **kwargs: object) -> Image.Image:
+        time.sleep(0.8)  # a loaded host: start-up alone is longer than the timeout
+        return decode(*args, **kwargs)
+
+    threads = ParsePool(0)  # parse in threads: a parse worker's own start is not what is measured
+    previous = use_parse_pool(threads)
+    Image.new("RGB", (64, 48), (90, 120, 200)).save(tmp_path / "a.png")
+    sample = Sample(id="a", image=str(tmp_path / "a.png"), lat=0.0, lon=0.0)
+    answer = '{"lat": 1.0, "lon": 2.0, "city": "X", "country": "Y"}'
+    async with FakeOpenAIServer(default=reply(answer)) as server:
+        config = AgentConfig(model="m", base_url=server.base_url, prompt_style="thinking_with_map", tools=[])
+
+        async def agent(task: Task) -> Trajectory:
+            return await run_task(task, config)
+
+        try:
+            assert (await agent(Task.from_sample(sample))).status == TrajectoryStatus.OK  # warm imports
+            monkeypatch.setattr(agent_runner, "load_image", slow_decode)
+            await run_samples([sample], agent, tmp_path / "run", timeout_s=0.5)
+        finally:
+            use_parse_pool(previous)
+            threads.close()
+    record = TrajectoryStore(tmp_path / "run").load()["a"]
+    assert record.status == TrajectoryStatus.OK, record.error

@@ -91,6 +91,20 @@ async def test_backoff_honours_retry_after_and_grows(server: FakeServer) -> None
     assert 1.0 <= waits[1] <= 3.0  # base * 2 with jitter in [0.5, 1.5)
 
 
+async def test_retries_stop_after_the_configured_attempts(server: FakeServer) -> None:
+    server.route("/b", *[Reply(status=503, json={}) for _ in range(5)])
+    waits: list[float] = []
+
+    async def fake_sleep(s: float) -> None:
+        waits.append(s)
+
+    settings = HttpSettings(allow_private_urls=True, max_retries=2, backoff_base_s=1.0, backoff_max_s=30.0)
+    client = HttpClient("x", settings, sleep=fake_sleep)
+    with pytest.raises(ProviderError, match=r"^x: HTTP 503 after 3 attempt\(s\)$"):
+        await client.get_json(f"{server.url}/b")
+    assert len(waits) == 2 and 0.5 <= waits[0] < 1.5 and 1.0 <= waits[1] < 3.0
+
+
 def test_rate_limiter_spaces_requests() -> None:
     limiter = RateLimiter(2.0)
     delays = [limiter.reserve() for _ in range(3)]

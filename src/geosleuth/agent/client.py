@@ -34,12 +34,15 @@ from urllib.parse import urlparse
 import httpx
 
 from geosleuth.core.records import Usage
+from geosleuth.deadline import start_clock
 from geosleuth.secrets import redact_json, redact_text, register_secret
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SHARD_CONNECTIONS = 32
+MAX_RESPONSE_BYTES = 16 * 2**20
+"""Largest response body read from the server (decoded); a longer one fails the request."""
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per request
 ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
@@ -280,6 +283,7 @@ class ChatClient:
         max_backoff_s: float = 30.0,
         max_connections: int = 512,
         profile: ProviderProfile | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.model = model
         self.base_url, self._api_key = resolve_endpoint(base_url, api_key, api_key_env)
@@ -289,6 +293,7 @@ class ChatClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.max_response_bytes = max_response_bytes
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         # httpcore's pool scans every connection on each request (quadratic at hundreds of
         # concurrent requests), so connections are spread over small pools used in turn.
@@ -311,15 +316,27 @@ class ChatClient:
         return pool
 
     async def _post(self, body: bytes) -> httpx.Response:
-        """POST through the least busy pool (the first of equals, to reuse warm connections)."""
+        """POST through the least busy pool (the first of equals, to reuse warm connections).
+
+        The body is streamed and read only up to ``max_response_bytes`` (after decompression):
+        a server that answers with hundreds of megabytes costs that cap, not the whole reply.
+        """
         i = min(range(len(self._pools)), key=self._in_flight.__getitem__)
         self._in_flight[i] += 1
         try:
-            return await self._pool(i).post(
-                "/chat/completions", content=body, headers={"Content-Type": "application/json"}
+            pool = self._pool(i)
+            request = pool.build_request(
+                "POST", "/chat/completions", content=body, headers={"Content-Type": "application/json"}
             )
+            resp = await pool.send(request, stream=True)
+            try:
+                content = await _read_capped(resp, self.max_response_bytes)
+            finally:
+                await resp.aclose()
         finally:
             self._in_flight[i] -= 1
+        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+        return httpx.Response(resp.status_code, headers=headers, content=content, request=request)
 
     async def aclose(self) -> None:
         for pool in self._pools:
@@ -422,6 +439,7 @@ class ChatClient:
             return splice_images(json.dumps(payload, ensure_ascii=False), image_urls or {}).encode()
 
         body = encode()
+        start_clock()  # a sample's time limit starts at its first model request
         start = time.perf_counter()
         last = "no attempt made"
         status: int | None = None
@@ -469,6 +487,36 @@ class ChatClient:
             return min(retry_after, self.max_backoff_s)
         base = self.backoff_s * 2 ** (attempt - 1)
         return min(base * (0.5 + random.random() / 2), self.max_backoff_s)
+
+
+_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+class ResponseTooLarge(ModelError):
+    """The server's reply is longer than the client's cap; not retried (it would answer the same)."""
+
+
+async def _read_capped(resp: httpx.Response, cap: int) -> bytes:
+    """The decoded body, or `ResponseTooLarge` as soon as it passes ``cap`` bytes."""
+
+    def too_large(seen: str) -> ResponseTooLarge:
+        return ResponseTooLarge(
+            f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap "
+            "(max_response_bytes); reading stopped there",
+            resp.status_code,
+        )
+
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap and "content-encoding" not in resp.headers:
+        raise too_large(f"of {int(declared):,} bytes (Content-Length)")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            raise too_large(f"of more than {cap:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _redacted(choice: ChatChoice) -> ChatChoice:

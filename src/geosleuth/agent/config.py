@@ -11,7 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from geosleuth.agent.client import MAX_RESPONSE_BYTES
 from geosleuth.agent.images import DEFAULT_PIXEL_BUDGET
+from geosleuth.core.records import MAX_TURN_TEXT_CHARS
+
+MAX_CALLS_PER_TURN = 10
+"""Tool calls run from one model turn; the rest get an error the model reads (GeoVista/SpotAgent
+models make one call a turn, Thinking-with-Map a few in parallel)."""
 
 
 class AgentConfig(BaseModel):
@@ -35,6 +41,9 @@ class AgentConfig(BaseModel):
     request_timeout_s: float = Field(default=120.0, gt=0)
     parse_timeout_s: float = Field(default=10.0, gt=0)  # one parse of model output, in a worker process
     max_retries: int = Field(default=3, ge=0)
+    max_response_bytes: int = Field(default=MAX_RESPONSE_BYTES, ge=1024)  # a longer reply fails the turn
+    max_turn_text_chars: int = Field(default=MAX_TURN_TEXT_CHARS, ge=1000)  # per text field a turn stores
+    max_calls_per_turn: int = Field(default=MAX_CALLS_PER_TURN, ge=1)  # tool calls run from one turn
     retry_backoff_s: float = Field(default=1.0, ge=0)
     temperature: float | None = None
     top_p: float | None = None

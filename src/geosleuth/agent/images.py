@@ -80,11 +80,15 @@ def smart_resize(
     """(width, height) the Qwen-VL processors give an image: sides rounded to multiples of
     ``factor``, then scaled into [min_pixels, max_pixels] (the rule in their image processor).
 
-    Boxes in absolute pixels live in this frame, whatever size the image was sent at.
+    Boxes in absolute pixels live in this frame, whatever size the image was sent at. Written
+    out rather than imported: qwen-vl-utils and transformers' ``image_processing_qwen2_vl``
+    import torchvision, and transformers' PIL processor module took 11.6 s to import on the
+    2-core test host, for six lines; tests/agent/test_agent_smart_resize.py checks that both
+    give the same frame (the processors refuse aspect ratios above 200; this does not).
     """
     width, height = size
-    h_bar = max(factor, round(height / factor) * factor)
-    w_bar = max(factor, round(width / factor) * factor)
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
     if h_bar * w_bar > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
         h_bar = max(factor, math.floor(height / beta / factor) * factor)

@@ -19,6 +19,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from geosleuth.core.records import (
     Trajectory,
     TrajectoryStatus,
     Turn,
+    cap_text,
 )
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.text import wrap_output
@@ -214,7 +216,7 @@ class AgentLoop:
             )
         except ModelError as exc:
             return self._finish(TrajectoryStatus.MODEL_ERROR, self._model_error(exc))
-        choice = resp.first
+        choice, truncated = _capped_choice(resp.first, self.config.max_turn_text_chars)
         self.pending_choice = choice
         turn = Turn(
             index=len(self.traj.turns),
@@ -222,6 +224,7 @@ class AgentLoop:
             reasoning=choice.reasoning,
             latency_s=resp.latency_s,
             usage=resp.usage,
+            truncated=truncated,
         )
         self.traj.turns.append(turn)
         self._notify(turn)
@@ -312,7 +315,13 @@ class AgentLoop:
     async def _act(self) -> State:
         calls, native = self.pending, self.pending_native
         turn = self.traj.turns[-1]
-        results = await asyncio.gather(*(self._run_call(c) for c in calls))
+        cap = self.config.max_calls_per_turn
+        results = await asyncio.gather(
+            *(
+                self._run_call(c) if j < cap else _over_call_cap(cap, j, len(calls))
+                for j, c in enumerate(calls)
+            )
+        )
         records = []
         observed = await asyncio.gather(*(self._observe_images(r) for r in results))
         for j, (call, result, (seen, seen_error)) in enumerate(zip(calls, results, observed, strict=True)):
@@ -447,6 +456,24 @@ class AgentLoop:
             wrapped.append({"type": "text", "text": nudge_text})
         if wrapped:
             self.messages.append({"role": "user", "content": wrapped})
+
+
+def _capped_choice(choice: ChatChoice, max_chars: int) -> tuple[ChatChoice, dict[str, int]]:
+    """The reply as the turn stores and the conversation replays it: content and reasoning cut
+    to ``max_chars`` (head and tail), with the original lengths of what was cut."""
+    content, content_len = cap_text(choice.content, max_chars)
+    reasoning, reasoning_len = cap_text(choice.reasoning, max_chars) if choice.reasoning else (None, None)
+    cut = {k: n for k, n in (("text", content_len), ("reasoning", reasoning_len)) if n is not None}
+    if not cut:
+        return choice, {}
+    return replace(choice, content=content, reasoning=reasoning or choice.reasoning), cut
+
+
+async def _over_call_cap(cap: int, index: int, total: int) -> ToolResult:
+    return ToolResult.failure(
+        f"not run: at most {cap} tool calls run per turn and this turn made {total} "
+        f"(this was call {index + 1}); call fewer tools at once"
+    )
 
 
 def _is_answer(prediction: Prediction) -> bool:

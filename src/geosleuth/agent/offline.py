@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from PIL import Image
 
 from geosleuth.agent.config import AgentConfig
-from geosleuth.agent.images import ImageInputError, load_image
+from geosleuth.agent.images import ImageInputError
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import (
     ParseStatus,
@@ -35,8 +35,12 @@ from geosleuth.core.records import (
     TrajectoryStatus,
     Turn,
 )
+from geosleuth.imageio import open_work_copy
 
 MODEL_NAME = "offline-clues"
+OFFLINE_WORK_PIXELS = 8_000_000
+"""The pipeline reads a copy of at most this many pixels: twice the side OCR's detector looks at
+(1600 px), and 24 MB as RGB whatever the photo's size (a 62 MP PNG decoded whole is 186 MB)."""
 AGREE_KM = 30.0  # candidates closer than this support each other
 MIN_NAME_CHARS = 4
 CITY_RADIUS_KM = 10.0
@@ -378,7 +382,9 @@ async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | 
     try:
         if not task.image:
             raise ImageInputError(f"task {task.id} has no image")
-        image = await asyncio.to_thread(load_image, task.image, config.max_image_pixels)
+        image = await asyncio.to_thread(
+            open_work_copy, task.image, OFFLINE_WORK_PIXELS, config.max_image_pixels
+        )
     except ImageInputError as exc:
         traj.status, traj.error, traj.finished_at = TrajectoryStatus.INPUT_ERROR, str(exc), time.time()
         return traj

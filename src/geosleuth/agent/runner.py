@@ -13,11 +13,13 @@ from geosleuth.agent.client import ChatClient, ModelError, detect_profile
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
 from geosleuth.agent.loop import AgentLoop, TurnCallback
+from geosleuth.agent.memory import memory_gate, task_memory
 from geosleuth.agent.observer import Frame, Observation, Observer, make_observer, observation_turn
 from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
+from geosleuth.deadline import defer_clock
 from geosleuth.tools.base import ToolRegistry
 
 
@@ -63,6 +65,7 @@ def make_client(
         timeout_s=config.request_timeout_s,
         max_retries=config.max_retries,
         backoff_s=config.retry_backoff_s,
+        max_response_bytes=config.max_response_bytes,
     )
     if agent:
         profile = detect_profile(client.base_url, config.provider)
@@ -115,6 +118,7 @@ async def run_task(
         from geosleuth.agent.offline import run_offline
 
         return await run_offline(task, config, artifacts_dir=artifacts_dir)
+    defer_clock()  # an evaluation's --timeout counts from the first model request, not start-up
     style = load_style(config.prompt_style)
     tools = registry if registry is not None else build_tool_registry(config, style)
     own_client = client is None
@@ -258,7 +262,8 @@ async def run_tasks(
     concurrency: int = 16,
     registry: ToolRegistry | None = None,
 ) -> list[Trajectory]:
-    """Many tasks with one shared client and tool set, at most ``concurrency`` at a time, in input order."""
+    """Many tasks with one shared client and tool set, in input order: at most ``concurrency`` at a
+    time, and fewer when their images' decoded sizes would not fit in memory (`agent.memory`)."""
     if config.model is None:
         chat = None
         tools = registry
@@ -269,9 +274,11 @@ async def run_tasks(
         )
     observer = make_observer(config) if config.model is not None else None
     gate = asyncio.Semaphore(max(1, concurrency))
+    memory = memory_gate()  # large images lower the concurrency: each reserves what it decodes
 
     async def one(task: Task) -> Trajectory:
-        async with gate:
+        need = await asyncio.to_thread(task_memory, task.image)
+        async with gate, memory.hold(need):
             return await run_task(
                 task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools, observer=observer
             )

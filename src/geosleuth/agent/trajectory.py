@@ -73,7 +73,7 @@ def scan_trajectories(path: Path) -> Iterator[tuple[int, Trajectory | ValueError
 
     Readers choose: `read_trajectories` stops at a bad line, batch tools record it and go on.
     """
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is one bad record, not a failed file
         for i, line in enumerate(fh, 1):
             if not line.strip():
                 continue

@@ -165,6 +165,23 @@ def cap_arguments(arguments: dict[str, Any], max_chars: int = MAX_ARGUMENT_CHARS
     return {TRUNCATED_KEY: text[:max_chars], ORIGINAL_CHARS_KEY: len(text)}
 
 
+MAX_TURN_TEXT_CHARS = 200_000
+"""Longest model text (content, reasoning) a turn stores; a longer one keeps its head and tail."""
+
+
+def cap_text(text: str, max_chars: int = MAX_TURN_TEXT_CHARS) -> tuple[str, int | None]:
+    """``text`` unchanged when at most ``max_chars`` long, else at most ``max_chars`` of it: head
+    and tail around a marker naming the cut, with the original length (None when nothing was
+    cut). The tail is kept because final answers come last; cutting a cut text changes nothing
+    more than its marker."""
+    if len(text) <= max_chars:
+        return text, None
+    marker = f"\n[… {len(text):,} characters, cut to {max_chars:,} here …]\n"
+    keep = max(0, max_chars - len(marker))
+    head = keep * 3 // 4
+    return text[:head] + marker + text[len(text) - (keep - head) :], len(text)
+
+
 class ToolCallRecord(Record):
     """One tool call as the trajectory keeps it; arguments are capped (`cap_arguments`)."""
 
@@ -195,6 +212,7 @@ class Turn(Record):
     latency_s: float = 0.0
     usage: Usage = Field(default_factory=Usage)
     note: str | None = None  # e.g. "reminder sent", "final-answer nudge"
+    truncated: dict[str, int] = Field(default_factory=dict)  # field -> original length, where a cap cut it
 
 
 class TrajectoryStatus(StrEnum):

@@ -30,6 +30,7 @@ from geosleuth.eval.layouts import (
     hub_layout,
     table_layout,
 )
+from geosleuth.textrows import csv_records, text_lines
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -111,16 +112,18 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a JSON / JSONL / CSV / TSV file as dicts (a JSON file holds a list of objects)."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield {"__error__": f"line {number} is not JSON: {exc.msg}"}
-                    continue
-                yield row if isinstance(row, dict) else {"__error__": f"line {number} is not an object"}
+        for number, line, problem in text_lines(path):  # a line that is not UTF-8 fails alone
+            if line is None:
+                yield {"__error__": problem}
+                continue
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield {"__error__": f"line {number} is not JSON: {exc.msg}"}
+                continue
+            yield row if isinstance(row, dict) else {"__error__": f"line {number} is not an object"}
     elif suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict):
@@ -130,8 +133,11 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
         for row in data:
             yield row if isinstance(row, dict) else {"__error__": "entry is not an object"}
     elif suffix in (".csv", ".tsv"):
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            yield from csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
+        try:
+            for _, record, problem in csv_records(path, "\t" if suffix == ".tsv" else ","):
+                yield record if record is not None else {"__error__": problem}
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from None
     else:
         raise DatasetError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .tsv)")
 

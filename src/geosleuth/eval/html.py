@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.records import Sample, Trajectory
+from geosleuth.core.records import Sample, Trajectory, cap_text
 from geosleuth.eval.judges import read_judgments
 from geosleuth.eval.rundata import RunData
 from geosleuth.eval.scores import ScoreRow
@@ -129,6 +129,33 @@ ERROR_LEGEND = (
     ("< 2500 km", "#ef6c00"),
     ("≥ 2500 km", "#c62828"),
 )
+
+PAGE_CSS = CSS + "".join(f".legend .e{i}{{background:{c}}}" for i, (_, c) in enumerate(ERROR_LEGEND))
+PAGE_CSS += ".legend .key-truth{color:#1a7f37}.legend .key-pred{color:#c62828}"
+
+
+def _csp_hash(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+PAGE_CSP = (
+    f"default-src 'none'; img-src data:; style-src {_csp_hash(PAGE_CSS)}; "
+    f"script-src {_csp_hash(SORT_JS)}; base-uri 'none'; form-action 'none'"
+)
+"""The report's policy: its one inline stylesheet and one inline script by hash, data: images,
+no requests. A <meta> in each page, so it holds for a report opened from disk."""
+REPORT_CSP = PAGE_CSP + "; frame-ancestors 'none'"
+"""The same as a header, as the web app serves the report (frame-ancestors works only there)."""
+MAX_HTML_TEXT_CHARS = 20_000
+"""Longest model or tool text written into a page; the full text stays in trajectories.jsonl."""
+
+
+def _text(value: str | None) -> str:
+    """Escaped text cut to `MAX_HTML_TEXT_CHARS`, saying where the full text is when cut."""
+    text, original = cap_text(value or "", MAX_HTML_TEXT_CHARS)
+    if original is None:
+        return _esc(text)
+    return _esc(f"{text} (shown cut: the full {original:,} characters are in trajectories.jsonl)")
 
 
 def map_extent(rows: list[ScoreRow], min_width: float = 60.0, pad: float = 0.1) -> tuple[float, ...]:
@@ -245,16 +272,15 @@ def _metric_rows(summary: dict[str, Any]) -> str:
 def _page(title: str, body: str) -> str:
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
-        f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
-        f"style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
-        f"<style>{CSS}</style></head><body>{body}<script>{SORT_JS}</script></body></html>"
+        f'<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">'
+        f"<style>{PAGE_CSS}</style></head><body>{body}<script>{SORT_JS}</script></body></html>"
     )
 
 
 def _legend() -> str:
-    lines = "".join(f'<span style="background:{c}"></span>{_esc(label)}' for label, c in ERROR_LEGEND)
+    lines = "".join(f'<span class="e{i}"></span>{_esc(label)}' for i, (label, _) in enumerate(ERROR_LEGEND))
     return (
-        '<p class="legend"><b style="color:#1a7f37">●</b> truth, <b style="color:#c62828">●</b> prediction; '
+        '<p class="legend"><b class="key-truth">●</b> truth, <b class="key-pred">●</b> prediction; '
         f"line from prediction to truth by error:{lines}</p>"
     )
 
@@ -306,14 +332,14 @@ def _tool_call_html(run_dir: Path, call: Any) -> str:
         for uri in (image_data_uri(_resolve(run_dir, p), 600) for p in call.result_images)
         if uri
     )
-    state = "ok" if call.ok else f"error: {call.error}"
+    state = "ok" if call.ok else f"error: {cap_text(call.error or '', MAX_HTML_TEXT_CHARS)[0]}"
     flags = " (cache hit)" if call.cache_hit else ""
-    arguments = _esc(json.dumps(call.arguments, ensure_ascii=False))
+    arguments = _text(json.dumps(call.arguments, ensure_ascii=False))
     css = "ok" if call.ok else "fail"
     return (
         f'<div class="call"><b>{_esc(call.name)}</b> <code>{arguments}</code> — '
         f'<span class="{css}">{_esc(state)}</span>{flags}, {call.latency_s:.2f} s'
-        f"<pre>{_esc(call.result_text)}</pre>{crops}</div>"
+        f"<pre>{_text(call.result_text)}</pre>{crops}</div>"
     )
 
 
@@ -321,12 +347,12 @@ def _turns_html(run_dir: Path, trajectory: Trajectory) -> str:
     out = []
     for turn in trajectory.turns:
         reasoning = (
-            f"<details open><summary>reasoning</summary><pre>{_esc(turn.reasoning)}</pre></details>"
+            f"<details open><summary>reasoning</summary><pre>{_text(turn.reasoning)}</pre></details>"
             if (turn.reasoning)
             else ""
         )
         calls = "".join(_tool_call_html(run_dir, c) for c in turn.tool_calls)
-        text = f"<pre>{_esc(turn.text)}</pre>" if turn.text.strip() else ""  # tool-call-only turns
+        text = f"<pre>{_text(turn.text)}</pre>" if turn.text.strip() else ""  # tool-call-only turns
         out.append(
             f'<div class="turn"><h3>Turn {turn.index + 1}</h3>{reasoning}{text}{calls}'
             f"<small>{turn.usage.prompt_tokens} + {turn.usage.completion_tokens} tokens, "
@@ -400,19 +426,19 @@ def sample_html(
         if (trajectory and trajectory.prediction)
         else None
     )
-    failure = " — " + _esc(trajectory.error) if trajectory and trajectory.error else ""
+    failure = " — " + _text(trajectory.error) if trajectory and trajectory.error else ""
     body = (
         f'<p><a href="../index.html">← report</a></p><h1>{_esc(sample.id)}</h1>{pic}'
         f"<p>Status <b>{_esc(row.status)}</b>{failure}"
         f"; error {dist}.</p><p>Truth: {_esc(sample.lat)}, {_esc(sample.lon)} {_esc(truth)}</p>"
         f"{_question_html(sample)}"
-        f"<h2>Prediction</h2><pre>{_esc(json.dumps(prediction, ensure_ascii=False, indent=1))}</pre>"
+        f"<h2>Prediction</h2><pre>{_text(json.dumps(prediction, ensure_ascii=False, indent=1))}</pre>"
         f"{_judgments_html(judgments or [])}"
     )
     if trajectory is not None:
         body += f'<h2>Trajectory</h2><div id="trajectory">{_turns_html(run.run_dir, trajectory)}</div>'
         if trajectory.prediction and trajectory.prediction.raw:
-            body += f"<h2>Final answer text</h2><pre>{_esc(trajectory.prediction.raw)}</pre>"
+            body += f"<h2>Final answer text</h2><pre>{_text(trajectory.prediction.raw)}</pre>"
         for i, extra in enumerate(trajectory.samples):
             body += f"<details><summary>sample {i + 1} ({_esc(extra.status.value)})</summary>"
             body += f"{_turns_html(run.run_dir, extra)}</details>"

@@ -389,12 +389,13 @@ def read_judgments(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     out: dict[tuple[str, str], dict[str, Any]] = {}
     if not path.exists():
         return out
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        out[(record["sample_id"], record["judge"])] = record
+    with path.open("rb") as handle:  # a line that is not UTF-8 or not JSON is skipped alone
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            out[(record["sample_id"], record["judge"])] = record
     return out
 
 

@@ -8,6 +8,7 @@ sample ends as exactly one record: an exception or a timeout becomes a failed tr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
+from geosleuth.deadline import STARTUP_TIMEOUT_S, SampleClock, reset_clock, set_clock
 from geosleuth.eval.store import TrajectoryStore
 
 RunFn = Callable[[Task], Awaitable[Trajectory]]
@@ -42,15 +44,26 @@ def failed_trajectory(task: Task, status: TrajectoryStatus, error: str, started:
 
 
 async def run_one(run_fn: RunFn, task: Task, timeout_s: float | None) -> Trajectory:
-    """Run one task; exceptions and timeouts become failed records with their cause."""
+    """Run one task; exceptions and timeouts become failed records with their cause.
+
+    ``timeout_s`` counts from the task's first model request when its agent defers the clock
+    (the built-in agent does; see `geosleuth.deadline`), else from its start.
+    """
     started = time.time()
+    clock = SampleClock()
     try:
         if timeout_s is None:
             trajectory = await run_fn(task)
         else:
-            trajectory = await asyncio.wait_for(run_fn(task), timeout_s)
+            trajectory = await _within(run_fn, task, clock, timeout_s)
     except TimeoutError:
-        return failed_trajectory(task, TrajectoryStatus.TIMEOUT, f"no result within {timeout_s} s", started)
+        if clock.started_at is not None:
+            why = f"no result within {timeout_s} s of the first model request"
+        elif clock.deferred:
+            why = f"no model request within {max(timeout_s or 0, STARTUP_TIMEOUT_S):g} s of start-up"
+        else:
+            why = f"no result within {timeout_s} s"
+        return failed_trajectory(task, TrajectoryStatus.TIMEOUT, why, started)
     except Exception as exc:  # any failure of the agent is a result, not a crash of the batch
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return failed_trajectory(task, TrajectoryStatus.MODEL_ERROR, detail, started)
@@ -68,6 +81,33 @@ async def run_one(run_fn: RunFn, task: Task, timeout_s: float | None) -> Traject
             }
         )
     return trajectory
+
+
+async def _within(run_fn: RunFn, task: Task, clock: SampleClock, timeout_s: float) -> Trajectory:
+    """``run_fn(task)`` under ``clock``'s deadline, re-read whenever the clock starts."""
+    token = set_clock(clock)
+    try:
+        running = asyncio.ensure_future(run_fn(task))  # the task's context carries the clock
+    finally:
+        reset_clock(token)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    started = asyncio.ensure_future(clock.started.wait())
+    try:
+        while not running.done():
+            remaining = clock.deadline(began, timeout_s) - loop.time()
+            if remaining <= 0:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+                raise TimeoutError
+            waiting = {running} if started.done() else {running, started}
+            await asyncio.wait(waiting, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        return running.result()
+    finally:
+        started.cancel()
+        if not running.done():  # this coroutine was cancelled from outside
+            running.cancel()
 
 
 def pending_samples(samples: Sequence[Sample], finished: set[str]) -> list[Sample]:

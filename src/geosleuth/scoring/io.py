@@ -7,14 +7,14 @@ name; a bad row is kept, marked with a problem naming its line, and later counte
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
@@ -91,13 +91,16 @@ class Truth:
 
 
 MAX_LINE_CHARS = 32 * 1024 * 1024
-"""A JSONL line longer than this is one failed row (read in bounded memory, never parsed)."""
+"""A JSONL line longer than this (in bytes) is one failed row (read in bounded memory, never parsed)."""
+_BOM = b"\xef\xbb\xbf"
+_ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, after surrogateescape
 
 
 def iter_rows(path: Path) -> Iterator[InputRow]:
     """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk).
 
-    A JSON array or a pretty-printed JSON object is one document and is read whole.
+    A JSON array or a pretty-printed JSON object is one document and is read whole. Text is
+    decoded row by row: a row with bytes that are not UTF-8 is one failed row, not a failed file.
     """
     if not path.exists():
         raise ScoreInputError(f"{path}: no such file")
@@ -117,52 +120,70 @@ def iter_rows(path: Path) -> Iterator[InputRow]:
             yield from _read_json_array(path, _read_text(path))
         else:
             yield from _read_jsonl(path, head[0])
-    except UnicodeDecodeError as exc:
-        raise ScoreInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ScoreInputError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def _open(path: Path, newline: str | None = None) -> io.TextIOWrapper:
-    return path.open(encoding="utf-8-sig", newline=newline)
+def _open(path: Path) -> BinaryIO:
+    """The file as bytes, past a UTF-8 byte-order mark."""
+    handle = path.open("rb")
+    if handle.read(3) != _BOM:
+        handle.seek(0)
+    return handle
 
 
 def _head(path: Path) -> str:
-    """The file from its first non-blank character to the end of that line ("" when blank)."""
+    """The file from its first non-blank character to the end of that line ("" when blank);
+    only for telling formats apart, so bytes that are not UTF-8 are replaced."""
     with _open(path) as handle:
         while True:
             line = handle.readline(64 * 1024)
             if not line:
                 return ""
-            stripped = line.lstrip()
+            stripped = line.decode("utf-8", "replace").lstrip()
             if stripped:
                 return stripped
 
 
 def _read_text(path: Path) -> str:
+    """A whole document; bytes that are not UTF-8 survive as lone surrogates (`_not_utf8`)."""
     with _open(path) as handle:
-        return handle.read()
+        return handle.read().decode("utf-8", "surrogateescape")
 
 
-def _lines(handle: io.TextIOWrapper) -> Iterator[str | None]:
+def _not_utf8(path: Path, where: str, text: str) -> str | None:
+    """The failed-row message when ``text`` holds bytes that were not UTF-8, else None."""
+    bad = _ESCAPED.search(text)
+    if bad is None:
+        return None
+    return (
+        f"{path}:{where}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})"
+    )
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
     """Lines split on ``\n`` only (U+2028 is valid inside JSON); ``None`` for an over-long line."""
     while True:
         line = handle.readline(MAX_LINE_CHARS)
         if not line:
             return
-        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+        if len(line) == MAX_LINE_CHARS and not line.endswith(b"\n"):
             while True:
                 rest = handle.readline(MAX_LINE_CHARS)
-                if not rest or rest.endswith("\n"):
+                if not rest or rest.endswith(b"\n"):
                     break
             yield None
             continue
         yield line
 
 
-def _jsonl_row(path: Path, number: int, line: str | None) -> InputRow:
-    if line is None:
-        return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} characters")
+def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
+    if raw is None:
+        return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} bytes")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return InputRow(number, None, f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -213,8 +234,9 @@ def _read_single_object(path: Path, text: str) -> list[InputRow]:
         raise ScoreInputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
     if len(lists) == 1:
-        return [InputRow(i, item) for i, item in enumerate(lists[0], start=1)]
-    return [InputRow(1, obj)]
+        return _items(path, lists[0], not _ESCAPED.search(text))
+    problem = _not_utf8(path, "1", text)
+    return [InputRow(1, None, problem) if problem else InputRow(1, obj)]
 
 
 def _read_json_array(path: Path, text: str) -> list[InputRow]:
@@ -226,12 +248,20 @@ def _read_json_array(path: Path, text: str) -> list[InputRow]:
         raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(items, list):
         raise ScoreInputError(f"{path}: expected a JSON array, got {type(items).__name__}")
-    return [
-        InputRow(i, item)
-        if isinstance(item, dict)
-        else InputRow(i, None, f"{path}: item {i} is not a JSON object")
-        for i, item in enumerate(items, start=1)
-    ]
+    return _items(path, items, not _ESCAPED.search(text))
+
+
+def _items(path: Path, items: list[Any], clean: bool) -> list[InputRow]:
+    """Rows of a JSON document's list; when its text had bytes that were not UTF-8 (``clean``
+    false), the items that hold them are failed rows."""
+    rows = []
+    for i, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            rows.append(InputRow(i, None, f"{path}: item {i} is not a JSON object"))
+            continue
+        problem = None if clean else _not_utf8(path, f"item {i}", json.dumps(item, ensure_ascii=False))
+        rows.append(InputRow(i, None, problem) if problem else InputRow(i, item))
+    return rows
 
 
 def _csv_delimiter(header: str) -> str:
@@ -242,15 +272,34 @@ def _csv_delimiter(header: str) -> str:
     return next((d for d in (";", "\t", "|") if d in header), ",")
 
 
+def _decoded_lines(handle: BinaryIO, bad: set[int]) -> Iterator[str]:
+    """Each physical line decoded on its own; the numbers of lines that were not UTF-8 go to ``bad``
+    (their bytes survive as lone surrogates, so the CSV reader still sees where fields end)."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.add(number)
+            yield raw.decode("utf-8", "surrogateescape")
+
+
 def _read_csv(path: Path, delimiter: str) -> Iterator[InputRow]:
-    with _open(path, newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
+    bad: set[int] = set()
+    with _open(path) as handle:
+        reader = csv.DictReader(_decoded_lines(handle, bad), delimiter=delimiter)
         try:
             if not reader.fieldnames or len(reader.fieldnames) < 2:
                 raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
+            if bad:
+                raise ScoreInputError(f"{path}:1: the header row is not UTF-8 text")
+            first = reader.line_num + 1
             for record in reader:
-                clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
-                yield InputRow(reader.line_num, clean)
+                if bad and any(n in bad for n in range(first, reader.line_num + 1)):
+                    yield InputRow(reader.line_num, None, f"{path}:{reader.line_num}: not UTF-8 text")
+                else:
+                    clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
+                    yield InputRow(reader.line_num, clean)
+                first = reader.line_num + 1
         except csv.Error as exc:
             raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 

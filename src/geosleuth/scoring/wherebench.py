@@ -143,7 +143,9 @@ def _run_choices(path: Path) -> dict[str, list[str]]:
     if not samples.is_file():
         return {}
     out: dict[str, list[str]] = {}
-    for line in samples.read_text(encoding="utf-8").splitlines():
+    with samples.open("rb") as handle:  # a line that is not UTF-8 is skipped alone
+        lines = list(handle)
+    for line in lines:
         try:
             sample = Sample.model_validate_json(line)
         except ValueError:

@@ -1,12 +1,18 @@
 """EXIF metadata of the query photo: GPS position, capture time, camera.
 
 A resized copy of an image usually loses its EXIF block, so the original file (when its
-path is known) is read first.
+path is known) is read first, from its headers only: no pixel is decoded (Pillow decodes a
+whole PNG to find an eXIf chunk written after the image data; here the chunks are walked).
+A GPS position counts only with valid hemisphere references (N/S, E/W): any other letter,
+or none, leaves the sign unknown, and a wrong sign is a confident answer on the wrong
+continent.
 """
 
 from __future__ import annotations
 
 import math
+import struct
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
@@ -30,6 +36,7 @@ class ExifInfo(BaseModel):
     camera_model: str | None = None
     lens: str | None = None
     software: str | None = None
+    gps_problem: str | None = None  # why a GPS position in the file was not used
 
     def describe(self) -> str:
         if not self.has_exif:
@@ -38,6 +45,8 @@ class ExifInfo(BaseModel):
         if self.lat is not None and self.lon is not None:
             alt = f", altitude {self.altitude_m:.0f} m" if self.altitude_m is not None else ""
             lines.append(f"GPS position: {self.lat:.6f}, {self.lon:.6f}{alt}")
+        elif self.gps_problem:
+            lines.append(f"GPS position: unusable ({self.gps_problem})")
         else:
             lines.append("GPS position: none")
         if self.captured_at:
@@ -60,8 +69,19 @@ def _num(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _dms(value: Any, ref: Any) -> float | None:
-    """Degrees/minutes/seconds rationals + N/S/E/W reference → signed decimal degrees."""
+HEMISPHERES = {"lat": ("N", "S"), "lon": ("E", "W")}
+
+
+def _ref(ref: Any) -> str:
+    text = ref.decode("ascii", "replace") if isinstance(ref, bytes) else str(ref or "")
+    return text.strip("\x00 ").upper()
+
+
+def _dms(value: Any, ref: Any, axis: str = "") -> float | None:
+    """Degrees/minutes/seconds rationals + hemisphere reference → signed decimal degrees.
+
+    With ``axis`` ("lat" or "lon") the reference must be that axis's letter pair, else None.
+    """
     if not isinstance(value, tuple | list) or len(value) != 3:
         deg = _num(value)  # some writers store plain decimal degrees; the reference still signs them
         if deg is None:
@@ -71,8 +91,20 @@ def _dms(value: Any, ref: Any) -> float | None:
         if any(p is None for p in parts):
             return None
         deg = parts[0] + parts[1] / 60 + parts[2] / 3600  # type: ignore[operator]
-    ref_s = ref.decode() if isinstance(ref, bytes) else str(ref or "")
-    return -abs(deg) if ref_s.strip().upper() in {"S", "W"} else deg
+    ref_s = _ref(ref)
+    if axis and ref_s not in HEMISPHERES[axis]:
+        return None
+    return -abs(deg) if ref_s in {"S", "W"} else deg
+
+
+def _gps_problem(gps: Any) -> str | None:
+    """Why the GPS block's hemisphere references cannot sign its position, or None."""
+    for axis, tag, name in (("lat", 1, "latitude"), ("lon", 3, "longitude")):
+        ref = _ref(gps.get(tag))
+        if ref not in HEMISPHERES[axis]:
+            shown = repr(ref[:8]) if ref else "missing"
+            return f"{name} reference {shown} is not {' or '.join(HEMISPHERES[axis])}"
+    return None
 
 
 def _text(value: Any) -> str | None:
@@ -83,13 +115,12 @@ def _text(value: Any) -> str | None:
 
 
 def read_exif(image: Image.Image | None, path: str | None = None) -> ExifInfo:
-    """EXIF of the original file when available, else of the in-memory image."""
+    """EXIF of the original file when available (headers only), else of the in-memory image."""
     exif = None
     if path:
         try:
-            with Image.open(path) as im:
-                exif = im.getexif()
-        except OSError:
+            exif = exif_from_headers(path)
+        except (OSError, ValueError, SyntaxError, struct.error):
             exif = None
     if (exif is None or not len(exif)) and image is not None:
         exif = image.getexif()
@@ -105,7 +136,9 @@ def read_exif(image: Image.Image | None, path: str | None = None) -> ExifInfo:
     info.lens = _text(sub.get(_EXIF_TAGS["lens_model"]))
     gps = exif.get_ifd(GPS_IFD)
     if gps:
-        lat, lon = _dms(gps.get(2), gps.get(1)), _dms(gps.get(4), gps.get(3))
+        lat, lon = _dms(gps.get(2), gps.get(1), "lat"), _dms(gps.get(4), gps.get(3), "lon")
+        if (gps.get(2) is not None or gps.get(4) is not None) and (lat is None or lon is None):
+            info.gps_problem = _gps_problem(gps)
         if (
             lat is not None
             and lon is not None
@@ -122,3 +155,39 @@ def read_exif(image: Image.Image | None, path: str | None = None) -> ExifInfo:
             h, m, s = (_num(v) or 0.0 for v in stamp)
             info.gps_timestamp = f"{_text(gps.get(29))} {int(h):02d}:{int(m):02d}:{s:05.2f} UTC"
     return info
+
+
+MAX_EXIF_CHUNK = 1 << 20
+"""An eXIf chunk larger than this is not read (EXIF blocks are kilobytes; JPEG's APP1 caps at 64 KB)."""
+
+
+def exif_from_headers(path: str | Path) -> Image.Exif:
+    """The file's EXIF, read without decoding pixels.
+
+    JPEG, WebP and TIFF keep EXIF in headers Pillow parses on open; a PNG's eXIf chunk may come
+    after the image data, where Pillow would decode the whole image to reach it, so the PNG's
+    chunks are walked instead (each skipped by its length).
+    """
+    with Image.open(path) as im:
+        if im.format == "PNG" and "exif" not in im.info:
+            data = _png_exif_chunk(Path(path))
+            if data is not None:
+                im.info["exif"] = data
+            return Image.Image.getexif(im)  # the base reader: never loads the pixels
+        return im.getexif()
+
+
+def _png_exif_chunk(path: Path) -> bytes | None:
+    with path.open("rb") as fp:
+        if fp.read(8) != b"\x89PNG\r\n\x1a\n":
+            return None
+        while True:
+            head = fp.read(8)
+            if len(head) < 8:
+                return None
+            length, kind = struct.unpack(">I4s", head)
+            if kind == b"eXIf":
+                return fp.read(length) if length <= MAX_EXIF_CHUNK else None
+            if kind == b"IEND":
+                return None
+            fp.seek(length + 4, 1)  # the chunk's data and CRC

@@ -3,7 +3,8 @@
 Providers never call httpx directly; they go through `HttpClient`, which
 - refuses non-http(s) URLs and loopback / link-local / private targets unless allowed,
 - spaces requests per provider (Nominatim's public server allows 1 request/s),
-- retries 429 / 5xx / timeouts with exponential backoff and jitter, honouring Retry-After,
+- retries 429 / 5xx / timeouts with exponential backoff and jitter, honouring Retry-After
+  (tenacity runs the attempts),
 - turns every failure into a `ProviderError` whose message never contains an API key.
 """
 
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
 import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from geosleuth.secrets import RedactingFilter, register_secret
 from geosleuth.secrets import redact_text as redact
@@ -192,7 +194,14 @@ class Limiter(Protocol):
 
 
 class RateLimiter:
-    """Minimum spacing between requests in this process; thread-safe so it works across loops."""
+    """Minimum spacing between requests in this process; thread-safe so it works across loops.
+
+    Hand-written rather than aiolimiter's ``AsyncLimiter``: that one holds futures of the event
+    loop it first ran on and is not thread-safe, while one provider's limit here is shared by
+    the tool calls of several loops in one process (TRL environments and verl tool workers run
+    their own loops in threads); and a provider's "1 request per second" means spacing, where
+    a leaky bucket lets a burst through.
+    """
 
     def __init__(self, per_second: float | None) -> None:
         self.interval = 1.0 / per_second if per_second and per_second > 0 else 0.0
@@ -433,28 +442,50 @@ class HttpClient:
         all_headers = {"User-Agent": self.settings.user_agent, **(headers or {})}
         timeout = self.timeout_s or self.settings.timeout_s
         attempts = max(1, self.settings.max_retries + 1)
-        last_problem = ""
-        for attempt in range(attempts):
-            await limiter.acquire()
-            retry_after: float | None = None
-            try:
-                r = await self._send(method, url, params, json_body, all_headers, timeout)
-            except httpx.TimeoutException:
-                last_problem = f"timed out after {timeout:g} s"
-            except httpx.HTTPError as exc:
-                last_problem = f"connection failed ({type(exc).__name__})"
-            else:
-                if r.status_code < 300:  # a body reflecting the key must not reach cache or model
-                    return Response(r.status_code, _redacted_body(r), r.headers, redact(str(r.url)))
-                last_problem = f"HTTP {r.status_code}"
-                if r.status_code not in RETRY_STATUSES:
-                    raise ProviderError(f"{self.provider}: {last_problem}: {_short_body(r.content)}")
-                retry_after = _retry_after(r.headers.get("retry-after"))
-            if attempt + 1 < attempts:
-                delay = self._backoff(attempt, retry_after)
-                log.info("%s: %s, retrying in %.2f s", self.provider, last_problem, delay)
-                await self.sleep(delay)
-        raise ProviderError(f"{self.provider}: {last_problem} after {attempts} attempt(s)")
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Transient),
+            sleep=self.sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    await limiter.acquire()
+                    return await self._attempt(method, url, params, json_body, all_headers, timeout)
+        except _Transient as exc:
+            raise ProviderError(f"{self.provider}: {exc.problem} after {attempts} attempt(s)") from None
+        raise AssertionError("unreachable: tenacity returns or raises")
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None,
+        json_body: Any,
+        headers: Mapping[str, str],
+        timeout: float,
+    ) -> Response:
+        """One try: the response, `ProviderError` for good, or `_Transient` to try again."""
+        try:
+            r = await self._send(method, url, params, json_body, headers, timeout)
+        except httpx.TimeoutException:
+            raise _Transient(f"timed out after {timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise _Transient(f"connection failed ({type(exc).__name__})") from None
+        if r.status_code < 300:  # a body reflecting the key must not reach cache or model
+            return Response(r.status_code, _redacted_body(r), r.headers, redact(str(r.url)))
+        problem = f"HTTP {r.status_code}"
+        if r.status_code not in RETRY_STATUSES:
+            raise ProviderError(f"{self.provider}: {problem}: {_short_body(r.content)}")
+        raise _Transient(problem, _retry_after(r.headers.get("retry-after")))
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        problem = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        log.info("%s: %s, retrying in %.2f s", self.provider, getattr(problem, "problem", problem), delay)
 
     async def _send(
         self,
@@ -474,11 +505,23 @@ class HttpClient:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, verify=_ssl_context()) as own:
             return await own.request(method, url, params=params, json=json_body, headers=headers)
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+    def _wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After when it sent one, else exponential backoff with jitter."""
+        problem = state.outcome.exception() if state.outcome is not None else None
+        retry_after = problem.retry_after if isinstance(problem, _Transient) else None
         if retry_after is not None:
             return min(retry_after, self.settings.backoff_max_s)
-        base = self.settings.backoff_base_s * (2**attempt)
+        base = self.settings.backoff_base_s * (2 ** (state.attempt_number - 1))
         return min(self.settings.backoff_max_s, base * (0.5 + random.random()))
+
+
+class _Transient(Exception):
+    """A failure worth another try (timeout, dropped connection, 429/5xx), with Retry-After."""
+
+    def __init__(self, problem: str, retry_after: float | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.retry_after = retry_after
 
 
 def _redacted_body(r: httpx.Response) -> bytes:

@@ -1,0 +1,147 @@
+"""Hostile sizes against normal ones (issue 22): peak RSS and output size of ``geosleuth locate``.
+
+Each figure is one ``geosleuth locate`` child process (peak RSS from ``wait4``, output = the
+bytes it wrote under ``--out``), printed beside the same figures for a normal input, as ratios:
+
+- model replies from a scripted OpenAI-compatible server on 127.0.0.1: a normal answer, a
+  12 MB answer (under the 16 MB response cap: stored cut to the per-turn text cap) and a
+  100 MB answer (over the response cap: the turn fails naming the cap, reading stops there);
+- the offline pipeline (no model) on a 2 MP photo and on a 62 MP PNG (a few hundred KB on
+  disk, just under the 64 M-pixel decode limit).
+
+The scripted server and the test images are made in helper processes: a child's peak RSS
+starts from its parent's, so the measuring process stays small.
+
+Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from geosleuth.testing import FakeOpenAIServer, reply
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWER = '{"lat": 47.0502, "lon": 8.3093, "city": "Luzern", "country": "Switzerland"}'
+
+
+def locate(image: Path, out: Path, *extra: str) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS MiB, bytes written under ``out``, status) of one locate child."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-c", "from geosleuth.cli.app import main; main()", "locate", str(image)]
+    cmd += ["--out", str(out), "--json", *extra]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    stdout = proc.stdout.read() if proc.stdout else ""
+    _, _, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    try:
+        status = json.loads(stdout)[0]["status"]
+    except (ValueError, IndexError, KeyError):
+        status = "no output"
+    return wall, usage.ru_maxrss / 1024, size, status
+
+
+def row(
+    name: str, ours: tuple[float, float, int, str], ref_name: str, ref: tuple[float, float, int, str]
+) -> str:
+    return (
+        f"  {name:<14} {ours[1]:5.0f} MiB peak, {ours[2] / 1024:8.1f} KiB out, "
+        f"{ours[0]:5.1f} s ({ours[3]}) | "
+        f"{ref_name:<12} {ref[1]:5.0f} MiB, {ref[2] / 1024:6.1f} KiB | "
+        f"{ours[1] / ref[1]:5.2f}x RSS, {ours[2] / max(ref[2], 1):7.1f}x output"
+    )
+
+
+def helper(*args: str) -> subprocess.Popen[str]:
+    """This script in a helper mode (``--serve`` or ``--make``), in its own process."""
+    return subprocess.Popen(
+        [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def serve(size: int) -> None:
+    """Serve replies of ``size`` filler characters plus the answer until stdin closes."""
+    with FakeOpenAIServer(default=reply("x" * size + ANSWER)) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+def make(kind: str, path: Path) -> None:
+    rng = np.random.default_rng(0)
+    if kind == "photo":
+        Image.fromarray(rng.integers(0, 255, (480, 640, 3), dtype=np.uint8)).save(path, quality=85)
+    elif kind == "2mp":
+        Image.fromarray(rng.integers(0, 255, (1200, 1700, 3), dtype=np.uint8)).save(path, quality=90)
+    else:
+        canvas = Image.new("RGB", (9100, 6820), (200, 210, 220))  # 62.06 M pixels
+        canvas.paste((40, 60, 90), (0, 5000, 9100, 6820))
+        canvas.save(path)
+
+
+def made(kind: str, path: Path) -> Path:
+    proc = helper("--make", kind, str(path))
+    proc.communicate()
+    return path
+
+
+def model_replies(work: Path) -> None:
+    image = made("photo", work / "photo.jpg")
+    print("model replies (thinking_with_map, scripted server on 127.0.0.1):")
+    runs = {}
+    for name, size in (("normal reply", 0), ("12 MB reply", 12_000_000), ("100 MB reply", 100_000_000)):
+        server = helper("--serve", str(size))
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        try:
+            model = ["--model", "m", "--base-url", base_url, "--prompt", "thinking_with_map", "--tools", ""]
+            runs[name] = locate(image, work / name.replace(" ", "_"), *model)
+        finally:
+            server.communicate("")
+    for name in ("12 MB reply", "100 MB reply"):
+        print(row(name, runs[name], "normal reply", runs["normal reply"]))
+
+
+def big_images(work: Path, skip_62mp: bool) -> None:
+    print("offline pipeline (no model):")
+    normal = locate(made("2mp", work / "photo_2mp.jpg"), work / "out_2mp")
+    if skip_62mp:
+        print("  62 MP PNG skipped (--skip-62mp)")
+        return
+    big = made("62mp", work / "big_62mp.png")
+    print(f"  (62 MP PNG: {big.stat().st_size / 1024:.0f} KB on disk)")
+    print(row("62 MP PNG", locate(big, work / "out_62mp"), "2 MP photo", normal))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-62mp", action="store_true")
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve)
+        return 0
+    if args.make:
+        make(args.make[0], Path(args.make[1]))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="bounds_bench_") as tmp:
+        work = Path(tmp)
+        model_replies(work)
+        big_images(work, args.skip_62mp)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""Rows of JSONL and CSV files decoded one at a time, so a row that is not UTF-8 fails alone.
+
+Decoding a whole file as UTF-8 turns one stray byte (a Latin-1 "é", a truncated write) into a
+failure of every row; here each physical line is decoded on its own and a bad one is reported
+with its number while the rows around it are read as usual.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
+    """``(line number, text, None)`` per line, or ``(number, None, why)`` for a line that is not
+    UTF-8 (a leading byte-order mark is skipped)."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            try:
+                yield number, raw.decode("utf-8"), None
+            except UnicodeDecodeError as exc:
+                yield number, None, f"line {number} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+
+
+def csv_records(path: Path, delimiter: str = ",") -> Iterator[tuple[int, dict[str, str] | None, str | None]]:
+    """``(line number, record, None)`` per CSV record, or ``(number, None, why)`` when a line of
+    the record is not UTF-8 (its bytes are kept as lone surrogates while the record is split)."""
+    bad: set[int] = set()
+
+    def lines() -> Iterator[str]:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad.add(number)
+                    yield raw.decode("utf-8", "surrogateescape")
+
+    reader = csv.DictReader(lines(), delimiter=delimiter)
+    if reader.fieldnames is not None and bad:
+        raise ValueError(f"{path}: the header row is not UTF-8 text")
+    first = reader.line_num + 1
+    for record in reader:
+        if bad and any(n in bad for n in range(first, reader.line_num + 1)):
+            yield reader.line_num, None, f"line {reader.line_num} is not UTF-8 text"
+        else:
+            yield reader.line_num, record, None
+        first = reader.line_num + 1

@@ -1,0 +1,99 @@
+"""Hostile sizes cost bounded memory: every cap says where it cut, and the model reads its errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from agent_helpers import make_config, text_of
+
+from geosleuth.agent import run_task
+from geosleuth.agent.client import ResponseTooLarge, _read_capped
+from geosleuth.core.records import Task, TrajectoryStatus, Turn, cap_text
+from geosleuth.testing import FakeOpenAIServer, reply, tool_call
+from geosleuth.tools.base import ToolRegistry
+
+ANSWER_JSON = '{"lat": 47.3769, "lon": 8.5417, "city": "Zürich", "country": "Switzerland"}'
+
+
+def task(image: Path) -> Task:
+    return Task(id="img-1", image=str(image))
+
+
+async def test_a_reply_over_the_body_cap_fails_the_sample_once_naming_the_cap(
+    query_image: Path, registry: ToolRegistry
+) -> None:
+    huge = reply("x" * 3_000_000 + ANSWER_JSON)
+    async with FakeOpenAIServer([huge, huge, huge]) as server:
+        cfg = make_config(server.base_url, max_response_bytes=1_000_000)
+        traj = await run_task(task(query_image), cfg, registry=registry)
+        sent = len(server.chat_requests)
+    assert traj.status is TrajectoryStatus.MODEL_ERROR
+    assert "exceeds the 1,000,000-byte cap" in (traj.error or "")
+    assert sent == 1  # the same request would get the same reply: not retried
+    assert traj.turns == []
+
+
+async def test_a_streamed_body_is_read_only_up_to_the_cap() -> None:
+    """No Content-Length (chunked or compressed): reading stops one chunk past the cap."""
+    produced = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal produced
+        while True:
+            produced += 65536
+            yield b"x" * 65536
+
+    resp = httpx.Response(200, content=endless())
+    with pytest.raises(ResponseTooLarge, match="more than 1,000,000 bytes"):
+        await _read_capped(resp, 1_000_000)
+    assert produced <= 1_000_000 + 65536
+    ok = httpx.Response(200, content=b'{"choices": []}')
+    assert await _read_capped(ok, 1_000_000) == b'{"choices": []}'
+
+
+def test_cap_text_keeps_head_and_tail_and_names_the_cut() -> None:
+    text = "a" * 50_000 + "END"
+    cut, original = cap_text(text, 10_000)
+    assert original == 50_003
+    assert len(cut) == 10_000 and cut.startswith("a" * 7_000) and cut.endswith("a" * 2_000 + "END")
+    assert "50,003 characters, cut to 10,000 here" in cut
+    assert cap_text("short", 10_000) == ("short", None)
+
+
+async def test_a_long_turn_is_stored_cut_with_its_length_and_the_answer_at_its_end_still_counts(
+    query_image: Path, registry: ToolRegistry
+) -> None:
+    long_text = "thinking " * 40_000 + ANSWER_JSON  # 360 kB of text, the answer last
+    async with FakeOpenAIServer([reply(long_text, reasoning="r" * 50_000)]) as server:
+        cfg = make_config(server.base_url, prompt_style="thinking_with_map", max_turn_text_chars=20_000)
+        traj = await run_task(task(query_image), cfg, registry=registry)
+    (turn,) = traj.turns
+    assert turn.truncated == {"text": len(long_text), "reasoning": 50_000}
+    assert len(turn.text) == 20_000 and turn.text.endswith(ANSWER_JSON) and "cut to 20,000" in turn.text
+    assert turn.reasoning is not None and len(turn.reasoning) == 20_000
+    assert traj.status is TrajectoryStatus.OK and traj.prediction and traj.prediction.city == "Zürich"
+    assert traj.messages[-1]["content"] == turn.text  # the conversation keeps the cut text too
+    stored = len(traj.model_dump_json())
+    assert stored < 100_000  # text, reasoning, replayed message, parsed raw: each at most the cap
+    assert Turn.model_validate_json(turn.model_dump_json()).truncated == turn.truncated
+
+
+async def test_tool_calls_past_the_per_turn_cap_are_not_run_and_the_model_reads_why(
+    query_image: Path, registry: ToolRegistry
+) -> None:
+    calls = [tool_call("geocode", {"address": f"place {i}"}, f"c{i}") for i in range(5)]
+    async with FakeOpenAIServer([reply("Looking up.", tool_calls=calls), reply(ANSWER_JSON)]) as server:
+        cfg = make_config(server.base_url, prompt_style="thinking_with_map", max_calls_per_turn=2)
+        traj = await run_task(task(query_image), cfg, registry=registry)
+        second = server.chat_requests[1].json
+    records = traj.tool_calls
+    assert [c.ok for c in records] == [True, True, False, False, False]
+    assert all("at most 2 tool calls run per turn" in (c.error or "") for c in records[2:])
+    answers = {m["tool_call_id"]: text_of(m) for m in second["messages"] if m["role"] == "tool"}
+    assert set(answers) == {f"c{i}" for i in range(5)}  # every call gets its answer
+    assert "call fewer tools at once" in answers["c4"] and "47.3769" in answers["c0"]
+    assert json.loads(records[0].result_text)["address"] == "place 0"
