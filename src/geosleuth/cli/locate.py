@@ -9,13 +9,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from geosleuth.cli.options import (
+    JSON_HELP,
+    ApiKeyEnvOpt,
     BaseUrlOpt,
     MaxTokensOpt,
     ModelOpt,
     ObserverOpt,
     ObserverUrlOpt,
+    PromptOpt,
     ProviderOpt,
     ReasoningEffortOpt,
+    ResizeFactorOpt,
+    TemperatureOpt,
+    ToolCallingOpt,
 )
 
 if TYPE_CHECKING:
@@ -24,7 +30,6 @@ if TYPE_CHECKING:
     from geosleuth.core.records import Trajectory
 
 FAILED = ("input_error", "model_error", "timeout")
-STYLE_HELP = "Prompt style: geovista | thinking_with_map | spotagent | direct."
 COORDS_SOURCES = {
     "geocoded": "geocoding",
     "exif": "EXIF GPS",
@@ -44,13 +49,11 @@ def locate(
     ],
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    api_key_env: Annotated[
-        str, typer.Option("--api-key-env", help="Environment variable holding the API key (never the key).")
-    ] = "OPENAI_API_KEY",
+    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     tools: Annotated[
         str | None, typer.Option("--tools", help="Comma-separated tool names (default: the style's tools).")
     ] = None,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)] = "geovista",
+    prompt: PromptOpt = "geovista",
     samples: Annotated[
         int, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image.")
     ] = 1,
@@ -59,13 +62,9 @@ def locate(
         typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
     ] = None,
     max_turns: Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")] = None,
-    tool_calling: Annotated[
-        str | None, typer.Option("--tool-calling", help="native | text (default: the style's).")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print predictions and trajectory summaries as JSON.")
-    ] = False,
+    temperature: TemperatureOpt = None,
+    tool_calling: ToolCallingOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write trajectories.jsonl and tool images here.")
     ] = None,
@@ -77,15 +76,7 @@ def locate(
             "--geocode/--no-geocode", help="Geocode answers that name a place but give no coordinates."
         ),
     ] = True,
-    resize_factor: Annotated[
-        int,
-        typer.Option(
-            "--resize-factor",
-            min=0,
-            help="Send images snapped to the server processor's patch multiple (28 Qwen2.5-VL, 32 "
-            "Qwen3-VL), so absolute zoom boxes map exactly.",
-        ),
-    ] = 0,
+    resize_factor: ResizeFactorOpt = 0,
     observer: ObserverOpt = None,
     observer_base_url: ObserverUrlOpt = None,
     provider: ProviderOpt = "auto",

@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
-from geosleuth.eval.runner import RunFn, RunStats, pending_samples, run_one
+from geosleuth.eval.runner import (
+    RunAborted,
+    RunFn,
+    RunStats,
+    failed_trajectory,
+    pending_samples,
+    run_one,
+)
 from geosleuth.eval.store import TrajectoryStore
 
 DEFAULT_BATCH = 32
@@ -50,7 +57,11 @@ async def run_batch(
 
     async def one(task: Task) -> Trajectory:
         async with gate:
-            return await run_one(run_fn, task, timeout_s)
+            started = time.time()
+            try:
+                return await run_one(run_fn, task, timeout_s)
+            except RunAborted as exc:  # shards stop independently: each sample records the cause
+                return failed_trajectory(task, TrajectoryStatus.MODEL_ERROR, str(exc), started)
 
     return list(await asyncio.gather(*(one(t) for t in tasks)))
 
