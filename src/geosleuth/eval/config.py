@@ -255,9 +255,11 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
             for k in AGENT_FIELDS
             if k in before and before.get(k) != now.get(k)
         ]
-        if previous.get("endpoint") and previous["endpoint"] != manifest.get("endpoint"):
-            changed.append(f"endpoint {previous['endpoint']!r} → {manifest.get('endpoint')!r}")
-        if changed and _has_records(run_dir):  # with nothing finished yet there is nothing to mix
+        endpoint = previous.get("endpoint")
+        # a run stopped before its first record (a wrong URL) may be pointed elsewhere
+        if endpoint and endpoint != manifest.get("endpoint") and _has_records(run_dir):
+            changed.append(f"endpoint {endpoint!r} → {manifest.get('endpoint')!r}")
+        if changed:
             shown = ", ".join(changed)
             raise RunDirError(
                 f"{run_dir} was started with other agent settings ({shown}); resuming would mix "
