@@ -23,6 +23,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "data"
 GPT5 = FIXTURES / "published_predictions" / "imageo2_test_gpt5.jsonl"
 PRINTS_A_RESULT = {  # commands whose result is printed in a human form unless --json
     "locate", "score", "eval", "report", "compare", "merge", "datasets validate", "tools list",
+    "tools cache",
 }  # fmt: skip
 
 
@@ -180,3 +181,23 @@ def test_the_first_gazetteer_build_says_what_it_is_doing(
     assert all(f"gazetteer {i}/3: {n}" in err for i, n in enumerate("abc", 1))
     build.ensure_built(tmp_path / "gaz", progress=False)  # built: silent
     assert capsys.readouterr().err == ""
+
+
+def test_tools_cache_prints_json(tmp_path: Path) -> None:
+    env = {"GEOSLEUTH_TOOL_CACHE": str(tmp_path / "c.sqlite"), "GEOSLEUTH_REDIS_URL": ""}
+    result = CliRunner().invoke(app, ["tools", "cache", "purge", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "action": "purge", "cache": str(tmp_path / "c.sqlite"), "removed": 0, "entries": 0
+    }  # fmt: skip
+
+
+def test_the_eval_headline_prints_counts_as_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = make_csv_dataset(tmp_path / "bench")
+    plan = {sid: {"lat": lat, "lon": lon} for sid, lat, lon, *_ in PLACES}
+    monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
+    result = CliRunner().invoke(
+        app, ["eval", str(data), "--out", str(tmp_path / "run"), "--agent-fn", "eval_fake_agent:planned"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "answered=8 " in result.stdout or result.stdout.rstrip().endswith("answered=8")

@@ -70,7 +70,10 @@ def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
         value = metric.get("value") if isinstance(metric, dict) else metric
         if value is None:
             continue
-        parts.append(f"{name}={value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
+        if isinstance(value, int):  # a count (answered samples), not a measurement
+            parts.append(f"{name}={value}")
+        else:
+            parts.append(f"{name}={value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
     typer.echo(
         f"{summary['n_finished']}/{summary['n_samples']} finished, {summary['n_failed']} failed/missing"
     )
