@@ -157,6 +157,7 @@ def test_locate_names_the_default_endpoint_it_fell_back_to(
     result = CliRunner().invoke(app, ["locate", str(image), "--model", "m", "--prompt", "direct"])
     assert result.exit_code == 1
     assert url in result.output and "neither --base-url nor OPENAI_BASE_URL is set" in result.output
+    assert result.stderr.startswith(f"note: no --base-url or OPENAI_BASE_URL: using {url}")
 
 
 def test_locate_401_names_the_key_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,6 +124,8 @@ def locate(
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: {_first_error(exc)}", err=True)
         raise typer.Exit(2) from None
+    if model is not None and not model.startswith(("http://", "https://")):  # a URL is the endpoint
+        _note_default_endpoint(base_url, api_key_env)
     try:
         trajectories = _run(images, config, out, concurrency)
     except (KeyError, ValueError, ImportError, OSError) as exc:
@@ -142,6 +144,19 @@ def locate(
         _print(images, trajectories, out)
     if trajectories and all(t.status in FAILED for t in trajectories):
         raise typer.Exit(1)
+
+
+def _note_default_endpoint(base_url: str | None, api_key_env: str) -> None:
+    """Say so when a model is asked of the built-in default endpoint (a local server was meant?)."""
+    import os
+
+    from geosleuth.agent.client import DEFAULT_BASE_URL
+
+    if not base_url and not os.environ.get("OPENAI_BASE_URL"):
+        typer.echo(
+            f"note: no --base-url or OPENAI_BASE_URL: using {DEFAULT_BASE_URL} (key: ${api_key_env})",
+            err=True,
+        )
 
 
 def _first_error(exc: Exception) -> str:
