@@ -170,3 +170,16 @@ def test_locate_401_names_the_key_variable(tmp_path: Path, monkeypatch: pytest.M
     assert result.exit_code == 1
     (row,) = json.loads(result.stdout)
     assert "OPENAI_API_KEY" in row["error"] and "--api-key-env" in row["error"]
+
+
+def test_an_observer_with_a_rejected_key_stops_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    data = make_csv_dataset(tmp_path / "bench")
+    with FakeOpenAIServer(default=reply(ANSWER)) as model, FakeOpenAIServer(default=error(401, "no")) as seer:
+        result = _eval(
+            data, tmp_path / "run", model.base_url, "--concurrency", "1",
+            "--observer", "vision-model", "--observer-base-url", seer.base_url,
+        )  # fmt: skip
+        observed = len(seer.chat_requests)
+    assert result.exit_code == 1, result.output
+    assert observed == 1 and seer.base_url in result.stderr and "OPENAI_API_KEY" in result.stderr

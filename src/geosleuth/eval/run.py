@@ -105,8 +105,9 @@ class AgentRunner:
             registry=registry,
             observer=observer,
         )
-        if client is not None and client.fatal_error is not None:
-            raise RunAborted(str(client.fatal_error))
+        for chat in (client, getattr(observer, "client", None)):  # the model, and an observing model
+            if chat is not None and chat.fatal_error is not None:
+                raise RunAborted(str(chat.fatal_error))
         return trajectory
 
     async def aclose(self) -> None:
