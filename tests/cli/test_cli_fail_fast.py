@@ -183,3 +183,12 @@ def test_an_observer_with_a_rejected_key_stops_eval(tmp_path: Path, monkeypatch:
         observed = len(seer.chat_requests)
     assert result.exit_code == 1, result.output
     assert observed == 1 and seer.base_url in result.stderr and "OPENAI_API_KEY" in result.stderr
+
+
+def test_an_unknown_prompt_style_fails_before_the_run(tmp_path: Path) -> None:
+    data = make_csv_dataset(tmp_path / "bench")
+    result = CliRunner().invoke(
+        app, ["eval", str(data), "--out", str(tmp_path / "run"), "--model", "m", "-p", "nope"]
+    )
+    assert result.exit_code == 2 and "unknown prompt style 'nope'" in result.stderr
+    assert "geoagent" in result.stderr and not (tmp_path / "run").exists()

@@ -21,6 +21,7 @@ from geosleuth.cli.options import (
     RESIZE_HELP,
     STYLE_HELP,
     TOOL_CALLING_HELP,
+    TOOLS_HELP,
 )
 from geosleuth.eval.config import JUDGE_TASKS
 from geosleuth.eval.datasets import FORMATS
@@ -106,7 +107,7 @@ def eval_command(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
     api_key_env: Annotated[str | None, typer.Option(help=API_KEY_ENV_HELP)] = None,
     prompt: Annotated[str | None, typer.Option("--prompt", "-p", help=STYLE_HELP)] = None,
-    tools: Annotated[str | None, typer.Option(help="Comma-separated tool names.")] = None,
+    tools: Annotated[str | None, typer.Option(help=TOOLS_HELP)] = None,
     samples: Annotated[
         int | None, typer.Option("--samples", "-n", help="Trajectories per image (N).")
     ] = None,

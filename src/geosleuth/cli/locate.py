@@ -10,6 +10,7 @@ import typer
 
 from geosleuth.cli.options import (
     JSON_HELP,
+    TOOLS_HELP,
     ApiKeyEnvOpt,
     BaseUrlOpt,
     MaxTokensOpt,
@@ -57,7 +58,7 @@ def locate(
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     tools: Annotated[
-        str | None, typer.Option("--tools", help="Comma-separated tool names (default: the style's tools).")
+        str | None, typer.Option("--tools", help=TOOLS_HELP)
     ] = None,
     prompt: PromptOpt = "geovista",
     samples: Annotated[

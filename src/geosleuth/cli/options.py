@@ -23,6 +23,7 @@ RESIZE_HELP = (
 )
 API_KEY_ENV_HELP = "Environment variable holding the API key (never the key itself); default OPENAI_API_KEY."
 JSON_HELP = "Print the result as JSON."
+TOOLS_HELP = "Comma-separated tool names (default: the style's tools; `geosleuth tools list` shows them all)."
 
 ModelOpt = Annotated[
     str | None,

@@ -139,13 +139,17 @@ def checked_agent_settings(config: EvalConfig, base_url: str | None = None) -> d
     if settings.get("observer") and not settings.get("model"):
         raise ValueError("--observer describes images to a text-only --model: give --model too")
     try:
-        AgentConfig.model_validate(settings)
+        config = AgentConfig.model_validate(settings)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'agent'}: {e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )
         raise ValueError(f"invalid agent settings: {problems}") from exc
+    if config.model is not None:
+        from geosleuth.agent import load_style
+
+        load_style(config.prompt_style)  # an unknown style fails here, not once per sample
     return settings
 
 
