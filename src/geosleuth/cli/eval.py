@@ -7,6 +7,7 @@ expected failure (bad dataset, bad config, unusable run dir) is a message and ex
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -280,6 +281,8 @@ def eval_command(
             from geosleuth.eval.report import write_report
 
             _print_summary(write_report(prepared.run_dir), prepared.run_dir, as_json)
+        elif as_json:  # no report: what this invocation ran
+            _print_json({"run_dir": str(prepared.run_dir), **dataclasses.asdict(stats)})
     except (RunDirError, ValueError) as exc:  # the samples are saved: `geosleuth report` can redo this
         _fail(str(exc))
     except OSError as exc:
