@@ -192,3 +192,29 @@ def test_an_unknown_prompt_style_fails_before_the_run(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2 and "unknown prompt style 'nope'" in result.stderr
     assert "geoagent" in result.stderr and not (tmp_path / "run").exists()
+
+
+async def test_sharded_runs_stop_too_and_leave_the_aborted_samples_unrecorded(tmp_path: Path) -> None:
+    from geosleuth.core.records import Sample, Task, Trajectory
+    from geosleuth.eval.backends import InProcessExecutor, run_sharded
+    from geosleuth.eval.runner import RunAborted
+    from geosleuth.eval.store import TrajectoryStore
+
+    samples = [Sample(id=f"id{i}", lat=1.0, lon=2.0) for i in range(40)]
+    calls: list[str] = []
+
+    async def refused(task: Task) -> Trajectory:
+        calls.append(task.id)
+        raise RunAborted("HTTP 401 at http://x/v1 -- set $OPENAI_API_KEY")
+
+    with pytest.raises(RunAborted, match="OPENAI_API_KEY"):
+        executor = InProcessExecutor([refused] * 2, 1, None)
+        await run_sharded(samples, executor, TrajectoryStore(tmp_path), 2, batch_size=4)
+    assert len(calls) <= 8  # one batch per shard, not forty samples
+    assert _records(tmp_path) == []
+
+    async def fine(task: Task) -> Trajectory:
+        return Trajectory(sample_id=task.id, model="m")
+
+    stats = await run_sharded(samples, InProcessExecutor([fine] * 2, 1, None), TrajectoryStore(tmp_path), 2)
+    assert stats.done == 40 and len(_records(tmp_path)) == 40
