@@ -203,7 +203,9 @@ def test_the_eval_headline_prints_counts_as_counts(tmp_path: Path, monkeypatch: 
     assert "answered=8 " in result.stdout or result.stdout.rstrip().endswith("answered=8")
 
 
-def test_eval_json_without_a_report_prints_what_it_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_json_without_a_report_prints_what_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = make_csv_dataset(tmp_path / "bench")
     plan = {sid: {"lat": lat, "lon": lon} for sid, lat, lon, *_ in PLACES}
     monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
