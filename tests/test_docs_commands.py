@@ -111,8 +111,10 @@ def doc_commands() -> list[tuple[str, str]]:
 
 def offline(command: str) -> bool:
     words = shlex.split(command)
-    return not any(w.split("=")[0] in NEEDS_MODEL for w in words) and words[1:2] != [] and (
-        words[1] not in SERVERS
+    return (
+        not any(w.split("=")[0] in NEEDS_MODEL for w in words)
+        and words[1:2] != []
+        and (words[1] not in SERVERS)
     )
 
 
@@ -138,9 +140,11 @@ def test_the_docs_show_offline_commands_and_name_what_the_others_need() -> None:
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tracked files only, as a fresh clone has them (no build output, no venv)."""
     target = tmp_path_factory.mktemp("clone")
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    files = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         source = ROOT / name
         if source.is_file():

@@ -29,7 +29,7 @@ PRINTS_A_RESULT = {  # commands whose result is printed in a human form unless -
 
 def _commands() -> dict[str, Any]:
     """Every leaf command by its full name ("datasets validate")."""
-    found: dict[str, click.Command] = {}
+    found: dict[str, Any] = {}
     for module in dict.fromkeys(spec.module for spec in COMMANDS.values()):
         for name, command in load_module_commands(module).items():
             if hasattr(command, "commands"):  # a group (typer vendors its own click)
@@ -77,8 +77,8 @@ def test_help_lists_every_registered_choice() -> None:
     from geosleuth.eval.datasets import FORMATS
 
     assert choices.prompt_styles() == available_styles() and "geoagent" in available_styles()
-    assert choices.PROVIDERS == get_args(AgentConfig.model_fields["provider"].annotation)
-    assert choices.TOOL_CALLING == get_args(get_args(AgentConfig.model_fields["tool_calling"].annotation)[0])
+    assert get_args(AgentConfig.model_fields["provider"].annotation) == choices.PROVIDERS
+    assert get_args(get_args(AgentConfig.model_fields["tool_calling"].annotation)[0]) == choices.TOOL_CALLING
     runner = CliRunner()
     for command in (["locate"], ["serve"], ["eval"]):
         text = " ".join(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output.split())

@@ -25,9 +25,8 @@ def _fail(message: str) -> typer.Exit:
 
 def _guard(fn: Callable[[], T]) -> T:
     """Known failure kinds become one line on stderr and exit 1, never a traceback."""
-    from geosleuth.eval.datasets import DatasetError
-
     from geosleuth.cli.choices import install_hint
+    from geosleuth.eval.datasets import DatasetError
 
     try:
         return fn()

@@ -57,9 +57,7 @@ def locate(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
-    tools: Annotated[
-        str | None, typer.Option("--tools", help=TOOLS_HELP)
-    ] = None,
+    tools: Annotated[str | None, typer.Option("--tools", help=TOOLS_HELP)] = None,
     prompt: PromptOpt = "geovista",
     samples: Annotated[
         int, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image.")
