@@ -68,3 +68,8 @@ def test_the_html_report_embeds_the_plots(run_dir: Path) -> None:
     assert index.count('class="plot"') == len(summary["outputs"]["plots"])
     assert "data:image/png;base64,iVBORw0KGgo" in index  # PNG magic, base64
     assert "<th>true country</th>" in index
+
+
+def test_turns_are_numbered_from_one_as_in_the_web_app(run_dir: Path) -> None:
+    page = (run_dir / "html" / "samples" / "lima.html").read_text()
+    assert "<h3>Turn 1</h3>" in page and "<h3>Turn 2</h3>" in page and "<h3>Turn 0</h3>" not in page

@@ -296,7 +296,7 @@ def _print_trace(console: Console, t: Trajectory) -> None:
     for turn in t.turns:
         text = " ".join(turn.text.split())
         if text:
-            console.print(f"[dim]  {turn.index}: {escape(clip(text, 240))}[/dim]")
+            console.print(f"[dim]  {turn.index + 1}: {escape(clip(text, 240))}[/dim]")
         for c in turn.tool_calls:
             args = clip(json.dumps(c.arguments, ensure_ascii=False), 80)
             lines = [

@@ -348,7 +348,7 @@ def _turns_html(run_dir: Path, trajectory: Trajectory) -> str:
         calls = "".join(_tool_call_html(run_dir, c) for c in turn.tool_calls)
         text = f"<pre>{_esc(turn.text)}</pre>" if turn.text.strip() else ""  # tool-call-only turns
         out.append(
-            f'<div class="turn"><h3>Turn {turn.index}</h3>{reasoning}{text}{calls}'
+            f'<div class="turn"><h3>Turn {turn.index + 1}</h3>{reasoning}{text}{calls}'
             f"<small>{turn.usage.prompt_tokens} + {turn.usage.completion_tokens} tokens, "
             f"{turn.latency_s:.2f} s</small></div>"
         )
