@@ -49,7 +49,7 @@ def test_a_rejected_key_stops_eval_at_the_first_request_and_resume_finishes(
     assert result.exit_code == 1, result.output
     assert requests == 1  # not eight samples against a server that refuses every one
     assert server.base_url in result.stderr and "OPENAI_API_KEY" in result.stderr
-    assert "--api-key-env" in result.stderr and "is not set" in result.stderr
+    assert "--api-key-env" in result.stderr and "no key was sent: $OPENAI_API_KEY is not set" in result.stderr
     assert _records(tmp_path / "run") == []  # the aborted sample is not recorded as a failure
     with FakeOpenAIServer(default=reply(ANSWER)) as server:
         again = _eval(data, tmp_path / "run", server.base_url, "--concurrency", "1")
@@ -65,7 +65,7 @@ def test_a_named_key_variable_is_the_one_the_message_names(
     with FakeOpenAIServer(default=error(403, "forbidden")) as server:
         result = _eval(data, tmp_path / "run", server.base_url, "--api-key-env", "MY_KEY")
     assert result.exit_code == 1
-    assert "$MY_KEY, which is set" in result.stderr and "sk-test" not in result.output
+    assert "the key sent is $MY_KEY's" in result.stderr and "sk-test" not in result.output
 
 
 def test_an_unknown_model_stops_eval_naming_model_and_url(tmp_path: Path) -> None:

@@ -504,11 +504,15 @@ class ChatClient:
                 "(OpenAI-compatible servers usually end in /v1)"
             )
         key = self.api_key_env
-        state = "is set" if os.environ.get(key) else "is not set"
-        other = "" if key == "OPENAI_API_KEY" else " (nor OPENAI_API_KEY)" if not self._api_key else ""
+        if os.environ.get(key):
+            sent = f"the key sent is ${key}'s"
+        elif self._api_key:
+            sent = f"${key} is not set, so $OPENAI_API_KEY's key was sent"
+        else:
+            sent = f"no key was sent: ${key} is not set"
         return (
-            f"{url} refused the API key (HTTP {status}): the key is read from ${key}, which {state}{other}; "
-            "export it or name another variable with --api-key-env"
+            f"{url} refused the request (HTTP {status}); {sent}. Export the right key in ${key} "
+            "or name the variable that holds it with --api-key-env"
         )
 
     def _fatal(self, message: str, status: int | None, attempts: int) -> ModelError:
