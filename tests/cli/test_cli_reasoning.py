@@ -114,3 +114,13 @@ def test_clip_cuts_between_words() -> None:
     assert text.startswith(out[:-1]) and text[len(out) - 1] == " "  # the next character is a space
     assert clip("short", 40) == "short"
     assert clip("x" * 100, 10) == "x" * 9 + "…"  # one long word is cut where it must be
+
+
+def test_a_state_wide_area_code_alone_answers_the_state_loosely() -> None:
+    """(206) is described as "Washington State": the answer is the state, at its radius, with
+    no town invented at the state's centre."""
+    pred = _locate("Tel. +1 (206) 555-0142").prediction
+    assert pred is not None and pred.country_code == "US" and pred.admin1 == "Washington"
+    assert pred.city is None and pred.radius_km == 150.0
+    seattle = _locate(SEATTLE).prediction
+    assert seattle is not None and seattle.radius_km == 10.0  # the town named beside it

@@ -48,7 +48,7 @@ REGION_RADIUS_KM = 150.0  # a phone area code that names a whole state or provin
 # How far each kind of clue alone makes the answer right at its radius: independent clues
 # combine as a noisy OR (1 - prod(1 - w)), so one more agreeing clue never lowers confidence.
 # A name is weighted by its population (a big place named in the text is more telling) and
-# halved when the text matched an alternate name rather than the place's own.
+# halved when the text matched an alternate name unlike the place's own (see _unrelated_alias).
 PHONE_AREA_WEIGHT = 0.55  # an area code serving one town or city
 PHONE_REGION_WEIGHT = 0.35  # an area code serving a state or province
 NAME_WEIGHT = 0.45
@@ -293,6 +293,9 @@ def _combine(candidates: list[Candidate]) -> list[Candidate]:
         for s in support:
             evidence += [e for e in s.evidence if e not in evidence]
             weights.update(s.weights)
+        if c.level == "admin1":  # a region's centre: the towns it holds support them, not it
+            out.append(replace(c, evidence=evidence, weights=weights))
+            continue
         radius = c.radius_km if not support else min(c.radius_km, min(s.radius_km for s in support))
         score = c.score + 0.5 * sum(s.score for s in support)
         out.append(replace(c, score=score, radius_km=radius, evidence=evidence, weights=weights))
