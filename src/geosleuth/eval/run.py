@@ -234,12 +234,12 @@ def preflight(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -
         )
     if config.format in (None, "auto") or dataset.format == "hf":
         return
-    detected = detect_format(Path(config.dataset).expanduser())
-    if detected == dataset.format:
-        return
     try:
+        detected = detect_format(Path(config.dataset).expanduser())
+        if detected == dataset.format:
+            return
         other = load_dataset(config.dataset, detected, config.images, seed=config.seed, split=config.split)
-    except DatasetError:
+    except (DatasetError, OSError, ValueError):  # no second opinion: the explicit format stands
         return
     if _ground_truth(other.samples) > _ground_truth(dataset.samples):
         raise DatasetError(
