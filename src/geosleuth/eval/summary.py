@@ -464,8 +464,11 @@ def dataset_columns(rows: Sequence[ScoreRow]) -> list[str]:
     for row in rows:
         for key, value in row.fields.items():
             if key.startswith("metadata.") and value not in (None, ""):
-                values[key.removeprefix("metadata.")].add(str(value))
-                present[key.removeprefix("metadata.")] += 1
+                name = key.removeprefix("metadata.")
+                present[name] += 1
+                seen = values[name]
+                if len(seen) <= MAX_AUTO_GROUPS:  # bounded: an id column stops growing here
+                    seen.add(str(value))
     return [
         name
         for name, seen in values.items()
