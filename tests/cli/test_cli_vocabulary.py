@@ -23,7 +23,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "data"
 GPT5 = FIXTURES / "published_predictions" / "imageo2_test_gpt5.jsonl"
 PRINTS_A_RESULT = {  # commands whose result is printed in a human form unless --json
     "locate", "score", "eval", "report", "compare", "merge", "datasets validate", "tools list",
-    "tools cache",
+    "tools cache", "data export-verl", "data export-swift", "data export-sft", "data build-mcq",
+    "data verl-tool-config",
 }  # fmt: skip
 
 
@@ -214,3 +215,16 @@ def test_eval_json_without_a_report_prints_what_it_ran(
     assert result.exit_code == 0, result.output
     ran = json.loads(result.stdout)
     assert (ran["done"], ran["failed"], ran["statuses"]) == (8, 0, {"ok": 8})
+
+
+def test_data_commands_print_what_they_wrote_as_json(tmp_path: Path) -> None:
+    runner = CliRunner()
+    config = runner.invoke(app, ["data", "verl-tool-config", "-o", str(tmp_path / "t.yaml"), "--json"])
+    assert config.exit_code == 0, config.output
+    assert json.loads(config.stdout) == {
+        "out": str(tmp_path / "t.yaml"), "tools": ["image_zoom_in_tool", "web_search", "geocode"]
+    }  # fmt: skip
+    data = make_csv_dataset(tmp_path / "bench")
+    mcq = runner.invoke(app, ["data", "build-mcq", str(data), "-o", str(tmp_path / "q.jsonl"), "--json"])
+    assert mcq.exit_code == 0, mcq.output
+    assert json.loads(mcq.stdout) == {"out": str(tmp_path / "q.jsonl"), "written": 8, "skipped": []}
