@@ -228,3 +228,13 @@ def test_data_commands_print_what_they_wrote_as_json(tmp_path: Path) -> None:
     mcq = runner.invoke(app, ["data", "build-mcq", str(data), "-o", str(tmp_path / "q.jsonl"), "--json"])
     assert mcq.exit_code == 0, mcq.output
     assert json.loads(mcq.stdout) == {"out": str(tmp_path / "q.jsonl"), "written": 8, "skipped": []}
+
+
+def test_a_requested_bar_off_a_terminal_still_prints_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geosleuth.gazetteer import build
+
+    monkeypatch.setattr(build, "build_steps", lambda out: [("only step", lambda: None)])
+    build.ensure_built(tmp_path / "gaz", progress=True)  # `gazetteer build` asks for a bar
+    assert "gazetteer 1/1: only step" in capsys.readouterr().err

@@ -68,8 +68,7 @@ def ensure_built(data_dir: Path | None = None, progress: bool | None = None) -> 
     """Return a ready index directory, building it first if needed.
 
     A build is announced on stderr whoever asked for it (a first ``locate`` would otherwise sit
-    silent for about a minute): a progress bar with ``progress`` (default: when stderr is a
-    terminal), else one line per step.
+    silent for about a minute), with its progress (see `build_index`).
     """
     target = data_dir or default_data_dir()
     if (target / "DONE").exists():
@@ -106,11 +105,13 @@ def build_steps(out: Path) -> list[tuple[str, Callable[[], None]]]:
 
 
 def build_index(out: Path, progress: bool | None = None) -> None:
-    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``."""
+    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``.
+
+    Progress goes to stderr: a bar on a terminal (unless ``progress`` is False), else a line
+    per step with its duration (logs and pipes get something too).
+    """
     steps = build_steps(out)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if progress:
+    if progress is not False and sys.stderr.isatty():  # a bar needs a terminal; else one line a step
         from rich.console import Console
         from rich.progress import Progress
 
