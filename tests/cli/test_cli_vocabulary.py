@@ -238,3 +238,16 @@ def test_a_requested_bar_off_a_terminal_still_prints_lines(
     monkeypatch.setattr(build, "build_steps", lambda out: [("only step", lambda: None)])
     build.ensure_built(tmp_path / "gaz", progress=True)  # `gazetteer build` asks for a bar
     assert "gazetteer 1/1: only step" in capsys.readouterr().err
+
+
+def test_eval_takes_every_locate_flag_docs_models_shows() -> None:
+    """docs/models.md: "`geosleuth locate` flags shown above work the same in `geosleuth eval`"."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    table = text.split("## Launch / configuration lines", 1)[1].split("\n\n", 2)[1]
+    shown = {f for row in table.splitlines() for f in re.findall(r"(--[a-z][a-z-]+)", row.split("|")[3])}
+    shown -= {"--chat-template"}  # the server's flag, named in a note about vLLM
+    assert {"--tool-calling", "--resize-factor", "--api-key-env"} <= shown
+    eval_opts = {o for p in _commands()["eval"].params for o in getattr(p, "opts", [])}
+    assert shown <= eval_opts, shown - eval_opts
