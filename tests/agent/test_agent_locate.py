@@ -141,4 +141,4 @@ def test_locate_with_samples_prints_each_sample(tmp_path: Path) -> None:
         result = runner.invoke(app, [*args, "--samples", "3", "--json"])
     (row,) = json.loads(result.output)
     assert result.exit_code == 0 and row["samples"] == 3 and row["aggregator"] == "medoid"
-    assert row["prediction"]["confidence"] == 1.0 and len(server.chat_requests) == 3
+    assert row["prediction"]["confidence"] == 0.8 and len(server.chat_requests) == 3  # (3+1)/(3+2)

@@ -34,14 +34,14 @@ def test_medoid_takes_the_largest_cluster_and_reports_agreement() -> None:
     pred = medoid_aggregate(samples, radius_km=25)
     assert pred is not None
     assert (pred.lat, pred.lon) == (47.37, 8.54)  # the member closest to the others
-    assert pred.confidence == pytest.approx(3 / 5)
+    assert pred.confidence == pytest.approx((3 + 1) / (5 + 2), abs=1e-3)  # rule of succession
     assert pred.coords_source == "aggregate" and 0 < (pred.radius_km or 0) < 25
     assert medoid_aggregate([traj(None, None)]) is None
 
 
 def test_medoid_of_a_single_answer_has_low_confidence() -> None:
     pred = medoid_aggregate([traj(1.0, 2.0), traj(None, None), traj(None, None), traj(None, None)])
-    assert pred is not None and pred.confidence == pytest.approx(0.25)
+    assert pred is not None and pred.confidence == pytest.approx((1 + 1) / (4 + 2), abs=1e-3)
 
 
 async def test_samples_run_concurrently_and_are_all_recorded(query_image: Path) -> None:
@@ -52,7 +52,7 @@ async def test_samples_run_concurrently_and_are_all_recorded(query_image: Path) 
         cfg = make_config(server.base_url, prompt_style="direct", samples=3, seed=10)
         out = await run_task(Task(id="t", image=str(query_image)), cfg)
     assert len(out.samples) == 3 and out.aggregator == "medoid"
-    assert out.prediction and out.prediction.confidence == pytest.approx(2 / 3)
+    assert out.prediction and out.prediction.confidence == pytest.approx((2 + 1) / (3 + 2), abs=1e-3)
     assert sorted(r.json["seed"] for r in server.chat_requests) == [10, 11, 12]
     # identical image bytes in every sample, so a server prefix cache can reuse them
     urls = {image_parts(r.json["messages"][1])[0]["image_url"]["url"] for r in server.chat_requests}
@@ -181,7 +181,7 @@ async def test_choice_tasks_aggregate_by_majority_vote(query_image: Path) -> Non
         out = await run_task(task, cfg)
     assert out.status is TrajectoryStatus.OK and out.aggregator == "majority choice"
     assert out.prediction and out.prediction.choice == "B"
-    assert out.prediction.confidence == pytest.approx(2 / 3)
+    assert out.prediction.confidence == pytest.approx((2 + 1) / (3 + 2), abs=1e-3)
 
 
 async def test_samples_without_coordinates_are_not_an_ok_aggregate(query_image: Path) -> None:
@@ -190,3 +190,15 @@ async def test_samples_without_coordinates_are_not_an_ok_aggregate(query_image: 
         out = await run_task(Task(id="t", image=str(query_image)), cfg)
     assert all(s.status is TrajectoryStatus.OK for s in out.samples)
     assert out.prediction is None and out.status is TrajectoryStatus.PARSE_FAILED
+
+
+def test_two_samples_agreeing_are_not_certain_and_keep_a_radius() -> None:
+    """Two samples on the same wrong city centre: 3/4 by the rule of succession, not 100 %, and
+    a radius of 25 / sqrt(2) km (the clustering resolution), not 0 km."""
+    pred = medoid_aggregate([traj(48.8566, 2.3522), traj(48.8566, 2.3522)], radius_km=25)
+    assert pred is not None and pred.confidence == pytest.approx(0.75)
+    assert pred.radius_km == pytest.approx(25 / 2**0.5, abs=1e-3)
+    claimed = [traj(48.8566, 2.3522), traj(48.8566, 2.3522)]
+    for t in claimed:
+        t.prediction.radius_km = 3.0
+    assert medoid_aggregate(claimed).radius_km == pytest.approx(3.0)  # what the samples claim

@@ -138,12 +138,22 @@ def looks_like_image_rejection(exc: ModelError) -> bool:
 
 
 class ModelError(Exception):
-    """The model endpoint failed for good (after retries, or a non-retryable error)."""
+    """The model endpoint failed for good (after retries, or a non-retryable error).
 
-    def __init__(self, message: str, status: int | None = None, attempts: int = 1) -> None:
+    ``fatal`` marks errors every later request would repeat (a rejected key, an unknown model
+    or URL, an endpoint that never answered): a batch stops on them instead of running on.
+    """
+
+    def __init__(
+        self, message: str, status: int | None = None, attempts: int = 1, *, fatal: bool = False
+    ) -> None:
         super().__init__(redact_text(message))  # servers echo request headers in error bodies
         self.status = status
         self.attempts = attempts
+        self.fatal = fatal
+
+
+FATAL_STATUS = frozenset({401, 403, 404})
 
 
 @dataclass
@@ -217,6 +227,13 @@ def resolve_endpoint(
     return url.rstrip("/"), key
 
 
+def endpoint_note(base_url: str | None) -> str:
+    """Where the endpoint came from, when the user may not know (the built-in default)."""
+    if base_url or os.environ.get("OPENAI_BASE_URL"):
+        return ""
+    return f" (neither --base-url nor OPENAI_BASE_URL is set, so the default {DEFAULT_BASE_URL} was used)"
+
+
 def _content_text(content: Any) -> str:
     """Message content may be a string or a list of parts; keep the text."""
     if content is None:
@@ -287,6 +304,10 @@ class ChatClient:
     ) -> None:
         self.model = model
         self.base_url, self._api_key = resolve_endpoint(base_url, api_key, api_key_env)
+        self.api_key_env = api_key_env
+        self._endpoint_note = endpoint_note(base_url)
+        self.answered = False  # a completion has succeeded: later connection errors are transient
+        self.fatal_error: ModelError | None = None  # the first error every later request would repeat
         self.profile = profile or detect_profile(self.base_url)
         register_secret(self._api_key)
         self.timeout_s = timeout_s
@@ -443,6 +464,7 @@ class ChatClient:
         start = time.perf_counter()
         last = "no attempt made"
         status: int | None = None
+        refused = False  # the last attempt could not connect at all
         adaptations = 0
         attempt = 0
         while attempt <= self.max_retries:
@@ -451,11 +473,11 @@ class ChatClient:
             try:
                 resp = await self._post(body)
             except httpx.TimeoutException:
-                last, status = f"request timed out after {self.timeout_s:g} s", None
+                last, status, refused = f"request timed out after {self.timeout_s:g} s", None, False
             except httpx.TransportError as exc:
-                last, status = f"connection failed: {type(exc).__name__}: {exc}", None
+                last, status, refused = f"connection failed: {type(exc).__name__}: {exc}", None, True
             else:
-                status = resp.status_code
+                status, refused = resp.status_code, False
                 if status == 200:
                     try:
                         choices, usage, model = parse_completion(resp.json())
@@ -464,6 +486,7 @@ class ChatClient:
                         last = f"unreadable response body ({exc}): {resp.text[:200]!r}"
                     else:
                         latency = time.perf_counter() - start
+                        self.answered = True
                         return ChatResponse(choices, usage, latency, model or self.model, attempt)
                 else:
                     last = f"HTTP {status}: {resp.text[:300]}"
@@ -473,14 +496,48 @@ class ChatClient:
                         attempt -= 1  # the server named what to change: a resend, not a retry
                         body = encode()
                         continue
+                    if status in FATAL_STATUS:
+                        raise self._fatal(f"{last} -- {self._hint(status)}", status, attempt)
                     if status not in RETRYABLE_STATUS:
                         raise ModelError(last, status, attempt)
                     retry_after = _retry_after(resp.headers.get("retry-after"))
             if attempt <= self.max_retries:
                 await asyncio.sleep(self._backoff(attempt, retry_after))
-        raise ModelError(
-            f"{last} (gave up after {self.max_retries + 1} attempts)", status, self.max_retries + 1
+        gave_up = f"{last} (gave up after {self.max_retries + 1} attempts)"
+        if refused and not self.answered:  # the endpoint never answered: nor will it for any sample
+            raise self._fatal(
+                f"cannot reach {self.base_url}{self._endpoint_note}: {gave_up} -- is the server up? "
+                "Set --base-url or OPENAI_BASE_URL",
+                None,
+                self.max_retries + 1,
+            )
+        raise ModelError(f"{gave_up} [{self.base_url}]", status, self.max_retries + 1)
+
+    def _hint(self, status: int) -> str:
+        """What to change after a status that every request would get again."""
+        url = f"{self.base_url}/chat/completions{self._endpoint_note}"
+        if status == 404:
+            return (
+                f"model {self.model!r} or the URL {url} was not found: check --model and --base-url "
+                "(OpenAI-compatible servers usually end in /v1)"
+            )
+        key = self.api_key_env
+        if os.environ.get(key):
+            sent = f"the key sent is ${key}'s"
+        elif self._api_key:
+            sent = f"${key} is not set, so $OPENAI_API_KEY's key was sent"
+        else:
+            sent = f"no key was sent: ${key} is not set"
+        return (
+            f"{url} refused the request (HTTP {status}); {sent}. Export the right key in ${key} "
+            "or name the variable that holds it with --api-key-env"
         )
+
+    def _fatal(self, message: str, status: int | None, attempts: int) -> ModelError:
+        error = ModelError(message, status, attempts, fatal=True)
+        if self.fatal_error is None:
+            self.fatal_error = error
+        return error
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

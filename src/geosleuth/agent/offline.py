@@ -35,6 +35,7 @@ from geosleuth.core.records import (
     TrajectoryStatus,
     Turn,
 )
+from geosleuth.core.text import normalize
 from geosleuth.imageio import open_work_copy
 
 MODEL_NAME = "offline-clues"
@@ -46,6 +47,17 @@ MIN_NAME_CHARS = 4
 CITY_RADIUS_KM = 10.0
 MIN_COUNTRY_VOTE = 0.5  # a country-only answer needs more than, say, "the text is English"
 BIG_PLACE = 100_000  # a name match with no country clue counts only for places this large
+REGION_RADIUS_KM = 150.0  # a phone area code that names a whole state or province
+
+# How far each kind of clue alone makes the answer right at its radius: independent clues
+# combine as a noisy OR (1 - prod(1 - w)), so one more agreeing clue never lowers confidence.
+# A name is weighted by its population (a big place named in the text is more telling) and
+# halved when the text matched an alternate name unlike the place's own (see _unrelated_alias).
+PHONE_AREA_WEIGHT = 0.55  # an area code serving one town or city
+PHONE_REGION_WEIGHT = 0.35  # an area code serving a state or province
+NAME_WEIGHT = 0.45
+COUNTRY_CLUE_WEIGHT = 0.15  # each country clue (domain, phone prefix, pattern) agreeing with the answer
+MAX_CONFIDENCE = 0.95  # what text clues alone can claim; EXIF GPS is 0.99
 
 
 class Gazetteer(Protocol):
@@ -67,7 +79,14 @@ class Candidate:
     country_code: str | None
     radius_km: float
     evidence: list[str] = field(default_factory=list)
-    level: str = "city"  # "country" when only country-level clues placed it
+    level: str = "city"  # "admin1" for a region's area code, "country" when only country clues placed it
+    region: str | None = None  # admin-1 name: a region's area code supports the towns in it
+    weights: dict[str, float] = field(default_factory=dict)  # evidence text -> how telling it is alone
+
+    @property
+    def strength(self) -> float:
+        """Noisy OR of the candidate's own (and supporters') place-level evidence."""
+        return 1.0 - math.prod(1.0 - w for w in self.weights.values())
 
 
 @dataclass
@@ -131,6 +150,11 @@ def _with_address(pred: Prediction, gaz: Gazetteer | None, level: str = "city") 
         return pred.model_copy(
             update={"country_code": pred.country_code or rev.country_code, "country": rev.country}
         )
+    if level == "admin1":  # a region's centre: its nearest town is no answer
+        return pred.model_copy(
+            update={"country_code": pred.country_code or rev.country_code, "country": rev.country,
+                    "admin1": rev.admin1}
+        )  # fmt: skip
     return pred.model_copy(
         update={
             "country_code": rev.country_code or pred.country_code,
@@ -159,6 +183,11 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
         score = 0.4 * _population_weight(place.population) + 0.3 * min(country_support, 2.0)
         if place.kind == "country":
             continue
+        said = f"place name {m.text!r} in the text matches {_place_label(place)} (pop. {place.population:,})"
+        other_name = _unrelated_alias(m.text, place.name)
+        if other_name:
+            said += f", by an alternate name unlike {place.name!r}"
+        weight = NAME_WEIGHT * _population_weight(place.population) * (0.5 if other_name else 1.0)
         cand = Candidate(
             place.lat,
             place.lon,
@@ -166,11 +195,24 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
             score,
             place.country_code,
             CITY_RADIUS_KM,
-            [f"place name {m.text!r} in the text matches {_place_label(place)} (pop. {place.population:,})"],
+            [said],
+            region=place.admin1,
+            weights={said: weight},
         )
         if place.id not in best or best[place.id].score < score:
             best[place.id] = cand
     return list(best.values())
+
+
+def _unrelated_alias(text: str, name: str) -> bool:
+    """The text matched an alternate name that is not a spelling of the place's own (Somers,
+    Wisconsin by "Pike"), as opposed to an exonym or local form (Lisboa, Köln, 大阪)."""
+    from difflib import SequenceMatcher
+
+    a, b = normalize(text), normalize(name)
+    if a == b or not (a.isascii() and b.isascii()):
+        return False
+    return SequenceMatcher(None, a, b).ratio() < 0.5
 
 
 def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Candidate]:
@@ -191,15 +233,20 @@ def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Can
             if not found:
                 continue
             p = next((x for x in found if x.kind == "city"), found[0])  # the town, not its canton
+            said = f"phone number {match.raw_string!r} has the area code of {area} ({cc})"
+            region = p.kind == "admin1"  # the code serves a whole state: place it there, loosely
             out.append(
                 Candidate(
                     p.lat,
                     p.lon,
                     _place_label(p),
-                    1.0,
+                    0.6 if region else 1.0,
                     p.country_code,
-                    25.0,
-                    [f"phone number {match.raw_string!r} has the area code of {area} ({cc})"],
+                    REGION_RADIUS_KM if region else 25.0,
+                    [said],
+                    level="admin1" if region else "city",
+                    region=p.admin1 or p.name,
+                    weights={said: PHONE_REGION_WEIGHT if region else PHONE_AREA_WEIGHT},
                 )
             )
         if out:
@@ -240,14 +287,47 @@ def _combine(candidates: list[Candidate]) -> list[Candidate]:
     dist = haversine_km([[v] for v in lat], [[v] for v in lon], [lat], [lon])
     out = []
     for i, c in enumerate(candidates):
-        support = [candidates[j] for j in range(len(candidates)) if j != i and dist[i][j] <= AGREE_KM]
+        support = [
+            candidates[j]
+            for j in range(len(candidates))
+            if j != i and (dist[i][j] <= AGREE_KM or _same_region(c, candidates[j]))
+        ]
         evidence = list(c.evidence)
+        weights = dict(c.weights)
         for s in support:
             evidence += [e for e in s.evidence if e not in evidence]
+            weights.update(s.weights)
+        if c.level == "admin1":  # a region's centre: the towns it holds support them, not it
+            out.append(replace(c, evidence=evidence, weights=weights))
+            continue
         radius = c.radius_km if not support else min(c.radius_km, min(s.radius_km for s in support))
         score = c.score + 0.5 * sum(s.score for s in support)
-        out.append(replace(c, score=score, radius_km=radius, evidence=evidence))
+        out.append(replace(c, score=score, radius_km=radius, evidence=evidence, weights=weights))
     return sorted(out, key=lambda c: -c.score)
+
+
+def _same_region(a: Candidate, b: Candidate) -> bool:
+    """A region's area code and a town inside that region support each other."""
+    return (
+        "admin1" in (a.level, b.level)
+        and a.country_code == b.country_code
+        and a.region is not None
+        and normalize(a.region) == normalize(b.region or "")
+    )
+
+
+def evidence_confidence(best: Candidate, rivals: list[Candidate], country_clues: int) -> float:
+    """How likely the answer is right at its radius, from the evidence behind it.
+
+    The best candidate's place-level clues and the country clues agreeing with it combine as a
+    noisy OR; each rival (a candidate elsewhere that none of the best's clues support) takes
+    away half its own place-level strength. More agreeing evidence never lowers the figure.
+    """
+    doubt = (1.0 - best.strength) * (1.0 - COUNTRY_CLUE_WEIGHT) ** country_clues
+    confidence = 1.0 - doubt
+    for rival in rivals:
+        confidence *= 1.0 - 0.5 * rival.strength
+    return round(min(MAX_CONFIDENCE, confidence), 3)
 
 
 def locate_offline(
@@ -323,11 +403,15 @@ def locate_offline(
     if not ranked:
         return OfflineResult(None, steps, [])
     best = ranked[0]
+    verdicts = [_verdict(c, best) for c in ranked]
     steps.append(
         Step(
             "candidates",
             {},
-            "\n".join(f"{c.score:.2f} {c.label} ({c.lat:.4f}, {c.lon:.4f})" for c in ranked[:10]),
+            "\n".join(
+                f"{v}: {c.label} ({c.lat:.4f}, {c.lon:.4f}), score {c.score:.2f}"
+                for c, v in zip(ranked[:10], verdicts, strict=False)
+            ),
             0.0,
         )
     )
@@ -336,10 +420,8 @@ def locate_offline(
         for c in clues
         if best.country_code in c.countries
     ]
-    rivals = sum(
-        c.score for c in ranked[1:] if float(haversine_km(best.lat, best.lon, c.lat, c.lon)) > AGREE_KM
-    )
-    confidence = round(min(0.95, best.score / (best.score + 1.0)) * best.score / (best.score + rivals), 3)
+    rivals = [c for c, v in zip(ranked, verdicts, strict=True) if v.startswith("rejected")]
+    confidence = evidence_confidence(best, rivals, len(clue_evidence))
     pred = Prediction(
         lat=best.lat,
         lon=best.lon,
@@ -355,10 +437,40 @@ def locate_offline(
     return OfflineResult(_with_address(pred, g, best.level), steps, ranked)
 
 
+def _verdict(candidate: Candidate, best: Candidate) -> str:
+    """What became of a candidate: the answer, one folded into it, or rejected (and why)."""
+    if candidate is best:
+        return "chosen"
+    if set(candidate.evidence) <= set(best.evidence):
+        return "supports the answer"
+    return f"rejected (weaker than {best.label.split(',')[0]})"
+
+
 def _default_gazetteer() -> Gazetteer:
     from geosleuth.gazetteer import get_gazetteer
 
     return get_gazetteer()
+
+
+def candidate_records(candidates: list[Candidate]) -> list[dict[str, Any]]:
+    """The candidates as the trajectory keeps them, each with its verdict."""
+    if not candidates:
+        return []
+    best = candidates[0]
+    return [
+        {
+            "label": c.label,
+            "lat": c.lat,
+            "lon": c.lon,
+            "score": round(c.score, 3),
+            "country_code": c.country_code,
+            "radius_km": c.radius_km,
+            "level": c.level,
+            "verdict": _verdict(c, best),
+            "evidence": c.evidence,
+        }
+        for c in candidates
+    ]
 
 
 def _summary(result: OfflineResult) -> str:
@@ -420,6 +532,6 @@ async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | 
     traj.prediction = result.prediction
     traj.status = TrajectoryStatus.OK if result.prediction is not None else TrajectoryStatus.NO_EVIDENCE
     traj.error = None if result.prediction is not None else "cannot locate: no usable clue"
-    traj.metadata = {"candidates": [c.__dict__ for c in result.candidates[:10]]}
+    traj.metadata = {"candidates": candidate_records(result.candidates[:10])}
     traj.finished_at = time.time()
     return traj

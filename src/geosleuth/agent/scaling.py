@@ -12,6 +12,7 @@ distances and rewards, is never read.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from typing import Any
 
@@ -43,8 +44,19 @@ _RESULT_CHARS = 800
 _ANSWER_CHARS = 1500
 
 
+def agreement_confidence(agreeing: int, total: int) -> float:
+    """Laplace's rule of succession, (k + 1) / (n + 2): k of n samples agreeing is evidence, not
+    certainty; two of two give 0.75, never 1.0 (samples of one model share its mistakes)."""
+    return round((agreeing + 1) / (total + 2), 3)
+
+
 def medoid_aggregate(trajectories: list[Trajectory], radius_km: float = 25.0) -> Prediction | None:
-    """Geodesic medoid of the largest cluster (points within ``radius_km`` of a centre)."""
+    """Geodesic medoid of the largest cluster (points within ``radius_km`` of a centre).
+
+    The radius is the cluster's spread, but never less than what the samples themselves claim
+    (their median radius) or, when they claim none, ``radius_km / sqrt(k)``: samples that agree
+    to the metre on a city centre know the city, not the metre.
+    """
     preds = [t.prediction for t in trajectories if t.prediction is not None and t.prediction.has_coords]
     if not preds:
         return None
@@ -58,13 +70,14 @@ def medoid_aggregate(trajectories: list[Trajectory], radius_km: float = 25.0) ->
     members = np.flatnonzero(close[centre])
     within = dist[np.ix_(members, members)].sum(axis=1)
     medoid = int(members[int(np.argmin(within))])
-    share = len(members) / len(trajectories)
-    radius = float(dist[medoid, members].max()) if len(members) > 1 else radius_km
     chosen = preds[medoid]
+    own = sorted(p.radius_km for p in (preds[i] for i in members) if p.radius_km)
+    floor = own[len(own) // 2] if own else radius_km / math.sqrt(len(members))
+    radius = max(float(dist[medoid, members].max()), floor)
     return chosen.model_copy(
         update={
-            "confidence": share,
-            "radius_km": round(max(radius, 0.001), 3),
+            "confidence": agreement_confidence(len(members), len(trajectories)),
+            "radius_km": round(radius, 3),
             "coords_source": "aggregate",
             "evidence": [
                 *chosen.evidence,
@@ -84,7 +97,7 @@ def majority_choice(trajectories: list[Trajectory]) -> Prediction | None:
     chosen = next(p for p in preds if p.choice == winner)
     return chosen.model_copy(
         update={
-            "confidence": count / len(trajectories),
+            "confidence": agreement_confidence(count, len(trajectories)),
             "evidence": [*chosen.evidence, f"{count} of {len(trajectories)} samples chose {winner}"],
         }
     )

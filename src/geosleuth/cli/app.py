@@ -114,8 +114,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from geosleuth import __version__
+
+        typer.echo(f"geosleuth {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
+) -> None:
     """Agentic image geolocation: locate, score, evaluate, train."""
     from geosleuth.secrets import install_log_redaction
 
@@ -123,4 +135,13 @@ def _root() -> None:
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ImportError as exc:  # an optional package a command needs: say which extra installs it
+        from geosleuth.cli.choices import install_hint
+
+        hint = install_hint(exc)
+        if hint is None:
+            raise
+        typer.echo(f"error: {hint}", err=True)
+        raise SystemExit(2) from None

@@ -25,12 +25,18 @@ def _fail(message: str) -> typer.Exit:
 
 def _guard(fn: Callable[[], T]) -> T:
     """Known failure kinds become one line on stderr and exit 1, never a traceback."""
+    from geosleuth.cli.choices import install_hint
     from geosleuth.eval.datasets import DatasetError
 
     try:
         return fn()
     except (ValueError, OSError, KeyError, DatasetError) as exc:
         raise _fail(str(exc).strip("'\"")) from None
+    except ImportError as exc:
+        hint = install_hint(exc)
+        if hint is None:
+            raise
+        raise _fail(hint) from None
 
 
 def _load_samples(dataset: Path, fmt: str, images: Path | None) -> list[Any]:
@@ -64,6 +70,14 @@ def _tool_schemas(names: str | None, settings: Path | None) -> list[dict[str, An
     registry = build_registry(ToolSettings.load(settings))
     chosen = [n.strip() for n in names.split(",") if n.strip()] if names else registry.names()
     return registry.subset(chosen).schemas()
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")]
+
+
+def _wrote(as_json: bool, line: str, **result: Any) -> None:
+    """The result line of a writing command, or the same facts as JSON with ``--json``."""
+    typer.echo(json.dumps(result, ensure_ascii=False, default=str) if as_json else line)
 
 
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset file or folder (any format `eval` reads).")]
@@ -119,6 +133,7 @@ def export_verl_cmd(
     data_source: Annotated[
         str | None, typer.Option(help="data_source column (default: the sample's).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom.
 
@@ -145,21 +160,25 @@ def export_verl_cmd(
         report = export_verl(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
-        typer.echo(
-            f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})"
-        )
+        lines = [f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})"]
+        template = None
         if options.schemas:
             tpl = prepare_chat_template(out.parent, chat_template, model)
+            template = tpl["template"]
             for problem in tpl.get("model_problems", []):
                 typer.echo(f"warning: {model}: {problem}", err=True)
             if tpl["template"] == "model":
-                typer.echo(f"chat template: {model}'s own (renders tools and tool responses)")
+                lines.append(f"chat template: {model}'s own (renders tools and tool responses)")
             else:
-                typer.echo(
+                lines.append(
                     f"chat template: {tpl['template']} written to {out.parent}/chat_template.jinja; "
                     "pass it to verl with "
                     f'actor_rollout_ref.model.custom_chat_template="$(cat {out.parent}/chat_template.hydra)"'
                 )
+        _wrote(
+            as_json, "\n".join(lines), out=str(out), written=report.written, failed=report.failed,
+            prompt_style=chosen, chat_template=template,
+        )  # fmt: skip
 
     _guard(run)
 
@@ -179,6 +198,7 @@ def export_swift_cmd(
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
     pixel_budget: PixelBudgetOpt = 2_000_000,
     resize_factor: ResizeFactorOpt = 28,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read."""
     from geosleuth.training.export_swift import SwiftExportOptions, export_swift
@@ -194,7 +214,10 @@ def export_swift_cmd(
         report = export_swift(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
-        typer.echo(f"wrote {report.written} rows to {out} ({len(report.failed)} failed)")
+        _wrote(
+            as_json, f"wrote {report.written} rows to {out} ({len(report.failed)} failed)",
+            out=str(out), written=report.written, failed=report.failed,
+        )  # fmt: skip
         if not report.written:
             raise ValueError("no sample could be exported")
 
@@ -205,7 +228,10 @@ def export_swift_cmd(
 def export_sft_cmd(
     source: Annotated[Path, typer.Argument(help="Run directory or trajectories JSONL.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="trl | llamafactory | swift")] = "trl",
+    fmt: Annotated[str, typer.Option("--to", help="Record layout: trl | llamafactory | swift.")] = "trl",
+    old_fmt: Annotated[
+        str | None, typer.Option("--format", hidden=True, help="Old spelling of --to.")
+    ] = None,
     tool_format: Annotated[str, typer.Option(help="hermes (Qwen <tool_call>) | openai (native)")] = "hermes",
     max_km: Annotated[
         float | None, typer.Option(help="Keep only trajectories whose answer is within this distance.")
@@ -213,13 +239,15 @@ def export_sft_cmd(
     samples: Annotated[
         Path | None, typer.Option("--truth", help="Ground truth JSONL (default: RUN_DIR/samples.jsonl).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Trajectories -> chat SFT records, loss on assistant turns only."""
     from geosleuth.training.export_sft import export_sft
     from geosleuth.training.filtering import read_samples, read_trajectory_records, truth_of
 
+    flag, fmt = ("--format", old_fmt) if old_fmt else ("--to", fmt)
     if fmt not in ("trl", "llamafactory", "swift"):
-        raise _fail(f"unknown --format {fmt!r}; use trl, llamafactory or swift")
+        raise _fail(f"unknown {flag} {fmt!r}; use trl, llamafactory or swift")
     if tool_format not in ("hermes", "openai"):
         raise _fail(f"unknown --tool-format {tool_format!r}; use hermes or openai")
 
@@ -241,7 +269,10 @@ def export_sft_cmd(
             base_dir=path.parent,
             run_filter=run_filter,
         )
-        typer.echo(f"wrote {report.written} records to {out} ({len(report.skipped)} skipped)")
+        _wrote(
+            as_json, f"wrote {report.written} records to {out} ({len(report.skipped)} skipped)",
+            out=str(out), written=report.written, skipped=report.skipped,
+        )  # fmt: skip
 
     _guard(run)
 
@@ -366,6 +397,20 @@ def _gazetteer_cells() -> dict[tuple[int, int], float]:
     )
 
 
+def _with_countries(samples: list[Any]) -> list[Any]:
+    """Samples with coordinates on land but no country label get the country whose border
+    holds them (a point at sea gets none: a nearest-country guess is no answer to test on)."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    todo = [i for i, s in enumerate(samples) if not s.labels.get("country") and s.lat is not None]
+    found = get_gazetteer().reverse_batch([samples[i].lat for i in todo], [samples[i].lon for i in todo])
+    out = list(samples)
+    for i, code, on_land in zip(todo, found["country_code"], found["on_land"], strict=True):
+        if code and on_land:
+            out[i] = samples[i].model_copy(update={"labels": {**samples[i].labels, "country": str(code)}})
+    return out
+
+
 def _country_of(samples: Any) -> list[str | None]:
     """Label first, else the gazetteer's reverse geocoding of the coordinates."""
     from geosleuth.core.countries import resolve_country
@@ -394,16 +439,23 @@ def build_mcq_cmd(
     seed: Annotated[int, typer.Option(help="Shuffling seed.")] = 0,
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """4-way country questions; distractors from neighbours / the UN sub-region, then wider regions."""
     from geosleuth.training.mcq import build_mcq
 
     def run() -> None:
-        questions, failed = build_mcq(_load_samples(dataset, fmt, images), seed)
+        samples = _load_samples(dataset, fmt, images)
+        if any(not s.labels.get("country") and s.lat is not None for s in samples):
+            samples = _with_countries(samples)
+        questions, failed = build_mcq(samples, seed)
         for f in failed[:20]:
             typer.echo(f"skipped {f['sample_id']}: {f['reason']}", err=True)
         _write_samples(out, questions)
-        typer.echo(f"wrote {len(questions)} questions to {out} ({len(failed)} skipped)")
+        _wrote(
+            as_json, f"wrote {len(questions)} questions to {out} ({len(failed)} skipped)",
+            out=str(out), written=len(questions), skipped=failed,
+        )  # fmt: skip
 
     _guard(run)
 
@@ -422,6 +474,7 @@ def verl_tool_config_cmd(
     ] = None,
     max_text_chars: Annotated[int, typer.Option(help="Truncate tool text here, with a notice.")] = 4000,
     bbox_convention: Annotated[str | None, typer.Option(help="absolute | relative1000")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """verl tool-config YAML (multi_turn.tool_config_path) for geosleuth tools."""
     from geosleuth.agent.prompting import load_style
@@ -441,7 +494,10 @@ def verl_tool_config_cmd(
         doc = tool_config(schemas, settings, max_text_chars, bbox_convention=bbox_convention)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump_tool_config(doc), encoding="utf-8")
-        typer.echo(f"wrote {len(schemas)} tools to {out}")
+        _wrote(
+            as_json, f"wrote {len(schemas)} tools to {out}",
+            out=str(out), tools=[t["function"]["name"] for t in schemas],
+        )  # fmt: skip
 
     _guard(run)
 

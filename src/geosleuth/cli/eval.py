@@ -7,12 +7,32 @@ expected failure (bad dataset, bad config, unusable run dir) is a message and ex
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from geosleuth.cli.options import (
+    API_KEY_ENV_HELP,
+    JSON_HELP,
+    PROVIDER_HELP,
+    RESIZE_HELP,
+    STYLE_HELP,
+    TOOL_CALLING_HELP,
+    TOOLS_HELP,
+)
+from geosleuth.eval.config import JUDGE_TASKS
+from geosleuth.eval.datasets import FORMATS
+
+FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(FORMATS)}."
+JUDGES_HELP = f"Judges to run, comma-separated: {','.join(JUDGE_TASKS)}."
+JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+JudgeKeyEnvOpt = Annotated[
+    str | None, typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")
+]
 
 datasets_app = typer.Typer(help="Inspect benchmark datasets.", no_args_is_help=True)
 
@@ -52,12 +72,29 @@ def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
         value = metric.get("value") if isinstance(metric, dict) else metric
         if value is None:
             continue
-        parts.append(f"{name}={value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
+        if isinstance(value, int):  # a count (answered samples), not a measurement
+            parts.append(f"{name}={value}")
+        else:
+            parts.append(f"{name}={value:.2f}%" if "acc" in name else f"{name}={value:.1f}")
     typer.echo(
         f"{summary['n_finished']}/{summary['n_samples']} finished, {summary['n_failed']} failed/missing"
     )
     typer.echo("  ".join(parts))
     typer.echo(f"report: {run_dir / 'summary.md'}  html: {run_dir / 'html' / 'index.html'}")
+
+
+def _print_summary(summary: dict[str, Any], run_dir: Path, as_json: bool) -> None:
+    """summary.json on stdout with ``--json``, else the headline."""
+    if as_json:
+        _print_json(summary)
+    else:
+        _print_headline(summary, run_dir)
+
+
+def _print_json(value: Any) -> None:
+    from geosleuth.secrets import redact_text
+
+    sys.stdout.write(redact_text(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
 
 
 def eval_command(
@@ -69,9 +106,9 @@ def eval_command(
         str | None, typer.Option("--model", "-m", help="Model name at the OpenAI-compatible endpoint.")
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
-    prompt: Annotated[str | None, typer.Option(help="Prompt style.")] = None,
-    tools: Annotated[str | None, typer.Option(help="Comma-separated tool names.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help=API_KEY_ENV_HELP)] = None,
+    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help=STYLE_HELP)] = None,
+    tools: Annotated[str | None, typer.Option(help=TOOLS_HELP)] = None,
     samples: Annotated[
         int | None, typer.Option("--samples", "-n", help="Trajectories per image (N).")
     ] = None,
@@ -79,6 +116,9 @@ def eval_command(
         str | None, typer.Option(help="Verifier model that aggregates N trajectories.")
     ] = None,
     max_turns: Annotated[int | None, typer.Option(help="Maximum agent turns.")] = None,
+    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = None,
+    tool_calling: Annotated[str | None, typer.Option(help=TOOL_CALLING_HELP)] = None,
+    resize_factor: Annotated[int | None, typer.Option(min=0, help=RESIZE_HELP)] = None,
     observer: Annotated[
         str | None,
         typer.Option(
@@ -91,9 +131,7 @@ def eval_command(
     reasoning_effort: Annotated[
         str | None, typer.Option(help="reasoning_effort for reasoning models (sent where accepted).")
     ] = None,
-    provider: Annotated[
-        str | None, typer.Option(help="Request dialect: auto | generic | openai | gemini | deepseek.")
-    ] = None,
+    provider: Annotated[str | None, typer.Option(help=PROVIDER_HELP)] = None,
     concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per sample.")] = None,
@@ -102,7 +140,7 @@ def eval_command(
     ] = False,
     retry_failed: Annotated[bool, typer.Option(help="Re-run only the samples recorded as failed.")] = False,
     config: Annotated[Path | None, typer.Option(help="YAML or TOML file with any of these settings.")] = None,
-    format: Annotated[str | None, typer.Option(help="Dataset format (auto-detected by default).")] = None,
+    format: Annotated[str | None, typer.Option(help=FORMAT_HELP)] = None,
     images: Annotated[str | None, typer.Option(help="Image folder, when not beside the table.")] = None,
     split: Annotated[str | None, typer.Option(help="Dataset split.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (choice shuffling, bootstrap).")] = None,
@@ -124,8 +162,10 @@ def eval_command(
     skip_invalid: Annotated[bool, typer.Option(help="Evaluate valid rows when some rows are bad.")] = False,
     judge_model: Annotated[str | None, typer.Option(help="Judge model (enables LLM judges).")] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="Judge endpoint base URL.")] = None,
-    judges: Annotated[str | None, typer.Option(help="Judges to run: levels,path,clues,shapley.")] = None,
+    judge_api_key_env: JudgeKeyEnvOpt = None,
+    judges: Annotated[str | None, typer.Option(help=JUDGES_HELP)] = None,
     report: Annotated[bool, typer.Option(help="Write the report at the end.")] = True,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""
     from geosleuth.eval.config import (
@@ -138,6 +178,7 @@ def eval_command(
     )
     from geosleuth.eval.datasets import DatasetError
     from geosleuth.eval.run import execute, prepare_run
+    from geosleuth.eval.runner import RunAborted
     from geosleuth.eval.store import RunDirError
 
     try:
@@ -158,6 +199,9 @@ def eval_command(
             "samples": samples,
             "verifier": verifier,
             "max_turns": max_turns,
+            "temperature": temperature,
+            "tool_calling": tool_calling,
+            "resize_factor": resize_factor,
             "observer": observer,
             "observer_base_url": observer_base_url,
             "max_tokens": max_tokens,
@@ -179,7 +223,7 @@ def eval_command(
             "agent_fn": agent_fn,
             "skip_invalid": skip_invalid or None,
             "report": None if report else False,
-            "judge": _judge_settings(judge_model, judge_base_url, None, judges),
+            "judge": _judge_settings(judge_model, judge_base_url, judge_api_key_env, judges),
         }
         cfg = resolve_config(file_values, flags)
         prepared = prepare_run(cfg)
@@ -189,6 +233,14 @@ def eval_command(
         _fail(_os_error(exc))
     if prepared.dataset.problems:
         typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
+    selected = {sample.id for sample in prepared.samples}
+    missing = [m for m in prepared.dataset.missing_images if m.sample_id in selected]
+    if missing:
+        typer.echo(
+            f"warning: {len(missing)} of {len(selected)} image(s) not found (first: {missing[0]}); "
+            "those samples are recorded as failed (input_error)",
+            err=True,
+        )
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -204,6 +256,12 @@ def eval_command(
     try:
         with bar:
             stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
+    except RunAborted as exc:
+        _fail(
+            f"stopped: {exc}\nfinished samples are saved in {prepared.run_dir}; "
+            "fix this and re-run the same command to resume",
+            code=1,
+        )
     except (ValueError, RunDirError) as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -222,7 +280,9 @@ def eval_command(
         if cfg.report:
             from geosleuth.eval.report import write_report
 
-            _print_headline(write_report(prepared.run_dir), prepared.run_dir)
+            _print_summary(write_report(prepared.run_dir), prepared.run_dir, as_json)
+        elif as_json:  # no report: what this invocation ran
+            _print_json({"run_dir": str(prepared.run_dir), **dataclasses.asdict(stats)})
     except (RunDirError, ValueError) as exc:  # the samples are saved: `geosleuth report` can redo this
         _fail(str(exc))
     except OSError as exc:
@@ -257,34 +317,31 @@ def report_command(
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
     judge_model: Annotated[str | None, typer.Option(help="Judge model: run LLM judges first.")] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="Judge endpoint base URL.")] = None,
+    judge_api_key_env: JudgeKeyEnvOpt = None,
     judge_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable with the judge's key.")
+        str | None, typer.Option("--judge-key-env", hidden=True, help="Old spelling of --judge-api-key-env.")
     ] = None,
-    judges: Annotated[str | None, typer.Option(help="Judges to run: levels,path,clues,shapley.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")] = False,
+    judges: Annotated[str | None, typer.Option(help=JUDGES_HELP)] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Metrics, tool-use statistics, plots and the HTML report of a run directory."""
     from geosleuth.eval.report import write_report
     from geosleuth.eval.store import RunDirError
 
     try:
-        settings = _judge_settings(judge_model, judge_base_url, judge_key_env, judges)
+        settings = _judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
         if settings is not None:
             _run_judges(run_dir, settings)
         summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots)
     except (RunDirError, ValueError, OSError) as exc:
         _fail(str(exc))
-    if as_json:
-        from geosleuth.secrets import redact_text
-
-        sys.stdout.write(redact_text(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
-    else:
-        _print_headline(summary, run_dir)
+    _print_summary(summary, run_dir, as_json)
 
 
 def merge_command(
     run_dir: Annotated[Path, typer.Argument(help="The --out of the `eval --shard I/N` jobs.")],
     report: Annotated[bool, typer.Option(help="Write the report of the merged run.")] = True,
+    as_json: JsonOpt = False,
 ) -> None:
     """Merge the shards of a run (eval --shard I/N) into one run directory, then report."""
     from geosleuth.eval.merge import merge_shards
@@ -311,7 +368,7 @@ def merge_command(
         )
     if report:
         try:
-            _print_headline(write_report(run_dir), run_dir)
+            _print_summary(write_report(run_dir), run_dir, as_json)
         except (RunDirError, ValueError) as exc:
             _fail(str(exc))
         except OSError as exc:
@@ -322,6 +379,7 @@ def compare_command(
     runs: Annotated[list[Path], typer.Argument(help="Two or more run directories.")],
     out: Annotated[Path | None, typer.Option(help="Write compare.json and compare.md here.")] = None,
     protocol: Annotated[str | None, typer.Option(help="Scoring protocol for all runs.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Runs side by side on their common samples, with paired significance tests."""
     from geosleuth.eval.compare import compare_markdown, compare_runs
@@ -342,15 +400,19 @@ def compare_command(
         _fail(str(exc))
     except OSError as exc:
         _fail(_os_error(exc))
-    typer.echo(text)
+    if as_json:
+        _print_json(result)
+    else:
+        typer.echo(text)
 
 
 @datasets_app.command("validate")
 def validate_command(
     path: Annotated[str, typer.Argument(help="Dataset file or folder.")],
-    format: Annotated[str, typer.Option(help="Dataset format.")] = "auto",
+    format: Annotated[str, typer.Option(help=FORMAT_HELP)] = "auto",
     images: Annotated[str | None, typer.Option(help="Image folder.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for multiple-choice shuffling.")] = 0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check every row (images exist, coordinates valid, ids unique); exit 1 on bad rows."""
     from geosleuth.eval.datasets import DatasetError, load_dataset
@@ -359,6 +421,21 @@ def validate_command(
         dataset = load_dataset(path, format, images, seed=seed)
     except DatasetError as exc:
         _fail(str(exc))
+    bad = bool(dataset.problems or dataset.missing_images)
+    if as_json:
+        _print_json(
+            {
+                "format": dataset.format,
+                "layout": dataset.layout or dataset.format,
+                "fingerprint": dataset.fingerprint,
+                "valid_samples": len(dataset.samples),
+                "problems": [str(p) for p in dataset.problems],
+                "missing_images": [str(p) for p in dataset.missing_images],
+            }
+        )
+        if bad:
+            raise typer.Exit(1)
+        return
     typer.echo(f"layout: {dataset.layout or dataset.format}")
     typer.echo(
         f"{dataset.format}: {len(dataset.samples)} valid sample(s), {len(dataset.problems)} problem(s), "

@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from geosleuth.cli.options import (
+    JSON_HELP,
+    TOOLS_HELP,
+    ApiKeyEnvOpt,
     BaseUrlOpt,
     MaxTokensOpt,
     ModelOpt,
     ObserverOpt,
     ObserverUrlOpt,
+    PromptOpt,
     ProviderOpt,
     ReasoningEffortOpt,
+    ResizeFactorOpt,
+    TemperatureOpt,
+    ToolCallingOpt,
 )
 
 if TYPE_CHECKING:
@@ -24,7 +31,12 @@ if TYPE_CHECKING:
     from geosleuth.core.records import Trajectory
 
 FAILED = ("input_error", "model_error", "timeout")
-STYLE_HELP = "Prompt style: geovista | thinking_with_map | spotagent | direct."
+FULL_STEPS = {"ocr": 20, "clues": 12, "phone_area": 6, "place_names": 8, "candidates": 10}
+"""Offline steps whose result the trace shows beyond its first line (OCR text, each candidate and
+what became of it), and how many lines at most."""
+MAX_RESULT_CHARS = 8000  # of one tool result in --json (the trajectory file keeps it whole)
+MAX_RESULT_LINES = 60
+EVIDENCE_LINES = 10  # per tool, in a failed image's evidence
 COORDS_SOURCES = {
     "geocoded": "geocoding",
     "exif": "EXIF GPS",
@@ -44,13 +56,9 @@ def locate(
     ],
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    api_key_env: Annotated[
-        str, typer.Option("--api-key-env", help="Environment variable holding the API key (never the key).")
-    ] = "OPENAI_API_KEY",
-    tools: Annotated[
-        str | None, typer.Option("--tools", help="Comma-separated tool names (default: the style's tools).")
-    ] = None,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)] = "geovista",
+    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
+    tools: Annotated[str | None, typer.Option("--tools", help=TOOLS_HELP)] = None,
+    prompt: PromptOpt = "geovista",
     samples: Annotated[
         int, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image.")
     ] = 1,
@@ -59,13 +67,9 @@ def locate(
         typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
     ] = None,
     max_turns: Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")] = None,
-    tool_calling: Annotated[
-        str | None, typer.Option("--tool-calling", help="native | text (default: the style's).")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print predictions and trajectory summaries as JSON.")
-    ] = False,
+    temperature: TemperatureOpt = None,
+    tool_calling: ToolCallingOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write trajectories.jsonl and tool images here.")
     ] = None,
@@ -77,15 +81,7 @@ def locate(
             "--geocode/--no-geocode", help="Geocode answers that name a place but give no coordinates."
         ),
     ] = True,
-    resize_factor: Annotated[
-        int,
-        typer.Option(
-            "--resize-factor",
-            min=0,
-            help="Send images snapped to the server processor's patch multiple (28 Qwen2.5-VL, 32 "
-            "Qwen3-VL), so absolute zoom boxes map exactly.",
-        ),
-    ] = 0,
+    resize_factor: ResizeFactorOpt = 0,
     observer: ObserverOpt = None,
     observer_base_url: ObserverUrlOpt = None,
     provider: ProviderOpt = "auto",
@@ -127,6 +123,8 @@ def locate(
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: {_first_error(exc)}", err=True)
         raise typer.Exit(2) from None
+    if model is not None and not model.startswith(("http://", "https://")):  # a URL is the endpoint
+        _note_default_endpoint(base_url, api_key_env)
     try:
         trajectories = _run(images, config, out, concurrency)
     except (KeyError, ValueError, ImportError, OSError) as exc:
@@ -145,6 +143,19 @@ def locate(
         _print(images, trajectories, out)
     if trajectories and all(t.status in FAILED for t in trajectories):
         raise typer.Exit(1)
+
+
+def _note_default_endpoint(base_url: str | None, api_key_env: str) -> None:
+    """Say so when a model is asked of the built-in default endpoint (a local server was meant?)."""
+    import os
+
+    from geosleuth.agent.client import DEFAULT_BASE_URL
+
+    if not base_url and not os.environ.get("OPENAI_BASE_URL"):
+        typer.echo(
+            f"note: no --base-url or OPENAI_BASE_URL: using {DEFAULT_BASE_URL} (key: ${api_key_env})",
+            err=True,
+        )
 
 
 def _first_error(exc: Exception) -> str:
@@ -180,6 +191,7 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
     With ``--samples N`` the turns, tool calls and tokens are those of all N samples.
     """
     runs = [t, *t.samples]
+    calls = [c for r in runs for c in r.tool_calls]
     return {
         "image": str(image),
         "sample_id": t.sample_id,
@@ -188,22 +200,42 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
         "model": t.model,
         "prediction": t.prediction.model_dump(exclude={"raw"}, exclude_none=True) if t.prediction else None,
         "turns": sum(len(r.turns) for r in runs),
+        "evidence": _evidence(t, calls),
+        "candidates": t.metadata.get("candidates", []),
         "tool_calls": [
             {
                 "name": c.name,
                 "arguments": c.arguments,
                 "ok": c.ok,
                 "error": c.error,
+                "result": _result_lines(c.result_text)[:MAX_RESULT_LINES],
                 "latency_s": round(c.latency_s, 4),
             }
-            for r in runs
-            for c in r.tool_calls
+            for c in calls
         ],
         "tokens": sum(r.usage.total_tokens for r in runs),
         "samples": len(t.samples),
         "aggregator": t.aggregator,
         "seconds": round((t.finished_at or 0) - (t.started_at or 0), 3),
     }
+
+
+def _evidence(t: Trajectory, calls: list[Any]) -> list[str]:
+    """The answer's evidence; without an answer, what the run did find (each tool's result lines,
+    headers left out), so a failed image's record still says what was seen."""
+    if t.prediction is not None and t.prediction.evidence:
+        return list(t.prediction.evidence)
+    found = []
+    for c in calls:
+        lines = [x for x in _result_lines(c.result_text) if not x.endswith(":")] if c.ok else []
+        found += [f"{c.name}: {clip(line, 300)}" for line in lines[:EVIDENCE_LINES]]
+    return found
+
+
+def _result_lines(text: str | None) -> list[str]:
+    """A tool result's lines without the untrusted-output fence (bounded: results can be long)."""
+    lines = (text or "")[:MAX_RESULT_CHARS].strip().splitlines()
+    return [" ".join(line.split()) for line in lines if line.strip() and not _is_fence(line)]
 
 
 def _print(images: list[Path], trajectories: list[Trajectory], out: Path | None) -> None:
@@ -264,15 +296,32 @@ def _print_trace(console: Console, t: Trajectory) -> None:
     for turn in t.turns:
         text = " ".join(turn.text.split())
         if text:
-            console.print(f"[dim]  {turn.index}: {escape(text[:160])}{'…' if len(text) > 160 else ''}[/dim]")
+            console.print(f"[dim]  {turn.index + 1}: {escape(clip(text, 240))}[/dim]")
         for c in turn.tool_calls:
-            args = json.dumps(c.arguments, ensure_ascii=False)[:80]
-            first = [
-                line for line in (c.result_text or c.error or "").strip().splitlines() if not _is_fence(line)
+            args = clip(json.dumps(c.arguments, ensure_ascii=False), 80)
+            lines = [
+                clip(" ".join(line.split()), 160)
+                for line in (c.result_text or c.error or "").strip().splitlines()
+                if line.strip() and not _is_fence(line)
             ]
             outcome = "ok" if c.ok else "error"
-            line = f"     → {c.name}({args}) {outcome}: {first[0][:100] if first else ''}"
-            console.print(f"[dim]{escape(line)}[/dim]")
+            head = f"     → {c.name}({args}) {outcome}: {lines[0] if lines else ''}"
+            console.print(f"[dim]{escape(head)}[/dim]")
+            shown = FULL_STEPS.get(c.name, 0)
+            for line in lines[1 : 1 + shown]:
+                console.print(f"[dim]{escape('         ' + line)}[/dim]")
+            if shown and len(lines) > 1 + shown:
+                more = len(lines) - 1 - shown
+                console.print(f"[dim]         … {more} more line(s) (--out keeps them all)[/dim]")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, marked with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
 def _is_fence(line: str) -> bool:

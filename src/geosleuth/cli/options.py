@@ -1,10 +1,29 @@
-"""Option types shared by commands that talk to a model (`locate`, `serve`), so they read alike."""
+"""Option types shared by the commands, so one spelling means one thing everywhere.
+
+The vocabulary: ``--json`` prints the result as JSON wherever a result is printed; ``-p`` is
+``--prompt``; ``--format`` is a dataset's layout; ``--api-key-env`` names the variable holding
+the model's key (``--judge-api-key-env`` / ``--verifier-api-key-env`` a judge's). Choice lists
+in the help are generated from the registries (`geosleuth.cli.choices`).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+
+from geosleuth.cli.choices import PROVIDERS, TOOL_CALLING, one_of, prompt_styles
+
+STYLE_HELP = f"Prompt style: {one_of(prompt_styles())}."
+PROVIDER_HELP = f"Request dialect: {one_of(PROVIDERS)} (auto: from the base URL)."
+TOOL_CALLING_HELP = f"{one_of(TOOL_CALLING)} (default: the style's)."
+RESIZE_HELP = (
+    "Send images snapped to the server processor's patch multiple (28 Qwen2.5-VL, 32 Qwen3-VL), "
+    "so absolute zoom boxes map exactly."
+)
+API_KEY_ENV_HELP = "Environment variable holding the API key (never the key itself); default OPENAI_API_KEY."
+JSON_HELP = "Print the result as JSON."
+TOOLS_HELP = "Comma-separated tool names (default: the style's tools; `geosleuth tools list` shows them all)."
 
 ModelOpt = Annotated[
     str | None,
@@ -30,13 +49,12 @@ ObserverUrlOpt = Annotated[
         "--observer-base-url", help="OpenAI-compatible base URL of the observer (default --base-url)."
     ),
 ]
-ProviderOpt = Annotated[
-    str,
-    typer.Option(
-        "--provider",
-        help="Request dialect: auto (from the base URL) | generic | openai | gemini | deepseek.",
-    ),
-]
+ProviderOpt = Annotated[str, typer.Option("--provider", help=PROVIDER_HELP)]
+PromptOpt = Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)]
+ApiKeyEnvOpt = Annotated[str, typer.Option("--api-key-env", help=API_KEY_ENV_HELP)]
+ToolCallingOpt = Annotated[str | None, typer.Option("--tool-calling", help=TOOL_CALLING_HELP)]
+TemperatureOpt = Annotated[float | None, typer.Option("--temperature", min=0, help="Sampling temperature.")]
+ResizeFactorOpt = Annotated[int, typer.Option("--resize-factor", min=0, help=RESIZE_HELP)]
 ReasoningEffortOpt = Annotated[
     str | None,
     typer.Option("--reasoning-effort", help="reasoning_effort for reasoning models (sent where accepted)."),

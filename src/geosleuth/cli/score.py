@@ -41,10 +41,16 @@ def score(
     files: Annotated[
         list[Path], typer.Argument(help="Prediction files: JSONL, JSON or CSV, one row per sample.")
     ],
-    protocol: Annotated[str, typer.Option("--protocol", "-p", help=_protocol_help())] = "default",
+    protocol: Annotated[str, typer.Option("--protocol", help=_protocol_help())] = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print the scores as CSV rows.")] = False,
     output_format: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = OutputFormat.table,
+        OutputFormat | None,
+        typer.Option("--format", "-f", hidden=True, help="Old spelling of --json / --csv."),
+    ] = None,
+    protocol_short: Annotated[
+        str | None, typer.Option("-p", hidden=True, help="Old short form of --protocol.")
+    ] = None,
     by: Annotated[
         str | None, typer.Option("--by", help="Break results down by a row field (e.g. data_source, split).")
     ] = None,
@@ -81,6 +87,14 @@ def score(
     from geosleuth.core.metrics import resolve_thresholds
     from geosleuth.scoring import ScoreInputError, get_protocol, score_file
 
+    if protocol_short is not None:
+        typer.echo("warning: -p for --protocol is deprecated (-p means --prompt elsewhere)", err=True)
+        protocol = protocol_short
+    if as_json and as_csv:
+        typer.echo("error: --json and --csv exclude each other", err=True)
+        raise typer.Exit(2)
+    if output_format is None:
+        output_format = OutputFormat.json if as_json else OutputFormat.csv if as_csv else OutputFormat.table
     try:
         chosen = get_protocol(protocol)
         if thresholds:

@@ -8,9 +8,7 @@ from typing import Annotated
 
 import typer
 
-from geosleuth.cli.options import BaseUrlOpt, ModelOpt, ObserverOpt, ObserverUrlOpt
-
-STYLE_HELP = "Default prompt style: geovista | thinking_with_map | spotagent | direct."
+from geosleuth.cli.options import BaseUrlOpt, ModelOpt, ObserverOpt, ObserverUrlOpt, PromptOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +23,7 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8765,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)] = "geovista",
+    prompt: PromptOpt = "geovista",
     runs: Annotated[
         list[Path] | None,
         typer.Option("--runs", help="Evaluation run directory, or a folder of them (repeatable)."),

@@ -61,6 +61,7 @@ def tools_cache(
         str, typer.Argument(help="stats, purge (drop expired entries) or clear (drop all).")
     ] = "stats",
     config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Inspect or trim the tool cache that the settings select."""
     from geosleuth.tools.base import ToolError
@@ -86,15 +87,22 @@ def tools_cache(
     else:
         backend, where = SQLiteCache(settings.cache_path()), str(settings.cache_path())
     try:
+        removed: int | str | None = None
         if action == "purge":
-            typer.echo(f"{backend.purge_expired()} expired entries removed from {where}")
+            removed = backend.purge_expired()
         elif action == "clear":
             backend.clear()
-            typer.echo(f"all entries removed from {where}")
-        typer.echo(f"{len(backend)} entries in {where}")
+            removed = "all"
+        entries = len(backend)
     except ToolError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps({"action": action, "cache": where, "removed": removed, "entries": entries}))
+        return
+    if removed is not None:
+        typer.echo(f"{removed} {'entries' if removed == 'all' else 'expired entries'} removed from {where}")
+    typer.echo(f"{entries} entries in {where}")
 
 
 def tool_run(

@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
-from geosleuth.eval.runner import RunFn, RunStats, pending_samples, run_one
+from geosleuth.eval.runner import (
+    RunAborted,
+    RunFn,
+    RunStats,
+    failed_trajectory,
+    pending_samples,
+    run_one,
+)
 from geosleuth.eval.store import TrajectoryStore
 
 DEFAULT_BATCH = 32
@@ -42,6 +49,9 @@ def plan_batches(samples: Sequence[Sample], n_shards: int, batch_size: int) -> l
     return [[tasks[i : i + batch_size] for i in range(0, len(tasks), batch_size)] for tasks in shards]
 
 
+ABORTED = "run_aborted"  # trajectory metadata: the sample met an error every sample would meet
+
+
 async def run_batch(
     run_fn: RunFn, tasks: Sequence[Task], concurrency: int, timeout_s: float | None
 ) -> list[Trajectory]:
@@ -50,7 +60,13 @@ async def run_batch(
 
     async def one(task: Task) -> Trajectory:
         async with gate:
-            return await run_one(run_fn, task, timeout_s)
+            started = time.time()
+            try:
+                return await run_one(run_fn, task, timeout_s)
+            except RunAborted as exc:  # marked, so the driver stops the run (it may sit across Ray)
+                aborted = failed_trajectory(task, TrajectoryStatus.MODEL_ERROR, str(exc), started)
+                aborted.metadata[ABORTED] = True
+                return aborted
 
     return list(await asyncio.gather(*(one(t) for t in tasks)))
 
@@ -116,13 +132,20 @@ async def run_sharded(
         stats.skipped = len(samples) - len(todo)
         plan = plan_batches(todo, n_shards, batch_size)
         lock = asyncio.Lock()
+        aborted: list[str] = []
 
         async def drive(shard: int) -> None:
             for tasks in plan[shard]:
+                if aborted:
+                    return
                 try:
                     results = await executor.run(shard, tasks)
                 except Exception as exc:  # a dead worker loses its batch, never the run
                     results = lost_batch(tasks, f"worker {shard} failed: {type(exc).__name__}: {exc}")
+                stopped = [t for t in results if t.metadata.get(ABORTED)]
+                if stopped:  # unrecorded, so that re-running after the fix resumes them
+                    aborted.append(stopped[0].error or "the endpoint refused the run")
+                    results = [t for t in results if not t.metadata.get(ABORTED)]
                 async with lock:
                     await asyncio.to_thread(store.append, results)
                 for trajectory in results:
@@ -132,6 +155,8 @@ async def run_sharded(
                     stats.statuses[key] = stats.statuses.get(key, 0) + 1
 
         await asyncio.gather(*(drive(i) for i in range(n_shards)))
+        if aborted:
+            raise RunAborted(aborted[0])
     finally:
         store.close()
         await executor.close()

@@ -13,13 +13,13 @@ import re
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import geosleuth
-from geosleuth.eval.store import RunDirError, write_atomic
+from geosleuth.eval.store import TRAJECTORIES, RunDirError, write_atomic
 from geosleuth.secrets import redact_text
 
 MANIFEST = "run.json"
@@ -29,6 +29,10 @@ SHARD_POSITIONS = "shard_positions.json"
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SECRET = re.compile(r"(api[_-]?key|secret|password|token(?![a-z])|authorization|bearer)", re.IGNORECASE)
 """Secret-looking keys; ``token`` only as a word end, so ``max_tokens`` / ``tokenizer`` stay readable."""
+
+
+JudgeTask = Literal["levels", "path", "clues", "shapley"]
+JUDGE_TASKS: tuple[str, ...] = get_args(JudgeTask)
 
 
 class ConfigError(Exception):
@@ -54,7 +58,7 @@ class JudgeSettings(BaseModel):
     timeout_s: float = 60.0
     max_retries: int = 2
     concurrency: int = 8
-    tasks: list[Literal["levels", "path", "clues", "shapley"]] = Field(default_factory=lambda: ["levels"])
+    tasks: list[JudgeTask] = Field(default_factory=lambda: ["levels"])
 
 
 class EvalConfig(BaseModel):
@@ -76,6 +80,9 @@ class EvalConfig(BaseModel):
     samples: int = Field(default=1, ge=1)
     verifier: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    tool_calling: str | None = None  # native | text (default: the prompt style's)
+    resize_factor: int | None = Field(default=None, ge=0)  # Qwen-VL patch multiple: 28 / 32
     observer: str | None = None  # "offline" or a VLM describing images to a text-only model
     observer_base_url: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)  # per model turn
@@ -184,10 +191,20 @@ def build_manifest(config: EvalConfig, dataset_info: dict[str, Any]) -> dict[str
         "model": config.model or ("offline-pipeline" if not config.agent_fn else config.agent_fn),
         "verifier": config.verifier,
         "judge_model": config.judge.model if config.judge else None,
+        "endpoint": _endpoint(config),
         "providers": providers,
         "dataset": dataset_info,
         "config": redact(config.model_dump(mode="json")),
     }
+
+
+def _endpoint(config: EvalConfig) -> str | None:
+    """The model endpoint the run talks to, as the client resolves it (flag, then $OPENAI_BASE_URL)."""
+    if config.agent_fn or not config.model or config.backend == "ray":
+        return None
+    from geosleuth.agent.client import resolve_endpoint
+
+    return resolve_endpoint(config.base_url, None)[0]
 
 
 def _tool_providers(settings: Any) -> list[str]:
@@ -201,8 +218,23 @@ def _tool_providers(settings: Any) -> list[str]:
     return [f"{family}:{name}" for family, name in selection.model_dump().items()]
 
 
-AGENT_FIELDS = ("model", "prompt", "tools", "samples", "verifier", "max_turns", "agent", "agent_fn")
-"""Config fields that define the system under test: a resumed run must keep them."""
+AGENT_FIELDS = (
+    "model",
+    "prompt",
+    "tools",
+    "samples",
+    "verifier",
+    "max_turns",
+    "temperature",
+    "tool_calling",
+    "resize_factor",
+    "observer",
+    "provider",
+    "agent",
+    "agent_fn",
+)
+"""Config fields that define the system under test: a resumed run must keep them, and the endpoint
+they resolve to (`endpoint` in the manifest); one absent from an older manifest is not checked."""
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
@@ -218,9 +250,17 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
                 "use a new --out directory"
             )
         before, now = previous.get("config", {}), manifest.get("config", {})
-        changed = [k for k in AGENT_FIELDS if k in before and before.get(k) != now.get(k)]
+        changed = [
+            f"{k} {before.get(k)!r} → {now.get(k)!r}"
+            for k in AGENT_FIELDS
+            if k in before and before.get(k) != now.get(k)
+        ]
+        endpoint = previous.get("endpoint")
+        # a run stopped before its first record (a wrong URL) may be pointed elsewhere
+        if endpoint and endpoint != manifest.get("endpoint") and _has_records(run_dir):
+            changed.append(f"endpoint {endpoint!r} → {manifest.get('endpoint')!r}")
         if changed:
-            shown = ", ".join(f"{k} {before.get(k)!r} → {now.get(k)!r}" for k in changed)
+            shown = ", ".join(changed)
             raise RunDirError(
                 f"{run_dir} was started with other agent settings ({shown}); resuming would mix "
                 "two systems in one run: use a new --out directory"
@@ -229,6 +269,11 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
         manifest["resumed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(path, redact_text(json.dumps(manifest, indent=2, ensure_ascii=False)) + "\n")
+
+
+def _has_records(run_dir: Path) -> bool:
+    path = run_dir / TRAJECTORIES
+    return path.exists() and path.stat().st_size > 0
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:

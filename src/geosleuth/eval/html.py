@@ -50,6 +50,7 @@ pre{white-space:pre-wrap;background:#f7f7f7;padding:.5rem;border-radius:4px;max-
 .turn{border-left:3px solid #89a;padding-left:.75rem;margin:1rem 0}
 .crop{max-width:300px;margin:.25rem;border:1px solid #ccc}
 img.main{max-width:100%;max-height:600px}
+img.plot{max-width:100%;width:560px;margin:4px}
 """
 
 SORT_JS = """
@@ -285,7 +286,13 @@ def _legend() -> str:
     )
 
 
-def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], pages: set[str]) -> str:
+def index_html(
+    run: RunData,
+    rows: list[ScoreRow],
+    summary: dict[str, Any],
+    pages: set[str],
+    plots: list[Path] | None = None,
+) -> str:
     listed = rows if len(rows) <= MAX_SAMPLE_PAGES else [r for r in rows if r.sample_id in pages]
     step = math.ceil(len(rows) / MAX_MAP_POINTS) if rows else 1
     mapped = rows[::step]
@@ -318,12 +325,25 @@ def index_html(run: RunData, rows: list[ScoreRow], summary: dict[str, Any], page
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
         f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
+        f"{_plots_html(plots or [])}"
         f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'
         f'<table id="samples" class="sortable"><thead><tr><th>id</th><th>status</th><th>error km</th>'
-        f"<th>true country</th><th>continent</th><th>turns</th><th>tool calls</th></tr></thead>"
+        f"<th>true country</th><th>true continent</th><th>turns</th><th>tool calls</th></tr></thead>"
         f"<tbody>{''.join(table)}</tbody></table>"
     )
     return _page(f"geosleuth report: {summary.get('run', {}).get('model')}", body)
+
+
+def _plots_html(plots: list[Path]) -> str:
+    """The report's PNG plots, embedded (the page stays one self-contained file per view)."""
+    figures = []
+    for path in plots:
+        try:
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+        except OSError:
+            continue
+        figures.append(f'<img class="plot" alt="{_esc(path.stem)}" src="data:image/png;base64,{data}">')
+    return f'<h2>Plots</h2><div id="plots">{"".join(figures)}</div>' if figures else ""
 
 
 def _tool_call_html(run_dir: Path, call: Any) -> str:
@@ -445,8 +465,15 @@ def sample_html(
     return _page(f"sample {sample.id}", body)
 
 
-def write_html(folder: Path, run: RunData, rows: list[ScoreRow], summary: dict[str, Any]) -> Path:
-    """Write index.html and per-sample pages (worst first when there are more than the cap)."""
+def write_html(
+    folder: Path,
+    run: RunData,
+    rows: list[ScoreRow],
+    summary: dict[str, Any],
+    plots: list[Path] | None = None,
+) -> Path:
+    """Write index.html (with ``plots`` embedded) and per-sample pages (worst first when there are
+    more than the cap)."""
     (folder / "samples").mkdir(parents=True, exist_ok=True)
     ranked = sorted(
         rows, key=lambda r: (r.status == "ok", -(r.distance_km if math.isfinite(r.distance_km) else 1e9))
@@ -467,5 +494,5 @@ def write_html(folder: Path, run: RunData, rows: list[ScoreRow], summary: dict[s
             page = _failed_page(row.sample_id, exc)
         (folder / "samples" / _page_name(row.sample_id)).write_text(redact_text(page), encoding="utf-8")
     index = folder / "index.html"
-    index.write_text(redact_text(index_html(run, rows, summary, pages)), encoding="utf-8")
+    index.write_text(redact_text(index_html(run, rows, summary, pages, plots)), encoding="utf-8")
     return index

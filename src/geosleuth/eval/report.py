@@ -120,13 +120,14 @@ def markdown(summary: dict[str, Any]) -> str:
     lines += ["", "| status | samples |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary["status_counts"].items()]
     tools = summary["tools"]
-    lines += [
-        "",
-        "## Tool use",
-        "",
-        "| tool | calls | per sample | success % | cache hit % | mean latency s |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines += ["", "## Tool use", ""]
+    if tools["per_tool"]:
+        lines += [
+            "| tool | calls | per sample | success % | cache hit % | mean latency s |",
+            "|---|---|---|---|---|---|",
+        ]
+    else:
+        lines.append("No tool was called.")
     for name, t in tools["per_tool"].items():
         lines.append(
             f"| {name} | {t['calls']} | {_fmt(t['calls_per_sample'])} | {_fmt(t['success_rate'], 100)} | "
@@ -270,14 +271,18 @@ def write_report(
     run = load_run(run_dir)
     summary, rows = compute(run, protocol, fields)
     outputs: dict[str, Any] = {"summary": SUMMARY, "markdown": MARKDOWN, "csv": PER_SAMPLE}
+    pngs: list[Path] = []
     if plots:
         from geosleuth.eval.plots import write_plots
 
         outputs["plots"] = write_plots(run_dir / "plots", rows, summary)
+        if isinstance(outputs["plots"], list):
+            pngs = [run_dir / "plots" / name for name in outputs["plots"]]
     if html:
         from geosleuth.eval.html import write_html
 
-        outputs["html"] = str(write_html(run_dir / "html", run, rows, summary).relative_to(run_dir))
+        index = write_html(run_dir / "html", run, rows, summary, pngs)
+        outputs["html"] = str(index.relative_to(run_dir))
     summary["outputs"] = outputs
     write_atomic(run_dir / SUMMARY, redact_text(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
     write_atomic(run_dir / MARKDOWN, redact_text(markdown(summary)))

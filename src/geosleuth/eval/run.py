@@ -22,8 +22,8 @@ from geosleuth.eval.config import (
     shard_dir,
     write_manifest,
 )
-from geosleuth.eval.datasets import Dataset, DatasetError, load_dataset
-from geosleuth.eval.runner import ProgressFn, RunFn, RunStats, run_samples
+from geosleuth.eval.datasets import Dataset, DatasetError, detect_format, load_dataset
+from geosleuth.eval.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
 from geosleuth.eval.store import RunDirError, write_atomic
 from geosleuth.plugins import load_callable
 
@@ -52,6 +52,9 @@ def agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str,
         "samples": config.samples if config.samples != 1 else None,
         "verifier_model": config.verifier,
         "max_turns": config.max_turns,
+        "temperature": config.temperature,
+        "tool_calling": config.tool_calling,
+        "resize_factor": config.resize_factor,
         "observer": config.observer,
         "observer_base_url": config.observer_base_url,
         "max_tokens": config.max_tokens,
@@ -94,7 +97,7 @@ class AgentRunner:
         from geosleuth.agent import run_task
 
         config, client, registry, observer = self._resources()
-        return await run_task(
+        trajectory = await run_task(
             task,
             config,
             artifacts_dir=self.artifacts_dir,
@@ -102,6 +105,10 @@ class AgentRunner:
             registry=registry,
             observer=observer,
         )
+        for chat in (client, getattr(observer, "client", None)):  # the model, and an observing model
+            if chat is not None and chat.fatal_error is not None:
+                raise RunAborted(str(chat.fatal_error))
+        return trajectory
 
     async def aclose(self) -> None:
         if self._shared is not None:
@@ -132,13 +139,17 @@ def checked_agent_settings(config: EvalConfig, base_url: str | None = None) -> d
     if settings.get("observer") and not settings.get("model"):
         raise ValueError("--observer describes images to a text-only --model: give --model too")
     try:
-        AgentConfig.model_validate(settings)
+        config = AgentConfig.model_validate(settings)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'agent'}: {e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )
         raise ValueError(f"invalid agent settings: {problems}") from exc
+    if config.model is not None:
+        from geosleuth.agent import load_style
+
+        load_style(config.prompt_style)  # an unknown style fails here, not once per sample
     return settings
 
 
@@ -164,7 +175,9 @@ def read_samples(run_dir: Path) -> list[Sample]:
 
 def prepare_run(config: EvalConfig) -> PreparedRun:
     """Load and validate the dataset, then create or check the run directory."""
-    if not config.agent_fn:
+    if config.agent_fn:
+        load_agent_fn(config.agent_fn)  # a wrong module:function fails before the run directory exists
+    else:
         checked_agent_settings(config)
     dataset = load_dataset(config.dataset, config.format, config.images, seed=config.seed, split=config.split)
     if dataset.problems and not config.skip_invalid:
@@ -177,6 +190,7 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     samples = dataset.samples[: config.limit] if config.limit is not None else dataset.samples
     if not samples:
         raise DatasetError(f"{config.dataset}: no valid samples")
+    preflight(config, dataset, samples)
     run_dir = Path(config.out).expanduser()
     positions: list[int] | None = None
     if config.shard_spec is not None:
@@ -201,6 +215,43 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
     return PreparedRun(config, run_dir, dataset, samples)
+
+
+def preflight(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -> None:
+    """Refuse, before the first request, a run that could only fail on every sample.
+
+    Every image missing means a wrong image folder, not a benchmark of failures. An explicit
+    ``--format`` that reads less ground truth than the layout its columns show (coordinates or
+    place labels left in ``metadata``) would score the run against nothing.
+    """
+    selected = {s.id for s in samples}
+    missing = [m for m in dataset.missing_images if m.sample_id in selected]
+    if missing and len(missing) == len(selected):
+        shown = "\n  ".join(str(m) for m in missing[:5])
+        raise DatasetError(
+            f"none of the {len(selected)} image(s) of {config.dataset} exists:\n  {shown}\n"
+            "point --images at the image folder (`geosleuth datasets validate` lists every row)"
+        )
+    if config.format in (None, "auto") or dataset.format == "hf":
+        return
+    try:
+        detected = detect_format(Path(config.dataset).expanduser())
+        if detected == dataset.format:
+            return
+        other = load_dataset(config.dataset, detected, config.images, seed=config.seed, split=config.split)
+    except (DatasetError, OSError, ValueError):  # no second opinion: the explicit format stands
+        return
+    if _ground_truth(other.samples) > _ground_truth(dataset.samples):
+        raise DatasetError(
+            f"--format {dataset.format} reads less ground truth from {config.dataset} than its columns "
+            f"hold (they look like --format {detected}: {_ground_truth(other.samples)} coordinate pairs "
+            f"and labels against {_ground_truth(dataset.samples)}); drop --format to auto-detect"
+        )
+
+
+def _ground_truth(samples: Sequence[Sample]) -> int:
+    """Coordinate pairs plus place labels: how much a scorer can compare answers against."""
+    return sum((s.lat is not None) + len(s.labels) + (s.answer is not None) for s in samples)
 
 
 async def execute(

@@ -36,6 +36,12 @@ class RunStats:
     statuses: dict[str, int] = field(default_factory=dict)
 
 
+class RunAborted(Exception):
+    """A run function's verdict that every further sample would fail the same way (a rejected
+    API key, an unknown model, an endpoint that never answered): the batch stops, and the sample
+    that raised it gets no record, so re-running the command after the fix resumes there."""
+
+
 def failed_trajectory(task: Task, status: TrajectoryStatus, error: str, started: float) -> Trajectory:
     """The record of a sample whose run function raised or timed out."""
     return Trajectory(
@@ -64,6 +70,8 @@ async def run_one(run_fn: RunFn, task: Task, timeout_s: float | None) -> Traject
         else:
             why = f"no result within {timeout_s} s"
         return failed_trajectory(task, TrajectoryStatus.TIMEOUT, why, started)
+    except RunAborted:
+        raise
     except Exception as exc:  # any failure of the agent is a result, not a crash of the batch
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return failed_trajectory(task, TrajectoryStatus.MODEL_ERROR, detail, started)
@@ -172,10 +180,17 @@ async def run_samples(
             jobs.put_nowait(sample)
         results: asyncio.Queue[Trajectory | None] = asyncio.Queue()
 
+        aborted: list[RunAborted] = []
+
         async def worker() -> None:
-            while not jobs.empty():
+            while not jobs.empty() and not aborted:
                 sample = jobs.get_nowait()
-                await results.put(await run_one(run_fn, Task.from_sample(sample), timeout_s))
+                try:
+                    trajectory = await run_one(run_fn, Task.from_sample(sample), timeout_s)
+                except RunAborted as exc:
+                    aborted.append(exc)
+                    return
+                await results.put(trajectory)
 
         writer = asyncio.create_task(_writer(store, results, on_result or (lambda t, s: None), stats))
         workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, max(len(todo), 1)))]
@@ -187,6 +202,8 @@ async def run_samples(
             close = getattr(run_fn, "aclose", None)
             if close is not None:
                 await close()
+        if aborted:
+            raise aborted[0]
     finally:
         store.close()
         stats.wall_s = time.perf_counter() - started

