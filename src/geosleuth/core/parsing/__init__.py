@@ -81,7 +81,7 @@ from geosleuth.core.parsing.keyvalue import ANSWER_LINE, INLINE_KEY
 from geosleuth.core.parsing.prose import clean_name
 from geosleuth.core.parsing.robust import _robust
 from geosleuth.core.parsing.strict import _strict_generic
-from geosleuth.core.parsing.twm import _strict_twm
+from geosleuth.core.parsing.twm import released_twm
 from geosleuth.core.records import ParseStatus, Prediction
 
 STRICT_PROTOCOLS: tuple[str, ...] = ("twm", "spotagent", "geovista", "geoagent", "json")
@@ -110,13 +110,15 @@ def parse_answer(
     raw = text if isinstance(text, str) else ("" if text is None else str(text))
     if not raw or raw.isspace():
         return Prediction(raw=raw, status=ParseStatus.EMPTY)
+    released_twm_loop = mode == "strict" and protocol == "twm"
     work, notes = _bounded(raw)
     try:
-        own, removed = _without_tool_output(work)
-        notes += ["ignored_tool_output"] if removed else []
-        if mode == "strict" and protocol == "twm":
-            found = _strict_twm(own)  # released: first JSON object of the model's own text
+        if released_twm_loop:
+            found = released_twm(raw)  # the whole text, tool output included, as released
+            notes = []
         else:
+            own, removed = _without_tool_output(work)
+            notes += ["ignored_tool_output"] if removed else []
             found = _strict_generic(own, protocol) if mode == "strict" else _robust(own)
         choice = _parse_choice(work, choices, mode) if choices else None
         pred = _finish(

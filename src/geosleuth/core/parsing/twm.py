@@ -1,19 +1,131 @@
-"""Thinking with Map: the first JSON object with lat, lon, city and country."""
+"""Thinking with Map, as released: ``api_evaluation/api_test.py`` of AMAP-ML/Thinking-with-Map.
+
+The released loop reads the **whole** text (tool responses included), cuts it into its
+outermost ``{…}`` spans by counting braces (quotes are not special; a ``}`` with nothing
+open is skipped; an unclosed span is dropped), ``json.loads`` each span, and takes the first
+that is an object with all of ``lat``, ``lon``, ``city`` and ``country``. No other object is
+tried after it, whatever its values. geopy's ``Point`` then reads each coordinate as
+``float(value or 0.0)`` (so ``""``, ``0``, ``false``, ``[]``, ``{}`` are 0), rejects a
+non-finite value or ``|lat| > 90`` (the released code counts the row as a miss), and wraps a
+longitude beyond ±180 into ``[-180, 180)``. A nested answer (``{"answer": {"lat": …}}``) or a
+brace inside a string therefore defeats it: that is the released number, and ``default``
+reads such answers (see docs/evaluation.md).
+
+Bounded work: braces are located and paired in one vectorised pass when there are many, and
+a span shorter than the shortest object with the four keys (38 characters) or, written
+without a backslash, lacking one of the four quoted keys, cannot match and is never decoded;
+the spans are disjoint, so decoding is linear in the text.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
 from geosleuth.core.parsing.base import _Found
-from geosleuth.core.parsing.json_answer import _json_objects
+
+TWM_KEYS = ("lat", "lon", "city", "country")
+MAX_RELEASED_CHARS = 32 * 1024 * 1024
+"""Longest text read as released (the scorer's own line limit); a longer one keeps its head."""
+
+_MIN_MATCH_CHARS = len('{"lat":0,"lon":0,"city":0,"country":0}')
+_QUOTED_KEYS = tuple(f'"{k}"' for k in TWM_KEYS)
+_BRACE = re.compile(r"[{}]")
+_VECTOR_BRACES = 256  # more braces than this: pair them with NumPy instead of a Python loop
 
 
-def _strict_twm(text: str) -> _Found | None:
-    """Thinking-with-Map: first object parsing as JSON with lat, lon, city and country."""
-    for obj in _json_objects(text):
-        if isinstance(obj, dict) and all(k in obj for k in ("lat", "lon", "city", "country")):
-            try:
-                lat, lon = float(obj["lat"]), float(obj["lon"])
-            except (TypeError, ValueError, OverflowError):
-                return _Found(fmt="json")
-            fields = {k: str(obj[k]) for k in ("city", "country") if obj[k] is not None}
-            return _Found(lat=lat, lon=lon, fields=fields, fmt="json")
+def outer_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each outermost brace span, as the released ``extract_all_json_objects``."""
+    if text.count("{") + text.count("}") > _VECTOR_BRACES:
+        yield from _outer_spans_vectorised(text)
+        return
+    depth, start = 0, 0
+    for m in _BRACE.finditer(text):
+        if m.group(0) == "{":
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                yield start, m.end()
+
+
+def _outer_spans_vectorised(text: str) -> Iterator[tuple[int, int]]:
+    """The same spans: the depth that never goes below 0 is ``S - min(0, running min of S)``."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    pos = np.flatnonzero((codes == 0x7B) | (codes == 0x7D))
+    step = np.where(codes[pos] == 0x7B, 1, -1).astype(np.int64)
+    total = np.cumsum(step)
+    depth_after = total - np.minimum(np.minimum.accumulate(total), 0)
+    depth_before = np.concatenate(([0], depth_after[:-1]))
+    starts = pos[(step == 1) & (depth_before == 0)]
+    ends = pos[(step == -1) & (depth_before == 1)] + 1
+    starts = starts[: len(ends)]  # a last span left open is dropped
+    keep = ends - starts >= _MIN_MATCH_CHARS
+    for start, end in zip(starts[keep].tolist(), ends[keep].tolist(), strict=True):
+        yield start, end
+
+
+def released_twm_object(text: str) -> dict[str, Any] | None:
+    """The object the released ``find_coords_json`` returns, or ``None``."""
+    text = text[:MAX_RELEASED_CHARS]
+    for start, end in outer_spans(text):
+        if end - start < _MIN_MATCH_CHARS:
+            continue
+        cand = text[start:end]
+        if "\\" not in cand and not all(k in cand for k in _QUOTED_KEYS):
+            continue  # without escapes a key is written literally: this span cannot match
+        try:
+            obj = json.loads(cand)
+        except (ValueError, RecursionError):  # released: JSONDecodeError skips; deep nesting crashes it
+            continue
+        if all(k in obj for k in TWM_KEYS):
+            return obj
     return None
+
+
+def geopy_coordinate(value: Any, axis: str) -> float | None:
+    """``value`` as geopy's ``Point`` reads it; ``None`` where geopy raises (the row is a miss).
+
+    A latitude beyond ±90 is returned as is so the caller records it as out of range.
+    """
+    try:
+        v = float(value or 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(v):
+        return None
+    return _wrap_longitude(v) if axis == "lon" and abs(v) > 180 else v
+
+
+def _wrap_longitude(v: float) -> float:
+    """geopy's ``_normalize_angle(v, 180)``: into ``[-180, 180)``."""
+    wrapped = math.fmod(v, 360.0) or 0.0
+    if wrapped < -180:
+        return wrapped + 360.0
+    if wrapped >= 180:
+        return wrapped - 360.0
+    return wrapped
+
+
+def released_twm(text: str) -> _Found | None:
+    """Thinking-with-Map's released reading of one answer (see the module docstring)."""
+    obj = released_twm_object(text)
+    if obj is None:
+        return None
+    fields = {k: str(obj[k]) for k in ("city", "country") if obj[k] is not None}
+    found = _Found(fields=fields, fmt="json")
+    if obj["lat"] is None or obj["lon"] is None:
+        return found
+    lat, lon = geopy_coordinate(obj["lat"], "lat"), geopy_coordinate(obj["lon"], "lon")
+    if lat is not None and lon is not None:
+        found.lat, found.lon = lat, lon
+        if abs(geopy_coordinate(obj["lon"], "lat") or 0.0) > 180 and abs(lat) <= 90:
+            found.recovered.append("longitude_wrapped_as_geopy")
+    return found
