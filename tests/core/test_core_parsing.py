@@ -174,8 +174,10 @@ def test_parse_coordinate_text(text: str, axis: str | None, expected: float | No
 
 
 def test_swapped_lat_lon_detected_only_when_impossible() -> None:
-    p = parse_answer('{"lat": 139.69, "lon": 35.68}')
+    p = parse_answer('{"coordinates": [139.69, 35.68]}')  # an unlabeled pair may be swapped
     assert (p.lat, p.lon) == (35.68, 139.69) and "swapped_lat_lon" in p.recovered
+    keyed = parse_answer('{"lat": 139.69, "lon": 35.68}')  # a labeled latitude is never moved
+    assert keyed.lat is None and "invalid_coordinates" in keyed.recovered
     ok = parse_answer('{"lat": 35.68, "lon": 139.69}')
     assert (ok.lat, ok.lon) == (35.68, 139.69) and "swapped_lat_lon" not in ok.recovered
     strict = parse_answer(

@@ -93,8 +93,10 @@ def test_out_of_range_is_rejected_not_repaired(text: str) -> None:
 
 
 def test_swap_only_when_valid_swapped() -> None:
-    p = parse_answer('{"lat": 139.69, "lon": 35.68}')  # |lat| in (90, 180], |lon| <= 90
+    p = parse_answer("<answer>139.69, 35.68</answer>")  # unlabeled, |lat| in (90, 180], |lon| <= 90
     assert (p.lat, p.lon) == (35.68, 139.69) and "swapped_lat_lon" in p.recovered
+    for keyed in ('{"lat": 139.69, "lon": 35.68}', '{"lat": 90.0000001, "lon": 2.35}', "Latitude: 95\nLongitude: 20"):
+        assert parse_answer(keyed).lat is None, keyed  # labeled: out of range, never swapped
     assert parse_answer('{"lat": 200, "lon": 10}').lat is None  # was (10, -160) by swap and wrap
 
 

@@ -32,6 +32,7 @@ class _Found:
     confidence: float | None = None
     fmt: str | None = None
     recovered: list[str] = field(default_factory=list)
+    labeled: bool = False  # coordinates came under latitude / longitude keys (never swapped)
 
     @property
     def has_coords(self) -> bool:

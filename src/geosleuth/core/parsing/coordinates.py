@@ -14,14 +14,15 @@ _DEG_MARK = r"(?:°|º|˚|deg(?:rees?)?(?![a-z])|d(?![a-z]))"
 _MIN_MARK = r"(?:['′’‘]|min(?:utes?)?(?![a-z])|m(?![a-z]))"
 _SEC_MARK = r"(?:\"|″|”|''|′′|sec(?:onds?)?(?![a-z])|s(?![a-z]))"
 _COORD_BODY = (
-    r"(?:(?P<h1>[NSEW]) ?)?(?P<sign>[-+])?(?P<deg>\d{1,3}+(?:[.,]\d++)?)(?!\d)"
+    r"(?:(?P<h1>[NSEW]) ?)?(?P<sign>[-+])?(?P<deg>\d{1,3}+(?:[.,]\d++)?+)(?!\d)"
     rf"(?: ?(?P<dmark>{_DEG_MARK})"
     rf"(?: ?(?P<min>\d{{1,2}}+(?:[.,]\d++)?) ?{_MIN_MARK})?"
     rf"(?: ?(?P<sec>\d{{1,2}}+(?:[.,]\d++)?) ?{_SEC_MARK})?)?"
     r"(?(h1)|(?: ?(?P<h2>[NSEWnsew])(?![A-Za-z\d]))?)"  # one hemisphere letter, before or after
 )
 _COORD_TEXT = re.compile(_COORD_BODY)
-_COORD_TOKEN = re.compile(rf"(?<![\w.]){_COORD_BODY}")
+# a token is a whole number: "0x10", "12km" or "3rd" hold no coordinate
+_COORD_TOKEN = re.compile(rf"(?<![\w.]){_COORD_BODY}(?![A-Za-z0-9_])")
 _PAIR_GAP = re.compile(r" ?(?:[,;/] ?|and |\n)?")
 _CONTEXT = re.compile(  # words that announce a position (searched just before a pair, same line)
     r"(?i:\b(?:coordinates?|coords?|gps|lat(?:itude)?|lon(?:gitude)?|lng|position|located at)\b"
@@ -125,6 +126,10 @@ def _is_decimal(m: re.Match[str]) -> bool:
     return "." in deg or "," in deg
 
 
+MAX_PAIR_TOKENS = 1024
+"""Numbers examined for a free-text pair, from the end (bounded work on a text of numbers)."""
+
+
 def _free_coordinates(region: str, in_block: bool) -> _Found | None:
     """The last ``lat, lon`` pair with a coordinate context (see the module docstring)."""
     if _DIGIT.search(region) is None:
@@ -133,7 +138,7 @@ def _free_coordinates(region: str, in_block: bool) -> _Found | None:
     keyed = _keyed_pair(text)
     if keyed is not None:
         return keyed
-    tokens = list(_COORD_TOKEN.finditer(text))
+    tokens = list(_COORD_TOKEN.finditer(text))[-MAX_PAIR_TOKENS:]  # the last pair wins: read from the end
     if len(tokens) < 2:
         return None
     breaks = [m.start() for m in _NEWLINE.finditer(text)]
@@ -188,5 +193,7 @@ def _keyed_pair(text: str) -> _Found | None:
             continue
         lat, lon = _token_value(a, "lat"), _token_value(b, "lon")
         if lat is not None and lon is not None and abs(lat) <= 180 and abs(lon) <= 180:
-            last = _Found(lat=lat, lon=lon, fmt="free_coordinates", recovered=["free_text_coordinates"])
+            last = _Found(
+                lat=lat, lon=lon, fmt="free_coordinates", recovered=["free_text_coordinates"], labeled=True
+            )
     return last

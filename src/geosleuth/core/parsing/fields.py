@@ -100,6 +100,7 @@ def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
     found = _Found()
     lat_raw = obj[plan.lat] if plan.lat is not None else None
     lon_raw = obj[plan.lon] if plan.lon is not None else None
+    labeled = lat_raw is not None and lon_raw is not None
     if lat_raw is None and lon_raw is None and plan.pair is not None:
         pair = obj[plan.pair]
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
@@ -107,12 +108,13 @@ def _from_mapping(obj: dict[str, Any], strict: bool) -> _Found:
         elif isinstance(pair, str) and not strict:
             free = _free_coordinates(squeeze(pair)[:500], in_block=True)
             if free is not None:
-                lat_raw, lon_raw = free.lat, free.lon
+                lat_raw, lon_raw, labeled = free.lat, free.lon, free.labeled
     if lat_raw is not None and lon_raw is not None:
         lat = _coordinate(lat_raw, "lat", strict, found.recovered)
         lon = _coordinate(lon_raw, "lon", strict, found.recovered)
         if lat is not None and lon is not None:
             found.lat, found.lon = lat, lon
+            found.labeled = labeled
     for name, keys in plan.fields:  # per field, its best-ranked key that holds a value
         val = None
         for key in keys:

@@ -26,7 +26,7 @@ def _finish(
     recovered = list(found.recovered)
     lat, lon = found.lat, found.lon
     if lat is not None and lon is not None:
-        lat, lon = _fix_coordinates(lat, lon, mode, recovered)
+        lat, lon = _fix_coordinates(lat, lon, mode, recovered, swap=not found.labeled)
     fields = dict(found.fields)
     if set(fields) == {"address"}:
         fields.update(_split_address(fields["address"], recovered))
@@ -80,10 +80,13 @@ def _resolve_level(place_level: PlaceLevelFn, name: str, country: str | None) ->
 
 
 def _fix_coordinates(
-    lat: float, lon: float, mode: ParseMode, recovered: list[str]
+    lat: float, lon: float, mode: ParseMode, recovered: list[str], swap: bool = True
 ) -> tuple[float | None, float | None]:
-    """Swap an impossible lat/lon that is valid swapped (robust); reject anything out of range."""
-    if mode == "robust" and 90 < abs(lat) <= 180 and abs(lon) <= 90:
+    """Swap an impossible unlabeled pair that is valid swapped (robust); reject anything out of range.
+
+    A value the answer itself calls the latitude is never moved: ``{"lat": 90.0000001, "lon":
+    2.35}`` is an out-of-range latitude, not a swapped pair."""
+    if swap and mode == "robust" and 90 < abs(lat) <= 180 and abs(lon) <= 90:
         lat, lon = lon, lat
         recovered.append("swapped_lat_lon")
     if not (math.isfinite(lat) and math.isfinite(lon)) or abs(lat) > 90 or abs(lon) > 180:

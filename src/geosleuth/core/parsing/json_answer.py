@@ -9,7 +9,7 @@ from typing import Any
 
 from geosleuth.core.parsing.base import _Found
 from geosleuth.core.parsing.delimiters import squeeze
-from geosleuth.core.parsing.fields import _from_mapping
+from geosleuth.core.parsing.fields import _PAIR_KEYS, LAT_KEYS, LON_KEYS, _from_mapping, field_key
 
 _JSON_TOKEN = re.compile(r'\\.|[{}"\n]', re.S)
 _MAX_JSON_DEPTH = 32  # deeper objects are never answers; bounds the decoding work
@@ -23,6 +23,18 @@ def _decode(text: str, start: int) -> tuple[Any, int] | None:
         return _DECODER.raw_decode(text, start)
     except (ValueError, RecursionError):
         return None
+
+
+_DIRECT_DECODE_OFFSET = 16_384
+"""Decode in place only this near the start: a failed decode builds an error whose line number
+costs a count over everything before it, so farther out a span is cut to its balanced end
+first and decoded alone (a valid object ends exactly there, so the result is the same)."""
+
+
+def _decode_span(text: str, start: int, end: int) -> tuple[Any, int] | None:
+    """:func:`_decode` of ``text[start:end]``, with the end mapped back into ``text``."""
+    hit = _decode(text[start:end], 0)
+    return None if hit is None else (hit[0], start + hit[1])
 
 
 def _balanced_end(text: str, start: int) -> tuple[int, int]:
@@ -56,31 +68,32 @@ def _outer_objects(text: str) -> Iterator[tuple[int, int, int, Any]]:
     """
     pos = 0
     while (i := text.find("{", pos)) >= 0:
-        hit = _decode(text, i)
-        if hit is not None:
-            yield i, hit[1], 0, hit[0]
-            pos = hit[1]
-            continue
-        end, depth = _balanced_end(text, i)
-        yield i, end, depth, None
+        if i <= _DIRECT_DECODE_OFFSET:
+            hit = _decode(text, i)
+            end, depth = (hit[1], 0) if hit is not None else _balanced_end(text, i)
+        else:
+            end, depth = _balanced_end(text, i)
+            hit = _decode_span(text, i, end) if end > 0 else None
+        yield i, end, depth, (hit[0] if hit is not None else None)
         if end < 0:
             return
         pos = end
 
 
-def _all_brace_starts(text: str) -> Iterator[int]:
-    """Positions of every ``{`` that opens a balanced span no deeper than :data:`_MAX_JSON_DEPTH`.
+def _all_brace_starts(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of every ``{`` that opens a balanced span no deeper than :data:`_MAX_JSON_DEPTH`.
 
-    Few braces: every ``{`` (the released twm loop decodes from each). Many: one stack pass
-    over the structural characters keeps the work linear whatever the nesting.
+    Few braces: every ``{`` (the released twm loop decodes from each), ``end`` -1 (decode in
+    place). Many: one stack pass over the structural characters keeps the work linear whatever
+    the nesting, and gives each span's end, so each is decoded alone (see :data:`_DIRECT_DECODE_OFFSET`).
     """
     if text.count("{") <= _DIRECT_DECODE_BRACES:
         pos = text.find("{")
         while pos >= 0:
-            yield pos
+            yield pos, -1
             pos = text.find("{", pos + 1)
         return
-    starts: list[int] = []
+    spans: list[tuple[int, int]] = []
     stack: list[int] = []
     in_quote = False
     for m in _JSON_TOKEN.finditer(text):
@@ -94,15 +107,15 @@ def _all_brace_starts(text: str) -> Iterator[int]:
         elif ch == "}" and stack:
             start = stack.pop()
             if len(stack) < _MAX_JSON_DEPTH:
-                starts.append(start)
-    starts.sort()
-    yield from starts
+                spans.append((start, m.end()))
+    spans.sort()
+    yield from spans
 
 
 def _json_objects(text: str) -> Iterator[Any]:
     """JSON values starting at a ``{`` (nested ones included), in text order."""
-    for start in _all_brace_starts(text):
-        hit = _decode(text, start)
+    for start, end in _all_brace_starts(text):
+        hit = _decode(text, start) if end < 0 else _decode_span(text, start, end)
         if hit is not None:
             yield hit[0]
 
@@ -135,15 +148,31 @@ def _robust_json(region: str) -> _Found | None:
 
 _LOOSE_PAIR = re.compile(
     r"""["']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w\u4e00-\u9fff/ ]{0,30}+)["']? ?: ?"""
-    r"""(?P<val>"(?:[^"\\\n]|\\.){0,500}+"|'[^'\n]{0,500}+'|\[[^\]]{0,500}+\]|[^,\n}]{1,500}+)"""
+    r"""(?P<val>"(?:[^"\\\n]|\\.){0,500}+"|'[^'\n]{0,500}+'|\[[^\]]{0,500}+\]|[^,\n{}]{1,500}+)"""
 )
+_BRACE = re.compile(r"[{}]")
 
 
 def _loose_mapping(text: str) -> dict[str, Any]:
-    """Key/value pairs from JSON-like text that json.loads rejects."""
-    out: dict[str, Any] = {}
+    """Key/value pairs from JSON-like text that json.loads rejects, one mapping per object.
+
+    A pair belongs to the innermost ``{`` open before it; the pairs of each nested object form
+    their own mapping under the top one, so :func:`_flatten` never joins one object's
+    latitude to another's longitude.
+    """
+    top: dict[str, Any] = {}
     body = text.strip()[1:-1]
+    braces = _BRACE.finditer(body) if "{" in body else iter(())
+    brace = next(braces, None)
+    open_at: list[int] = []  # positions of the braces open before the current pair
     for m in _LOOSE_PAIR.finditer(body):
+        while brace is not None and brace.start() < m.start():
+            if brace.group(0) == "{":
+                open_at.append(brace.start())
+            elif open_at:
+                open_at.pop()
+            brace = next(braces, None)
+        out = top.setdefault(f"\x00{open_at[-1]}", {}) if open_at else top
         key, val = m.group("key").strip(), m.group("val").strip()
         if val[:1] in "\"'" and val[-1:] == val[:1] and len(val) >= 2:
             val = val[1:-1]
@@ -153,20 +182,47 @@ def _loose_mapping(text: str) -> dict[str, Any]:
                 out[key] = parsed[0]
                 continue
         out[key] = val.rstrip(",").strip()
-    return out
+    return top
 
 
 def _flatten(obj: dict[str, Any], depth: int = 0) -> dict[str, Any]:
     """Lift nested ``{"location": {...}}`` / ``{"answer": {...}}`` mappings to the top.
 
-    A mapping's own keys win over nested ones; among nested mappings the first wins.
+    A mapping's own keys win over nested ones; among nested mappings the first wins. The
+    coordinates come from one object: the mapping's own when it has a latitude and a longitude
+    (or a coordinate pair), else the first nested mapping that has them; any other object's
+    coordinate keys are dropped.
     """
     flat: dict[str, Any] = {}
+    nested: list[dict[str, Any]] = []
     for k, v in obj.items():
         if isinstance(v, dict):
             if depth < _MAX_JSON_DEPTH:
-                for k2, v2 in _flatten(v, depth + 1).items():
-                    flat.setdefault(k2, v2)
+                nested.append(_flatten(v, depth + 1))
         else:
             flat[k] = v
+    if not nested:
+        return flat
+    source = None if _has_position(flat) else next((s for s in nested if _has_position(s)), None)
+    if source is not None:
+        flat = {k: v for k, v in flat.items() if not _is_position_key(k)}
+    for sub in nested:
+        for k2, v2 in sub.items():
+            if sub is source or not _is_position_key(k2):
+                flat.setdefault(k2, v2)
     return flat
+
+
+def _is_position_key(key: str) -> bool:
+    return field_key(key) in _POSITION_KEYS
+
+
+def _has_position(mapping: dict[str, Any]) -> bool:
+    keys = {field_key(k) for k in mapping}
+    return bool(keys & _PAIR_KEY_SET) or bool(keys & _LAT_KEY_SET and keys & _LON_KEY_SET)
+
+
+_LAT_KEY_SET = frozenset(LAT_KEYS)
+_LON_KEY_SET = frozenset(LON_KEYS)
+_PAIR_KEY_SET = frozenset(_PAIR_KEYS)
+_POSITION_KEYS = _LAT_KEY_SET | _LON_KEY_SET | _PAIR_KEY_SET

@@ -22,19 +22,25 @@ _KEY_LINE = re.compile(rf"[ \t]*+(?:[-•][ \t]*+)?{_ANSWER_KEYS}", re.I)
 _EMPTY_KEY_LINE = re.compile(r"[^\S\n]*+(?:[-*•][^\S\n]*+)?(?P<key>[^:：\s][^:：\n]{0,39}+)[:：][\s*]*+$")
 
 
+MAX_KEY_LINES = 2048
+"""Lines read for ``Key: value`` pairs; an answer has a dozen, a hostile text hundreds of thousands."""
+
+
 def _key_values(region: str) -> dict[str, str]:
     """``key -> value`` from ``Key: value`` lines; first occurrence of a key wins.
 
     ``Country: X, City: Y`` and ``**Latitude:** 1 **Longitude:** 2`` are split into lines; a
-    key whose value is on the next line (``City:\\nParis``) takes that line.
+    key whose value is on the next line (``City:\\nParis``) takes that line. Only the first
+    :data:`MAX_KEY_LINES` lines are read (bounded work on a hostile answer).
     """
     if ":" in region or "：" in region:
         region = INLINE_KEY.sub("\n", region)
         region = "\n".join(
-            _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line for line in region.split("\n")
+            _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line
+            for line in region.split("\n", MAX_KEY_LINES)[:MAX_KEY_LINES]
         )
     pairs: dict[str, str] = {}
-    lines = region.split("\n")
+    lines = region.split("\n", MAX_KEY_LINES)[:MAX_KEY_LINES]
     for i, line in enumerate(lines):
         if ":" not in line and "：" not in line:
             continue

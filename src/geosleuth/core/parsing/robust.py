@@ -10,12 +10,16 @@ from geosleuth.core.parsing.keyvalue import _from_lines
 from geosleuth.core.parsing.prose import _address_text
 from geosleuth.core.parsing.semicolon import _from_semicolons
 
+MAX_ANSWER_BLOCKS = 64
+"""Answer blocks tried, last first: a rollout has a few; a hostile text's thousands are not read."""
+
 
 def _robust(text: str) -> _Found | None:
     """Last answer block wins; tool output was removed by the caller; ``text`` is not squeezed."""
     blocks = [b for b in _answer_blocks(text) if b.strip()]
     outside_think = _outside_think(text)
-    regions: list[tuple[str, str | None, bool]] = [(b, None, True) for b in reversed(blocks)]
+    tried = blocks[-MAX_ANSWER_BLOCKS:]
+    regions: list[tuple[str, str | None, bool]] = [(b, None, True) for b in reversed(tried)]
     if len(blocks) > 1:
         regions[0] = (regions[0][0], "last_answer_block", True)
     regions.append((outside_think, None, False))

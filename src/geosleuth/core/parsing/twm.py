@@ -68,8 +68,7 @@ def _outer_spans_vectorised(text: str) -> Iterator[tuple[int, int]]:
     ends = pos[(step == -1) & (depth_before == 1)] + 1
     starts = starts[: len(ends)]  # a last span left open is dropped
     keep = ends - starts >= _MIN_MATCH_CHARS
-    for start, end in zip(starts[keep].tolist(), ends[keep].tolist(), strict=True):
-        yield start, end
+    yield from zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)
 
 
 def released_twm_object(text: str) -> dict[str, Any] | None:
