@@ -65,7 +65,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from geosleuth.core.parsing.base import GeocodeFn, Geocoder, ParseMode, PlaceLevelFn
-from geosleuth.core.parsing.choice import _parse_choice
+from geosleuth.core.parsing.choice import _parse_choice, released_wherecountry_choice, wherecountry_choice
 from geosleuth.core.parsing.coordinates import parse_coordinate_text
 from geosleuth.core.parsing.delimiters import (
     MAX_PARSE_CHARS,
@@ -149,6 +149,8 @@ __all__ = [
     "final_own_turn",
     "parse_answer",
     "parse_coordinate_text",
+    "released_wherecountry_choice",
     "squeeze",
+    "wherecountry_choice",
     "without_tool_output",
 ]

@@ -70,3 +70,48 @@ def _explicit_choices(region: str, choices: Sequence[str], letters: list[str]) -
         if letter is not None and not any(abs(m.start() - p) <= 2 for p in seen):
             hits.append((m.start(), letter))
     return [letter for _, letter in sorted(hits)]
+
+
+# --- WhereBench's released WhereCountry reading ------------------------------------------------
+
+_WHERECOUNTRY_OPEN = "<answer>"
+_WHERECOUNTRY_CLOSE = "</answer>"
+_WHERECOUNTRY_DIGIT = re.compile(r"\b([1-4])\b")
+
+
+def released_wherecountry_choice(text: str, n_options: int) -> int | None:
+    """The 0-based option WhereBench's released ``wherecountry/eval_gemini_25_flash.py`` reads.
+
+    Released: ``re.search(r'<answer>.*?(\\b[1-4]\\b).*?</answer>', text, re.DOTALL)``, else the
+    first ``\\b([1-4])\\b`` anywhere; the number picks option ``n - 1`` of the shown order, and a
+    number past the options (``4`` of three) is no answer, with no second try. So
+    ``<answer>1 (not 2)</answer>`` is 1 and digits in the reasoning before ``<answer>`` are
+    ignored when the block closes. Computed in linear time: the pattern matches iff the first
+    such digit after the first ``<answer>`` ends before the start of the last ``</answer>``
+    (a later ``<answer>`` or digit can only be worse), which avoids its quadratic backtracking.
+    """
+    hit = None
+    opened = text.find(_WHERECOUNTRY_OPEN)
+    if opened >= 0:
+        digit = _WHERECOUNTRY_DIGIT.search(text, opened + len(_WHERECOUNTRY_OPEN))
+        if digit is not None and text.rfind(_WHERECOUNTRY_CLOSE) >= digit.end():
+            hit = digit
+    if hit is None:
+        hit = _WHERECOUNTRY_DIGIT.search(text)
+    if hit is None:
+        return None
+    index = int(hit.group(1)) - 1
+    return index if 0 <= index < n_options else None
+
+
+def wherecountry_choice(text: str, choices: Sequence[str]) -> int | None:
+    """The 0-based option of a WhereCountry reply: the released reading of the model's own text.
+
+    Only a reply with no number 1-4 at all (geosleuth's own prompt asks for a letter, e.g.
+    ``{"choice": "B"}``) falls back to :func:`_parse_choice`; the released code leaves it unparsed.
+    """
+    own = _without_tool_output(text)[0]
+    if _WHERECOUNTRY_DIGIT.search(own) is not None:
+        return released_wherecountry_choice(own, len(choices))
+    letter = _parse_choice(own, choices, "robust")
+    return None if letter is None else ord(letter) - ord("A")

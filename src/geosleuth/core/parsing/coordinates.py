@@ -42,7 +42,11 @@ _NEWLINE = re.compile(r"\n")
 
 
 def _coordinate(value: Any, axis: str, strict: bool, recovered: list[str]) -> float | None:
-    """One coordinate from a number, a numeric string, or (robust) DMS / hemisphere text."""
+    """One coordinate from a number, a numeric string, or degree / DMS / hemisphere notation.
+
+    Strict reads decimal degrees with a degree mark or hemisphere letter as the whole value
+    (SpotAgent's answers write ``Latitude: 22.906847° S``), never minutes and seconds; robust
+    reads any notation and also the one coordinate inside a longer text."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -56,12 +60,13 @@ def _coordinate(value: Any, axis: str, strict: bool, recovered: list[str]) -> fl
         v = float(text)
         return v if math.isfinite(v) else None
     except ValueError:
-        if strict:
-            return None
-    parsed = parse_coordinate_text(text, axis)
+        pass
+    parsed = _decimal_degrees(text, axis) if strict else parse_coordinate_text(text, axis)
     if parsed is not None:
         recovered.append("coordinate_notation")
         return parsed
+    if strict:
+        return None
     tokens = list(_COORD_TOKEN.finditer(squeeze(text.replace("−", "-"))))
     if len(tokens) != 1:
         return None  # "about 48.85 (±0.01)" is one number; "48.85, 2.35" in one field is not a latitude
@@ -69,6 +74,14 @@ def _coordinate(value: Any, axis: str, strict: bool, recovered: list[str]) -> fl
     if parsed is not None:
         recovered.append("coordinate_in_text")
     return parsed
+
+
+def _decimal_degrees(text: str, axis: str) -> float | None:
+    """Decimal degrees with an optional degree mark and hemisphere letter, nothing else."""
+    m = _COORD_TEXT.fullmatch(squeeze(text.replace("−", "-")).strip())
+    if m is None or m.group("min") is not None or m.group("sec") is not None:
+        return None
+    return _token_value(m, axis)
 
 
 def parse_coordinate_text(text: str, axis: str | None = None) -> float | None:
