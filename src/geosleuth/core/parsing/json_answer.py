@@ -26,9 +26,11 @@ def _decode(text: str, start: int) -> tuple[Any, int] | None:
 
 
 _DIRECT_DECODE_OFFSET = 16_384
-"""Decode in place only this near the start: a failed decode builds an error whose line number
-costs a count over everything before it, so farther out a span is cut to its balanced end
-first and decoded alone (a valid object ends exactly there, so the result is the same)."""
+_DIRECT_DECODE_FAILURES = 64
+"""A failed decode in place builds an error whose line number costs a count over everything
+before it. So in place is used near the start, or until this many decodes have failed; after
+that a span is cut to its balanced end first and decoded alone (a valid object ends exactly
+there, so the result is the same)."""
 
 
 def _decode_span(text: str, start: int, end: int) -> tuple[Any, int] | None:
@@ -66,10 +68,11 @@ def _outer_objects(text: str) -> Iterator[tuple[int, int, int, Any]]:
     A span that decodes as JSON is taken whole by the C decoder; otherwise its balanced end
     is found by :func:`_balanced_end` and ``value`` is ``None``. An unclosed span has ``end=-1``.
     """
-    pos = 0
+    pos = failures = 0
     while (i := text.find("{", pos)) >= 0:
-        if i <= _DIRECT_DECODE_OFFSET:
+        if i <= _DIRECT_DECODE_OFFSET or failures < _DIRECT_DECODE_FAILURES:
             hit = _decode(text, i)
+            failures += hit is None
             end, depth = (hit[1], 0) if hit is not None else _balanced_end(text, i)
         else:
             end, depth = _balanced_end(text, i)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,26 +31,32 @@ MAX_RELEASED_CHARS = 32 * 1024 * 1024
 """Longest text read as released (the scorer's own line limit); a longer one keeps its head."""
 
 _MIN_MATCH_CHARS = len('{"lat":0,"lon":0,"city":0,"country":0}')
-_QUOTED_KEYS = tuple(f'"{k}"' for k in TWM_KEYS)
-_BRACE = re.compile(r"[{}]")
-_VECTOR_BRACES = 256  # more braces than this: pair them with NumPy instead of a Python loop
+_DECODER = json.JSONDecoder()
+_VECTOR_BRACES = 256  # more openers than this: pair braces with NumPy instead of str.find
 
 
 def outer_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of each outermost brace span, as the released ``extract_all_json_objects``."""
-    if text.count("{") + text.count("}") > _VECTOR_BRACES:
+    if text.count("{") > _VECTOR_BRACES:
         yield from _outer_spans_vectorised(text)
         return
-    depth, start = 0, 0
-    for m in _BRACE.finditer(text):
-        if m.group(0) == "{":
-            if depth == 0:
-                start = m.start()
-            depth += 1
-        elif depth:
-            depth -= 1
-            if depth == 0:
-                yield start, m.end()
+    next_open = text.find("{")
+    while next_open >= 0:
+        start, depth = next_open, 1
+        next_open, next_close = text.find("{", start + 1), text.find("}", start + 1)
+        while True:
+            if next_close < 0:
+                return  # this span never closes; the released loop yields nothing more
+            if 0 <= next_open < next_close:
+                depth += 1
+                next_open = text.find("{", next_open + 1)
+            else:
+                depth -= 1
+                end = next_close + 1
+                next_close = text.find("}", end)
+                if depth == 0:
+                    break
+        yield start, end  # next_open now lies past the span: the next outermost start
 
 
 def _outer_spans_vectorised(text: str) -> Iterator[tuple[int, int]]:
@@ -74,19 +79,25 @@ def _outer_spans_vectorised(text: str) -> Iterator[tuple[int, int]]:
 def released_twm_object(text: str) -> dict[str, Any] | None:
     """The object the released ``find_coords_json`` returns, or ``None``."""
     text = text[:MAX_RELEASED_CHARS]
+    if "}" not in text or ("\\" not in text and not _may_hold_keys(text)):
+        return None  # no span closes, or no object can hold the four keys
     for start, end in outer_spans(text):
         if end - start < _MIN_MATCH_CHARS:
             continue
         cand = text[start:end]
-        if "\\" not in cand and not all(k in cand for k in _QUOTED_KEYS):
+        if "\\" not in cand and not _may_hold_keys(cand):
             continue  # without escapes a key is written literally: this span cannot match
-        try:
-            obj = json.loads(cand)
+        try:  # json.loads(cand): the span is exactly one value, so raw_decode must end at its end
+            obj, stop = _DECODER.raw_decode(cand)
         except (ValueError, RecursionError):  # released: JSONDecodeError skips; deep nesting crashes it
             continue
-        if all(k in obj for k in TWM_KEYS):
+        if stop == len(cand) and "lat" in obj and "lon" in obj and "city" in obj and "country" in obj:
             return obj
     return None
+
+
+def _may_hold_keys(text: str) -> bool:
+    return '"lat"' in text and '"lon"' in text and '"city"' in text and '"country"' in text
 
 
 def geopy_coordinate(value: Any, axis: str) -> float | None:
