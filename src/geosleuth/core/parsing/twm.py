@@ -39,7 +39,12 @@ def outer_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of each outermost brace span, as the released ``extract_all_json_objects``."""
     if text.count("{") > _VECTOR_BRACES:
         yield from _outer_spans_vectorised(text)
-        return
+    else:
+        yield from _outer_spans_find(text)
+
+
+def _outer_spans_find(text: str) -> Iterator[tuple[int, int]]:
+    """The spans by ``str.find``: each brace is found once."""
     next_open = text.find("{")
     while next_open >= 0:
         start, depth = next_open, 1
