@@ -1,16 +1,23 @@
 """Model text -> :class:`Prediction`.
 
-Two modes. ``strict`` reproduces a named protocol's parser (``twm``: the first ``{...}`` object
-that parses as JSON and has lat, lon, city and country; ``spotagent`` / ``geovista``: ``Key:
-value`` lines of the first ``<answer>`` block, one per line or inline ``key: v, key: v``;
-``geoagent``: ``Country; Region; Place``; ``json``: the first JSON object with answer keys).
+One module per answer family (``json_answer``, ``keyvalue``, ``semicolon``, ``choice``,
+``prose``, ``coordinates``; ``fields`` turns any key/value mapping into fields); the protocols
+compose them (``twm``, ``strict``, ``robust``), so a new paper's format is one new module.
+
+Two modes. ``strict`` reproduces a named protocol's parser (``twm``: Thinking with Map's
+released loop, see :mod:`geosleuth.core.parsing.twm`: the whole text, tool output included, the
+first outermost brace span that ``json.loads`` reads with lat, lon, city and country, the
+coordinates as geopy reads them; ``spotagent`` / ``geovista``: ``Key: value`` lines of the first
+``<answer>`` block, one per line or inline ``key: v, key: v``, decimal degrees with an optional
+degree mark and hemisphere letter; ``geoagent``: ``Country; Region; Place``; ``json``: the first
+JSON object with answer keys).
 ``robust`` (the default) recovers what a careful reader would: the last answer block of a
 multi-turn text, tolerant JSON, degree/minute/second and hemisphere notation, swapped lat/lon,
 plain addresses geocoded by an injected geocoder. Whatever it repairs is listed in
 ``Prediction.recovered``. Parsing never raises: a string that holds nothing usable gives
 ``status=FAILED``.
 
-Bounded work on any input:
+Bounded work on any input (``twm`` reads the whole text in linear time, see its module):
 
 * Input longer than :data:`MAX_PARSE_CHARS` is cut to its **tail** (the final answer of a
   rollout is at its end); ``recovered`` records ``input_truncated:kept_last_<n>_of_<m>_chars``.
@@ -21,13 +28,18 @@ Bounded work on any input:
   skips whitespace and field values are squeezed one by one), so in robust mode a region is
   squeezed only when a format after JSON has to read it: most answers never pay for it.
 * JSON is found by one pass over the structural characters and decoded with the C decoder;
-  nesting deeper than the interpreter allows is an unparsable object, never an exception.
+  nesting deeper than the interpreter allows is an unparsable object, never an exception. A
+  failed decode far into the text is repeated on its balanced span alone (the decoder's error
+  counts every line before it).
+* The work is capped, not only the characters: at most 64 answer blocks (the last ones),
+  2,048 key lines (the first ones) and 1,024 number tokens (the last ones) are read.
 
-Tool output is never the model's answer. Everything between the delimiters of any prompt
-style is ignored: ``<tool_response>…</tool_response>``, ``<tool_result>``, ``<observation>``,
-the model's own ``<tool_call>`` blocks, and the fence ``<<<TOOL OUTPUT …>>> … <<<END TOOL
-OUTPUT>>>`` of :mod:`geosleuth.tools.text`. The fence wins over tags: a ``</tool_response>``
-inside a fence closes nothing. An unclosed block runs to the end of the text.
+Tool output is never the model's answer (except under ``twm``, as released). Everything between
+the delimiters of any prompt style is ignored: ``<tool_response>…</tool_response>``,
+``<tool_result>``, ``<observation>``, the model's own ``<tool_call>`` blocks, and the fence
+``<<<TOOL OUTPUT …>>> … <<<END TOOL OUTPUT>>>`` of :mod:`geosleuth.tools.text`. The fence wins
+over tags: a ``</tool_response>`` inside a fence closes nothing. An unclosed block runs to the
+end of the text.
 
 Which format wins (robust). Regions are tried in order: the last ``<answer>`` block, earlier
 blocks, the text outside ``<think>``, then the whole text. In a region the formats run in
@@ -36,12 +48,16 @@ address line; the first format that yields coordinates wins and stops the search
 the cheap text formats (lines, semicolons) only fill fields it left empty. Within JSON the
 last object with coordinates wins; within free text the last pair.
 
-Coordinates. Out-of-range values are rejected, never wrapped (``{"lat": 200, "lon": 10}`` is
-no position). Robust mode swaps lat/lon only when the pair is impossible as given and valid
-swapped (|lat| in (90, 180], |lon| <= 90). A bare decimal pair in prose counts only with a
-coordinate context: a degree mark or hemisphere letter, a lat/lon/coordinates/GPS keyword or
-"answer:" before it on the line, or a line that is nothing but the pair (anywhere in an ``<answer>`` block,
-the last line otherwise). "I am 0.85, 0.9 confident" is not a position.
+Coordinates. Out-of-range values are rejected, never wrapped (``{"lat": 200, "lon": 10}`` is no
+position). Robust mode swaps lat/lon only for an unlabeled pair (a ``coordinates`` list, a pair
+in prose, a ``;`` tail) that is impossible as given and valid swapped (|lat| in (90, 180], |lon|
+<= 90); a value written under a latitude key is never moved. One coordinate comes from one JSON
+object (its own pair, else the first nested object with one), never from two. A coordinate token
+is a whole number: ``0x10``, ``48.85km`` and ``3rd`` hold none. A bare decimal pair in prose
+counts only with a coordinate context: a degree mark or hemisphere letter, a
+lat/lon/coordinates/GPS keyword or "answer:" before it on the line, or a line that is nothing
+but the pair (anywhere in an ``<answer>`` block, the last line otherwise). "I am 0.85, 0.9
+confident" is not a position.
 
 Fields are names, never prose: "The photo was taken in Glovelier" yields "Glovelier"
 (``recovered: name_from_prose``) or nothing. A comma address is split fine to coarse:
@@ -57,7 +73,8 @@ parts (``France; ; Paris``) are skipped and full-width ``；`` separates like ``
 Multiple choice: a JSON ``"choice"`` value, a lone letter or number, or an explicit
 "answer/choice/option: X" (letters A-H, numbers 1..n -> A..), else (robust) the one option the
 answer names. An explicit choice always wins over a named option; robust takes the last
-explicit one, strict the first.
+explicit one, strict the first. WhereBench's WhereCountry replies are read with the released
+regex (:func:`released_wherecountry_choice`).
 """
 
 from __future__ import annotations
