@@ -38,6 +38,9 @@ SHAPES: dict[str, str] = {
     "lat= pairs": "lat=1.5 lon=2.5 ",
     "quotes": '"',
     "hex numbers": "0x10, 0x20 ",
+    "keyed openers": '{"lat": 1, "lon": 2, "city": "x", "country": "y", "a": ',
+    "nested keyed objects": '{"r": {"lat": 1, "lon": 2, "city": "x", "country": "y"}} ',
+    "escaped keyed objects": '{"\\u006cat": 1, "lon": 2, "city": "x", "country": "y"} {"a": 1} ',
 }
 MODES: dict[str, dict[str, object]] = {
     "robust": {"mode": "robust"},
