@@ -27,6 +27,11 @@ _PROSE_WORDS = frozenset(
 )  # fmt: skip
 _REMARK = re.compile(r" ?\(([^()]{1,300})\)$")
 _PLACE_AFTER = re.compile(r"(?:^|\s)(?:in|at|near|from|of)\s(?P<name>[^\W\d_][^.!?;:]{0,80}?)[.!?]?$")
+_LEAD_IN = re.compile(  # "this is Juan Griego, Venezuela", "It looks like Houston, Texas"
+    r"^(?:this|it|that)(?: is|'s| looks like| appears to be| seems to be| must be)"
+    r"(?: (?:probably|likely|most likely|possibly))? (?P<name>[^\W\d_][^.!?;:]{0,120}?)[.!?]?$",
+    re.I,
+)
 
 
 _CACHED_NAME_CHARS = 120  # field values up to this long are memoised: names repeat across answers
@@ -50,25 +55,50 @@ def _clean(value: str, limit: int) -> tuple[str | None, tuple[str, ...]]:
     text = squeeze(value).strip().strip("*`\"'").strip()
     text = text[:-1].rstrip() if text.endswith(".") and not text[-2:-1].isupper() else text
     remark = _REMARK.search(text)
-    if remark is not None and remark.start() > 0 and len(remark.group(1).split()) >= 3:
+    if remark is not None and remark.start() > 0 and _is_hierarchy(remark.group(1)):
+        text = f"{text[: remark.start()].rstrip()}, {remark.group(1).strip()}"  # "City (State, Country)"
+        notes = ("parenthetical_hierarchy",)
+    elif remark is not None and remark.start() > 0 and len(remark.group(1).split()) >= 3:
         text = text[: remark.start()].rstrip()  # "United States (confirmed by the plates)"
         notes = ("dropped_remark",)
     if not text or text.lower() in _NULLS or len(text) > 4 * limit:
         return None, notes
     words = text.split()
-    lowered = [w.strip(",;:()").lower() for w in words]
-    if not any(w in _PROSE_WORDS for w in lowered) and len(text) <= limit:
+    if not any(map(_is_prose_word, words)) and len(text) <= limit:
         return text, notes
-    m = _PLACE_AFTER.search(text)
+    m = _PLACE_AFTER.search(text) or _LEAD_IN.match(text)
     name = m.group("name").strip() if m else None
-    if name is None and lowered and lowered[0] in ("probably", "likely", "possibly", "maybe", "perhaps"):
+    first = words[0].strip(",;:()").lower() if words else ""
+    if name is None and first in ("probably", "likely", "possibly", "maybe", "perhaps"):
         name = " ".join(words[1:]).strip(",; ")
-    if not name or len(name) > limit or any(w.lower() in _PROSE_WORDS for w in name.split()):
+    if not name or len(name) > limit or any(map(_is_prose_word, name.split())):
         return None, notes
     return name, (*notes, "name_from_prose")
 
 
 _cached_clean = lru_cache(maxsize=16_384)(_clean)
+
+
+def _is_prose_word(word: str) -> bool:
+    """A word of a sentence, not of a name: "WE" (Western Cape) and Catalan "i" are names."""
+    bare = word.strip(",;:()")
+    if bare == "I":
+        return True
+    if bare.isupper() and len(bare) <= 3:
+        return False  # an abbreviation: "WE", "NSW", "IT"
+    return bare != "i" and bare.lower() in _PROSE_WORDS
+
+
+def _is_hierarchy(remark: str) -> bool:
+    """ "Nueva Esparta, Venezuela" in "Juan Griego (Nueva Esparta, Venezuela)": names ending in a country."""
+    parts = [q.strip() for q in remark.split(",")]
+    return (
+        len(parts) >= 2
+        and len(remark.split()) <= 8
+        and all(parts)
+        and not any(_is_prose_word(w) for w in remark.split())
+        and _country_code(parts[-1]) is not None
+    )
 
 
 def _address_text(region: str) -> tuple[str, list[str]] | None:
@@ -84,8 +114,12 @@ def _address_text(region: str) -> tuple[str, list[str]] | None:
         return None
     notes: list[str] = []
     name = clean_name(last, notes, limit=150)
-    if name is None or not re.search(r"(?:^|[\s,(])[A-ZÀ-ÖØ-Þ]|[^\x00-\u024f]", name):
-        return None  # place names are capitalised (or written in a non-Latin script)
+    if name is None:
+        return None
+    if not re.search(r"(?:^|[\s,(])[A-ZÀ-ÖØ-Þ]|[^\x00-\u024f]", name) and (
+        "," not in name or _country_code(name.rsplit(",", 1)[-1].strip()) is None
+    ):
+        return None  # place names are capitalised (or non-Latin, or end in a country: "houston, texas, usa")
     return name, notes
 
 
