@@ -36,11 +36,10 @@ def _key_values(region: str) -> dict[str, str]:
     if ":" in region or "：" in region:
         region = INLINE_KEY.sub("\n", region)
         region = "\n".join(
-            _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line
-            for line in region.split("\n", MAX_KEY_LINES)[:MAX_KEY_LINES]
+            _SPACED_KEY.sub("\n", line) if _KEY_LINE.match(line) else line for line in _lines(region)
         )
     pairs: dict[str, str] = {}
-    lines = region.split("\n", MAX_KEY_LINES)[:MAX_KEY_LINES]
+    lines = _lines(region)
     for i, line in enumerate(lines):
         if ":" not in line and "：" not in line:
             continue
@@ -56,6 +55,14 @@ def _key_values(region: str) -> dict[str, str]:
         if val and key not in pairs:
             pairs[key] = val
     return pairs
+
+
+def _lines(region: str) -> list[str]:
+    """The first :data:`MAX_KEY_LINES` lines."""
+    lines = region.split("\n", MAX_KEY_LINES)
+    if len(lines) > MAX_KEY_LINES:
+        del lines[MAX_KEY_LINES:]
+    return lines
 
 
 def _from_lines(region: str, strict: bool) -> _Found | None:

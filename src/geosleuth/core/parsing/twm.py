@@ -32,12 +32,13 @@ MAX_RELEASED_CHARS = 32 * 1024 * 1024
 
 _MIN_MATCH_CHARS = len('{"lat":0,"lon":0,"city":0,"country":0}')
 _DECODER = json.JSONDecoder()
+_PRECHECK_CHARS = 16_384  # longer texts are first checked for the four keys as a whole
 _VECTOR_BRACES = 256  # more openers than this: pair braces with NumPy instead of str.find
 
 
 def outer_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of each outermost brace span, as the released ``extract_all_json_objects``."""
-    if text.count("{") > _VECTOR_BRACES:
+    if len(text) > _VECTOR_BRACES * 16 and text.count("{") > _VECTOR_BRACES:
         yield from _outer_spans_vectorised(text)
     else:
         yield from _outer_spans_find(text)
@@ -84,8 +85,10 @@ def _outer_spans_vectorised(text: str) -> Iterator[tuple[int, int]]:
 def released_twm_object(text: str) -> dict[str, Any] | None:
     """The object the released ``find_coords_json`` returns, or ``None``."""
     text = text[:MAX_RELEASED_CHARS]
-    if "}" not in text or ("\\" not in text and not _may_hold_keys(text)):
-        return None  # no span closes, or no object can hold the four keys
+    if "}" not in text:
+        return None  # no span closes
+    if len(text) > _PRECHECK_CHARS and "\\" not in text and not _may_hold_keys(text):
+        return None  # a long text where no object can hold the four keys
     for start, end in outer_spans(text):
         if end - start < _MIN_MATCH_CHARS:
             continue
@@ -114,7 +117,7 @@ def geopy_coordinate(value: Any, axis: str) -> float | None:
         v = float(value or 0.0)
     except (TypeError, ValueError, OverflowError):
         return None
-    if not math.isfinite(v):
+    if v - v != 0.0:  # inf or nan (math.isfinite, cheaper)
         return None
     return _wrap_longitude(v) if axis == "lon" and abs(v) > 180 else v
 
@@ -138,9 +141,10 @@ def released_twm(text: str) -> _Found | None:
     found = _Found(fields=fields, fmt="json")
     if obj["lat"] is None or obj["lon"] is None:
         return found
-    lat, lon = geopy_coordinate(obj["lat"], "lat"), geopy_coordinate(obj["lon"], "lon")
+    lat, lon = geopy_coordinate(obj["lat"], "lat"), geopy_coordinate(obj["lon"], "lat")
     if lat is not None and lon is not None:
         found.lat, found.lon = lat, lon
-        if abs(geopy_coordinate(obj["lon"], "lat") or 0.0) > 180 and abs(lat) <= 90:
+        if abs(lon) > 180 and abs(lat) <= 90:
+            found.lon = _wrap_longitude(lon)
             found.recovered.append("longitude_wrapped_as_geopy")
     return found
