@@ -41,3 +41,12 @@ def test_sentences_are_no_place(text: str) -> None:
 def test_a_remark_that_is_no_hierarchy_is_dropped() -> None:
     p = parse_answer('{"country": "United States (confirmed, by the plates)", "city": "Austin"}')
     assert (p.country, p.city) == ("United States", "Austin")
+
+
+@pytest.mark.parametrize(
+    "text", ["United States, Virginia, Montrose", "Final answer: United States, Virginia, Montrose"]
+)
+def test_coarse_to_fine_comma_address(text: str) -> None:
+    p = parse_answer(text)
+    assert (p.country, p.admin1, p.city) == ("United States", "Virginia", "Montrose")
+    assert "coarse_to_fine_address" in p.recovered

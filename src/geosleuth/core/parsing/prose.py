@@ -127,6 +127,9 @@ def _split_address(address: str, recovered: list[str]) -> dict[str, str]:
     """Read "street, city, region, country" from a comma-separated answer (finest part first)."""
     parts = [p.strip() for p in re.split(r"[,，、]", address) if p.strip()]
     out: dict[str, str] = {}
+    if len(parts) > 1 and _country_code(parts[-1]) is None and _country_code(parts[0]) is not None:
+        parts.reverse()  # written coarse to fine: "United States, Virginia, Montrose"
+        recovered.append("coarse_to_fine_address")
     if len(parts) > 1 and _country_code(parts[-1]) is not None:
         out["country"] = parts.pop()
     elif len(parts) == 1 and _country_code(parts[0]) is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from geosleuth.core.parsing.base import _Found
 from geosleuth.core.parsing.coordinates import _DIGITS_ONLY, parse_coordinate_text
-from geosleuth.core.parsing.prose import clean_name
+from geosleuth.core.parsing.prose import _ANSWER_PREFIX, clean_name
 
 _SEMI_LEVELS = ("country", "admin1", "city", "admin2", "town")
 
@@ -17,6 +17,7 @@ def _from_semicolons(region: str) -> _Found | None:
     body = region.strip().strip("*`").strip()
     if "\n" in body or "{" in body or len(body) > 300:
         return None
+    body = _ANSWER_PREFIX.sub("", body.replace("**", "") if "**" in body else body).strip()  # "Final answer:"
     parts = [p.strip().strip(".").strip() for p in re.split(r"[;；]", body)]
     if len(parts) < 2 or len(parts) > 8:
         return None
