@@ -66,3 +66,9 @@ def test_longitude_wraps_as_geopy(value: float, expected: float) -> None:
 
     assert geopy_coordinate(value, "lon") == pytest.approx(expected)
     assert Point(0.0, value).longitude == pytest.approx(expected)  # geopy itself
+
+
+def test_lone_surrogates_and_many_braces() -> None:
+    """A lone surrogate (possible in decoded model text) must not stop the vectorised pass."""
+    text = "\ud800" + "{" * 300 + "}" * 300 + json.dumps(ANSWER) + "x" * 5000
+    assert twm(text) == (48.85, 2.35)

@@ -69,7 +69,7 @@ def _outer_spans_vectorised(text: str) -> Iterator[tuple[int, int]]:
     """The same spans: the depth that never goes below 0 is ``S - min(0, running min of S)``."""
     import numpy as np
 
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     pos = np.flatnonzero((codes == 0x7B) | (codes == 0x7D))
     step = np.where(codes[pos] == 0x7B, 1, -1).astype(np.int64)
     total = np.cumsum(step)
