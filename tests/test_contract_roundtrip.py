@@ -176,7 +176,11 @@ SHAPES = {  # name -> (answer, protocols that claim it); each is a perfect answe
         ("twm", "default"),
     ),
     "twm-pretty-printed": (json.dumps(json.loads(_JSON), indent=2, ensure_ascii=False), ("twm", "default")),
+    "geoagent-final-answer-prefix": ("Final answer: Switzerland; Lucerne; Luzern", ("default",)),
+    "prose-city-state-country": ("This is Luzern (Lucerne, Switzerland).", ("default",)),
+    "coarse-to-fine-address": ("Switzerland, Lucerne, Luzern", ("default",)),
 }
+COORDINATE_SHAPES = [n for n, (text, _) in SHAPES.items() if str(LAT) in text]
 SHAPE_CASES = [(n, p) for n, (_, protocols) in SHAPES.items() for p in protocols]
 
 
@@ -186,7 +190,7 @@ def test_perfect_answer_shape_scores_full_marks(tmp_path: Path, shape: str, prot
     assert acc and all(v == 100.0 for v in acc.values()), (shape, protocol, acc)
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("shape", COORDINATE_SHAPES)
 @pytest.mark.parametrize("reward", ["step", "piecewise"])
 def test_perfect_answer_shape_gets_full_reward(shape: str, reward: str) -> None:
     batch = score_texts(reward, [SHAPES[shape][0]], [TRUTH_REWARD])
