@@ -13,6 +13,7 @@ import random
 import re
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from answer_cases import FAMILIES, wherecountry_reply
@@ -196,3 +197,41 @@ def test_agreement_table() -> None:
         assert overall >= 99.5, (name, table)
     print(f"{'wherecountry vs released re':28s} {wc / len(replies):.1f}% of {len(replies)} replies")
     assert wc / len(replies) >= 99.5
+
+
+# --- end to end: `score --protocol twm` per row vs the released compute_distance_score ------------
+
+_TWM_BINS = ((500, "acc_500m"), (2000, "acc_2km"), (10000, "acc_10km"), (25000, "acc_25km"))
+_TWM_BINS += ((200000, "acc_200km"), (750000, "acc_750km"))
+
+
+def released_twm_hits(text: str, truth: tuple[float, float]) -> dict[str, bool]:
+    """``compute_distance_score``'s acc flags: geodesic metres, ``d < bin`` (99,999,999 m on failure)."""
+    from geopy.distance import geodesic
+
+    objects = released_twm(text)
+    distance_m = 99999999.0
+    if objects is not None:
+        distance_m = geodesic(objects, truth).meters
+    return {name: distance_m < limit for limit, name in _TWM_BINS}
+
+
+def test_twm_scores_rows_as_released_code(tmp_path: Path) -> None:
+    from geosleuth.scoring import get_protocol, score_file
+
+    rng = random.Random(2121)
+    rows, expected = [], []
+    for i in range(400):
+        text = FAMILIES[FAMILY_NAMES[i % len(FAMILY_NAMES)]](rng)
+        at = released_twm(text) or (10.0, 20.0)
+        km = rng.choice([0.1, 1.0, 5.0, 20.0, 100.0, 500.0, 2000.0])  # truth this far north-east of it
+        truth = (max(-89.0, min(89.0, at[0] + km / 157.0)), ((at[1] + km / 157.0 + 180) % 360) - 180)
+        rows.append({"id": str(i), "solution_str": text, "ground_truth": {"lat": truth[0], "lon": truth[1]}})
+        expected.append(released_twm_hits(text, truth))
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    got = list(score_file(path, get_protocol("twm")).iter_rows())
+    assert len(got) == len(expected)
+    for rec, want in zip(got, expected, strict=True):
+        have = {name: bool(rec[f"acc@{limit / 1000:g}km"]) for limit, name in _TWM_BINS}
+        assert have == want, (rec, rows[int(rec["id"])]["solution_str"])
