@@ -165,10 +165,12 @@ def _loose_mapping(text: str) -> dict[str, Any]:
     """
     top: dict[str, Any] = {}
     body = text.strip()[1:-1]
-    braces = _BRACE.finditer(body) if "{" in body else iter(())
+    pairs = list(_LOOSE_PAIR.finditer(body))
+    # one pair cannot mix objects: its nesting is not worth a pass over every brace before it
+    braces = _BRACE.finditer(body) if len(pairs) > 1 and "{" in body else iter(())
     brace = next(braces, None)
     open_at: list[int] = []  # positions of the braces open before the current pair
-    for m in _LOOSE_PAIR.finditer(body):
+    for m in pairs:
         while brace is not None and brace.start() < m.start():
             if brace.group(0) == "{":
                 open_at.append(brace.start())
