@@ -3,7 +3,8 @@
 The answer is built from the style's own YAML with the template helpers of the parsing round-trip
 test, for one known place (Luzern). Every scorer protocol and reward that claims the style must
 give it full marks; the same answer quoted inside a tool's output, with no answer of the model's
-own, must score nothing (tool output is data, not the model's answer).
+own, must score nothing (tool output is data, not the model's answer), except under `twm`, which
+reads the whole rollout as Thinking with Map's released loop does.
 """
 
 from __future__ import annotations
@@ -99,7 +100,12 @@ def test_quoted_answer_scores_nothing(
     tmp_path: Path, name: str, protocol: str, fence: tuple[str, str]
 ) -> None:
     acc = _accuracies(_score(tmp_path, _quoted(_perfect(name), fence), protocol))
-    assert all(v == 0.0 for v in acc.values()), (name, protocol, acc)
+    if protocol == "twm":
+        # the released loop reads the whole rollout, tool output included: the quoted object is
+        # its first JSON object with the four keys (a documented difference; `default` reads nothing)
+        assert acc and all(v == 100.0 for v in acc.values()), (name, protocol, acc)
+    else:
+        assert all(v == 0.0 for v in acc.values()), (name, protocol, acc)
 
 
 def _rewards(name: str) -> list[tuple[str, float]]:
@@ -140,3 +146,53 @@ def test_quoted_answer_gets_no_reward(name: str, reward: str, fence: tuple[str, 
     batch = score_texts(reward, [_quoted(_perfect(name), fence)], [TRUTH_REWARD])
     assert batch.scores[0] == 0.0, (name, reward, batch.scores[0])
     assert not bool(batch.parsed[0]), (name, reward)
+
+
+# --- answer shapes the prompts allow beyond their template (issue 21) ------------------------------
+
+_JSON = json.dumps({"lat": LAT, "lon": LON, "city": PLACE["city"], "country": PLACE["country"]})
+_LINES = f"Country: Switzerland\nCity: Luzern\nLatitude: {LAT}° N\nLongitude: {LON}° E"
+SHAPES = {  # name -> (answer, protocols that claim it); each is a perfect answer
+    "spotagent-degrees-hemisphere": (
+        f"<think>Lake, Alps.</think>\n<answer>\n{_LINES}\n</answer>",
+        ("spotagent", "default"),
+    ),
+    "spotagent-inline": (
+        f"<answer>country: Switzerland, city: Luzern, Latitude: {LAT}, Longitude: {LON}</answer>",
+        ("spotagent", "default"),
+    ),
+    "spotagent-bold-keys": (
+        "<answer>**Country:** Switzerland\n**City:** Luzern\n"
+        f"**Latitude:** {LAT}\n**Longitude:** {LON}</answer>",
+        ("spotagent", "default"),
+    ),
+    "twm-fenced": (f"The lake and the bridge match.\n```json\n{_JSON}\n```", ("twm", "default")),
+    "twm-string-numbers": (
+        _JSON.replace(f"{LAT}", f'"{LAT}"').replace(f"{LON}", f'"{LON}"'),
+        ("twm", "default"),
+    ),
+    "twm-after-tool-call": (
+        '<think>Check the map.</think><tool_call>{"name": "static_map_query", "arguments": '
+        f'{{"lat": {LAT}, "lon": {LON}}}}}</tool_call><tool_response>map image</tool_response>{_JSON}',
+        ("twm", "default"),
+    ),
+    "twm-pretty-printed": (json.dumps(json.loads(_JSON), indent=2, ensure_ascii=False), ("twm", "default")),
+    "geoagent-final-answer-prefix": ("Final answer: Switzerland; Lucerne; Luzern", ("default",)),
+    "prose-city-state-country": ("This is Luzern (Lucerne, Switzerland).", ("default",)),
+    "coarse-to-fine-address": ("Switzerland, Lucerne, Luzern", ("default",)),
+}
+COORDINATE_SHAPES = [n for n, (text, _) in SHAPES.items() if str(LAT) in text]
+SHAPE_CASES = [(n, p) for n, (_, protocols) in SHAPES.items() for p in protocols]
+
+
+@pytest.mark.parametrize(("shape", "protocol"), SHAPE_CASES, ids=[f"{n}-{p}" for n, p in SHAPE_CASES])
+def test_perfect_answer_shape_scores_full_marks(tmp_path: Path, shape: str, protocol: str) -> None:
+    acc = _accuracies(_score(tmp_path, SHAPES[shape][0], protocol))
+    assert acc and all(v == 100.0 for v in acc.values()), (shape, protocol, acc)
+
+
+@pytest.mark.parametrize("shape", COORDINATE_SHAPES)
+@pytest.mark.parametrize("reward", ["step", "piecewise"])
+def test_perfect_answer_shape_gets_full_reward(shape: str, reward: str) -> None:
+    batch = score_texts(reward, [SHAPES[shape][0]], [TRUTH_REWARD])
+    assert bool(batch.parsed[0]) and batch.scores[0] == pytest.approx(1.0), (shape, reward, batch.scores[0])

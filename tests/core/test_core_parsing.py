@@ -174,8 +174,10 @@ def test_parse_coordinate_text(text: str, axis: str | None, expected: float | No
 
 
 def test_swapped_lat_lon_detected_only_when_impossible() -> None:
-    p = parse_answer('{"lat": 139.69, "lon": 35.68}')
+    p = parse_answer('{"coordinates": [139.69, 35.68]}')  # an unlabeled pair may be swapped
     assert (p.lat, p.lon) == (35.68, 139.69) and "swapped_lat_lon" in p.recovered
+    keyed = parse_answer('{"lat": 139.69, "lon": 35.68}')  # a labeled latitude is never moved
+    assert keyed.lat is None and "invalid_coordinates" in keyed.recovered
     ok = parse_answer('{"lat": 35.68, "lon": 139.69}')
     assert (ok.lat, ok.lon) == (35.68, 139.69) and "swapped_lat_lon" not in ok.recovered
     strict = parse_answer(
@@ -340,7 +342,7 @@ def test_squeeze_knows_every_unicode_blank() -> None:
     import re
     import sys
 
-    from geosleuth.core.parsing import _BREAK_CHARS, _ODD_BLANKS
+    from geosleuth.core.parsing.delimiters import _BREAK_CHARS, _ODD_BLANKS
 
     blanks = {chr(i) for i in range(sys.maxunicode + 1) if re.match(r"\s", chr(i))}
     assert blanks - {" ", "\n"} - set(_BREAK_CHARS) == set(_ODD_BLANKS)
@@ -361,7 +363,7 @@ def test_squeeze_is_the_three_step_rewrite(text: str) -> None:
 
 def test_answer_field_keys_name_one_field_each() -> None:
     """Each answer key belongs to one field, so the first present key per field decides it."""
-    from geosleuth.core.parsing import _FIELD_KEYS
+    from geosleuth.core.parsing.fields import _FIELD_KEYS
 
     keys = [k for ks in _FIELD_KEYS.values() for k in ks]
     assert len(keys) == len(set(keys))
@@ -373,7 +375,9 @@ def test_answer_field_keys_name_one_field_each() -> None:
 
 def test_every_parsed_field_reaches_the_prediction() -> None:
     """_finish passes fields by name: each answer field is a Prediction field, none is dropped."""
-    from geosleuth.core.parsing import _FIELD_KEYS, _NAME_FIELDS, _SEMI_LEVELS
+    from geosleuth.core.parsing.fields import _FIELD_KEYS
+    from geosleuth.core.parsing.finish import _NAME_FIELDS
+    from geosleuth.core.parsing.semicolon import _SEMI_LEVELS
     from geosleuth.core.records import Prediction
 
     assert set(_FIELD_KEYS) | set(_SEMI_LEVELS) | {"place"} == _NAME_FIELDS
@@ -402,13 +406,13 @@ def test_whitespace_is_squeezed_where_each_format_reads_it(text: str, expected: 
 def test_parser_caches_hold_no_large_hostile_text() -> None:
     """Answers repeat schemas and names, so the parser memoises them, but only small ones: a
     hostile answer's 100 kB keys or values are handled without entering any cache."""
-    from geosleuth.core import parsing as P
+    from geosleuth.core.parsing import fields, prose
 
     key, value = "k" * 100_000, "v" * 100_000  # within the parser's 262,144-character window
-    before = (P._cached_plan.cache_info().currsize, P._cached_clean.cache_info().currsize)
+    before = (fields._cached_plan.cache_info().currsize, prose._cached_clean.cache_info().currsize)
     p = parse_answer(f'{{"{key}": 1, "city": "{value}", "lat": 1.5, "lon": 2.5}}')
     assert (p.lat, p.lon, p.city) == (1.5, 2.5, None)
-    after = (P._cached_plan.cache_info().currsize, P._cached_clean.cache_info().currsize)
+    after = (fields._cached_plan.cache_info().currsize, prose._cached_clean.cache_info().currsize)
     assert after == before
 
 

@@ -93,8 +93,14 @@ def test_out_of_range_is_rejected_not_repaired(text: str) -> None:
 
 
 def test_swap_only_when_valid_swapped() -> None:
-    p = parse_answer('{"lat": 139.69, "lon": 35.68}')  # |lat| in (90, 180], |lon| <= 90
+    p = parse_answer("<answer>139.69, 35.68</answer>")  # unlabeled, |lat| in (90, 180], |lon| <= 90
     assert (p.lat, p.lon) == (35.68, 139.69) and "swapped_lat_lon" in p.recovered
+    for keyed in (
+        '{"lat": 139.69, "lon": 35.68}',
+        '{"lat": 90.0000001, "lon": 2.35}',
+        "Latitude: 95\nLongitude: 20",
+    ):
+        assert parse_answer(keyed).lat is None, keyed  # labeled: out of range, never swapped
     assert parse_answer('{"lat": 200, "lon": 10}').lat is None  # was (10, -160) by swap and wrap
 
 
@@ -202,10 +208,21 @@ def test_spotagent_forms_in_strict_and_robust(text: str) -> None:
         assert (p.country_code, p.city, p.lat, p.lon) == ("US", "Anaheim", 33.8111, -117.922), (mode, p)
 
 
-def test_spotagent_strict_wants_plain_decimals() -> None:
+def test_spotagent_strict_wants_decimal_degrees() -> None:
     text = "<answer>Country: Brazil\nLatitude: 22d53m53.6sS\nLongitude: 43d10m21.6sW</answer>"
-    assert parse_answer(text, "strict", "spotagent").lat is None
+    assert parse_answer(text, "strict", "spotagent").lat is None  # minutes and seconds: robust only
     assert parse_answer(text).lat == pytest.approx(RIO_LAT)
+    # decimal degrees with a degree mark and hemisphere letter, as SpotAgent's answers write them
+    paper = (
+        "<answer>Country: Brazil\nCity: Rio de Janeiro\n"
+        "Latitude: 22.906847° S\nLongitude: 43.172896° W</answer>"
+    )
+    p = parse_answer(paper, "strict", "spotagent")
+    assert (p.lat, p.lon, p.city) == (-22.906847, -43.172896, "Rio de Janeiro")
+    assert (
+        parse_answer(paper.replace("° S", " S").replace("° W", "W"), "strict", "spotagent").lat == -22.906847
+    )
+    assert parse_answer(paper.replace("22.906847° S", "about 22.9° S"), "strict", "spotagent").lat is None
 
 
 # --- GeoAgent ----------------------------------------------------------------------------------

@@ -422,6 +422,30 @@ def test_wherecountry_numbers_and_choice_key(release: Path, tmp_path: Path) -> N
     assert result.score.metrics["acc_wherecountry_as_published"] == 100.0
 
 
+@pytest.mark.parametrize(
+    ("response", "correct"),
+    [
+        ("<think>Not 1: the plates say 3.</think><answer>2 (not 3)</answer>", True),  # released: 2
+        ("<think>The signs look like 2.</think><answer>Spain, so 1</answer>", False),  # released: 1
+        ("<think>Maybe 4, maybe 2.</think> I pick the second.", False),  # unclosed: first digit, 4
+    ],
+)
+def test_wherecountry_reads_replies_with_the_released_regex(
+    release: Path, tmp_path: Path, response: str, correct: bool
+) -> None:
+    preds = tmp_path / "p.jsonl"
+    row = {
+        "id": "OC7wNOoNM79aK0JfB5-L5Q",
+        "choices": ["Spain", "Portugal", "France", "Morocco"],
+        "response": response,
+    }
+    preds.write_text(json.dumps(row) + "\n")
+    result = score_file(
+        preds, get_protocol("wherebench"), truth_path=release / "wherecountry" / "wherecountry_500.csv"
+    )
+    assert result.score.metrics["acc_wherecountry_as_published"] == (100.0 if correct else 0.0)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=300), st.text(max_size=120))
 def test_model_text_never_breaks_the_rules(answer: str, hint: str) -> None:

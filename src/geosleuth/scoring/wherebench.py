@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core import metrics, wherebench
-from geosleuth.core.parsing import parse_answer
+from geosleuth.core.parsing import parse_answer, wherecountry_choice
 from geosleuth.core.records import Prediction, Sample
 from geosleuth.eval.scores import sample_distance
 from geosleuth.scoring.engine import FileScore, Score
@@ -169,10 +169,13 @@ def _country_item(
         chosen = named.strip()
     else:
         text = _text(data)
-        prediction = _recorded(data) or (parse_answer(text, "robust", choices=choices) if text else None)
-        if prediction is not None and prediction.choice:
-            index = ord(prediction.choice.upper()) - ord("A")
-            chosen = choices[index] if 0 <= index < len(choices) else None
+        recorded = _recorded(data)
+        index: int | None = None
+        if recorded is not None and recorded.choice:
+            index = ord(recorded.choice.upper()) - ord("A")
+        elif recorded is None and text:
+            index = wherecountry_choice(text, choices)  # the released regex (numbers 1-4)
+        chosen = choices[index] if index is not None and 0 <= index < len(choices) else None
     item = wherebench.WhereItem(
         sample.id, "wherecountry", parsed=chosen is not None, correct=chosen == nation
     )
