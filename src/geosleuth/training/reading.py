@@ -82,15 +82,16 @@ def _final_answer_json(own: str) -> str | None:
 def _untagged_answer_line(own: str) -> str | None:
     """The last line of the final turn when it is a ``;`` answer, its label removed.
 
-    Only the last non-empty line counts, and its first part must be short (a name, not a
+    Only the last non-empty line counts, and every part must be short (a name, not a
     sentence): prose that happens to hold a semicolon is not an answer.
     """
     lines = [line for line in final_own_turn(own).splitlines() if line.strip()]
     if not lines or not _GEOAGENT_SPLIT.search(lines[-1]):
         return None
     line = _LABEL.sub("", lines[-1].strip()).strip().strip("*").strip()
-    first = _GEOAGENT_SPLIT.split(line, maxsplit=1)[0].strip()
-    return line if line and len(first) <= _MAX_NAME_CHARS and len(first.split()) <= 6 else None
+    parts = [p.strip() for p in _GEOAGENT_SPLIT.split(line)]
+    names = all(len(p) <= _MAX_NAME_CHARS and len(p.split()) <= 6 for p in parts)
+    return line if line and names else None
 
 
 def geoagent_answer(text: str | None) -> str | None:
