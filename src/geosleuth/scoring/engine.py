@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 import geosleuth.scoring.geovista as GV
 from geosleuth.core import metrics as M
 from geosleuth.core.geo import distance_km
+from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import ParseStatus, Prediction
 from geosleuth.scoring.checks import language_warning, misalignment_warning
@@ -669,8 +670,10 @@ def _coordinate_chunk(
     points: dict[str, NDArray[np.float64]] = {}
     if protocol.geoguessr:
         points["geoguessr"] = M.geoguessr_points(d)
-    if protocol.geoscore:
-        points["geoscore"] = M.geoscore_points(d)
+    if protocol.geoscore:  # GeoAgent measures on R = 6371 km (paper Table 5, released code)
+        same = protocol.distance == "haversine" and protocol.radius_km == GEOAGENT_RADIUS_KM
+        d_geo = d if same else distance_km(plat, plon, tlat, tlon, radius_km=GEOAGENT_RADIUS_KM).reshape(-1)
+        points["geoscore"] = M.geoscore_points(d_geo)
     if protocol.coord_levels and d.size:
         assert reverse is not None
         keys = [k for _, k in protocol.coord_levels]
