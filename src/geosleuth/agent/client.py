@@ -28,13 +28,16 @@ import re
 import ssl
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 import httpx
 
 from geosleuth.core.records import Usage
 from geosleuth.secrets import redact_json, redact_text, register_secret
+
+if TYPE_CHECKING:
+    from geosleuth.agent.config import AgentConfig
 
 log = logging.getLogger(__name__)
 
@@ -504,3 +507,33 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value)) if value else None
     except ValueError:
         return None
+
+
+def make_client(
+    config: AgentConfig, model: str | None = None, base_url: str | None = None, *, agent: bool = True
+) -> ChatClient:
+    """A chat client for the configured endpoint (``--model URL`` means that server's first model).
+
+    The request-dialect settings (provider, token-limit field, reasoning echo) are the agent
+    model's; a verifier or observer client (``agent=False``) detects its own from its URL.
+    """
+    name = model or config.model or ""
+    url = base_url or config.base_url
+    if name.startswith(("http://", "https://")):
+        url, name = name, ""
+    client = ChatClient(
+        name,
+        url,
+        api_key_env=config.api_key_env,
+        timeout_s=config.request_timeout_s,
+        max_retries=config.max_retries,
+        backoff_s=config.retry_backoff_s,
+    )
+    if agent:
+        profile = detect_profile(client.base_url, config.provider)
+        if config.max_tokens_param is not None:
+            profile.max_tokens_field = config.max_tokens_param
+        if config.echo_reasoning is not None:
+            profile.echo_reasoning = config.echo_reasoning
+        client.profile = profile
+    return client
