@@ -186,8 +186,13 @@ def test_score_pooled_predictions_overall_by_hand(release: Path, tmp_path: Path)
     assert m["path_score_youtube"] == pytest.approx(100 * 2 / 3, abs=1e-3)
     assert m["acc@1km_bilibili"] == 0.0 and m["acc@5km_bilibili"] == 50.0
     assert m["acc@1km_youtube"] == pytest.approx(100 / 3, abs=1e-3)
-    assert m["overall"] == pytest.approx(100 * 7 / 13, abs=1e-3)
-    assert m["overall_every_row"] == pytest.approx(100 * 19 / 39, abs=1e-3)
+    assert m["overall_eq2"] == pytest.approx(100 * 7 / 13, abs=1e-3)
+    # released Overall: per split the mean answer score, a coordinate item scoring
+    # exp(−(d/0.1)^1.3): d = 0 scores 1, 1.112 km and 0.556 km next to nothing, unanswered 0
+    far, near = 6371 * math.radians(0.01), 6371 * math.radians(0.005)
+    bilibili = 1 + 2 / 3 + 1 + 1 + math.exp(-((far / 0.1) ** 1.3))
+    youtube = 2 / 3 + math.exp(-((near / 0.1) ** 1.3)) + 0 + 0
+    assert m["overall"] == pytest.approx(100 * (4 * 2 / 3 + bilibili + youtube) / 13, abs=1e-3)
     lo, hi = result.score.ci95["acc_wherecountry_every_row"]
     assert 0.0 <= lo <= 50.0 <= hi <= 100.0
     assert set(result.score.ci95) == {
@@ -208,7 +213,8 @@ def test_score_pooled_predictions_overall_by_hand(release: Path, tmp_path: Path)
         app, ["score", str(preds), "--protocol", "wherebench", "--truth", str(release), "--format", "json"]
     )
     assert cli.exit_code == 0, cli.output
-    assert json.loads(cli.output)["metrics"]["overall"] == pytest.approx(100 * 7 / 13, abs=0.01)
+    assert json.loads(cli.output)["metrics"]["overall_eq2"] == pytest.approx(100 * 7 / 13, abs=0.01)
+
 
 
 def test_released_prediction_files_and_thinking_scores(release: Path, tmp_path: Path) -> None:
@@ -284,13 +290,27 @@ def test_overall_eq2_by_hand() -> None:
         wb.WhereItem("d1", "coordinates", "youtube", distance_km=0.9),
         wb.WhereItem("d2", "coordinates", "youtube", distance_km=0.0),
     ]
+    # paper Eq. 2, coordinates by Acc@1 km (0 < d ≤ 1: d2 = 0 km is no hit)
     # as published p_C = 1/1: (2·1 + 1·0.5 + 1·1 + 2·(1/2)) / 6 = 4.5/6; every row p_C = 1/2: 3.5/6
-    assert wb.overall_score(items) == pytest.approx(4.5 / 6)
-    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx(3.5 / 6)
+    assert wb.overall_score(items, coordinates="acc@1km") == pytest.approx(4.5 / 6)
+    assert wb.overall_score(items, "accuracy_every_row", coordinates="acc@1km") == pytest.approx(3.5 / 6)
+    # released (``run_evaluation``): a coordinate item's answer score is exp(−(d/0.1)^1.3):
+    # d1 = 0.9 km gives exp(−9^1.3), d2 = 0 km gives 1; YouTube's mean over its three items
+    yt = (1.0 + math.exp(-(9.0**1.3)) + 1.0) / 3
+    assert wb.overall_score(items) == pytest.approx((2 * 1.0 + 1 * 0.5 + 3 * yt) / 6)
+    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx((2 * 0.5 + 0.5 + 3 * yt) / 6)
     # released quirk: a WhereCountry accuracy of 0 leaves WhereCountry out of the published Overall
     items[0] = wb.WhereItem("c1", "wherecountry", parsed=True, correct=False)
-    assert wb.overall_score(items) == pytest.approx(2.5 / 4)
-    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx(2.5 / 6)
+    assert wb.overall_score(items, coordinates="acc@1km") == pytest.approx(2.5 / 4)
+    assert wb.overall_score(items, "accuracy_every_row", coordinates="acc@1km") == pytest.approx(2.5 / 6)
+    assert wb.overall_score(items) == pytest.approx((0.5 + 3 * yt) / 4)
+
+
+def test_overall_uses_the_unrounded_wherecountry_accuracy() -> None:
+    """p_C = 1/3 exactly (the released script writes correct / total unrounded), not 33.3333 %."""
+    items = [wb.WhereItem(f"c{k}", "wherecountry", parsed=True, correct=k == 0) for k in range(3)]
+    items.append(wb.WhereItem("t1", "text", "bilibili", path_score=0.0))
+    assert wb.overall_score(items) == 3 * (1 / 3) / 4
 
 
 def test_path_rules_hint_copy_and_implicit_parents() -> None:
@@ -374,8 +394,12 @@ def test_eval_summary_has_the_wherebench_block(
     )  # 0.68 in; failed and missing image
     assert street["bilibili"]["thinking_text"]["thinking"] == pytest.approx(25.0)  # (2/4 + 0) / 2
     assert street["bilibili"]["thinking_text"]["thinking_shapley"] == pytest.approx(100 * (0.833 + 0) / 2)
-    # Overall: (3·2/3 + 1·1/3 + 2·1/2 + 3·1/3) / 9 = (2 + 1/3 + 1 + 1) / 9
-    assert summary["wherebench"]["overall"] == pytest.approx(100 * (13 / 3) / 9, abs=1e-3)
+    # Overall, Eq. 2: (3·2/3 + 1·1/3 + 2·1/2 + 3·1/3) / 9 = (2 + 1/3 + 1 + 1) / 9
+    assert summary["wherebench"]["overall_eq2"] == pytest.approx(100 * (13 / 3) / 9, abs=1e-3)
+    # released: mean answer scores; coordinates exp(−(d/0.1)^1.3): 0 km scores 1, 0.556 km
+    # exp(−5.56^1.3) ≈ 9e-5, 0.68 km ≈ 5e-6; failed and missing 0
+    near = math.exp(-((6371 * math.radians(0.005) / 0.1) ** 1.3))
+    assert summary["wherebench"]["overall"] == pytest.approx(100 * (1 + 0 + 1 + 1 + near + 1 / 3) / 9, abs=1e-3)
     rows = {r["sample_id"]: r for r in csv.DictReader((run_dir / "per_sample.csv").open(encoding="utf-8"))}
     assert rows["BV1u94y1L74z"]["path_score"] == "1.0" and rows["013-seg6"]["path_score"] == str(1 / 3)
     assert rows["023-geodetect-seg2"]["status"] == "input_error"

@@ -248,6 +248,7 @@ def _flat(figures: dict[str, Any]) -> tuple[dict[str, float], dict[str, tuple[fl
             put(f"thinking_shapley_{split}_{kind}", f[f"thinking_{kind}"], "thinking_shapley")
     put("overall", figures, "overall")
     put("overall_every_row", figures, "overall_every_row")
+    put("overall_eq2", figures, "overall_eq2")
     return out, cis
 
 
