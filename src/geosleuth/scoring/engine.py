@@ -865,17 +865,21 @@ def score_file(
     aliases: AliasFn | None = None,
     verifier: VerifierFn | None = None,
     keep_rows: bool = True,
+    judge: Any = None,
 ) -> FileScore:
     """Score one prediction file in one streaming pass.
 
     Raises :class:`ScoreInputError` only for fatal input problems. ``keep_rows`` keeps the
     per-row columns ``FileScore.iter_rows`` prints; without it memory per row is a few dozen bytes.
     ``verifier`` (GeoVista) replaces the level rule with a model's verdict, as the released code does.
+    ``judge`` is handed to a protocol's own file scorer (WhereBench's released LLM judge).
     """
-    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench); it imports this module
+    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench), named as a plugin path
         module, _, function = protocol.file_scorer.partition(":")
         scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
-        return scorer(path, protocol, truth_path)
+        return scorer(path, protocol, truth_path) if judge is None else scorer(path, protocol, truth_path, judge)
+    if judge is not None:
+        raise ScoreInputError(f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}")
     name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []
