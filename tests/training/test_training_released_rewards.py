@@ -151,6 +151,7 @@ def test_released_readers_are_linear_on_hostile_text() -> None:
 JUAN_GRIEGO = {"lat": 11.08, "lon": -63.96, "levels": {"country": "Venezuela", "admin1": "Nueva Esparta", "city": "Juan Griego"}}
 HOUSTON = {"lat": 29.76, "lon": -95.37, "levels": {"country": "United States", "admin1": "Texas", "city": "Houston"}}
 CAPE_TOWN = {"lat": -33.92, "lon": 18.42, "levels": {"country": "South Africa", "admin1": "Western Cape", "city": "Cape Town"}}
+SALVADOR = {"lat": -12.97, "lon": -38.50, "levels": {"country": "Brazil", "admin1": "Bahia", "city": "Salvador"}}
 VILANOVA = {"lat": 41.22, "lon": 1.72, "levels": {"country": "Spain", "admin1": "Catalonia", "city": "Vilanova i la Geltrú"}}
 
 
@@ -172,6 +173,7 @@ def _hier(text: str, truth: dict, released: bool) -> float:
         ("<answer>Vilanova i la Geltrú, Catalonia, Spain</answer>", VILANOVA, 4.0),
         ("<answer>Vilanova i la Geltru, Barcelona, Spain</answer>", VILANOVA, 4.0),
         ("<answer>Sitges, Catalonia, Spain</answer>", VILANOVA, 2.0),
+        ("<answer>Salvador (Nueva Esparta, Venezuela)</answer>", SALVADOR, 4.0),  # a city named like a country
         ("<answer>Dallas, Texas, USA</answer>", HOUSTON, 2.0),
         ("<answer>Madrid, Spain</answer>", VILANOVA, 1.0),
         ("<answer>Lisbon, Portugal</answer>", VILANOVA, 0.0),

@@ -475,16 +475,18 @@ def hierarchy_answer_text(text: str | None) -> str:
     return rd.final_own_turn(rd.own_text(text))
 
 
-def _names_level(answer_norm: str, levels: Sequence[str | None], j: int, truth: str | None) -> bool:
-    """GeoVista's whole-term rule for level ``j``, with the names the answer gives at other levels
-    taken out first: "State: Lucerne, City: Emmen" does not name the city Lucerne."""
-    term = rel.geovista_normalize(truth)
+def _names_level(answer_norm: str, levels: Sequence[str | None], refs: Sequence[str | None], j: int) -> bool:
+    """GeoVista's whole-term rule for level ``j``. A name the answer gives at another level, and
+    that is right there, is taken out first: "State: Lucerne, City: Emmen" names the state
+    Lucerne, not the city of the same name."""
+    term = rel.geovista_normalize(refs[j])
     if not term:
         return False
     own = rel.geovista_normalize(levels[j])
     for k, value in enumerate(levels):
         other = rel.geovista_normalize(value)
-        if k != j and other and other != own and rel.geovista_contains(other, term):
+        explained = rel.geovista_contains(other, rel.geovista_normalize(refs[k]))
+        if k != j and other and other != own and explained and rel.geovista_contains(other, term):
             answer_norm = _remove_term(answer_norm, other)
     return rel.geovista_contains(answer_norm, term)
 
@@ -528,7 +530,7 @@ def _score_hierarchical(params: Mapping[str, Any], batch: Rollouts) -> RewardBat
         levels = rd._hierarchy_levels(text, p)
         refs = (t.levels.get("country"), t.levels.get("admin1"), t.levels.get("city"))
         for j, (name, pv, rv) in enumerate(zip(("country", "admin1", "city"), levels, refs, strict=True)):
-            named = _names_level(answer, levels, j, rv)
+            named = _names_level(answer, levels, refs, j)
             ok[i, j] = named or (bool(pv and rv) and core._clamped(sim, pv, rv, name) >= thr)
         ok[i] = (ok[i].any(), ok[i, 1] or ok[i, 2], ok[i, 2])
     parsed = np.array([rd._answered(p) or bool(rd.answer_content(x)) for p, x in zip(preds, batch.texts, strict=True)])
