@@ -8,8 +8,10 @@ the authors wrote it (geopy for Thinking with Map's geodesic; the released regex
 Prints, per reward, the share of cases where ``released=true`` equals the released function,
 and where the paper mode (the default) equals it, over every case and over the cases outside
 the differences docs/training.md lists (each case is tagged with the difference it exercises).
+Then the cost of one reward call on 3 MB hostile rollouts (the worst of eight shapes) beside
+a call on a normal rollout, as a ratio.
 
-    .venv/bin/python bench/reward_agreement.py [--n 2000] [--seed 0]
+    .venv/bin/python bench/reward_agreement.py [--n 2000] [--seed 0] [--hostile-mb 3]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import math
 import random
 import re
+import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -418,6 +421,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hostile-mb", type=float, default=3.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     warnings.simplefilter("ignore", UserWarning)  # geopy's note on |lat| > 90  # the per-batch warnings are expected here
@@ -460,6 +464,42 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, n, rel, pap, outside, n_out in rows:
         print(f"| {name} | {n} | {rel:.2f} % | {pap:.2f} % | {outside:.2f} % | {n_out} |")
+    hostile_costs(int(args.hostile_mb * 1_000_000))
+
+
+def hostile_costs(size: int) -> None:
+    """Seconds per call on the worst hostile rollout of ``size`` characters, beside a normal one."""
+    from geosleuth.core.countries import resolve_country
+
+    resolve_country("Xyzzyland")  # the country index loads once per process, not per call
+    truth = {"lat": 48.8584, "lon": 2.2945, "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"}}
+    normal = '<think>Signs in French.</think><answer>{"lat": 48.86, "lon": 2.29, "city": "Paris", "country": "France"}</answer>'
+    shapes = {
+        "braces": "{" * size,
+        "unclosed answer": "<answer>" + " " * size,
+        "semicolons": "a; " * (size // 3),
+        "assistant": "assistant " * (size // 10),
+        "digits": "1" * size,
+        "small JSON objects": '{"lat": 1, "lon": 2}' * (size // 20),
+        "tool tags": "<tool_response>" * (size // 15),
+        "zero-width": "\u200b" * size,
+    }
+    print(f"\n| reward | worst {size / 1e6:g} MB rollout (s) | shape | normal rollout | ratio |")
+    print("|---|---|---|---|---|")
+    for spec in ("step", "step:released=true", "hierarchical", "hierarchical:released=true", "semantic",
+                 "semantic:released=true", "spatial:geocode=false", "spatial:released=true,geocode=false"):  # fmt: skip
+        score_texts(spec, [normal], [truth])
+        t0 = time.perf_counter()
+        for _ in range(20):
+            score_texts(spec, [normal], [truth])
+        ref = (time.perf_counter() - t0) / 20
+        worst, which = 0.0, ""
+        for name, text in shapes.items():
+            t0 = time.perf_counter()
+            score_texts(spec, [text], [truth])
+            dt = time.perf_counter() - t0
+            worst, which = max((worst, which), (dt, name))
+        print(f"| {spec} | {worst:.3f} | {which} | {ref * 1e3:.2f} ms | {worst / ref:,.0f}x |")
 
 
 if __name__ == "__main__":

@@ -375,7 +375,7 @@ def spatial_distances_released(params: Mapping[str, Any], batch: Rollouts) -> tu
     levels: list[dict[str, str | None]] = []
     for text in batch.texts:
         answer = rel.geoagent_spatial_answer(text or "")
-        fields = rel.geoagent_fields(answer or "")
+        fields = rel.geoagent_fields(answer or "", core.MAX_NAME_CHARS)
         levels.append(dict(zip(core.SEMANTIC_LEVELS, (f or None for f in fields), strict=True)))
     d = geocode_missing(params, batch, np.full(n, np.nan), levels, rel.GEOAGENT_RADIUS_KM)
     parsed = np.array([any(lv.values()) for lv in levels], dtype=bool)
@@ -586,7 +586,7 @@ def semantic_values_released(params: Mapping[str, Any], batch: Rollouts) -> NDAr
     sim = _similarity(params)
     out = np.zeros(len(batch), dtype=np.float64)
     for i, (t, x) in enumerate(zip(batch.truths(), batch.texts, strict=True)):
-        fields = rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""))
+        fields = rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""), core.MAX_NAME_CHARS)
         if not fields[0]:
             continue
         levels = dict(zip(core.SEMANTIC_LEVELS, (f or None for f in fields), strict=True))
@@ -609,7 +609,9 @@ def _score_semantic(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
 def _score_semantic_released(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     scores = semantic_values_released(params, batch)
     n = len(batch)
-    parsed = np.array([bool(rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""))[0]) for x in batch.texts])
+    parsed = np.array(
+        [bool(rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""), core.MAX_NAME_CHARS)[0]) for x in batch.texts]
+    )
     return _finish(batch, scores, np.full(n, np.nan), parsed, [None] * n)
 
 
