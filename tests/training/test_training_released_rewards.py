@@ -304,3 +304,20 @@ def test_geoagent_country_first_comma_answer_reads_coarse_to_fine() -> None:
         "precise": "Montrose",
     }
     assert geoagent_levels("<answer>Montrose, Virginia, United States</answer>") is None  # the parser's order
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<answer>France; Île-de-France; Paris</answer>",
+        json.dumps({"CountryIdentification": "...", "FinalAnswer": "France; Île-de-France; Paris"}),
+        "The signs are French.\nFinal answer: France; Île-de-France; Paris",
+        "<answer>France, Île-de-France, Paris</answer>",
+    ],
+    ids=["tagged", "json-final-answer", "untagged-labelled", "country-first-commas"],
+)
+def test_a_perfect_geoagent_answer_in_every_shape_gets_full_reward(text: str) -> None:
+    """Contract for the paper modes: each shape GeoAgent's answers take scores R_sem = 1 and the
+    full R_spa of the geocoded place."""
+    assert score_texts("semantic", [text], [EIFFEL]).scores[0] == pytest.approx(1.0)
+    assert score_texts("spatial", [text], [EIFFEL]).scores[0] > 0.9
