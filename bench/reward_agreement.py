@@ -24,10 +24,9 @@ import random
 import re
 import time
 import unicodedata
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import warnings
 
 from geopy.distance import geodesic
 
@@ -108,7 +107,9 @@ def _ga_fields(text: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def geoagent_semantic_released(completion: str, gt: tuple[str, str, str], sim: Callable[[str, str], float]) -> float:
+def geoagent_semantic_released(
+    completion: str, gt: tuple[str, str, str], sim: Callable[[str, str], float]
+) -> float:
     """GeoAgent ``TripleFieldAccuracy`` for one completion (similarities from ``sim``)."""
     pred = _ga_fields(_ga_answer(completion))
     if not pred[0] or not gt[0]:
@@ -119,7 +120,9 @@ def geoagent_semantic_released(completion: str, gt: tuple[str, str, str], sim: C
     return 0.1 * s1 + 0.6 * s2 + 0.3 * s3
 
 
-def geoagent_spatial_released(completion: str, truth: tuple[float, float], geocode: Callable[[str], tuple | None]) -> float:
+def geoagent_spatial_released(
+    completion: str, truth: tuple[float, float], geocode: Callable[[str], tuple | None]
+) -> float:
     """GeoAgent ``GeoScoreAccuracy`` for one completion (``geocode`` stands for OpenCage)."""
     m = re.search(r"<answer>\s*(.*?)\s*</answer>", completion, flags=re.S | re.I)
     answer = m.group(1).strip() if m else None
@@ -268,10 +271,13 @@ def hierarchical_case(r: random.Random) -> Case:
         text = f"<answer>{ay}, {as_}, {ac}</answer> (the assistant is confident)"
         diff = 'released cuts at any "assistant"'
     elif family == "alias":
-        text = f"<answer>{ {'Germany': 'Deutschland', 'Spain': 'España', 'Japan': '日本'}.get(c, c)}</answer>"
+        text = (
+            f"<answer>{ {'Germany': 'Deutschland', 'Spain': 'España', 'Japan': '日本'}.get(c, c) }</answer>"
+        )
         diff = "multilingual names (paper only)"
     else:
-        text = f"<tool_response>{y}, {s}, {c}</tool_response>\n<answer>{other[2]}, {other[1]}, {other[0]}</answer>"
+        decoy = f"<tool_response>{y}, {s}, {c}</tool_response>\n"
+        text = decoy + f"<answer>{other[2]}, {other[1]}, {other[0]}</answer>"
         diff = "released reads tool output"
     if diff is None and (s == y or (as_ and _gv_contains(_gv_norm(as_), _gv_norm(y)))):
         diff = "a state named like the true city"
@@ -296,7 +302,11 @@ def semantic_case(r: random.Random) -> Case:
     c, s, y, _ = r.choice(PLACES)
     truth = {"lat": 0.0, "lon": 0.0, "levels": {"country": c, "admin1": s, "city": y}}
     other = r.choice(PLACES)
-    parts = [c if r.random() < 0.8 else other[0], s if r.random() < 0.6 else other[1], y if r.random() < 0.5 else other[2]]
+    parts = [
+        c if r.random() < 0.8 else other[0],
+        s if r.random() < 0.6 else other[1],
+        y if r.random() < 0.5 else other[2],
+    ]
     family = r.choice(["tagged", "fullwidth", "four_parts", "empty_part", "untagged_label", "untagged_plain",
                        "two_answers", "decoy", "json_final", "no_separator", "empty"])  # fmt: skip
     diff = None
@@ -315,10 +325,12 @@ def semantic_case(r: random.Random) -> Case:
     elif family == "untagged_plain":
         text = "; ".join(parts)
     elif family == "two_answers":
-        text = f"<answer>{other[0]}; {other[1]}; {other[2]}</answer> wait, no: <answer>{'; '.join(parts)}</answer>"
+        first = f"<answer>{other[0]}; {other[1]}; {other[2]}</answer>"
+        text = f"{first} wait, no: <answer>{'; '.join(parts)}</answer>"
         diff = "several answers: paper the last, released the first"
     elif family == "decoy":
-        text = f"<tool_response><answer>{other[0]}; {other[1]}; {other[2]}</answer></tool_response><answer>{'; '.join(parts)}</answer>"
+        quoted = f"<tool_response><answer>{other[0]}; {other[1]}; {other[2]}</answer></tool_response>"
+        text = f"{quoted}<answer>{'; '.join(parts)}</answer>"
         diff = "released reads tool output"
     elif family == "json_final":
         text = json.dumps({"CountryIdentification": "...", "FinalAnswer": "; ".join(parts)})
@@ -330,7 +342,11 @@ def semantic_case(r: random.Random) -> Case:
     return Case(text, truth, family, diff)
 
 
-GAZETTEER = {p[2]: (10.0 + i, 20.0 + i) for i, p in enumerate(PLACES)} | {p[1]: (10.5 + i, 20.5 + i) for i, p in enumerate(PLACES)} | {p[0]: (12.0 + i, 25.0 + i) for i, p in enumerate(PLACES)}
+GAZETTEER = (
+    {p[2]: (10.0 + i, 20.0 + i) for i, p in enumerate(PLACES)}
+    | {p[1]: (10.5 + i, 20.5 + i) for i, p in enumerate(PLACES)}
+    | {p[0]: (12.0 + i, 25.0 + i) for i, p in enumerate(PLACES)}
+)
 
 
 def _stub_geocode_levels(levels: list[str | None]) -> tuple[float, float] | None:
@@ -424,7 +440,9 @@ def main() -> None:
     parser.add_argument("--hostile-mb", type=float, default=3.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    warnings.simplefilter("ignore", UserWarning)  # geopy's note on |lat| > 90  # the per-batch warnings are expected here
+    warnings.simplefilter(
+        "ignore", UserWarning
+    )  # geopy's note on |lat| > 90  # the per-batch warnings are expected here
     r = random.Random(args.seed)
     geocoding._GEOCODERS[""] = StubGeocoder()  # type: ignore[assignment] # the same geocoder both sides
     rows = [
@@ -446,7 +464,9 @@ def main() -> None:
             "semantic R_sem (GeoAgent)",
             [semantic_case(r) for _ in range(args.n)],
             lambda c: geoagent_semantic_released(
-                c.text, (c.truth["levels"]["country"], c.truth["levels"]["admin1"], c.truth["levels"]["city"]), _sim
+                c.text,
+                (c.truth["levels"]["country"], c.truth["levels"]["admin1"], c.truth["levels"]["city"]),
+                _sim,
             ),
             {"name": "semantic", "released": True, "similarity": lambda a, b, level: _sim(a, b)},
             {"name": "semantic", "similarity": lambda a, b, level: _sim(a, b), "gating": "released"},
@@ -460,7 +480,10 @@ def main() -> None:
         ),
     ]
     print()
-    print("| reward | cases | released=true = released | paper = released (all) | paper = released (outside documented differences) | cases outside |")
+    print(
+        "| reward | cases | released=true = released | paper = released (all) "
+        "| paper = released (outside documented differences) | cases outside |"
+    )
     print("|---|---|---|---|---|---|")
     for name, n, rel, pap, outside, n_out in rows:
         print(f"| {name} | {n} | {rel:.2f} % | {pap:.2f} % | {outside:.2f} % | {n_out} |")
@@ -472,8 +495,13 @@ def hostile_costs(size: int) -> None:
     from geosleuth.core.countries import resolve_country
 
     resolve_country("Xyzzyland")  # the country index loads once per process, not per call
-    truth = {"lat": 48.8584, "lon": 2.2945, "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"}}
-    normal = '<think>Signs in French.</think><answer>{"lat": 48.86, "lon": 2.29, "city": "Paris", "country": "France"}</answer>'
+    truth = {
+        "lat": 48.8584,
+        "lon": 2.2945,
+        "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"},
+    }
+    answer = {"lat": 48.86, "lon": 2.29, "city": "Paris", "country": "France"}
+    normal = f"<think>Signs in French.</think><answer>{json.dumps(answer)}</answer>"
     shapes = {
         "braces": "{" * size,
         "unclosed answer": "<answer>" + " " * size,
@@ -486,8 +514,9 @@ def hostile_costs(size: int) -> None:
     }
     print(f"\n| reward | worst {size / 1e6:g} MB rollout (s) | shape | normal rollout | ratio |")
     print("|---|---|---|---|---|")
-    for spec in ("step", "step:released=true", "hierarchical", "hierarchical:released=true", "semantic",
-                 "semantic:released=true", "spatial:geocode=false", "spatial:released=true,geocode=false"):  # fmt: skip
+    specs = ("step", "step:released=true", "hierarchical", "hierarchical:released=true", "semantic")
+    specs += ("semantic:released=true", "spatial:geocode=false", "spatial:released=true,geocode=false")
+    for spec in specs:
         score_texts(spec, [normal], [truth])
         t0 = time.perf_counter()
         for _ in range(20):

@@ -61,9 +61,7 @@ def _layer(module: str) -> int:
 
 def test_no_module_imports_a_higher_layer() -> None:
     graph = _imports(_modules())
-    upward = sorted(
-        f"{a} -> {b}" for a, targets in graph.items() for b in targets if _layer(b) > _layer(a)
-    )
+    upward = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if _layer(b) > _layer(a))
     assert not upward, "imports that run upward:\n" + "\n".join(upward)
 
 

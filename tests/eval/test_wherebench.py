@@ -216,7 +216,6 @@ def test_score_pooled_predictions_overall_by_hand(release: Path, tmp_path: Path)
     assert json.loads(cli.output)["metrics"]["overall_eq2"] == pytest.approx(100 * 7 / 13, abs=0.01)
 
 
-
 def test_released_prediction_files_and_thinking_scores(release: Path, tmp_path: Path) -> None:
     """The released output layouts: WhereCountry CSV of parsed rows, WhereStreet JSON keyed by BVID."""
     country = tmp_path / "gemini_wherecountry_prediction_results.csv"
@@ -399,7 +398,9 @@ def test_eval_summary_has_the_wherebench_block(
     # released: mean answer scores; coordinates exp(−(d/0.1)^1.3): 0 km scores 1, 0.556 km
     # exp(−5.56^1.3) ≈ 9e-5, 0.68 km ≈ 5e-6; failed and missing 0
     near = math.exp(-((6371 * math.radians(0.005) / 0.1) ** 1.3))
-    assert summary["wherebench"]["overall"] == pytest.approx(100 * (1 + 0 + 1 + 1 + near + 1 / 3) / 9, abs=1e-3)
+    assert summary["wherebench"]["overall"] == pytest.approx(
+        100 * (1 + 0 + 1 + 1 + near + 1 / 3) / 9, abs=1e-3
+    )
     rows = {r["sample_id"]: r for r in csv.DictReader((run_dir / "per_sample.csv").open(encoding="utf-8"))}
     assert rows["BV1u94y1L74z"]["path_score"] == "1.0" and rows["013-seg6"]["path_score"] == str(1 / 3)
     assert rows["023-geodetect-seg2"]["status"] == "input_error"
@@ -511,7 +512,7 @@ def test_judge_asks_the_released_questions_of_a_local_server(release: Path, tmp_
             return reply("no tag here")  # unreadable: 0, as released
         if prompt.startswith("Convert the following location"):
             return reply("<answer>52.3771, 4.8982</answer>")  # "I cannot tell." converted
-        if "Key Clue: \"Many mini electric cars point to Liuzhou.\"" in prompt:
+        if 'Key Clue: "Many mini electric cars point to Liuzhou."' in prompt:
             return reply("<answer>YES</answer>\n<explanation>It cites the mini EVs.</explanation>")
         return reply("<answer>No</answer>")
 
@@ -558,7 +559,9 @@ def test_judge_failures_fail_only_their_rows(release: Path, tmp_path: Path) -> N
     assert result.score.n == 13
     assert any("judge request failed" in w for w in result.score.warnings)
     assert read_path_score("<answer>0.333</answer>") == 0.333 and read_path_score("0.9") == 0.0
-    assert read_clue_verdict("<ANSWER> yes </ANSWER>") and not read_clue_verdict("<answer>Yes, mostly</answer>")
+    assert read_clue_verdict("<ANSWER> yes </ANSWER>") and not read_clue_verdict(
+        "<answer>Yes, mostly</answer>"
+    )
 
 
 def test_judge_flag_is_for_wherebench_only(tmp_path: Path) -> None:

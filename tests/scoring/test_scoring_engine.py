@@ -588,6 +588,9 @@ def test_default_protocol_geoscore_measures_on_6371_km(tmp_path: Path) -> None:
     lat = math.degrees(1000.0 / 6371.0)
     rows = [twm_row(0, (lat, 10.0), (0.0, 10.0))]
     result = score_file(
-        write_jsonl(tmp_path / "g.jsonl", rows), get_protocol("default"), reverse=fake_reverse, geocoder=no_geocoder
+        write_jsonl(tmp_path / "g.jsonl", rows),
+        get_protocol("default"),
+        reverse=fake_reverse,
+        geocoder=no_geocoder,
     )
     assert result.score.metrics["geoscore"] == pytest.approx(5000 * math.exp(-10 * 1000.0 / 18050), rel=1e-9)

@@ -23,7 +23,11 @@ from hypothesis import strategies as st
 from geosleuth.core import released as rel
 from geosleuth.training.rewards import geoagent_levels, score_texts
 
-EIFFEL = {"lat": 48.8584, "lon": 2.2945, "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"}}
+EIFFEL = {
+    "lat": 48.8584,
+    "lon": 2.2945,
+    "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"},
+}
 
 
 def _obj(lat: object, lon: object, city: str = "Paris", country: str = "France") -> str:
@@ -53,7 +57,14 @@ def _step(text: str, truth: dict = EIFFEL, released: bool = True) -> float:
         ("The Eiffel Tower, 48.8584 N 2.2945 E.", 0.0),  # prose: no JSON, no score
         ("", 0.0),
         # the first complete object wins, even a tool's and even when a later one is the model's
-        ("<tool_response>" + _obj(48.8584, 2.2945) + "</tool_response><answer>" + _obj(40.4168, -3.7038) + "</answer>", 1.0),
+        (
+            "<tool_response>"
+            + _obj(48.8584, 2.2945)
+            + "</tool_response><answer>"
+            + _obj(40.4168, -3.7038)
+            + "</answer>",
+            1.0,
+        ),
         ("<answer>" + _obj(40.4168, -3.7038) + "</answer> then " + _obj(48.8584, 2.2945), 0.0),
         ("{ unclosed " + _obj(48.8584, 2.2945), 0.0),  # one object that never closes
     ],
@@ -107,14 +118,20 @@ def _oracle_step(text: str, truth: dict) -> float:
 
 _PIECES = [
     lambda r: _obj(round(r.uniform(-89, 89), 4), round(r.uniform(-179, 179), 4)),
-    lambda r: _obj(round(EIFFEL["lat"] + r.uniform(-0.05, 0.05), 5), round(EIFFEL["lon"] + r.uniform(-0.05, 0.05), 5)),
+    lambda r: _obj(
+        round(EIFFEL["lat"] + r.uniform(-0.05, 0.05), 5), round(EIFFEL["lon"] + r.uniform(-0.05, 0.05), 5)
+    ),
     lambda r: _obj(str(round(r.uniform(40, 50), 3)), round(r.uniform(0, 5), 3)),
     lambda r: _obj(round(r.uniform(-89, 89), 3), round(r.uniform(181, 540), 3)),
     lambda r: _obj(round(r.uniform(90.5, 200), 3), 2.0),
     lambda r: '{"lat": 48.85, "lon": 2.29, "city": "P"}',
     lambda r: '{"note": "a { brace", "lat": 1}',
     lambda r: '{"answer": ' + _obj(48.85, 2.29) + "}",
-    lambda r: "<tool_response>" + _obj(round(r.uniform(-60, 60), 3), round(r.uniform(-60, 60), 3)) + "</tool_response>",
+    lambda r: (
+        "<tool_response>"
+        + _obj(round(r.uniform(-60, 60), 3), round(r.uniform(-60, 60), 3))
+        + "</tool_response>"
+    ),
     lambda r: "Thinking about the signs } and { the road. ",
     lambda r: '<tool_call>{"name": "poi_keyword_search", "arguments": {"query": "tower"}}</tool_call>',
     lambda r: "<answer>",
@@ -134,7 +151,13 @@ def test_step_released_agrees_with_the_released_function_on_generated_rollouts(s
 
 def test_step_paper_reads_the_models_own_last_answer() -> None:
     """The deliberate difference: paper mode never reads a tool's JSON as the answer."""
-    text = "<tool_response>" + _obj(48.8584, 2.2945) + "</tool_response><answer>" + _obj(40.4168, -3.7038) + "</answer>"
+    text = (
+        "<tool_response>"
+        + _obj(48.8584, 2.2945)
+        + "</tool_response><answer>"
+        + _obj(40.4168, -3.7038)
+        + "</answer>"
+    )
     assert _step(text, released=False) == 0.0  # Madrid, ~1,050 km
     assert _step(text, released=True) == 1.0
 
@@ -148,11 +171,31 @@ def test_released_readers_are_linear_on_hostile_text() -> None:
 
 # --- GeoVista: compure_score_search, rule path -----------------------------------------------
 
-JUAN_GRIEGO = {"lat": 11.08, "lon": -63.96, "levels": {"country": "Venezuela", "admin1": "Nueva Esparta", "city": "Juan Griego"}}
-HOUSTON = {"lat": 29.76, "lon": -95.37, "levels": {"country": "United States", "admin1": "Texas", "city": "Houston"}}
-CAPE_TOWN = {"lat": -33.92, "lon": 18.42, "levels": {"country": "South Africa", "admin1": "Western Cape", "city": "Cape Town"}}
-SALVADOR = {"lat": -12.97, "lon": -38.50, "levels": {"country": "Brazil", "admin1": "Bahia", "city": "Salvador"}}
-VILANOVA = {"lat": 41.22, "lon": 1.72, "levels": {"country": "Spain", "admin1": "Catalonia", "city": "Vilanova i la Geltrú"}}
+JUAN_GRIEGO = {
+    "lat": 11.08,
+    "lon": -63.96,
+    "levels": {"country": "Venezuela", "admin1": "Nueva Esparta", "city": "Juan Griego"},
+}
+HOUSTON = {
+    "lat": 29.76,
+    "lon": -95.37,
+    "levels": {"country": "United States", "admin1": "Texas", "city": "Houston"},
+}
+CAPE_TOWN = {
+    "lat": -33.92,
+    "lon": 18.42,
+    "levels": {"country": "South Africa", "admin1": "Western Cape", "city": "Cape Town"},
+}
+SALVADOR = {
+    "lat": -12.97,
+    "lon": -38.50,
+    "levels": {"country": "Brazil", "admin1": "Bahia", "city": "Salvador"},
+}
+VILANOVA = {
+    "lat": 41.22,
+    "lon": 1.72,
+    "levels": {"country": "Spain", "admin1": "Catalonia", "city": "Vilanova i la Geltrú"},
+}
 
 
 def _hier(text: str, truth: dict, released: bool) -> float:
@@ -173,14 +216,20 @@ def _hier(text: str, truth: dict, released: bool) -> float:
         ("<answer>Vilanova i la Geltrú, Catalonia, Spain</answer>", VILANOVA, 4.0),
         ("<answer>Vilanova i la Geltru, Barcelona, Spain</answer>", VILANOVA, 4.0),
         ("<answer>Sitges, Catalonia, Spain</answer>", VILANOVA, 2.0),
-        ("<answer>Salvador (Nueva Esparta, Venezuela)</answer>", SALVADOR, 4.0),  # a city named like a country
+        (
+            "<answer>Salvador (Nueva Esparta, Venezuela)</answer>",
+            SALVADOR,
+            4.0,
+        ),  # a city named like a country
         ("<answer>Dallas, Texas, USA</answer>", HOUSTON, 2.0),
         ("<answer>Madrid, Spain</answer>", VILANOVA, 1.0),
         ("<answer>Lisbon, Portugal</answer>", VILANOVA, 0.0),
         ("", HOUSTON, 0.0),
     ],
 )
-def test_hierarchical_paper_and_released_score_every_answer_shape(text: str, truth: dict, expected: float) -> None:
+def test_hierarchical_paper_and_released_score_every_answer_shape(
+    text: str, truth: dict, expected: float
+) -> None:
     assert _hier(text, truth, released=True) == expected
     assert _hier(text, truth, released=False) == expected
 
@@ -193,9 +242,16 @@ def test_hierarchical_paper_and_released_score_every_answer_shape(text: str, tru
         # released splits at any "assistant": prose after the answer hides it
         ("<answer>Houston, Texas, United States</answer> as your assistant I am sure", HOUSTON, 4.0, 0.0),
         # a state and a city of the same name: released credits the city from the state line
-        ("<answer>\nCountry: Switzerland\nProvince/State: Lucerne\nCity: Emmen\n</answer>",
-         {"lat": 47.05, "lon": 8.31, "levels": {"country": "Switzerland", "admin1": "Lucerne", "city": "Lucerne"}},
-         2.0, 4.0),
+        (
+            "<answer>\nCountry: Switzerland\nProvince/State: Lucerne\nCity: Emmen\n</answer>",
+            {
+                "lat": 47.05,
+                "lon": 8.31,
+                "levels": {"country": "Switzerland", "admin1": "Lucerne", "city": "Lucerne"},
+            },
+            2.0,
+            4.0,
+        ),
     ],
 )
 def test_hierarchical_documented_differences(text: str, truth: dict, paper: float, released: float) -> None:
@@ -205,7 +261,11 @@ def test_hierarchical_documented_differences(text: str, truth: dict, paper: floa
 
 def test_hierarchical_paper_reads_other_languages() -> None:
     """Multilingual names (paper mode, default similarity): the released ASCII rule cannot."""
-    truth = {"lat": 52.52, "lon": 13.40, "levels": {"country": "Germany", "admin1": "Berlin", "city": "Berlin"}}
+    truth = {
+        "lat": 52.52,
+        "lon": 13.40,
+        "levels": {"country": "Germany", "admin1": "Berlin", "city": "Berlin"},
+    }
     text = "<answer>Country: Deutschland</answer>"
     assert float(score_texts("hierarchical", [text], [truth]).scores[0]) == 1.0
     assert _hier(text, truth, released=True) == 0.0
@@ -241,7 +301,11 @@ def test_hierarchical_paper_agrees_with_released_on_final_answers(seed: int) -> 
     truth_row = r.choice(_CITIES)
     answer_row = [r.choice(_CITIES)[k] if r.random() < 0.4 else truth_row[k] for k in range(3)]
     text = r.choice(_SHAPES)(*answer_row)
-    truth = {"lat": 0.0, "lon": 0.0, "levels": dict(zip(("country", "admin1", "city"), truth_row, strict=True))}
+    truth = {
+        "lat": 0.0,
+        "lon": 0.0,
+        "levels": dict(zip(("country", "admin1", "city"), truth_row, strict=True)),
+    }
     assert _hier(text, truth, released=False) == _hier(text, truth, released=True)
 
 
@@ -270,10 +334,18 @@ def test_geoagent_released_semantic_joins_with_semicolon_and_drops_empty_parts()
     score_texts({"name": "semantic", "released": True, "similarity": sim}, [text], [EIFFEL])
     assert ("precise", "Paris;7e arrondissement") in seen
     seen.clear()
-    score_texts({"name": "semantic", "released": True, "similarity": sim}, ["<answer>France;;Paris</answer>"], [EIFFEL])
+    score_texts(
+        {"name": "semantic", "released": True, "similarity": sim},
+        ["<answer>France;;Paris</answer>"],
+        [EIFFEL],
+    )
     assert ("region", "Paris") in seen  # released: empty parts are dropped before the split
     assert rel.geoagent_fields("France;;Paris") == ("France", "Paris", "")
-    assert geoagent_levels("<answer>France;;Paris</answer>") == {"country": "France", "region": None, "precise": "Paris"}
+    assert geoagent_levels("<answer>France;;Paris</answer>") == {
+        "country": "France",
+        "region": None,
+        "precise": "Paris",
+    }
 
 
 def test_geoagent_json_final_answer_is_geocoded() -> None:

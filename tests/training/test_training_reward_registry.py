@@ -13,7 +13,11 @@ from geosleuth.training.reward_registry import REGISTRY, REGISTRY_ENTRIES, Rewar
 from geosleuth.training.rewards import REWARD_NAMES, score_texts
 from geosleuth.training.trl_reward import make_reward_func
 
-TRUTH = {"lat": 48.8584, "lon": 2.2945, "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"}}
+TRUTH = {
+    "lat": 48.8584,
+    "lon": 2.2945,
+    "levels": {"country": "France", "admin1": "Île-de-France", "city": "Paris"},
+}
 NEAR = '<answer>{"lat": 48.8650, "lon": 2.2800, "city": "Paris", "country": "France"}</answer>'  # ~1.25 km
 
 
@@ -66,7 +70,7 @@ def test_annealed_tau_shrinks_over_training() -> None:
     assert annealed_tau(params, 1000) == pytest.approx(200.0)
     assert annealed_tau(params, 5000) == pytest.approx(200.0)
     text = '<answer>{"lat": 48.8584, "lon": 2.2945}</answer>'
-    far = f'<answer>{json.dumps({"lat": 48.8584 - math.degrees(100 / 6371.0), "lon": 2.2945})}</answer>'
+    far = f"<answer>{json.dumps({'lat': 48.8584 - math.degrees(100 / 6371.0), 'lon': 2.2945})}</answer>"
     early = score_texts("annealed", [far, text], [TRUTH] * 2, step=0).scores
     late = score_texts("annealed", [far, text], [TRUTH] * 2, step=1000).scores
     assert early[0] == pytest.approx(math.exp(-100 / 2000), rel=1e-6)
@@ -80,7 +84,7 @@ def test_trl_passes_the_trainer_step_and_the_tool_calls() -> None:
     class State:
         global_step = 1000
 
-    far = f'<answer>{json.dumps({"lat": 48.8584 - math.degrees(100 / 6371.0), "lon": 2.2945})}</answer>'
+    far = f"<answer>{json.dumps({'lat': 48.8584 - math.degrees(100 / 6371.0), 'lon': 2.2945})}</answer>"
     fn = make_reward_func("annealed:tool_bonus=0.5")
     completion = [
         {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "zoom"}}]},

@@ -181,7 +181,10 @@ def _country_item(
 
 
 def _street_item(
-    sample: Sample, data: dict[str, Any] | None, protocol: ScoringProtocol, judge: WhereBenchJudge | None = None
+    sample: Sample,
+    data: dict[str, Any] | None,
+    protocol: ScoringProtocol,
+    judge: WhereBenchJudge | None = None,
 ) -> tuple[wherebench.WhereItem, dict[str, Any]]:
     """A WhereStreet row: path score (text items) or distance (coordinate items), and judged clue use.
 
@@ -246,7 +249,10 @@ def _judge_item(
         if item.task == "text":
             rule = item.path_score
             item.path_score = judge.path_score(
-                predicted, sample.answer or "", str(sample.metadata.get("answer_type", sample.answer_level)), hint
+                predicted,
+                sample.answer or "",
+                str(sample.metadata.get("answer_type", sample.answer_level)),
+                hint,
             )
             record |= {"path_score": item.path_score, "path_score_rule": rule, "judged": True}
         elif not prediction.has_coords and predicted.strip():
@@ -331,7 +337,9 @@ def score_wherebench_file(
         warnings.append(f"{missing} truth row(s) have no prediction; they count as unanswered")
     judge_failed = [r["id"] for r in records if r.get("status") == "judge_failed"]
     if judge_failed:
-        warnings.append(f"{len(judge_failed)} row(s) whose judge request failed scored 0 (e.g. {judge_failed[0]})")
+        warnings.append(
+            f"{len(judge_failed)} row(s) whose judge request failed scored 0 (e.g. {judge_failed[0]})"
+        )
     country = figures.get("wherecountry")
     if isinstance(country, dict) and country["unparsed_ids"]:
         ids = country["unparsed_ids"]

@@ -71,7 +71,11 @@ class WhereBenchJudge:
     def path_score(self, predicted: str, ground_truth: str, answer_type: str, hint: str) -> float:
         """The judged path score of a text answer."""
         prompt = render(
-            "wherebench_answer", predicted=predicted, ground_truth=ground_truth, answer_type=answer_type, hint=hint
+            "wherebench_answer",
+            predicted=predicted,
+            ground_truth=ground_truth,
+            answer_type=answer_type,
+            hint=hint,
         )
         return read_path_score(self._ask(prompt))
 

@@ -28,9 +28,9 @@ from numpy.typing import ArrayLike, NDArray
 import geosleuth.scoring.geovista as GV
 from geosleuth.core import metrics as M
 from geosleuth.core.geo import distance_km
-from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.scoring.checks import language_warning, misalignment_warning
 from geosleuth.scoring.io import (
     ScoreInputError,
@@ -877,9 +877,13 @@ def score_file(
     if protocol.file_scorer:  # a benchmark with its own rules (WhereBench), named as a plugin path
         module, _, function = protocol.file_scorer.partition(":")
         scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
-        return scorer(path, protocol, truth_path) if judge is None else scorer(path, protocol, truth_path, judge)
+        return (
+            scorer(path, protocol, truth_path) if judge is None else scorer(path, protocol, truth_path, judge)
+        )
     if judge is not None:
-        raise ScoreInputError(f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}")
+        raise ScoreInputError(
+            f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}"
+        )
     name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []

@@ -49,9 +49,7 @@ def answer_content(text: str | None) -> str | None:
     return content or None
 
 
-_LABEL = re.compile(
-    r"^\W*(?:final\s+answer|answer|final\s+location|location|最终答案|答案)\W*[:：]\s*", re.I
-)
+_LABEL = re.compile(r"^\W*(?:final\s+answer|answer|final\s+location|location|最终答案|答案)\W*[:：]\s*", re.I)
 """A label the model wrote before an untagged answer ("Final answer:", "**Answer**:")."""
 _MAX_NAME_CHARS = 60
 

@@ -26,8 +26,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from geosleuth.core import rewards as core
 from geosleuth.core import released as rel
+from geosleuth.core import rewards as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
 from geosleuth.training import reading as rd
@@ -101,7 +101,7 @@ def escape_example(text: str | None, limit: int = EXAMPLE_CHARS) -> str:
     head = raw[:limit]
     out = []
     for ch in head:
-        if ch in "\\\"":
+        if ch in '\\"':
             out.append("\\" + ch)
         elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
             out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
@@ -299,7 +299,9 @@ def geocode_missing(
     out = d.copy()
     for i, hit in zip(todo, hits, strict=True):
         if hit is None:
-            batch.log.note("could not be geocoded (R_spa = 0)", i, "; ".join(v for v in levels[i].values() if v))
+            batch.log.note(
+                "could not be geocoded (R_spa = 0)", i, "; ".join(v for v in levels[i].values() if v)
+            )
             continue
         tlat, tlon = _truth_latlon(batch.raw_truths[i])
         out[i] = float(haversine_km(hit[0], hit[1], tlat, tlon, radius_km=radius_km))
@@ -497,7 +499,9 @@ def _remove_term(text_norm: str, term_norm: str) -> str:
     start = text_norm.find(term_norm)
     while start != -1:
         end = start + len(term_norm)
-        if (start == 0 or not text_norm[start - 1].isalnum()) and (end == len(text_norm) or not text_norm[end].isalnum()):
+        if (start == 0 or not text_norm[start - 1].isalnum()) and (
+            end == len(text_norm) or not text_norm[end].isalnum()
+        ):
             out.append(text_norm[pos:start])
             out.append(" ")
             pos = end
@@ -533,7 +537,9 @@ def _score_hierarchical(params: Mapping[str, Any], batch: Rollouts) -> RewardBat
             named = _names_level(answer, levels, refs, j)
             ok[i, j] = named or (bool(pv and rv) and core._clamped(sim, pv, rv, name) >= thr)
         ok[i] = (ok[i].any(), ok[i, 1] or ok[i, 2], ok[i, 2])
-    parsed = np.array([rd._answered(p) or bool(rd.answer_content(x)) for p, x in zip(preds, batch.texts, strict=True)])
+    parsed = np.array(
+        [rd._answered(p) or bool(rd.answer_content(x)) for p, x in zip(preds, batch.texts, strict=True)]
+    )
     d = _pred_distances(preds, truths)
     return _finish(batch, _hierarchical_values(params, ok), d, parsed, preds)
 
@@ -596,21 +602,29 @@ def semantic_values_released(params: Mapping[str, Any], batch: Rollouts) -> NDAr
 
 def _levels_parsed(batch: Rollouts) -> NDArray[np.bool_]:
     return np.array(
-        [rd._answered(p) or rd.geoagent_levels(x) is not None for p, x in zip(batch.preds(), batch.texts, strict=True)],
+        [
+            rd._answered(p) or rd.geoagent_levels(x) is not None
+            for p, x in zip(batch.preds(), batch.texts, strict=True)
+        ],
         dtype=bool,
     )
 
 
 def _score_semantic(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     scores = semantic_values(params, batch)
-    return _finish(batch, scores, _pred_distances(batch.preds(), batch.truths()), _levels_parsed(batch), batch.preds())
+    return _finish(
+        batch, scores, _pred_distances(batch.preds(), batch.truths()), _levels_parsed(batch), batch.preds()
+    )
 
 
 def _score_semantic_released(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     scores = semantic_values_released(params, batch)
     n = len(batch)
     parsed = np.array(
-        [bool(rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""), core.MAX_NAME_CHARS)[0]) for x in batch.texts]
+        [
+            bool(rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""), core.MAX_NAME_CHARS)[0])
+            for x in batch.texts
+        ]
     )
     return _finish(batch, scores, np.full(n, np.nan), parsed, [None] * n)
 
@@ -618,14 +632,18 @@ def _score_semantic_released(params: Mapping[str, Any], batch: Rollouts) -> Rewa
 def _consistency(batch: Rollouts) -> NDArray[np.float64]:
     if batch.consistency_fn is None:
         return np.zeros(len(batch))
-    return np.asarray(list(batch.consistency_fn([t or "" for t in batch.texts], batch.truths())), dtype=np.float64)
+    return np.asarray(
+        list(batch.consistency_fn([t or "" for t in batch.texts], batch.truths())), dtype=np.float64
+    )
 
 
 def _score_combined(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     """GeoAgent R = 1.5·R_spa + 1.0·R_sem + 0.5·R_con (R_con from the consistency judge, else 0)."""
     _tau(params)
     d, parsed, _ = spatial_distances(params, batch)
-    scores = core.combined_reward(_spatial(params, d), semantic_values(params, batch), _consistency(batch), tuple(params["weights"]))
+    scores = core.combined_reward(
+        _spatial(params, d), semantic_values(params, batch), _consistency(batch), tuple(params["weights"])
+    )
     return _finish(batch, scores, d, parsed | _levels_parsed(batch), batch.preds())
 
 
@@ -648,9 +666,13 @@ REGISTRY_ENTRIES: tuple[RewardDef, ...] = (
         paper="Thinking with Map (AMAP-ML), step reward",
         params={},
         score_paper=_score_step,
-        released_source="AMAP-ML/Thinking-with-Map verl/verl/utils/reward_score/localization.py:compute_distance_score",
+        released_source=(
+            "AMAP-ML/Thinking-with-Map verl/verl/utils/reward_score/localization.py:compute_distance_score"
+        ),
         score_released=_score_step_released,
-        released_note="first top-level JSON object of the whole text with lat/lon/city/country; geopy WGS-84 geodesic",
+        released_note=(
+            "first top-level JSON object of the whole text with lat/lon/city/country; geopy WGS-84 geodesic"
+        ),
         distance=True,
     ),
     RewardDef(
@@ -688,11 +710,19 @@ REGISTRY_ENTRIES: tuple[RewardDef, ...] = (
         name="hierarchical",
         summary="GeoVista: β² if the city is right, else β if the state is, else 1 if the country is",
         paper="GeoVista, hierarchical reward (β = 2)",
-        params={"beta": 2.0, "normalize": False, "match_threshold": 0.85, "verifier": None, **_SIMILARITY_PARAMS},
+        params={
+            "beta": 2.0,
+            "normalize": False,
+            "match_threshold": 0.85,
+            "verifier": None,
+            **_SIMILARITY_PARAMS,
+        },
         score_paper=_score_hierarchical,
         released_source="ekonwang/GeoVista verl/utils/reward_score/search_agent.py:compure_score_search",
         score_released=_score_hierarchical_released,
-        released_note="rule on the text after the last 'assistant' (reasoning included); verifier fallback to the rule",
+        released_note=(
+            "rule on the text after the last 'assistant' (reasoning included); verifier fallback to the rule"
+        ),
     ),
     RewardDef(
         name="semantic",
@@ -702,7 +732,10 @@ REGISTRY_ENTRIES: tuple[RewardDef, ...] = (
         score_paper=_score_semantic,
         released_source=f"{_GEOAGENT_ORM}:TripleFieldAccuracy",
         score_released=_score_semantic_released,
-        released_note="released gating; first <answer> or the whole text, empty parts dropped, extra parts joined with ';'",
+        released_note=(
+            "released gating; first <answer> or the whole text, empty parts dropped, "
+            "extra parts joined with ';'"
+        ),
     ),
     RewardDef(
         name="geo_similarity",
