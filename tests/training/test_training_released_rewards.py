@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 
 import pytest
 from geopy.distance import geodesic
@@ -393,3 +394,72 @@ def test_a_perfect_geoagent_answer_in_every_shape_gets_full_reward(text: str) ->
     full R_spa of the geocoded place."""
     assert score_texts("semantic", [text], [EIFFEL]).scores[0] == pytest.approx(1.0)
     assert score_texts("spatial", [text], [EIFFEL]).scores[0] > 0.9
+
+
+def test_verl_entry_points_take_released_step() -> None:
+    """verl's ``compute_score`` / ``compute_score_batch`` (what the naive manager and geosleuth's
+    reward manager call) reach the released step reward through ``reward_params``."""
+    from geosleuth.training.verl_reward import compute_score, compute_score_batch
+
+    decoy = (
+        "<tool_response>"
+        + _obj(48.8584, 2.2945)
+        + "</tool_response><answer>"
+        + _obj(40.4168, -3.7038)
+        + "</answer>"
+    )
+    one = compute_score("imageo", decoy, EIFFEL, reward="step", reward_params={"released": True})
+    assert one["score"] == 1.0 and one["parsed"] == 1.0
+    assert compute_score("imageo", decoy, EIFFEL, reward="step")["score"] == 0.0
+    batch = compute_score_batch(["imageo"] * 2, [decoy, ""], [EIFFEL] * 2, reward="step:released=true")
+    assert [b["score"] for b in batch] == [1.0, 0.0]
+
+
+def _oracle_fields(completion: str) -> tuple[str, str, str]:
+    """``TripleFieldAccuracy``'s ``_extract_answer_content`` then ``_split_three_fields``."""
+    m = re.search(r"<answer>\s*(.*?)\s*</answer>", completion, flags=re.S | re.I)
+    text = (m.group(1) if m else completion).strip()
+    if not text:
+        return "", "", ""
+    parts = [p.strip() for p in re.split(r"[;；]", text) if p.strip()]
+    while len(parts) < 3:
+        parts.append("")
+    if len(parts) > 3:
+        parts = parts[:2] + [";".join(parts[2:])]
+    return parts[0], parts[1], parts[2]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "France",
+                " Île-de-France ",
+                "Paris",
+                "",
+                ";",
+                "；",
+                "<answer>",
+                "</answer>",
+                "<ANSWER>",
+                "\n",
+                "x y",
+            ]
+        ),
+        max_size=12,
+    )
+)
+def test_released_semantic_reads_fields_as_released(pieces: list[str]) -> None:
+    """Every field the released R_sem compares, on generated completions, is the released one."""
+    text = "".join(pieces)
+    seen: dict[str, str] = {}
+
+    def sim(p: str, r: str, level: str) -> float:
+        seen[level] = p
+        return 1.0
+
+    score_texts({"name": "semantic", "released": True, "similarity": sim}, [text], [EIFFEL])
+    want = _oracle_fields(text)
+    for level, field in zip(("country", "region", "precise"), want, strict=True):
+        assert seen.get(level, "") == field
