@@ -463,3 +463,98 @@ def test_released_semantic_reads_fields_as_released(pieces: list[str]) -> None:
     want = _oracle_fields(text)
     for level, field in zip(("country", "region", "precise"), want, strict=True):
         assert seen.get(level, "") == field
+
+
+def test_hierarchical_verifier_released_falls_back_to_the_rule() -> None:
+    """``eval_geolocation_response``: the verifier's verdict replaces the rule; when the call
+    fails, the released code keeps the rule's result (the paper mode scores the failure 0)."""
+    calls: list[str] = []
+
+    def verdict(answer: str, levels: dict) -> dict:
+        calls.append(answer)
+        return {"country": True, "state": False, "city": False}
+
+    def broken(answer: str, levels: dict) -> dict:
+        raise TimeoutError("judge down")
+
+    text = "<think>hmm</think><answer>Houston, Texas, United States</answer>"
+    for released in (True, False):
+        spec = {"name": "hierarchical", "released": released, "verifier": verdict}
+        assert score_texts(spec, [text], [HOUSTON]).scores[0] == 1.0  # the verdict, not the rule's 4
+    assert calls[0].startswith("<think>hmm") and calls[1] == "Houston, Texas, United States"
+    assert (
+        score_texts({"name": "hierarchical", "released": True, "verifier": broken}, [text], [HOUSTON]).scores[
+            0
+        ]
+        == 4.0
+    )
+    assert score_texts({"name": "hierarchical", "verifier": broken}, [text], [HOUSTON]).scores[0] == 0.0
+
+
+class _RecordingGeocoder:
+    def __init__(self) -> None:
+        self.queries: list[list[str | None]] = []
+
+    def geocode_many(self, answers: list[list[str | None]]) -> list[tuple[float, float] | None]:
+        self.queries.extend(answers)
+        return [(48.8566, 2.3522) for _ in answers]
+
+
+def _oracle_spatial_answer(completion: str) -> str | None:
+    """``GeoScoreAccuracy._extract_answer_content`` as released."""
+    m = re.search(r"<answer>\s*(.*?)\s*</answer>", completion, flags=re.S | re.I)
+    if m:
+        return m.group(1).strip()
+    try:
+        jm = re.search(r"\{.*\}", completion, flags=re.S)
+        if jm:
+            data = json.loads(jm.group(0))
+            if "FinalAnswer" in data:
+                return str(data["FinalAnswer"]).strip()
+    except (json.JSONDecodeError, KeyError, TypeError):
+        pass
+    return None
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "France",
+                "; Paris",
+                "<answer>",
+                "</answer>",
+                '{"FinalAnswer": "France; Lyon"}',
+                "{",
+                "}",
+                " ",
+                "\n",
+            ]
+        ),
+        max_size=10,
+    )
+)
+def test_released_spatial_geocodes_what_the_released_code_sends(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    geocoder = _RecordingGeocoder()
+    from geosleuth.training import geocoding
+
+    previous = geocoding._GEOCODERS.get("")
+    geocoding._GEOCODERS[""] = geocoder  # type: ignore[assignment]
+    try:
+        out = score_texts("spatial:released=true", [text], [EIFFEL]).item_info(0)
+    finally:
+        if previous is None:
+            geocoding._GEOCODERS.pop("", None)
+        else:
+            geocoding._GEOCODERS[""] = previous
+    answer = _oracle_spatial_answer(text)
+    if not answer or not answer.strip(";； \n"):
+        assert geocoder.queries == [] and out["score"] == 0.0
+    else:
+        fields = [p.strip() for p in re.split(r"[;；]", answer) if p.strip()]
+        assert [q for q in geocoder.queries[0] if q] == (
+            fields[:2] + [";".join(fields[2:])] if len(fields) > 2 else fields
+        )
+        assert out["score"] > 0.0
