@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from geosleuth.core import rewards as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
+from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.training.reading import (
     MAX_PARSE_CHARS,
     _truth_latlon,
@@ -137,7 +138,9 @@ _BOUNDARIES_KM: tuple[float, ...] = tuple(
 )
 
 
-def _distance_one(lat: float, lon: float, tlat: float, tlon: float) -> float:
+def _distance_one(
+    lat: float, lon: float, tlat: float, tlon: float, radius_km: float = EARTH_RADIUS_KM
+) -> float:
     """Haversine with `math` (NumPy per call costs ~15 µs); NumPy decides near a threshold.
 
     `math` and NumPy's SIMD functions can differ in the last bit; close to a reward or Acc@k
@@ -149,10 +152,10 @@ def _distance_one(lat: float, lon: float, tlat: float, tlon: float) -> float:
         math.sin((la2 - la1) / 2) ** 2
         + math.cos(la1) * math.cos(la2) * math.sin((math.radians(tlon) - math.radians(lon)) / 2) ** 2
     )
-    d = 2 * EARTH_RADIUS_KM * math.asin(math.sqrt(min(max(h, 0.0), 1.0)))
+    d = 2 * radius_km * math.asin(math.sqrt(min(max(h, 0.0), 1.0)))
     for t in _BOUNDARIES_KM:
         if abs(d - t) <= 1e-9 * t:
-            return float(haversine_km(lat, lon, tlat, tlon))
+            return float(haversine_km(lat, lon, tlat, tlon, radius_km=radius_km))
     return d
 
 
@@ -176,7 +179,12 @@ def _piecewise_one(d: float) -> float:
     return slope * (d - xs[j]) + ys[j]
 
 
-_SCALAR_PATH = {"step": _step_one, "piecewise": _piecewise_one, "linear": _piecewise_one}
+_SCALAR_PATH: dict[str, Callable[[float], float]] = {
+    "step": _step_one,
+    "piecewise": _piecewise_one,
+    "linear": _piecewise_one,
+}
+_SCALAR_NAMES = frozenset({*_SCALAR_PATH, "spatial"})
 """Rewards `score_distance_one` computes without arrays (paper form, no tool bonus)."""
 
 
@@ -188,16 +196,23 @@ def score_distance_one(spec: RewardSpec, text: str | None, truth: Any) -> dict[s
     path to the last bit or two, see `_distance_one`); everything else is a batch of one.
     """
     params = spec.resolved()
-    one = _SCALAR_PATH.get(spec.name)
-    if one is None or params["released"] or params["tool_bonus"]:
+    if spec.name not in _SCALAR_NAMES or params["released"] or params["tool_bonus"]:
         return score_texts(spec, [text], [truth]).item_info(0)
     hit = fast_coordinates(text)
-    parsed = hit is not None
     if hit is None:
-        return score_texts(spec, [text], [truth]).item_info(0)  # the full parse, its logging
+        return score_texts(spec, [text], [truth]).item_info(0)  # the full parse, geocoding, logging
     tlat, tlon = _truth_latlon(truth)
-    d = _distance_one(hit[0], hit[1], tlat, tlon)
-    info = {"score": one(d), "distance_km": d, "parsed": 1.0 if parsed else 0.0}
+    if spec.name == "spatial":  # GeoAgent: R = 6371 km, exp(−d/τ), 0 from max_km when set
+        tau = float(params["tau_km"])
+        if not tau > 0:
+            raise ValueError("tau_km must be positive")
+        d = _distance_one(hit[0], hit[1], tlat, tlon, GEOAGENT_RADIUS_KM)
+        max_km = params.get("max_km")
+        score = 0.0 if max_km is not None and d >= float(max_km) else math.exp(-d / tau)
+    else:
+        d = _distance_one(hit[0], hit[1], tlat, tlon)
+        score = _SCALAR_PATH[spec.name](d)
+    info = {"score": score, "distance_km": d, "parsed": 1.0}
     for key, t in zip(_ACC_KEYS, ACC_THRESHOLDS_KM, strict=True):
         info[key] = 1.0 if d < t else 0.0
     return info
