@@ -228,10 +228,10 @@ def judge_answer(text: str) -> str | None:
 
 def truth_levels(truth: Any) -> dict[str, str | None]:
     """Country / region / precise place of a ground truth (a `GroundTruth` or anything it parses from)."""
-    from geosleuth.training.rewards import _truth_semantic
+    from geosleuth.training.reading import truth_semantic
     from geosleuth.training.truth import parse_ground_truth
 
-    return _truth_semantic(parse_ground_truth(truth))
+    return truth_semantic(parse_ground_truth(truth))
 
 
 class ConsistencyJudge:

@@ -162,7 +162,7 @@ def rollout_levels(text: str | None, pred: Prediction | None) -> dict[str, str |
     return geoagent_levels(text) or core.semantic_levels(pred)
 
 
-def _truth_semantic(truth: GroundTruth) -> dict[str, str | None]:
+def truth_semantic(truth: GroundTruth) -> dict[str, str | None]:
     lv = truth.levels
     precise = lv.get("poi") or lv.get("street") or lv.get("town") or lv.get("city") or lv.get("admin2")
     return {"country": lv.get("country"), "region": lv.get("admin1"), "precise": precise}
@@ -183,7 +183,7 @@ def _state_line(text: str | None) -> str | None:
     return None
 
 
-def _hierarchy_levels(text: str | None, pred: Prediction) -> tuple[str | None, str | None, str | None]:
+def hierarchy_levels(text: str | None, pred: Prediction) -> tuple[str | None, str | None, str | None]:
     """(country, state, city) of an answer; a GeoAgent answer gives (country, region, place).
 
     A lone place of open level ("Paris" in "Paris, France", `Prediction.place`) is offered at
@@ -198,7 +198,7 @@ def _hierarchy_levels(text: str | None, pred: Prediction) -> tuple[str | None, s
     return pred.country, pred.admin1 or _state_line(text) or pred.level("admin1"), pred.level("city")
 
 
-def _answered(pred: Prediction) -> bool:
+def answered(pred: Prediction) -> bool:
     """Coordinates or a named place; free text the parser kept only as an "address" does not count."""
     return pred.has_coords or any(
         (pred.country, pred.admin1, pred.city, pred.town, pred.street, pred.poi, pred.place)
@@ -337,7 +337,7 @@ def fast_coordinates(text: str | None) -> tuple[float, float] | None:
     return hit
 
 
-def _truth_latlon(value: Any) -> tuple[float, float]:
+def truth_latlon(value: Any) -> tuple[float, float]:
     if type(value) is dict:
         lat, lon = value.get("lat"), value.get("lon")
         if (

@@ -21,7 +21,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -241,10 +241,6 @@ def _truthy(value: Any) -> bool:
 # --- distances -------------------------------------------------------------------------------
 
 
-def _truth_latlon(value: Any) -> tuple[float, float]:
-    return rd._truth_latlon(value)
-
-
 def read_coordinates(
     batch: Rollouts, radius_km: float
 ) -> tuple[NDArray[np.float64], NDArray[np.bool_], list[Prediction | None]]:
@@ -259,14 +255,14 @@ def read_coordinates(
         hit = None if given is not None else rd.fast_coordinates(text)
         if given is not None:
             pred = given[i]
-            parsed[i] = rd._answered(pred)
+            parsed[i] = rd.answered(pred)
             if pred.has_coords:
                 lat[i], lon[i] = pred.lat, pred.lon
             preds.append(pred)
             continue
         if hit is None:
             pred = rd.parse_rollout(text)
-            parsed[i] = rd._answered(pred)
+            parsed[i] = rd.answered(pred)
             if pred.has_coords:
                 lat[i], lon[i] = pred.lat, pred.lon
             preds.append(pred)
@@ -274,7 +270,7 @@ def read_coordinates(
             lat[i], lon[i] = hit
             parsed[i] = True
             preds.append(None)
-    tl = np.array([_truth_latlon(t) for t in batch.raw_truths], dtype=np.float64).reshape(n, 2)
+    tl = np.array([rd.truth_latlon(t) for t in batch.raw_truths], dtype=np.float64).reshape(n, 2)
     d = np.asarray(haversine_km(lat, lon, tl[:, 0], tl[:, 1], radius_km=radius_km), dtype=np.float64)
     return d, parsed, preds
 
@@ -303,7 +299,7 @@ def geocode_missing(
                 "could not be geocoded (R_spa = 0)", i, "; ".join(v for v in levels[i].values() if v)
             )
             continue
-        tlat, tlon = _truth_latlon(batch.raw_truths[i])
+        tlat, tlon = rd.truth_latlon(batch.raw_truths[i])
         out[i] = float(haversine_km(hit[0], hit[1], tlat, tlon, radius_km=radius_km))
     return out
 
@@ -333,7 +329,7 @@ def _score_step_released(params: Mapping[str, Any], batch: Rollouts) -> RewardBa
     parsed = np.zeros(n, dtype=bool)
     for i, (text, truth) in enumerate(zip(batch.texts, batch.raw_truths, strict=True)):
         answer = rel.twm_answer(text or "")
-        tlat, tlon = _truth_latlon(truth)
+        tlat, tlon = rd.truth_latlon(truth)
         metres = rel.twm_distance_m(answer, tlat, tlon)
         parsed[i] = answer is not None
         scores[i] = rel.twm_step_score(metres)
@@ -531,14 +527,14 @@ def _score_hierarchical(params: Mapping[str, Any], batch: Rollouts) -> RewardBat
                 batch.log.note(f"had a failed verifier call, scored 0 ({type(exc).__name__})", i, str(exc))
             continue
         answer = rel.geovista_normalize(hierarchy_answer_text(text))
-        levels = rd._hierarchy_levels(text, p)
+        levels = rd.hierarchy_levels(text, p)
         refs = (t.levels.get("country"), t.levels.get("admin1"), t.levels.get("city"))
         for j, (name, pv, rv) in enumerate(zip(("country", "admin1", "city"), levels, refs, strict=True)):
             named = _names_level(answer, levels, refs, j)
             ok[i, j] = named or (bool(pv and rv) and core._clamped(sim, pv, rv, name) >= thr)
         ok[i] = (ok[i].any(), ok[i, 1] or ok[i, 2], ok[i, 2])
     parsed = np.array(
-        [rd._answered(p) or bool(rd.answer_content(x)) for p, x in zip(preds, batch.texts, strict=True)]
+        [rd.answered(p) or bool(rd.answer_content(x)) for p, x in zip(preds, batch.texts, strict=True)]
     )
     d = _pred_distances(preds, truths)
     return _finish(batch, _hierarchical_values(params, ok), d, parsed, preds)
@@ -582,7 +578,7 @@ def semantic_values(params: Mapping[str, Any], batch: Rollouts) -> NDArray[np.fl
     for i, (p, t, x) in enumerate(zip(batch.preds(), batch.truths(), batch.texts, strict=True)):
         ga = rd.geoagent_levels(x)
         readings = [ga] if ga is not None else core.semantic_readings(p)
-        out[i] = core.best_semantic_reward(readings, rd._truth_semantic(t), sim, gating=gating)
+        out[i] = core.best_semantic_reward(readings, rd.truth_semantic(t), sim, gating=gating)
     return out
 
 
@@ -596,14 +592,14 @@ def semantic_values_released(params: Mapping[str, Any], batch: Rollouts) -> NDAr
         if not fields[0]:
             continue
         levels = dict(zip(core.SEMANTIC_LEVELS, (f or None for f in fields), strict=True))
-        out[i] = core.semantic_reward(levels, rd._truth_semantic(t), sim, gating=gating)
+        out[i] = core.semantic_reward(levels, rd.truth_semantic(t), sim, gating=gating)
     return out
 
 
 def _levels_parsed(batch: Rollouts) -> NDArray[np.bool_]:
     return np.array(
         [
-            rd._answered(p) or rd.geoagent_levels(x) is not None
+            rd.answered(p) or rd.geoagent_levels(x) is not None
             for p, x in zip(batch.preds(), batch.texts, strict=True)
         ],
         dtype=bool,
@@ -855,6 +851,3 @@ def score_rollouts(spec: RewardSpec, batch: Rollouts) -> RewardBatch:
         return apply_tool_bonus(params, batch, result)
     finally:
         batch.log.flush()
-
-
-Kind = Literal["distance", "levels"]

@@ -30,8 +30,6 @@ from geosleuth.core.records import Prediction
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.training.reading import (
     MAX_PARSE_CHARS,
-    _truth_latlon,
-    _truth_semantic,
     answer_content,
     fast_coordinates,
     geoagent_levels,
@@ -39,6 +37,8 @@ from geosleuth.training.reading import (
     parse_rollout,
     rollout_levels,
     strip_tool_blocks,
+    truth_latlon,
+    truth_semantic,
 )
 from geosleuth.training.reward_registry import (
     ACC_THRESHOLDS_KM,
@@ -82,7 +82,7 @@ __all__ = [
     "score_predictions",
     "score_texts",
     "strip_tool_blocks",
-    "_truth_semantic",
+    "truth_semantic",
 ]
 
 _ACC_KEYS: tuple[str, ...] = tuple(acc_key(t) for t in ACC_THRESHOLDS_KM)
@@ -201,7 +201,7 @@ def score_distance_one(spec: RewardSpec, text: str | None, truth: Any) -> dict[s
     hit = fast_coordinates(text)
     if hit is None:
         return score_texts(spec, [text], [truth]).item_info(0)  # the full parse, geocoding, logging
-    tlat, tlon = _truth_latlon(truth)
+    tlat, tlon = truth_latlon(truth)
     if spec.name == "spatial":  # GeoAgent: R = 6371 km, exp(−d/τ), 0 from max_km when set
         tau = float(params["tau_km"])
         if not tau > 0:
