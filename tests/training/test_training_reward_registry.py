@@ -110,3 +110,15 @@ def test_a_batch_logs_one_warning_line_per_problem(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="geosleuth.training.rewards"):
         score_texts("step", [NEAR] * 10, [TRUTH] * 10)
     assert not caplog.records
+
+
+def test_annealed_without_a_step_keeps_tau_start_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    from geosleuth.training.reward_registry import _warn_no_step_once
+
+    _warn_no_step_once.cache_clear()
+    far = f'<answer>{json.dumps({"lat": 48.8584 - math.degrees(100 / 6371.0), "lon": 2.2945})}</answer>'
+    with caplog.at_level(logging.WARNING, logger="geosleuth.training.rewards"):
+        first = score_texts("annealed", [far], [TRUTH]).scores[0]
+        score_texts("annealed", [far], [TRUTH])
+    assert first == pytest.approx(math.exp(-100 / 2000), rel=1e-6)
+    assert sum("no training step" in r.getMessage() for r in caplog.records) == 1

@@ -14,6 +14,7 @@ detail of each rollout is at DEBUG.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -252,24 +253,17 @@ def read_coordinates(
     preds: list[Prediction | None] = []
     given = batch._preds  # parsed by the caller (`score_predictions`): read those
     for i, text in enumerate(batch.texts):
-        hit = None if given is not None else rd.fast_coordinates(text)
-        if given is not None:
-            pred = given[i]
-            parsed[i] = rd.answered(pred)
-            if pred.has_coords:
-                lat[i], lon[i] = pred.lat, pred.lon
-            preds.append(pred)
-            continue
-        if hit is None:
-            pred = rd.parse_rollout(text)
-            parsed[i] = rd.answered(pred)
-            if pred.has_coords:
-                lat[i], lon[i] = pred.lat, pred.lon
-            preds.append(pred)
-        else:
+        hit = rd.fast_coordinates(text) if given is None else None
+        if hit is not None:
             lat[i], lon[i] = hit
             parsed[i] = True
             preds.append(None)
+            continue
+        pred = given[i] if given is not None else rd.parse_rollout(text)
+        parsed[i] = rd.answered(pred)
+        if pred.has_coords:
+            lat[i], lon[i] = pred.lat, pred.lon
+        preds.append(pred)
     tl = np.array([rd.truth_latlon(t) for t in batch.raw_truths], dtype=np.float64).reshape(n, 2)
     d = np.asarray(haversine_km(lat, lon, tl[:, 0], tl[:, 1], radius_km=radius_km), dtype=np.float64)
     return d, parsed, preds
@@ -358,8 +352,8 @@ def spatial_distances(params: Mapping[str, Any], batch: Rollouts) -> tuple[NDArr
     """GeoAgent R_spa's distance (paper reading): coordinates, else the geocoded answer; R = 6371."""
     d, parsed, preds = read_coordinates(batch, rel.GEOAGENT_RADIUS_KM)
     if np.isnan(d).any():
-        levels = [
-            rd.rollout_levels(x, pr) if pr is not None or rd.geoagent_levels(x) else {}
+        levels = [  # a rollout without a parse had its coordinates read by the fast path
+            rd.rollout_levels(x, pr) if pr is not None else {}
             for x, pr in zip(batch.texts, preds, strict=True)
         ]
         d = geocode_missing(params, batch, d, levels, rel.GEOAGENT_RADIUS_KM)
@@ -415,16 +409,13 @@ def _score_annealed(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     return _finish(batch, scores, d, parsed, preds)
 
 
-_NO_STEP_WARNED: list[bool] = []
-
-
+@functools.cache
 def _warn_no_step_once() -> None:
-    if not _NO_STEP_WARNED:
-        _NO_STEP_WARNED.append(True)
-        log.warning(
-            "reward annealed: the engine gave no training step; τ stays at tau_start_km "
-            "(TRL passes trainer_state; verl: DataProto.meta_info['global_steps'])"
-        )
+    """Once per process: the engine passed no training step, so τ does not move."""
+    log.warning(
+        "reward annealed: the engine gave no training step; τ stays at tau_start_km "
+        "(TRL passes trainer_state; verl: DataProto.meta_info['global_steps'])"
+    )
 
 
 def _similarity(params: Mapping[str, Any]) -> core.Similarity:
