@@ -116,7 +116,7 @@ def test_annealed_without_a_step_keeps_tau_start_and_says_so(caplog: pytest.LogC
     from geosleuth.training.reward_registry import _warn_no_step_once
 
     _warn_no_step_once.cache_clear()
-    far = f'<answer>{json.dumps({"lat": 48.8584 - math.degrees(100 / 6371.0), "lon": 2.2945})}</answer>'
+    far = f"<answer>{json.dumps({'lat': 48.8584 - math.degrees(100 / 6371.0), 'lon': 2.2945})}</answer>"
     with caplog.at_level(logging.WARNING, logger="geosleuth.training.rewards"):
         first = score_texts("annealed", [far], [TRUTH]).scores[0]
         score_texts("annealed", [far], [TRUTH])
