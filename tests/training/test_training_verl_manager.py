@@ -9,8 +9,8 @@ whole response (verl's naive manager) reads tool output as the model's answer.
 from __future__ import annotations
 
 import asyncio
-import math
 import json
+import math
 from pathlib import Path
 from typing import Any
 
