@@ -29,7 +29,7 @@ from typing import Any
 from PIL import Image
 
 from geosleuth.agent import AgentConfig, run_task, run_tasks
-from geosleuth.agent.runner import make_client
+from geosleuth.agent.client import make_client
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
 from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, Step, llamacpp_unavailable, reply
 from geosleuth.tools.base import ToolRegistry, tool

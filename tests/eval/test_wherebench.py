@@ -186,8 +186,13 @@ def test_score_pooled_predictions_overall_by_hand(release: Path, tmp_path: Path)
     assert m["path_score_youtube"] == pytest.approx(100 * 2 / 3, abs=1e-3)
     assert m["acc@1km_bilibili"] == 0.0 and m["acc@5km_bilibili"] == 50.0
     assert m["acc@1km_youtube"] == pytest.approx(100 / 3, abs=1e-3)
-    assert m["overall"] == pytest.approx(100 * 7 / 13, abs=1e-3)
-    assert m["overall_every_row"] == pytest.approx(100 * 19 / 39, abs=1e-3)
+    assert m["overall_eq2"] == pytest.approx(100 * 7 / 13, abs=1e-3)
+    # released Overall: per split the mean answer score, a coordinate item scoring
+    # exp(−(d/0.1)^1.3): d = 0 scores 1, 1.112 km and 0.556 km next to nothing, unanswered 0
+    far, near = 6371 * math.radians(0.01), 6371 * math.radians(0.005)
+    bilibili = 1 + 2 / 3 + 1 + 1 + math.exp(-((far / 0.1) ** 1.3))
+    youtube = 2 / 3 + math.exp(-((near / 0.1) ** 1.3)) + 0 + 0
+    assert m["overall"] == pytest.approx(100 * (4 * 2 / 3 + bilibili + youtube) / 13, abs=1e-3)
     lo, hi = result.score.ci95["acc_wherecountry_every_row"]
     assert 0.0 <= lo <= 50.0 <= hi <= 100.0
     assert set(result.score.ci95) == {
@@ -208,7 +213,7 @@ def test_score_pooled_predictions_overall_by_hand(release: Path, tmp_path: Path)
         app, ["score", str(preds), "--protocol", "wherebench", "--truth", str(release), "--format", "json"]
     )
     assert cli.exit_code == 0, cli.output
-    assert json.loads(cli.output)["metrics"]["overall"] == pytest.approx(100 * 7 / 13, abs=0.01)
+    assert json.loads(cli.output)["metrics"]["overall_eq2"] == pytest.approx(100 * 7 / 13, abs=0.01)
 
 
 def test_released_prediction_files_and_thinking_scores(release: Path, tmp_path: Path) -> None:
@@ -284,13 +289,27 @@ def test_overall_eq2_by_hand() -> None:
         wb.WhereItem("d1", "coordinates", "youtube", distance_km=0.9),
         wb.WhereItem("d2", "coordinates", "youtube", distance_km=0.0),
     ]
+    # paper Eq. 2, coordinates by Acc@1 km (0 < d ≤ 1: d2 = 0 km is no hit)
     # as published p_C = 1/1: (2·1 + 1·0.5 + 1·1 + 2·(1/2)) / 6 = 4.5/6; every row p_C = 1/2: 3.5/6
-    assert wb.overall_score(items) == pytest.approx(4.5 / 6)
-    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx(3.5 / 6)
+    assert wb.overall_score(items, coordinates="acc@1km") == pytest.approx(4.5 / 6)
+    assert wb.overall_score(items, "accuracy_every_row", coordinates="acc@1km") == pytest.approx(3.5 / 6)
+    # released (``run_evaluation``): a coordinate item's answer score is exp(−(d/0.1)^1.3):
+    # d1 = 0.9 km gives exp(−9^1.3), d2 = 0 km gives 1; YouTube's mean over its three items
+    yt = (1.0 + math.exp(-(9.0**1.3)) + 1.0) / 3
+    assert wb.overall_score(items) == pytest.approx((2 * 1.0 + 1 * 0.5 + 3 * yt) / 6)
+    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx((2 * 0.5 + 0.5 + 3 * yt) / 6)
     # released quirk: a WhereCountry accuracy of 0 leaves WhereCountry out of the published Overall
     items[0] = wb.WhereItem("c1", "wherecountry", parsed=True, correct=False)
-    assert wb.overall_score(items) == pytest.approx(2.5 / 4)
-    assert wb.overall_score(items, "accuracy_every_row") == pytest.approx(2.5 / 6)
+    assert wb.overall_score(items, coordinates="acc@1km") == pytest.approx(2.5 / 4)
+    assert wb.overall_score(items, "accuracy_every_row", coordinates="acc@1km") == pytest.approx(2.5 / 6)
+    assert wb.overall_score(items) == pytest.approx((0.5 + 3 * yt) / 4)
+
+
+def test_overall_uses_the_unrounded_wherecountry_accuracy() -> None:
+    """p_C = 1/3 exactly (the released script writes correct / total unrounded), not 33.3333 %."""
+    items = [wb.WhereItem(f"c{k}", "wherecountry", parsed=True, correct=k == 0) for k in range(3)]
+    items.append(wb.WhereItem("t1", "text", "bilibili", path_score=0.0))
+    assert wb.overall_score(items) == 3 * (1 / 3) / 4
 
 
 def test_path_rules_hint_copy_and_implicit_parents() -> None:
@@ -374,8 +393,14 @@ def test_eval_summary_has_the_wherebench_block(
     )  # 0.68 in; failed and missing image
     assert street["bilibili"]["thinking_text"]["thinking"] == pytest.approx(25.0)  # (2/4 + 0) / 2
     assert street["bilibili"]["thinking_text"]["thinking_shapley"] == pytest.approx(100 * (0.833 + 0) / 2)
-    # Overall: (3·2/3 + 1·1/3 + 2·1/2 + 3·1/3) / 9 = (2 + 1/3 + 1 + 1) / 9
-    assert summary["wherebench"]["overall"] == pytest.approx(100 * (13 / 3) / 9, abs=1e-3)
+    # Overall, Eq. 2: (3·2/3 + 1·1/3 + 2·1/2 + 3·1/3) / 9 = (2 + 1/3 + 1 + 1) / 9
+    assert summary["wherebench"]["overall_eq2"] == pytest.approx(100 * (13 / 3) / 9, abs=1e-3)
+    # released: mean answer scores; coordinates exp(−(d/0.1)^1.3): 0 km scores 1, 0.556 km
+    # exp(−5.56^1.3) ≈ 9e-5, 0.68 km ≈ 5e-6; failed and missing 0
+    near = math.exp(-((6371 * math.radians(0.005) / 0.1) ** 1.3))
+    assert summary["wherebench"]["overall"] == pytest.approx(
+        100 * (1 + 0 + 1 + 1 + near + 1 / 3) / 9, abs=1e-3
+    )
     rows = {r["sample_id"]: r for r in csv.DictReader((run_dir / "per_sample.csv").open(encoding="utf-8"))}
     assert rows["BV1u94y1L74z"]["path_score"] == "1.0" and rows["013-seg6"]["path_score"] == str(1 / 3)
     assert rows["023-geodetect-seg2"]["status"] == "input_error"
@@ -390,6 +415,10 @@ def test_eval_summary_has_the_wherebench_block(
     assert rescored["overall"] == pytest.approx(summary["wherebench"]["overall"], abs=1e-3)
     markdown = (run_dir / "summary.md").read_text()
     assert "## WhereBench (%)" in markdown and "| bilibili | 3 | 66.67 | 2 |" in markdown
+    page = (run_dir / "html" / "index.html").read_text(encoding="utf-8")
+    assert '<h2 id="wherebench">WhereBench (%)</h2>' in page
+    assert "<tr><td>bilibili</td><td>3</td><td>66.67</td><td>2</td>" in page
+    assert f"Overall (as released): {summary['wherebench']['overall']:.2f}" in page
 
 
 def test_old_fraction_summaries_are_converted_once() -> None:
@@ -488,3 +517,79 @@ def test_wherecountry_eval_and_rescoring_use_the_runs_option_order(
     assert country["accuracy_every_row"] == 50.0 and country["unparsed_ids"] == [serbia]
     rescored = score_file(run_dir / "trajectories.jsonl", get_protocol("wherebench"), truth_path=table)
     assert rescored.score.metrics["acc_wherecountry_as_published"] == pytest.approx(100 * 2 / 3, abs=1e-3)
+
+
+def test_judge_asks_the_released_questions_of_a_local_server(release: Path, tmp_path: Path) -> None:
+    """``score --judge``: every WhereStreet row gets the released prompts (predicted, ground truth,
+    raw answer_type and hint filled in), the replies are read as released, rule scores stay offline."""
+    from geosleuth.eval.config import JudgeSettings
+    from geosleuth.eval.wherebench_judge import WhereBenchJudge
+    from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
+
+    def answer(request: dict) -> object:
+        prompt = request["messages"][0]["content"]
+        if prompt.startswith("You are a strict geolocation evaluator"):
+            if '"Liuzhou, Guangxi, China"' in prompt.split("Ground Truth Location:")[0]:
+                return reply("<answer>0.5</answer>")  # the judge may disagree with the rule (1.0)
+            if "Valletta" in prompt.split("Ground Truth Location:")[0]:
+                return reply("Sure! <answer> 1.7 </answer>")  # clamped to 1
+            return reply("no tag here")  # unreadable: 0, as released
+        if prompt.startswith("Convert the following location"):
+            return reply("<answer>52.3771, 4.8982</answer>")  # "I cannot tell." converted
+        if 'Key Clue: "Many mini electric cars point to Liuzhou."' in prompt:
+            return reply("<answer>YES</answer>\n<explanation>It cites the mini EVs.</explanation>")
+        return reply("<answer>No</answer>")
+
+    with FakeOpenAIServer(answer, model="judge") as server:
+        judge = WhereBenchJudge(JudgeSettings(model="judge", base_url=server.base_url))
+        preds = tmp_path / "pooled.jsonl"
+        preds.write_text("".join(json.dumps(r) + "\n" for r in POOLED))
+        try:
+            result = score_file(preds, get_protocol("wherebench"), truth_path=release, judge=judge)
+        finally:
+            judge.close()
+        prompts = [r.messages[0]["content"] for r in server.chat_requests]
+    rows = {r["id"]: r for r in result.rows}
+    assert rows["BV1u94y1L74z"]["path_score"] == 0.5 and rows["BV1u94y1L74z"]["path_score_rule"] == 1.0
+    assert rows["013-seg6"]["path_score"] == 1.0
+    assert rows["BV1tz4y1x7aj"]["path_score"] == 0.0 and rows["BV1Em4y137pm"]["path_score"] == 0.0
+    assert rows["011-geopeter-seg2"]["distance_km"] == pytest.approx(0.0, abs=1e-9)
+    assert rows["BV1u94y1L74z"]["thinking_result"] == [0, 0, 0, 1]
+    liuzhou = next(p for p in prompts if p.startswith("You are a strict") and "Liuzhou, Guangxi" in p)
+    assert '- Granularity to Judge (answer_type): "city"' in liuzhou
+    assert '- Hint (reference only; do not copy): "The image is taken in China"' in liuzhou
+    assert "without adding any level at or below city" in liuzhou  # every {answer_type} filled in
+    clue = next(p for p in prompts if "Key Clue" in p)
+    assert 'Reasoning Process: "<think>mini EVs</think><answer>Liuzhou, Guangxi, China</answer>"' in clue
+    # 4 text rows judged, 1 conversion, 4 + 4 + 1 + 1 + 2 + 2 + 1 + 1 clue questions
+    assert len(prompts) == 4 + 1 + 16
+    m = result.score.metrics
+    assert m["path_score_bilibili"] == pytest.approx(100 * 0.5 / 3, abs=1e-3)
+
+
+def test_judge_failures_fail_only_their_rows(release: Path, tmp_path: Path) -> None:
+    from geosleuth.eval.config import JudgeSettings
+    from geosleuth.eval.wherebench_judge import WhereBenchJudge, read_clue_verdict, read_path_score
+    from geosleuth.testing.fake_openai import FakeOpenAIServer, error
+
+    with FakeOpenAIServer([], model="judge", default=error(400, "bad request")) as server:
+        judge = WhereBenchJudge(JudgeSettings(model="judge", base_url=server.base_url, max_retries=0))
+        preds = tmp_path / "p.jsonl"
+        preds.write_text("".join(json.dumps(r) + "\n" for r in POOLED))
+        try:
+            result = score_file(preds, get_protocol("wherebench"), truth_path=release, judge=judge)
+        finally:
+            judge.close()
+    assert result.score.n == 13
+    assert any("judge request failed" in w for w in result.score.warnings)
+    assert read_path_score("<answer>0.333</answer>") == 0.333 and read_path_score("0.9") == 0.0
+    assert read_clue_verdict("<ANSWER> yes </ANSWER>") and not read_clue_verdict(
+        "<answer>Yes, mostly</answer>"
+    )
+
+
+def test_judge_flag_is_for_wherebench_only(tmp_path: Path) -> None:
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(json.dumps({"id": "a", "response": "x", "lat": 1.0, "lon": 2.0}) + "\n")
+    out = CliRunner().invoke(app, ["score", str(preds), "--protocol", "twm", "--judge", "m"])
+    assert out.exit_code == 2 and "--judge applies to --protocol wherebench" in out.output

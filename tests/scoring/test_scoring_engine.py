@@ -580,3 +580,17 @@ def test_duplicate_ids_match_a_dict_whatever_the_chunk_boundaries(rows: list[tup
     seen.flush()
     assert reports == expected
     assert all(seen.contains(s) == (s in first) for s in "abcdefghz")
+
+
+def test_default_protocol_geoscore_measures_on_6371_km(tmp_path: Path) -> None:
+    """GeoScore = 5000·exp(−10·d/18050) with d on R = 6371 km (GeoAgent Table 5, released code):
+    1000 km on that sphere, not 1000.0014 km on the mean radius 6371.0088."""
+    lat = math.degrees(1000.0 / 6371.0)
+    rows = [twm_row(0, (lat, 10.0), (0.0, 10.0))]
+    result = score_file(
+        write_jsonl(tmp_path / "g.jsonl", rows),
+        get_protocol("default"),
+        reverse=fake_reverse,
+        geocoder=no_geocoder,
+    )
+    assert result.score.metrics["geoscore"] == pytest.approx(5000 * math.exp(-10 * 1000.0 / 18050), rel=1e-9)

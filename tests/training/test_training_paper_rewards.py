@@ -35,10 +35,11 @@ TRUTH = {
 EIFFEL = {"lat": 48.8584, "lon": 2.2945, "levels": TRUTH["levels"]}
 
 
-def haversine(a: tuple[float, float], b: tuple[float, float]) -> float:
+def haversine(a: tuple[float, float], b: tuple[float, float], radius_km: float = 6371.0) -> float:
+    """GeoAgent's haversine: R = 6371 km (paper Table 5, ``GeoScoreAccuracy._calculate_distance``)."""
     la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
     h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
-    return 2 * 6371.0088 * math.asin(math.sqrt(h))
+    return 2 * radius_km * math.asin(math.sqrt(h))
 
 
 def sigma(x: float) -> float:
@@ -157,7 +158,13 @@ def test_geoagent_spatial_released_cutoff_and_failed_geocode(caplog: pytest.LogC
     d = haversine((30.0, 2.3488), PARIS)  # ≈ 2096 km
     assert d > 2000
     assert compute_score("x", text, TRUTH, reward="spatial")["score"] == pytest.approx(math.exp(-d / 200))
-    assert compute_score("x", text, TRUTH, reward="spatial:released=true")["score"] == 0.0  # 0 from 2000 km
+    assert compute_score("x", text, TRUTH, reward="spatial:max_km=2000")["score"] == 0.0  # 0 from 2000 km
+    # released: the answer text is geocoded (the released code reads no coordinates); Cairo is
+    # about 3,200 km from Paris, so the paper's exp(−d/200) is small but positive and released 0
+    cairo = "<answer>Egypt; Cairo Governorate; Cairo</answer>"
+    paper = compute_score("x", cairo, TRUTH, reward="spatial")
+    assert paper["distance_km"] > 2000 and paper["score"] > 0.0
+    assert compute_score("x", cairo, TRUTH, reward="spatial:released=true")["score"] == 0.0
     with caplog.at_level(logging.WARNING):
         out = compute_score(
             "x", "<answer>Narnia; Cair Paravel; Lantern Waste</answer>", TRUTH, reward="spatial"

@@ -24,8 +24,8 @@ TRUTH = {
 }
 
 
-def _d(lat: float, lon: float) -> float:
-    return float(haversine_km(lat, lon, TRUTH["lat"], TRUTH["lon"]))
+def _d(lat: float, lon: float, radius_km: float = 6371.0088) -> float:
+    return float(haversine_km(lat, lon, TRUTH["lat"], TRUTH["lon"], radius_km=radius_km))
 
 
 # A Qwen-style decoded multi-turn response (skip_special_tokens=True): a search result that
@@ -267,6 +267,6 @@ def test_each_answer_format_scores_by_its_distance(answer: str, lat: float, lon:
         + answer
     )
     out = compute_score("x", text, TRUTH, reward="spatial")
-    assert out["distance_km"] == pytest.approx(_d(lat, lon), abs=1e-6)
-    assert out["score"] == pytest.approx(math.exp(-_d(lat, lon) / 200.0))
+    assert out["distance_km"] == pytest.approx(_d(lat, lon, 6371.0), abs=1e-6)  # GeoAgent: R = 6371
+    assert out["score"] == pytest.approx(math.exp(-_d(lat, lon, 6371.0) / 200.0))
     assert compute_score("x", text, TRUTH)["score"] == 0.6  # 2 km < d < 10 km

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,20 @@ def test_launch_script_composes_against_verls_config(tmp_path: Path) -> None:
     assert cfg.reward.custom_reward_function.reward_kwargs.reward == "hierarchical"
     assert cfg.actor_rollout_ref.model.custom_chat_template == QWEN_VL_TOOL_TEMPLATE
     assert not any("reward_manager.name=batch" in a for a in args)
+
+
+def test_manager_hands_verls_global_step_to_the_annealed_reward(verl_env: tuple[Path, Any]) -> None:
+    """verl's ``DataProto.meta_info["global_steps"]`` drives τ of the ``annealed`` reward."""
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    model_dir, tok = verl_env
+    config = _config(model_dir, "geosleuth")
+    config.reward.custom_reward_function.reward_kwargs = {"reward": "annealed"}
+    manager = load_reward_manager(config, tok)
+    data = _dataproto(tok, with_response_mask=True)
+    data.meta_info["global_steps"] = 1000
+    late = manager.score_batch(data)[2]
+    d = late["reward_extra_info"]["distance_km"]
+    assert late["reward_score"] == pytest.approx(math.exp(-d / 200.0), rel=1e-12)  # τ at its end
+    data.meta_info["global_steps"] = 0
+    assert manager.score_batch(data)[2]["reward_score"] == pytest.approx(math.exp(-d / 2000.0), rel=1e-12)

@@ -33,6 +33,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.core.records import Usage
 from geosleuth.deadline import start_clock
 from geosleuth.secrets import redact_json, redact_text, register_secret
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SHARD_CONNECTIONS = 32
-MAX_RESPONSE_BYTES = 16 * 2**20
-"""Largest response body read from the server (decoded); a longer one fails the request."""
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per request
 ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
@@ -609,3 +608,34 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value)) if value else None
     except ValueError:
         return None
+
+
+def make_client(
+    config: AgentConfig, model: str | None = None, base_url: str | None = None, *, agent: bool = True
+) -> ChatClient:
+    """A chat client for the configured endpoint (``--model URL`` means that server's first model).
+
+    The request-dialect settings (provider, token-limit field, reasoning echo) are the agent
+    model's; a verifier or observer client (``agent=False``) detects its own from its URL.
+    """
+    name = model or config.model or ""
+    url = base_url or config.base_url
+    if name.startswith(("http://", "https://")):
+        url, name = name, ""
+    client = ChatClient(
+        name,
+        url,
+        api_key_env=config.api_key_env,
+        timeout_s=config.request_timeout_s,
+        max_retries=config.max_retries,
+        backoff_s=config.retry_backoff_s,
+        max_response_bytes=config.max_response_bytes,
+    )
+    if agent:
+        profile = detect_profile(client.base_url, config.provider)
+        if config.max_tokens_param is not None:
+            profile.max_tokens_field = config.max_tokens_param
+        if config.echo_reasoning is not None:
+            profile.echo_reasoning = config.echo_reasoning
+        client.profile = profile
+    return client

@@ -11,9 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from geosleuth.agent.client import MAX_RESPONSE_BYTES
 from geosleuth.agent.images import DEFAULT_PIXEL_BUDGET
 from geosleuth.core.records import MAX_TURN_TEXT_CHARS
+
+MAX_RESPONSE_BYTES = 16 * 2**20
+"""Largest response body read from the model server (decoded); a longer one fails the request."""
 
 MAX_CALLS_PER_TURN = 10
 """Tool calls run from one model turn; the rest get an error the model reads (GeoVista/SpotAgent

@@ -266,7 +266,7 @@ def make_observer(config: Any) -> Observer | None:
         return None
     if spec.strip().lower() == "offline":
         return OfflineObserver()
-    from geosleuth.agent.runner import make_client
+    from geosleuth.agent.client import make_client
 
     client = make_client(config, spec, config.observer_base_url or config.base_url, agent=False)
     return ModelObserver(client, config.observer_max_tokens, config.pixel_budget or 1_000_000)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from geosleuth.agent.client import ChatClient, ModelError, detect_profile
+from geosleuth.agent.client import ChatClient, ModelError, make_client
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError, PreparedImage, load_image, prepare_image
 from geosleuth.agent.loop import AgentLoop, TurnCallback
@@ -44,37 +44,6 @@ def build_tool_registry(config: AgentConfig, style: PromptStyle) -> ToolRegistry
     from geosleuth.tools import build_registry
 
     return build_registry(config.tool_settings, names=list(names))
-
-
-def make_client(
-    config: AgentConfig, model: str | None = None, base_url: str | None = None, *, agent: bool = True
-) -> ChatClient:
-    """A chat client for the configured endpoint (``--model URL`` means that server's first model).
-
-    The request-dialect settings (provider, token-limit field, reasoning echo) are the agent
-    model's; a verifier or observer client (``agent=False``) detects its own from its URL.
-    """
-    name = model or config.model or ""
-    url = base_url or config.base_url
-    if name.startswith(("http://", "https://")):
-        url, name = name, ""
-    client = ChatClient(
-        name,
-        url,
-        api_key_env=config.api_key_env,
-        timeout_s=config.request_timeout_s,
-        max_retries=config.max_retries,
-        backoff_s=config.retry_backoff_s,
-        max_response_bytes=config.max_response_bytes,
-    )
-    if agent:
-        profile = detect_profile(client.base_url, config.provider)
-        if config.max_tokens_param is not None:
-            profile.max_tokens_field = config.max_tokens_param
-        if config.echo_reasoning is not None:
-            profile.echo_reasoning = config.echo_reasoning
-        client.profile = profile
-    return client
 
 
 async def _ensure_model_name(client: ChatClient) -> None:

@@ -80,6 +80,20 @@ def score(
     verifier_api_key_env: Annotated[
         str | None, typer.Option("--verifier-api-key-env", help="Environment variable holding its key.")
     ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="wherebench: ask this OpenAI-compatible model the released judge questions (path score, "
+            "coordinate conversion, clue use) instead of the offline rules.",
+        ),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+    ] = None,
+    judge_api_key_env: Annotated[
+        str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's key.")
+    ] = None,
 ) -> None:
     """Score prediction files: Acc@k, median/mean km, GeoGuessr, level accuracy, 95 % CIs."""
     from dataclasses import replace
@@ -105,7 +119,11 @@ def score(
     if verifier_model and chosen.level_rule != "geovista":
         typer.echo(f"error: --verifier-model applies to --protocol geovista, not {chosen.name}", err=True)
         raise typer.Exit(2)
+    if judge_model and chosen.file_scorer is None:
+        typer.echo(f"error: --judge applies to --protocol wherebench, not {chosen.name}", err=True)
+        raise typer.Exit(2)
     verifier = _verifier(verifier_model, verifier_base_url, verifier_api_key_env) if verifier_model else None
+    judge = _judge(judge_model, judge_base_url, judge_api_key_env) if judge_model else None
     results: list[FileScore] = []
     failed = False
     try:
@@ -113,7 +131,13 @@ def score(
             try:
                 results.append(
                     score_file(
-                        path, chosen, truth_path=truth, by=by, verifier=verifier, keep_rows=rows is not None
+                        path,
+                        chosen,
+                        truth_path=truth,
+                        by=by,
+                        verifier=verifier,
+                        keep_rows=rows is not None,
+                        judge=judge,
                     )
                 )
             except ScoreInputError as exc:
@@ -122,6 +146,8 @@ def score(
     finally:
         if verifier is not None:
             verifier.close()
+        if judge is not None:
+            judge.close()
     if results:
         _emit(results, output_format)
         if rows is not None:
@@ -141,6 +167,16 @@ def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
     if base_url:
         settings = settings.model_copy(update={"base_url": base_url})
     return GeoVistaVerifier(settings)
+
+
+def _judge(model: str, base_url: str | None, api_key_env: str | None) -> Any:
+    from geosleuth.eval.config import JudgeSettings
+    from geosleuth.eval.wherebench_judge import WhereBenchJudge
+
+    settings = JudgeSettings(model=model, api_key_env=api_key_env)
+    if base_url:
+        settings = settings.model_copy(update={"base_url": base_url})
+    return WhereBenchJudge(settings)
 
 
 def _emit(results: list[FileScore], output_format: OutputFormat) -> None:

@@ -124,9 +124,14 @@ def default_similarity(predicted: str, reference: str, level: str) -> float:
     return similarity(predicted, reference)
 
 
+MAX_NAME_CHARS = 1000
+"""A place name is shorter: longer "names" (an untagged answer read whole) are cut before any
+similarity runs, so one hostile rollout costs bounded work."""
+
+
 def _clamped(similarity: Similarity, p: str | None, r: str | None, level: str) -> float:
     try:
-        s = float(similarity(p, r, level)) if p and r else 0.0  # type: ignore[arg-type]
+        s = float(similarity(p[:MAX_NAME_CHARS], r[:MAX_NAME_CHARS], level)) if p and r else 0.0
     except Exception:  # noqa: BLE001 - a failing similarity backend scores 0, training goes on
         return 0.0
     return min(max(s, 0.0), 1.0) if math.isfinite(s) else 0.0

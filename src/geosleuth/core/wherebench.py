@@ -406,26 +406,60 @@ def wherestreet_figures(items: Sequence[WhereItem]) -> dict[str, dict[str, objec
     return out
 
 
-def overall_score(items: Sequence[WhereItem], country_accuracy: str = "accuracy_as_published") -> float:
-    """Paper Eq. 2: item-weighted mean of p_C, each split's mean path score and Acc@1 km (fraction).
+COORDINATE_SCORE_KM = 0.1
+COORDINATE_SCORE_ALPHA = 1.3
+"""The released answer score of a coordinate item: exp(−(d / 0.1 km)^1.3)."""
 
-    (N_C·p_C + Σ_s n_T·s_T + Σ_s n_D·a_1km) / (N_C + Σ_s n_T + Σ_s n_D); ``country_accuracy``
-    picks which WhereCountry accuracy is p_C. As published, a WhereCountry accuracy of 0 (or
-    none parsed) leaves WhereCountry out of Overall, as the released code does
-    (``wherecountry_count = 500 if wherecountry_accuracy != 0.0 else 0``); every row keeps it.
+
+def coordinate_answer_score(distance_km: float) -> float:
+    """``answer_score`` of a coordinate item as released: exp(−(d/0.1)^1.3); 0 when unanswered."""
+    if not math.isfinite(distance_km) or distance_km < 0:
+        return 0.0
+    return math.exp(-((distance_km / COORDINATE_SCORE_KM) ** COORDINATE_SCORE_ALPHA))
+
+
+def _country_fraction(items: Sequence[WhereItem], country_accuracy: str) -> float:
+    """p_C as the released WhereCountry script writes it: ``correct / total`` unrounded."""
+    correct = sum(i.correct for i in items)
+    total = sum(i.parsed for i in items) if country_accuracy == "accuracy_as_published" else len(items)
+    return correct / total if total else 0.0
+
+
+def overall_score(
+    items: Sequence[WhereItem],
+    country_accuracy: str = "accuracy_as_published",
+    coordinates: str = "answer_score",
+) -> float:
+    """WhereBench Overall: item-weighted mean of p_C and each split's scores (a fraction).
+
+    As released (``coordinates="answer_score"``): (N_C·p_C + Σ_s n_s·ā_s) / (N_C + Σ_s n_s), ā_s
+    the split's mean answer score (path score of a text item, exp(−(d/0.1)^1.3) of a coordinate
+    item), p_C the unrounded WhereCountry accuracy; N_C is 0 when p_C is exactly 0
+    (``wherecountry_count = 500 if wherecountry_accuracy != 0.0 else 0``). ``coordinates="acc@1km"``
+    is the paper's Eq. 2, coordinate items counting Acc@1 km. ``country_accuracy`` picks p_C
+    (every row: unparsed answers wrong, N_C always counted).
     """
     numerator = 0.0
     denominator = 0
     country = [i for i in items if i.task == "wherecountry"]
     if country:
-        p_c = _country_accuracies(country)[country_accuracy]
-        value = p_c / 100.0 if p_c is not None else 0.0
-        if value > 0.0 or country_accuracy != "accuracy_as_published":
-            numerator += len(country) * value
+        p_c = _country_fraction(country, country_accuracy)
+        if p_c != 0.0 or country_accuracy != "accuracy_as_published":
+            numerator += len(country) * p_c
             denominator += len(country)
     for source in SOURCES:
         text = [i.path_score for i in items if i.task == "text" and i.source == source]
         coords = [i.distance_km for i in items if i.task == "coordinates" and i.source == source]
+        if coordinates == "answer_score":  # summed in item order, as the released loop sums
+            scores = [
+                i.path_score if i.task == "text" else coordinate_answer_score(i.distance_km)
+                for i in items
+                if i.source == source and i.task in ("text", "coordinates")
+            ]
+            if scores:
+                numerator += len(scores) * (sum(scores) / len(scores))
+                denominator += len(scores)
+            continue
         if text:
             numerator += len(text) * _mean(text)
             denominator += len(text)
@@ -446,4 +480,5 @@ def wherebench_figures(items: Sequence[WhereItem]) -> dict[str, object]:
         out["wherestreet"] = wherestreet_figures(street)
     out["overall"] = _pct(overall_score(items))
     out["overall_every_row"] = _pct(overall_score(items, "accuracy_every_row"))
+    out["overall_eq2"] = _pct(overall_score(items, coordinates="acc@1km"))
     return out

@@ -324,6 +324,7 @@ def index_html(
         f"<p>{summary['n_finished']} / {summary['n_samples']} finished; {statuses}. "
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
+        f"{wherebench_html(summary.get('wherebench'))}"
         f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
         f"{_plots_html(plots or [])}"
         f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'
@@ -496,3 +497,48 @@ def write_html(
     index = folder / "index.html"
     index.write_text(redact_text(index_html(run, rows, summary, pages, plots)), encoding="utf-8")
     return index
+
+
+def _pct_cell(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.2f}"
+
+
+def wherebench_html(block: dict[str, Any] | None) -> str:
+    """The WhereBench section (percent): WhereCountry both ways, WhereStreet per split, Overall."""
+    if not block:
+        return ""
+    parts = ['<h2 id="wherebench">WhereBench (%)</h2>']
+    country = block.get("wherecountry")
+    if country:
+        parts.append(
+            '<table id="wherecountry"><tr><th>WhereCountry</th><th>n</th><th>parsed</th>'
+            "<th>accuracy as published (over parsed)</th><th>accuracy every row</th></tr>"
+            f"<tr><td></td><td>{int(country['n'])}</td><td>{int(country['parsed'])}</td>"
+            f"<td>{_pct_cell(country['accuracy_as_published'])}</td>"
+            f"<td>{_pct_cell(country['accuracy_every_row'])}</td></tr></table>"
+        )
+    street = block.get("wherestreet") or {}
+    if street:
+        acc = [k for k in next(iter(street.values())) if k.startswith("acc@")]
+        head = "".join(f"<th>{_esc(k)}</th>" for k in acc)
+        rows = []
+        for split, f in street.items():
+            tt, tc = f["thinking_text"], f["thinking_coordinates"]
+            cells = "".join(f"<td>{_pct_cell(f[k])}</td>" for k in acc)
+            rows.append(
+                f"<tr><td>{_esc(split)}</td><td>{int(f['n_text'])}</td><td>{_pct_cell(f['path_score'])}</td>"
+                f"<td>{int(f['n_coordinates'])}</td>{cells}<td>{_pct_cell(tt['thinking'])}</td>"
+                f"<td>{_pct_cell(tt['thinking_shapley'])}</td><td>{_pct_cell(tc['thinking'])}</td>"
+                f"<td>{_pct_cell(tc['thinking_shapley'])}</td></tr>"
+            )
+        parts.append(
+            '<table id="wherestreet"><tr><th>WhereStreet split</th><th>text n</th><th>path score</th>'
+            f"<th>coord n</th>{head}<th>thinking (text)</th><th>Shapley thinking (text)</th>"
+            f"<th>thinking (coord)</th><th>Shapley thinking (coord)</th></tr>{''.join(rows)}</table>"
+        )
+    parts.append(
+        f"<p>Overall (as released): {_pct_cell(block.get('overall'))}; every row: "
+        f"{_pct_cell(block.get('overall_every_row'))}; Eq. 2 with Acc@1 km: "
+        f"{_pct_cell(block.get('overall_eq2'))}.</p>"
+    )
+    return "".join(parts)

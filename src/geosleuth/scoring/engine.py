@@ -30,6 +30,7 @@ from geosleuth.core import metrics as M
 from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.scoring.checks import language_warning, misalignment_warning
 from geosleuth.scoring.io import (
     ScoreInputError,
@@ -672,8 +673,10 @@ def _coordinate_chunk(
         points["geoguessr"] = M.geoguessr_points(d)
         if protocol.geoguessr_round:
             points["geoguessr"] = np.round(points["geoguessr"])
-    if protocol.geoscore:
-        points["geoscore"] = M.geoscore_points(d)
+    if protocol.geoscore:  # GeoAgent measures on R = 6371 km (paper Table 5, released code)
+        same = protocol.distance == "haversine" and protocol.radius_km == GEOAGENT_RADIUS_KM
+        d_geo = d if same else distance_km(plat, plon, tlat, tlon, radius_km=GEOAGENT_RADIUS_KM).reshape(-1)
+        points["geoscore"] = M.geoscore_points(d_geo)
     if protocol.reverse == "polygon" and d.size:  # PIGEON: reverse is the gazetteer's country_batch
         hits = polygon_country_hits(reverse, plat, plon, tlat, tlon)  # type: ignore[arg-type]
         level_hits = {metric: hits for metric, _ in protocol.coord_levels}
@@ -871,17 +874,25 @@ def score_file(
     aliases: AliasFn | None = None,
     verifier: VerifierFn | None = None,
     keep_rows: bool = True,
+    judge: Any = None,
 ) -> FileScore:
     """Score one prediction file in one streaming pass.
 
     Raises :class:`ScoreInputError` only for fatal input problems. ``keep_rows`` keeps the
     per-row columns ``FileScore.iter_rows`` prints; without it memory per row is a few dozen bytes.
     ``verifier`` (GeoVista) replaces the level rule with a model's verdict, as the released code does.
+    ``judge`` is handed to a protocol's own file scorer (WhereBench's released LLM judge).
     """
-    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench); it imports this module
+    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench), named as a plugin path
         module, _, function = protocol.file_scorer.partition(":")
         scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
-        return scorer(path, protocol, truth_path)
+        return (
+            scorer(path, protocol, truth_path) if judge is None else scorer(path, protocol, truth_path, judge)
+        )
+    if judge is not None:
+        raise ScoreInputError(
+            f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}"
+        )
     name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []

@@ -8,14 +8,13 @@ model verifier), ``eval/eval_infer_geolocation.py`` (final turn, aggregation, me
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from geosleuth.core.parsing import final_own_turn
+from geosleuth.core.released import geovista_contains, geovista_normalize, geovista_rule
 
 FINAL_TURN_CHARS = 4000
 """``_extract_final_response`` keeps the first 4000 characters of the last assistant turn."""
@@ -23,38 +22,10 @@ FINAL_TURN_CHARS = 4000
 LEVELS: tuple[str, str, str] = ("country", "admin1", "city")
 """GeoVista's country / province_or_state / city, in geosleuth's level names."""
 
-_NON_ALNUM = re.compile(r"[^a-z0-9\s]")
-_SPACES = re.compile(r"\s+")
-
-
-def normalize_text(text: str | None) -> str:
-    """``_normalize_text``: NFKD, drop non-ASCII, lower case, punctuation to spaces, collapse.
-
-    Names in non-Latin scripts ("東京") normalise to the empty string and so never match.
-    """
-    if not text:
-        return ""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
-    return _SPACES.sub(" ", _NON_ALNUM.sub(" ", folded)).strip()
-
-
-def contains_whole_term(text_norm: str, term_norm: str) -> bool:
-    """``_contains_whole_term``: the term occurs bounded by non-word characters (linear time)."""
-    if not term_norm:
-        return False
-    start = text_norm.find(term_norm)
-    while start != -1:
-        end = start + len(term_norm)
-        before_ok = start == 0 or not _is_word(text_norm[start - 1])
-        after_ok = end == len(text_norm) or not _is_word(text_norm[end])
-        if before_ok and after_ok:
-            return True
-        start = text_norm.find(term_norm, start + 1)
-    return False
-
-
-def _is_word(char: str) -> bool:
-    return char.isalnum() or char == "_"
+normalize_text = geovista_normalize
+"""``_normalize_text`` (one implementation, in `geosleuth.core.released`)."""
+contains_whole_term = geovista_contains
+"""``_contains_whole_term`` (one implementation, in `geosleuth.core.released`)."""
 
 
 def final_turn(text: str) -> str:
@@ -73,11 +44,8 @@ def rule_levels(response: str, truth: Mapping[str, str | None]) -> dict[str, boo
     A correct city also credits state and country, a correct state the country
     (``rule_based`` plus the hierarchical fix-up in ``eval_geolocation_response``).
     """
-    text = normalize_text(response)
-    city = contains_whole_term(text, normalize_text(truth.get("city")))
-    state = contains_whole_term(text, normalize_text(truth.get("admin1")))
-    country = contains_whole_term(text, normalize_text(truth.get("country")))
-    return {"country": country or state or city, "admin1": state or city, "city": city}
+    country, state, city = geovista_rule(response, truth)
+    return {"country": country, "admin1": state, "city": city}
 
 
 def verifier_levels(verdict: Mapping[str, bool]) -> dict[str, bool]:

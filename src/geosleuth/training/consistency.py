@@ -35,6 +35,7 @@ from geosleuth.core import rewards as core
 from geosleuth.core.countries import country_name
 from geosleuth.core.records import Prediction
 from geosleuth.core.rewards import SEMANTIC_ALPHAS, SEMANTIC_LEVELS
+from geosleuth.training.reward_registry import escape_example
 
 log = logging.getLogger(__name__)
 
@@ -227,10 +228,10 @@ def judge_answer(text: str) -> str | None:
 
 def truth_levels(truth: Any) -> dict[str, str | None]:
     """Country / region / precise place of a ground truth (a `GroundTruth` or anything it parses from)."""
-    from geosleuth.training.rewards import _truth_semantic
+    from geosleuth.training.reading import truth_semantic
     from geosleuth.training.truth import parse_ground_truth
 
-    return _truth_semantic(parse_ground_truth(truth))
+    return truth_semantic(parse_ground_truth(truth))
 
 
 class ConsistencyJudge:
@@ -311,6 +312,14 @@ class ConsistencyJudge:
         for i, plan in enumerate(plans):
             refs = truth_levels(truths[i]) if truths is not None else {}
             results.append(self._combine(i, plan, [by_prompt[q.prompt] for q in plan], refs))
+        failed = [r.errors[0] for r in results if r.errors]
+        if failed:  # one line per batch; each failed level is at DEBUG
+            log.warning(
+                "consistency judge: %d of %d rollouts had a failed judge request (first: %s)",
+                len(failed),
+                len(results),
+                escape_example(failed[0]),
+            )
         return results
 
     def _matches(self, answer: str, query: LevelQuery, refs: Mapping[str, str | None]) -> float:
@@ -341,7 +350,7 @@ class ConsistencyJudge:
             lengths[query.level] = float(query.reasoning_chars)
             if error is not None:
                 reason = f"rollout {index} level {query.level}: judge failed ({error}); counted 0"
-                log.warning(reason)
+                log.debug(reason)
                 self.failures.append({"rollout": str(index), "level": query.level, "reason": error})
                 result.errors.append(reason)
                 continue

@@ -76,7 +76,7 @@ class AnswerGeocoder:
     async def _one(self, query: str) -> tuple[float, float] | None:
         result = await self.registry.call("geocode", {"address": query})
         if not result.ok:
-            log.warning("reward geocoding of %r failed: %s", query[:80], result.error)
+            log.debug("reward geocoding of %r failed: %s", query[:80], result.error)
             return None
         places = result.data or []
         if not places:
@@ -115,7 +115,7 @@ class AnswerGeocoder:
         for levels, hit in zip(answers, out, strict=True):
             if hit is None and any(levels):
                 self.failures += 1
-                log.warning("reward: answer %r could not be geocoded; R_spa = 0", [x for x in levels if x])
+                log.debug("reward: answer %r could not be geocoded; R_spa = 0", [x for x in levels if x])
         return out
 
 

@@ -9,7 +9,9 @@ messages of TRL's tool loop: only assistant text is read, so a tool's output nev
 Ground truth comes from a ``ground_truth`` column (dict or JSON, as `export-verl` writes it)
 or from ``lat`` / ``lon`` columns plus optional level columns (``country``, ``admin1``,
 ``city``…). Unparseable answers score 0. Acc@k, parse rate and median distance are logged
-through ``log_metric`` when the trainer offers it::
+through ``log_metric`` when the trainer offers it. The trainer's step (``trainer_state``) drives the
+``annealed`` reward's schedule; tool calls are counted from the assistant messages' ``tool_calls``
+(and ``<tool_call>`` tags) for the optional ``tool_bonus``::
 
     from geosleuth.training.trl_reward import make_reward_func
     trainer = GRPOTrainer(model, reward_funcs=[make_reward_func("step")], …)
@@ -23,7 +25,7 @@ from typing import Any
 
 from geosleuth.core.records import LEVELS
 from geosleuth.training.rewards import ConsistencyFn, RewardBatch, RewardSpec, score_texts
-from geosleuth.training.truth import completion_text
+from geosleuth.training.truth import completion_text, tool_call_count
 
 MetricLogger = Callable[[str, float], None]
 
@@ -67,7 +69,9 @@ class GeoRewardFunc:
     def _score(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[float]:
         texts = [completion_text(c) for c in completions]
         truths = ground_truths_from_columns(len(texts), columns)
-        batch = score_texts(self.spec, texts, truths, self.consistency_fn)
+        step = getattr(columns.get("trainer_state"), "global_step", None)
+        calls = [tool_call_count(c) for c in completions]
+        batch = score_texts(self.spec, texts, truths, self.consistency_fn, step=step, tool_calls=calls)
         self.last_batch = batch
         self._log(batch, columns.get("log_metric"), columns.get("log_extra"))
         return [float(s) for s in batch.scores]

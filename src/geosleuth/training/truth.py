@@ -107,3 +107,24 @@ def completion_text(completion: Any) -> str:
         elif isinstance(content, list):
             parts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
     return "\n".join(parts)
+
+
+_TOOL_CALL_TAG = re.compile(r"<tool_call>", re.I)
+
+
+def tool_call_count(completion: Any) -> int:
+    """Tool calls the policy made in a completion: the assistant messages' ``tool_calls`` plus
+    ``<tool_call>`` tags in their text (a plain string: its tags)."""
+    if completion is None:
+        return 0
+    if isinstance(completion, str):
+        return len(_TOOL_CALL_TAG.findall(completion))
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    count = 0
+    for message in completion:
+        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        count += len(calls) if isinstance(calls, list) else 0
+    return count + len(_TOOL_CALL_TAG.findall(completion_text(completion)))

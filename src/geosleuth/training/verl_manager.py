@@ -186,6 +186,7 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         self.decoder = PolicyDecoder(tokenizer)
         self._pending: list[tuple[_Row, asyncio.Future[dict[str, Any]]]] = []
         self.batch_sizes: list[int] = []  # rows per vectorised call, for logs and tests
+        self._step: int | None = None  # verl's global step, when its DataProto carries one
 
     def _segments(self, data: Any) -> list[list[list[int]]]:
         batch = data.batch
@@ -212,10 +213,10 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
             )
         return rows
 
-    def _score(self, rows: Sequence[_Row]) -> list[dict[str, Any]]:
+    def _score(self, rows: Sequence[_Row], step: int | None = None) -> list[dict[str, Any]]:
         texts = self.decoder.join([r[1] for r in rows])
         infos = compute_score_batch(
-            [r[0] for r in rows], texts, [r[2] for r in rows], [r[3] for r in rows], **self.kwargs
+            [r[0] for r in rows], texts, [r[2] for r in rows], [r[3] for r in rows], step=step, **self.kwargs
         )
         return [{"reward_score": info["score"], "reward_extra_info": info} for info in infos]
 
@@ -223,12 +224,13 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         """Every item of a `DataProto`, decoded and scored in one vectorised call."""
         rows = self._rows(data)
         self.batch_sizes.append(len(rows))
-        return self._score(rows)
+        return self._score(rows, _global_step(data))
 
     async def run_single(self, data: Any) -> dict[str, Any]:
         """verl's per-rollout entry point; concurrent calls are gathered into one batch."""
         # multi-sequence outputs: the last sequence, as verl's naive manager
         row = self._rows(data if len(data) == 1 else data[-1:])[0]
+        self._step = _global_step(data) if _global_step(data) is not None else self._step
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending.append((row, future))
@@ -239,7 +241,7 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
         loop = asyncio.get_running_loop()
-        task = loop.run_in_executor(None, self._score, [row for row, _ in pending])
+        task = loop.run_in_executor(None, self._score, [row for row, _ in pending], self._step)
 
         def deliver(done: asyncio.Future[list[dict[str, Any]]]) -> None:
             error = done.exception()
@@ -253,3 +255,10 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
 
         task.add_done_callback(deliver)
         self.batch_sizes.append(len(pending))
+
+
+def _global_step(data: Any) -> int | None:
+    """verl's training step from ``DataProto.meta_info["global_steps"]`` (absent: None)."""
+    meta = getattr(data, "meta_info", None)
+    step = meta.get("global_steps") if isinstance(meta, dict) else None
+    return int(step) if isinstance(step, int | float) else None

@@ -101,12 +101,13 @@ def compute_score_batch(
     reward: Any = "step",
     reward_params: Mapping[str, Any] | None = None,
     consistency: Mapping[str, Any] | None = None,
+    step: int | None = None,
     **kwargs: Any,
 ) -> list[dict[str, float]]:
     """The same dicts as `compute_score` for lists of rollouts, in order (verl's batch signature).
 
     Rows may pick different rewards through ``extra_info["reward"]``; each group is scored
-    in one vectorised call.
+    in one vectorised call. ``step`` is the training step (the ``annealed`` reward's schedule).
     """
     n = len(solution_strs)
     extras = list(extra_infos) if extra_infos is not None else [None] * n
@@ -126,7 +127,9 @@ def compute_score_batch(
     out: list[dict[str, float]] = [{} for _ in range(n)]
     judge = _consistency_fn(consistency)
     for spec, idx in groups.values():
-        batch = score_texts(spec, [solution_strs[i] for i in idx], [ground_truths[i] for i in idx], judge)
+        batch = score_texts(
+            spec, [solution_strs[i] for i in idx], [ground_truths[i] for i in idx], judge, step=step
+        )
         for i, info in zip(idx, batch.item_infos(), strict=True):
             out[i] = info
     return out

@@ -16,7 +16,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geosleuth.core import metrics, wherebench
 from geosleuth.core.parsing import parse_answer, wherecountry_choice
@@ -25,6 +25,9 @@ from geosleuth.eval.scores import sample_distance
 from geosleuth.scoring.engine import FileScore, Score
 from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, iter_rows, row_id
 from geosleuth.scoring.protocols import ScoringProtocol
+
+if TYPE_CHECKING:
+    from geosleuth.eval.wherebench_judge import WhereBenchJudge
 
 ID_KEYS = ("panoID", "panoId", "pano_id", "BVID", "bvid")
 ANSWER_KEYS = ("predicted", "answer", *TEXT_KEYS)
@@ -183,9 +186,16 @@ def _country_item(
 
 
 def _street_item(
-    sample: Sample, data: dict[str, Any] | None, protocol: ScoringProtocol
+    sample: Sample,
+    data: dict[str, Any] | None,
+    protocol: ScoringProtocol,
+    judge: WhereBenchJudge | None = None,
 ) -> tuple[wherebench.WhereItem, dict[str, Any]]:
-    """A WhereStreet row: path score (text items) or distance (coordinate items), and judged clue use."""
+    """A WhereStreet row: path score (text items) or distance (coordinate items), and judged clue use.
+
+    With ``judge`` the released judge questions replace the rule-based path score, convert a
+    coordinate answer without two numbers, and decide clue use when the file has no verdicts.
+    """
     source = sample.split if sample.split in wherebench.SOURCES else wherebench.source_of(sample.id)
     text_item = sample.answer_type == "level"
     item = wherebench.WhereItem(
@@ -213,13 +223,57 @@ def _street_item(
         )
         item.path_score = score
         record |= {"path_score": score, "level_hits": hits, "hint_level": given, "copied_hint": copied}
-    elif prediction.has_coords and sample.lat is not None and sample.lon is not None:
+    if judge is not None:
+        prediction = _judge_item(judge, sample, data, answer, item, record, prediction)
+    if not text_item and prediction.has_coords and sample.lat is not None and sample.lon is not None:
         d = sample_distance(sample, prediction, protocol)
         item.distance_km = d
         record["distance_km"] = d
     if item.clues_used is not None:
         record["thinking"] = metrics.thinking_score(item.clues_used)
     return item, record
+
+
+def _judge_item(
+    judge: WhereBenchJudge,
+    sample: Sample,
+    data: dict[str, Any],
+    answer: str | None,
+    item: wherebench.WhereItem,
+    record: dict[str, Any],
+    prediction: Prediction,
+) -> Prediction:
+    """Ask the released judge questions for one WhereStreet row; a failed request fails the row.
+
+    Returns the row's prediction: the judge's coordinates for an answer without two numbers.
+    """
+    predicted = data.get("predicted") if isinstance(data.get("predicted"), str) else (answer or "")
+    hint = sample.hint or ""
+    response = data.get("response") if isinstance(data.get("response"), str) else (_text(data) or "")
+    try:
+        if item.task == "text":
+            rule = item.path_score
+            item.path_score = judge.path_score(
+                predicted,
+                sample.answer or "",
+                str(sample.metadata.get("answer_type", sample.answer_level)),
+                hint,
+            )
+            record |= {"path_score": item.path_score, "path_score_rule": rule, "judged": True}
+        elif not prediction.has_coords and predicted.strip():
+            found = judge.coordinates(predicted, hint)
+            record["judged_coordinates"] = list(found) if found else None
+            if found is not None:
+                prediction = Prediction(lat=found[0], lon=found[1])
+        if item.clues_used is None and sample.key_clues:
+            item.clues_used = judge.clues_used(response, list(sample.key_clues))
+            record["thinking_result"] = [int(u) for u in item.clues_used]
+    except Exception as exc:  # noqa: BLE001 - one failed judge request is one failed row
+        record |= {"status": "judge_failed", "judge_error": f"{type(exc).__name__}: {exc}"[:300]}
+        if item.task == "text":
+            item.path_score = 0.0
+            record["path_score"] = 0.0
+    return prediction
 
 
 def _number(value: Any) -> float:
@@ -253,11 +307,17 @@ def _flat(figures: dict[str, Any]) -> tuple[dict[str, float], dict[str, tuple[fl
             put(f"thinking_shapley_{split}_{kind}", f[f"thinking_{kind}"], "thinking_shapley")
     put("overall", figures, "overall")
     put("overall_every_row", figures, "overall_every_row")
+    put("overall_eq2", figures, "overall_eq2")
     return out, cis
 
 
-def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Path | None) -> FileScore:
-    """Score one WhereCountry or WhereStreet prediction file against the released table."""
+def score_wherebench_file(
+    path: Path, protocol: ScoringProtocol, truth_path: Path | None, judge: WhereBenchJudge | None = None
+) -> FileScore:
+    """Score one WhereCountry or WhereStreet prediction file against the released table.
+
+    Rule-based by default (offline); ``judge`` asks the released judge questions instead.
+    """
     samples = _truth(truth_path)
     predictions, problems = _predictions(path)
     run_choices = _run_choices(path)
@@ -268,7 +328,7 @@ def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Pat
         if sample.answer_type == "choice":
             item, record = _country_item(sample, data, run_choices.get(sample.id))
         else:
-            item, record = _street_item(sample, data, protocol)
+            item, record = _street_item(sample, data, protocol, judge)
         items.append(item)
         records.append({"id": sample.id, **record})
     known = {s.id for s in samples}
@@ -280,6 +340,11 @@ def score_wherebench_file(path: Path, protocol: ScoringProtocol, truth_path: Pat
     missing = sum(r["status"] == "missing" for r in records)
     if missing:
         warnings.append(f"{missing} truth row(s) have no prediction; they count as unanswered")
+    judge_failed = [r["id"] for r in records if r.get("status") == "judge_failed"]
+    if judge_failed:
+        warnings.append(
+            f"{len(judge_failed)} row(s) whose judge request failed scored 0 (e.g. {judge_failed[0]})"
+        )
     country = figures.get("wherecountry")
     if isinstance(country, dict) and country["unparsed_ids"]:
         ids = country["unparsed_ids"]
