@@ -19,6 +19,18 @@ PYTHON=${PYTHON:-python3}
 [ -d .swift-deps/swift/rewards ] || .venv/bin/python -m pip install -q --no-deps --target .swift-deps \
   'ms-swift==4.6.0' 'modelscope>=1.23' modelscope-hub 'peft>=0.11,<0.21' json-repair msgspec dacite
 
+# The evaluation harnesses, also kept out of the venv: inspect_ai needs botocore (python-dateutil<3)
+# and lmms-eval pins torch 2.14. Each goes with the few packages it imports into its own folder,
+# without dependencies, which only tests/integrations' subprocesses put on PYTHONPATH.
+[ -d .inspect-deps/inspect_ai ] || .venv/bin/python -m pip install -q --no-deps --target .inspect-deps \
+  'inspect_ai==0.3.285' 'agent-client-protocol==0.12.1' 'aiobotocore==3.10.0' 'aioitertools==0.13.0' \
+  'botocore==1.43.117' 'jmespath==1.1.0' 's3fs==2026.9.0' beautifulsoup4 soupsieve debugpy docstring_parser \
+  ijson jsonlines jsonpatch jsonpath-ng jsonpointer jsonref linkify-it-py mdit-py-plugins mmh3 nest-asyncio2 \
+  pathlib_abc platformdirs python-dotenv semver shortuuid sniffio tenacity textual tiktoken universal_pathlib \
+  wrapt zipfile-zstd zipp zstandard
+[ -d .lmms-deps/lmms_eval ] || .venv/bin/python -m pip install -q --no-deps --target .lmms-deps \
+  'lmms_eval==0.7.3' loguru sacrebleu portalocker tabulate colorama lxml 'evaluate==0.4.6' pytz tenacity
+
 # System packages some tests use (Debian): headless Chromium for the HTML report, a CJK font
 # and Tesseract for OCR, Redis for the shared tool cache. Tests skip with a reason without them.
 apt_packages=()

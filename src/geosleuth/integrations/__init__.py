@@ -1,0 +1,7 @@
+"""Front doors for the evaluation harnesses researchers already run (inspect_ai, lmms-eval).
+
+Each harness drives its own loop; geosleuth supplies the dataset (any layout its loader reads),
+the prompt, optionally the agent loop with tools, and the scoring: every protocol's numbers
+come from the same engine as ``geosleuth score``. The harnesses are optional dependencies,
+imported only by the modules that adapt to them.
+"""

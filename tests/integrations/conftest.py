@@ -1,0 +1,55 @@
+"""Shared helpers for the harness tests: the isolated dependency folders and a tiny photo dataset."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PHOTOS = [  # id, true lat, true lon, country, city
+    ("paris", 48.8566, 2.3522, "France", "Paris"),
+    ("tokyo", 35.6812, 139.7671, "Japan", "Tokyo"),
+    ("sydney", -33.8688, 151.2093, "Australia", "Sydney"),
+]
+
+
+def deps_env(folder: str) -> dict[str, str]:
+    """Environment for a subprocess that imports a harness from ``folder`` and this clone's sources."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / folder), str(ROOT / "src"), str(Path(__file__).parent)])
+    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_DATASETS_OFFLINE"] = "1"
+    env["INSPECT_LOG_LEVEL"] = "warning"
+    return env
+
+
+def run_python(
+    folder: str, args: list[str], cwd: Path, timeout: int = 420
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=deps_env(folder),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def photo_dataset(tmp_path: Path) -> Path:
+    """A generic CSV dataset of three photos (solid colours; the mock models never look)."""
+    folder = tmp_path / "photos"
+    (folder / "images").mkdir(parents=True)
+    lines = ["id,image,lat,lon,country,city"]
+    for i, (sid, lat, lon, country, city) in enumerate(PHOTOS):
+        Image.new("RGB", (64, 48), (40 * i, 120, 200)).save(folder / "images" / f"{sid}.jpg")
+        lines.append(f"{sid},{sid}.jpg,{lat},{lon},{country},{city}")
+    (folder / "data.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
