@@ -19,9 +19,9 @@ PHOTOS = [  # id, true lat, true lon, country, city
 ]
 
 
-def deps_env(folder: str) -> dict[str, str]:
+def deps_env(folder: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a subprocess that imports a harness from ``folder`` and this clone's sources."""
-    env = dict(os.environ)
+    env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / folder), str(ROOT / "src"), str(Path(__file__).parent)])
     env["HF_HUB_OFFLINE"] = "1"
     env["HF_DATASETS_OFFLINE"] = "1"
@@ -30,12 +30,13 @@ def deps_env(folder: str) -> dict[str, str]:
 
 
 def run_python(
-    folder: str, args: list[str], cwd: Path, timeout: int = 420
+    folder: str, args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 420
 ) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter with a harness's dependency folder on PYTHONPATH (and ``env`` added)."""
     return subprocess.run(
         [sys.executable, *args],
         cwd=cwd,
-        env=deps_env(folder),
+        env=deps_env(folder, env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -49,7 +50,7 @@ def photo_dataset(tmp_path: Path) -> Path:
     (folder / "images").mkdir(parents=True)
     lines = ["id,image,lat,lon,country,city"]
     for i, (sid, lat, lon, country, city) in enumerate(PHOTOS):
-        Image.new("RGB", (64, 48), (40 * i, 120, 200)).save(folder / "images" / f"{sid}.jpg")
-        lines.append(f"{sid},{sid}.jpg,{lat},{lon},{country},{city}")
+        Image.new("RGB", (64, 48), (40 * i, 120, 200)).save(folder / "images" / f"{sid}.png")
+        lines.append(f"{sid},{sid}.png,{lat},{lon},{country},{city}")
     (folder / "data.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
