@@ -126,3 +126,46 @@ def test_agent_loop_with_tools_through_inspect_model(photo_dataset: Path, tmp_pa
     assert by_id["tokyo"]["scores"]["protocol_scorer"]["row"]["status"] == "failed"
     assert by_id["sydney"]["state"]["status"] == "ok"
     assert out["metrics"]["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
+
+
+def test_epochs_score_every_epoch(photo_dataset: Path, tmp_path: Path) -> None:
+    """`--epochs 2`: each epoch's answers are one run under the protocol; figures are the mean.
+    Epoch 1 gets Paris and Sydney right (2 of 3), epoch 2 only Paris (1 of 3): acc@25km = 50 %."""
+    answers = {
+        "0": [PARIS, PARIS],
+        "40": ["no idea", "still no idea"],
+        "80": [SYDNEY, "somewhere hot"],
+    }
+    out = _run(
+        {
+            "task_args": {"dataset": str(photo_dataset), "protocol": "twm"},
+            "photo_answers": answers,
+            "epochs": 2,
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    assert out["metrics"]["acc@25km"] == pytest.approx(50.0, abs=0.01)
+    assert out["metrics"]["acc@0.5km"] == 0.0
+    d_sydney = float(distance_km(-33.8688, 151.2093, -33.9, 151.2, method="geodesic"))
+    # epoch 1's median is Sydney's error; epoch 2's is a charged miss (half the circumference)
+    half = math.pi * 6371.0088
+    assert out["metrics"]["median_km"] == pytest.approx((d_sydney + half) / 2, rel=1e-3)
+
+
+def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tmp_path: Path) -> None:
+    """`inspect eval geosleuth/geolocation -T ...` finds the task through the entry point and
+    passes -T arguments: a missing dataset or an unknown protocol stops before any model call,
+    with the loader's or the protocol registry's message and a non-zero exit."""
+    for args, message in (
+        (["-T", "dataset=" + str(tmp_path / "missing")], "dataset not found"),
+        (["-T", "dataset=" + str(photo_dataset), "-T", "protocol=nope"], "unknown protocol 'nope'"),
+    ):
+        done = run_python(
+            ".inspect-deps",
+            ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--model", "mockllm/model",
+             "--log-dir", str(tmp_path / "logs"), "--display", "plain"],
+            tmp_path,
+        )  # fmt: skip
+        assert done.returncode != 0
+        assert message in done.stdout + done.stderr

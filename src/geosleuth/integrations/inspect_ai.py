@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inspect_ai import Task, task
+from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset
 from inspect_ai.dataset import Sample as InspectSample
 from inspect_ai.model import (
@@ -36,7 +36,18 @@ from inspect_ai.model import (
     ModelOutput,
     get_model,
 )
-from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
+from inspect_ai.scorer import (
+    Metric,
+    SampleScore,
+    Score,
+    Scorer,
+    ScoreReducer,
+    Target,
+    mean_score,
+    metric,
+    score_reducer,
+    scorer,
+)
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolCall, ToolInfo, ToolParams
 
@@ -91,6 +102,7 @@ def geolocation(
         solver=chosen,
         scorer=protocol_scorer(protocol, loaded.source),
         metrics=[protocol_metrics(protocol, loaded.source)],
+        epochs=Epochs(1, keep_epochs()),  # `--epochs N` keeps this reducer
     )
 
 
@@ -165,14 +177,48 @@ def final_text(trajectory: Trajectory) -> str:
 
 @metric(name="geosleuth")
 def protocol_metrics(protocol: str, source: str | None = None) -> Metric:
-    """Every figure ``geosleuth score --protocol`` prints, over all scored samples at once."""
+    """Every figure ``geosleuth score --protocol`` prints, over all samples' answers at once.
+
+    With several epochs each epoch's answers are scored as one run and every figure is the mean
+    over epochs (for accuracies the same as inspect's mean over each sample's epochs).
+    """
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        answered = [_answered(s.score) for s in scores]
-        values = metrics(score_answers(answered, protocol, source))
-        return {k: v for k, v in values.items() if v is not None}
+        epochs = [_responses(s.score) for s in scores]
+        runs = [
+            metrics(
+                score_answers([Answered(truth, answers[e]) for truth, answers in epochs], protocol, source)
+            )
+            for e in range(min(len(answers) for _, answers in epochs))
+        ]
+        out: dict[str, float] = {}
+        for name in runs[0]:
+            values = [v for run in runs if (v := run.get(name)) is not None]
+            if values:
+                out[name] = sum(values) / len(values)
+        return out
 
     return compute
+
+
+@score_reducer(name="geosleuth_epochs")
+def keep_epochs() -> ScoreReducer:
+    """One sample's epochs: the mean of the per-answer values, with every epoch's answer kept for
+    the protocol metric (inspect's own reducers keep only the first epoch's metadata)."""
+    mean = mean_score()
+
+    def reduce(scores: list[Score]) -> Score:
+        reduced = mean(scores)
+        data = dict((scores[0].metadata or {})[META])
+        data["responses"] = [(s.metadata or {})[META]["response"] for s in scores]
+        return Score(
+            value=reduced.value,
+            answer=scores[0].answer,
+            explanation=scores[0].explanation,
+            metadata={META: data},
+        )
+
+    return reduce
 
 
 @scorer(metrics=[])
@@ -201,9 +247,10 @@ def protocol_scorer(protocol: str = "default", source: str | None = None) -> Sco
     return score
 
 
-def _answered(score: Score) -> Answered:
+def _responses(score: Score) -> tuple[dict[str, Any], list[str]]:
+    """(truth, every epoch's answer) of one reduced sample score."""
     data = (score.metadata or {})[META]
-    return Answered(data["truth"], data["response"])
+    return data["truth"], list(data.get("responses") or [data["response"]])
 
 
 class InspectChatClient:
