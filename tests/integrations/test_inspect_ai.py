@@ -169,3 +169,56 @@ def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tm
         )  # fmt: skip
         assert done.returncode != 0
         assert message in done.stdout + done.stderr
+
+
+def test_missing_image_is_a_wrong_answer_without_a_model_call(photo_dataset: Path, tmp_path: Path) -> None:
+    """A fourth row whose photo is missing stays in the run: no model call, an empty answer,
+    scored wrong (2 of 4 within 25 km); the three scripted answers go to the three photos."""
+    table = photo_dataset / "data.csv"
+    table.write_text(table.read_text() + "lost,lost.png,51.5074,-0.1278,United Kingdom,London\n")
+    out = _run(
+        {
+            "task_args": {"dataset": str(photo_dataset), "protocol": "twm"},
+            "answers": [PARIS, "no idea", SYDNEY],
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    lost = next(s for s in out["samples"] if s["id"] == "lost")
+    assert lost["state"]["status"] == "input_error: image not found"
+    assert lost["scores"]["protocol_scorer"]["row"]["status"] == "empty"
+    assert out["metrics"]["acc@25km"] == pytest.approx(50.0, abs=0.01)
+
+
+WHERECOUNTRY = """nation,panoID,options,answer-type
+Portugal,OC7wNOoNM79aK0JfB5-L5Q,"['Spain', 'Morocco', 'France']",country
+Serbia,fRlOCIlcGeL75dzrP_OjMg,"['Hungary', 'Romania', 'Bulgaria']",country
+"""
+
+
+def test_file_scoring_protocol_wherebench(tmp_path: Path) -> None:
+    """A protocol that scores whole files with its own rules (WhereBench) on the released
+    WhereCountry table: the right letter for Portugal, no readable letter for Serbia, which the
+    released code drops (as published 100 %) and every-row accuracy counts wrong (50 %)."""
+    from PIL import Image
+
+    from geosleuth.eval.datasets import load_dataset
+
+    root = tmp_path / "wherecountry"
+    (root / "imgs").mkdir(parents=True)
+    (root / "wherecountry_500.csv").write_text(WHERECOUNTRY, encoding="utf-8")
+    for i, pano in enumerate(("OC7wNOoNM79aK0JfB5-L5Q", "fRlOCIlcGeL75dzrP_OjMg")):
+        Image.new("RGB", (32, 32), (i * 90, 10, 10)).save(root / "imgs" / f"{pano}.png")
+    portugal = load_dataset(root / "wherecountry_500.csv").samples[0]  # options shuffled by seed 0
+    out = _run(
+        {
+            "task_args": {"dataset": str(root / "wherecountry_500.csv"), "protocol": "wherebench"},
+            "answers": [f"The answer is {portugal.answer}.", "I cannot decide."],
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    assert out["metrics"]["acc_wherecountry_as_published"] == pytest.approx(100.0)
+    assert out["metrics"]["acc_wherecountry_every_row"] == pytest.approx(50.0)
+    values = {s["id"]: s["scores"]["protocol_scorer"]["value"] for s in out["samples"]}
+    assert values == {"OC7wNOoNM79aK0JfB5-L5Q": {"correct": 1.0}, "fRlOCIlcGeL75dzrP_OjMg": {"correct": 0.0}}

@@ -230,7 +230,11 @@ def protocol_scorer(protocol: str = "default", source: str | None = None) -> Sco
         truth = state.metadata[META]["truth"]
         answer = state.output.completion if state.output else ""
         row = row_result(score_answers([Answered(truth, answer)], protocol, source), truth["id"])
-        hits = {k: float(bool(v)) for k, v in row.items() if k.startswith(("acc", "text_acc", "all_acc"))}
+        hits = {  # None: the metric is not defined on this sample (no label at that level)
+            k: float(bool(v))
+            for k, v in row.items()
+            if (k.startswith(("acc", "text_acc", "all_acc")) or k == "correct") and v is not None
+        }
         distance = row.get("distance_km")
         explanation = f"status {row.get('status')}" + (
             f", {distance:.3f} km from the truth"
