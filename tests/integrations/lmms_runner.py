@@ -16,8 +16,11 @@ from typing import Any
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
+from lmms_eval.models.registry_v2 import ModelManifest
 
 MODEL = "geosleuth_pixel_reader"
+MANIFEST = ModelManifest(model_id=MODEL, simple_class_path="lmms_runner.PixelReader")
+"""What a plugin's ``lmms_eval.models`` entry point hands lmms-eval's model registry."""
 
 
 class PixelReader(lmms):
@@ -33,7 +36,8 @@ class PixelReader(lmms):
         for request in requests:
             context, _gen_kwargs, doc_to_visual, doc_id, task, split = request.args
             visuals = doc_to_visual(self.task_dict[task][split][doc_id])
-            red = str(visuals[0].getpixel((0, 0))[0]) if visuals else "none"
+            # the red channel to the nearest multiple of 40 (JPEG may shift a solid colour by a step)
+            red = str(40 * round(visuals[0].getpixel((0, 0))[0] / 40)) if visuals else "none"
             self.prompts.append(context)
             out.append(self.answers.get(red, ""))
         return out
@@ -48,7 +52,6 @@ class PixelReader(lmms):
 def main() -> None:
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.models import MODEL_REGISTRY_V2
-    from lmms_eval.models.registry_v2 import ModelManifest
     from lmms_eval.tasks import TaskManager
 
     spec = json.loads(sys.argv[1])

@@ -106,3 +106,52 @@ def test_lmms_eval_evaluator_scores_like_geosleuth_score(photo_dataset: Path, tm
         assert seen == BY_ID
     assert "geoguessr,none" in out["results"]["geosleuth_generic"]
     assert "geoguessr,none" not in out["results"]["geosleuth_mapbench"]  # TWM reports no GeoGuessr score
+
+
+@needs_lmms
+def test_lmms_eval_cli_with_include_path_on_an_im2gps3k_folder(tmp_path: Path) -> None:
+    """`lmms-eval --include_path $(geosleuth lmms-eval-tasks) --tasks geosleuth_im2gps3k` on an
+    IM2GPS3K folder (im2gps3k_places365.csv, images named by IMG_ID): the model comes from a
+    plugin's `lmms_eval.models` entry point, the figures from the results file lmms-eval writes."""
+    from PIL import Image
+
+    folder = tmp_path / "im2gps3k"
+    (folder / "images").mkdir(parents=True)
+    rows = ["IMG_ID,AUTHOR,LAT,LON,S3_Label,S16_Label,S365_Label,Prob_indoor,Prob_natural,Prob_urban"]
+    for i, (name, lat, lon) in enumerate([("1_a.jpg", 48.8566, 2.3522), ("2_b.jpg", 35.6812, 139.7671)]):
+        Image.new("RGB", (40, 30), (i * 40, 120, 200)).save(folder / "images" / name, quality=100)
+        rows.append(f"{name},someone,{lat},{lon},1,2,3,0.1,0.2,0.7")
+    (folder / "im2gps3k_places365.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    plugin = tmp_path / "plugin" / "geosleuth_lmms_test-0.0.dist-info"
+    plugin.mkdir(parents=True)
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: geosleuth-lmms-test\nVersion: 0.0\n")
+    (plugin / "entry_points.txt").write_text(
+        "[lmms_eval.models]\ngeosleuth_pixel_reader = lmms_runner:MANIFEST\n"
+    )
+    include = CliRunner().invoke(app, ["lmms-eval-tasks"]).stdout.strip()
+    env = {
+        "GEOSLEUTH_DATASET_IM2GPS3K": str(folder),
+        "GEOSLEUTH_TEST_ANSWERS": json.dumps({"0": '{"lat": 48.85, "lon": 2.35}', "40": "Tokyo, Japan"}),
+        "PYTHONPATH_EXTRA": str(plugin.parent),
+    }
+    args = ["-m", "lmms_eval", "--model", "geosleuth_pixel_reader", "--tasks", "geosleuth_im2gps3k"]
+    args += [
+        "--include_path",
+        include,
+        "--batch_size",
+        "1",
+        "--device",
+        "cpu",
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
+    done = run_python(".lmms-deps", args, tmp_path, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "geosleuth_im2gps3k" in done.stdout and "acc@25km" in done.stdout  # lmms-eval's own table
+    (results_file,) = (tmp_path / "out").rglob("*_results.json")
+    got = json.loads(results_file.read_text())["results"]["geosleuth_im2gps3k"]
+    # Paris within 1 km; "Tokyo, Japan" names no coordinates, so the default protocol geocodes it
+    # with the gazetteer (GeoNames' Tokyo, about 7 km from this photo's point)
+    assert got["acc@1km,none"] == pytest.approx(50.0)
+    assert got["acc@2km,none"] == pytest.approx(50.0)
+    assert got["acc@25km,none"] == pytest.approx(100.0)
