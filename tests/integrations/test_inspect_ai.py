@@ -123,7 +123,8 @@ def test_agent_loop_with_tools_through_inspect_model(photo_dataset: Path, tmp_pa
     assert paris["status"] == "ok" and paris["tool_calls"][0]["name"] == "image_zoom_in_tool"
     assert paris["tool_calls"][0]["ok"] is True
     assert by_id["tokyo"]["state"]["turns"] == 3  # zoom, then two answers without a location
-    assert by_id["tokyo"]["scores"]["protocol_scorer"]["row"]["status"] == "failed"
+    assert by_id["tokyo"]["state"]["status"] == "parse_failed"  # a failed trajectory answers nothing
+    assert by_id["tokyo"]["scores"]["protocol_scorer"]["row"]["status"] == "empty"
     assert by_id["sydney"]["state"]["status"] == "ok"
     assert out["metrics"]["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
 

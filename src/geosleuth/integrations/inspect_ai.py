@@ -55,7 +55,7 @@ from geosleuth.agent.client import ChatChoice, ChatResponse, ModelError, Provide
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Task as GeoTask
-from geosleuth.core.records import Trajectory, Usage
+from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
 from geosleuth.eval.datasets import Dataset, load_dataset
 from geosleuth.integrations.harness import Answered, metrics, row_result, score_answers, truth_record
 from geosleuth.scoring import get_protocol
@@ -157,9 +157,9 @@ def agent_loop(config: AgentConfig) -> Solver:
         geo_task = GeoTask.model_validate(state.metadata[META]["task"])
         run_config = config.model_copy(update={"model": client.model})
         trajectory = await run_task(geo_task, run_config, client=client)  # type: ignore[arg-type]
-        answer = final_text(trajectory)
-        state.messages.append(ChatMessageAssistant(content=answer, model=client.model))
-        state.output = ModelOutput.from_content(model=client.model, content=answer)
+        last = trajectory.turns[-1].text if trajectory.turns else ""
+        state.messages.append(ChatMessageAssistant(content=last, model=client.model))
+        state.output = ModelOutput.from_content(model=client.model, content=final_text(trajectory))
         state.metadata[META]["status"] = trajectory.status.value
         state.metadata[META]["turns"] = len(trajectory.turns)
         state.metadata[META]["tool_calls"] = [
@@ -171,8 +171,14 @@ def agent_loop(config: AgentConfig) -> Solver:
 
 
 def final_text(trajectory: Trajectory) -> str:
-    """The answer text the protocol parses: the last model turn ("" when the model never answered)."""
-    return trajectory.turns[-1].text if trajectory.turns else ""
+    """The answer text the protocol parses: the last model turn of a trajectory that ended well.
+
+    A failed one (no answer, model error, timeout, budget spent) answers "" and so counts as
+    wrong, as in ``geosleuth eval``, whatever its last turn happened to say.
+    """
+    if trajectory.status is not TrajectoryStatus.OK or not trajectory.turns:
+        return ""
+    return trajectory.turns[-1].text
 
 
 @metric(name="geosleuth")
