@@ -223,3 +223,30 @@ def test_file_scoring_protocol_wherebench(tmp_path: Path) -> None:
     assert out["metrics"]["acc_wherecountry_every_row"] == pytest.approx(50.0)
     values = {s["id"]: s["scores"]["protocol_scorer"]["value"] for s in out["samples"]}
     assert values == {"OC7wNOoNM79aK0JfB5-L5Q": {"correct": 1.0}, "fRlOCIlcGeL75dzrP_OjMg": {"correct": 0.0}}
+
+
+def test_inspect_cli_runs_the_task_end_to_end(photo_dataset: Path, tmp_path: Path) -> None:
+    """`inspect eval geosleuth/geolocation -T dataset=… -T protocol=twm --model …` from the shell:
+    the run succeeds and its log carries TWM's figures (a scripted model from a test entry point)."""
+    plugin = tmp_path / "plugin" / "geosleuth_inspect_test-0.0.dist-info"
+    plugin.mkdir(parents=True)
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: geosleuth-inspect-test\nVersion: 0.0\n")
+    (plugin / "entry_points.txt").write_text("[inspect_ai]\ngeosleuth_inspect_test = inspect_scripted\n")
+    env = {
+        "GEOSLEUTH_TEST_ANSWERS": json.dumps([PARIS, "no idea", SYDNEY]),
+        "PYTHONPATH_EXTRA": str(plugin.parent),
+    }
+    logs = tmp_path / "logs"
+    args = ["-m", "inspect_ai", "eval", "geosleuth/geolocation", "-T", f"dataset={photo_dataset}"]
+    args += ["-T", "protocol=twm", "--model", "geosleuth_scripted/model", "--max-samples", "1"]
+    args += ["--log-dir", str(logs), "--display", "plain"]
+    done = run_python(".inspect-deps", args, tmp_path, env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (log,) = logs.glob("*.eval")
+    dumped = run_python(".inspect-deps", ["-m", "inspect_ai", "log", "dump", str(log)], tmp_path)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    record = json.loads(dumped.stdout)
+    assert record["status"] == "success" and record["eval"]["task"] == "geosleuth/geolocation"
+    figures = {k: m["value"] for s in record["results"]["scores"] for k, m in s["metrics"].items()}
+    assert figures["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
+    assert figures["acc@2km"] == pytest.approx(100 / 3, abs=0.01)
