@@ -72,6 +72,7 @@ def test_plain_generate_scored_like_geosleuth_score(photo_dataset: Path, tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_metrics_equal_the_score_cli(photo_dataset: Path, tmp_path: Path) -> None:
     """The default protocol's full set (levels, GeoGuessr, GeoScore) equals `geosleuth score`'s output."""
     from typer.testing import CliRunner
@@ -154,6 +155,7 @@ def test_epochs_score_every_epoch(photo_dataset: Path, tmp_path: Path) -> None:
     assert out["metrics"]["median_km"] == pytest.approx((d_sydney + half) / 2, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tmp_path: Path) -> None:
     """`inspect eval geosleuth/geolocation -T ...` finds the task through the entry point and
     passes -T arguments: a missing dataset or an unknown protocol stops before any model call,
@@ -197,6 +199,7 @@ Serbia,fRlOCIlcGeL75dzrP_OjMg,"['Hungary', 'Romania', 'Bulgaria']",country
 """
 
 
+@pytest.mark.slow
 def test_file_scoring_protocol_wherebench(tmp_path: Path) -> None:
     """A protocol that scores whole files with its own rules (WhereBench) on the released
     WhereCountry table: the right letter for Portugal, no readable letter for Serbia, which the
@@ -225,6 +228,7 @@ def test_file_scoring_protocol_wherebench(tmp_path: Path) -> None:
     assert values == {"OC7wNOoNM79aK0JfB5-L5Q": {"correct": 1.0}, "fRlOCIlcGeL75dzrP_OjMg": {"correct": 0.0}}
 
 
+@pytest.mark.slow
 def test_inspect_cli_runs_the_task_end_to_end(photo_dataset: Path, tmp_path: Path) -> None:
     """`inspect eval geosleuth/geolocation -T dataset=… -T protocol=twm --model …` from the shell:
     the run succeeds and its log carries TWM's figures (a scripted model from a test entry point)."""

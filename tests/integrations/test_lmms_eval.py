@@ -109,6 +109,7 @@ def test_lmms_eval_evaluator_scores_like_geosleuth_score(photo_dataset: Path, tm
 
 
 @needs_lmms
+@pytest.mark.slow
 def test_lmms_eval_cli_with_include_path_on_an_im2gps3k_folder(tmp_path: Path) -> None:
     """`lmms-eval --include_path $(geosleuth lmms-eval-tasks) --tasks geosleuth_im2gps3k` on an
     IM2GPS3K folder (im2gps3k_places365.csv, images named by IMG_ID): the model comes from a
