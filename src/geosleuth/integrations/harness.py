@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.metrics import threshold_name
 from geosleuth.core.records import Sample
 from geosleuth.scoring import FileScore, get_protocol, score_file
 from geosleuth.scoring.protocols import ScoringProtocol
@@ -65,25 +64,6 @@ def row_result(result: FileScore, sample_id: str) -> dict[str, Any]:
         if record.get("id") == sample_id:
             return record
     raise KeyError(f"no scored row for sample {sample_id!r}")
-
-
-def metric_names(protocol: str | ScoringProtocol) -> list[str]:
-    """Every metric the protocol can report, in ``geosleuth score`` order (the data decides which appear)."""
-    p = get_protocol(protocol) if isinstance(protocol, str) else protocol
-    names = [threshold_name(t) for t in sorted(p.thresholds)]
-    if p.level_rule == "geovista":
-        names += [f"all_{n}" for n in names]
-    names += [m for m, _ in p.coord_levels]
-    names += [m for m, _ in p.text_levels]
-    if p.level_rule == "geovista":
-        names += [f"all_{m}" for m, _ in p.text_levels]
-    names.append("acc_choice")
-    if p.median_mean:
-        names += ["median_km", "mean_km"]
-    elif p.median == "lower":
-        names += ["median_km", "all_median_km"]
-    names += [n for n, on in (("geoguessr", p.geoguessr), ("geoscore", p.geoscore)) if on]
-    return names
 
 
 def finite(value: float | None) -> float:
