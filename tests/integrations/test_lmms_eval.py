@@ -113,7 +113,8 @@ def test_lmms_eval_evaluator_scores_like_geosleuth_score(photo_dataset: Path, tm
 def test_lmms_eval_cli_with_include_path_on_an_im2gps3k_folder(tmp_path: Path) -> None:
     """`lmms-eval --include_path $(geosleuth lmms-eval-tasks) --tasks geosleuth_im2gps3k` on an
     IM2GPS3K folder (im2gps3k_places365.csv, images named by IMG_ID): the model comes from a
-    plugin's `lmms_eval.models` entry point, the figures from the results file lmms-eval writes."""
+    plugin's `lmms_eval.models` entry point, the figures from the results file lmms-eval writes.
+    Run twice: under the task's protocol (default), then with GEOSLEUTH_PROTOCOL=osv5m."""
     from PIL import Image
 
     folder = tmp_path / "im2gps3k"
@@ -130,29 +131,32 @@ def test_lmms_eval_cli_with_include_path_on_an_im2gps3k_folder(tmp_path: Path) -
         "[lmms_eval.models]\ngeosleuth_pixel_reader = lmms_runner:MANIFEST\n"
     )
     include = CliRunner().invoke(app, ["lmms-eval-tasks"]).stdout.strip()
-    env = {
-        "GEOSLEUTH_DATASET_IM2GPS3K": str(folder),
-        "GEOSLEUTH_TEST_ANSWERS": json.dumps({"0": '{"lat": 48.85, "lon": 2.35}', "40": "Tokyo, Japan"}),
-        "PYTHONPATH_EXTRA": str(plugin.parent),
-    }
-    args = ["-m", "lmms_eval", "--model", "geosleuth_pixel_reader", "--tasks", "geosleuth_im2gps3k"]
-    args += [
-        "--include_path",
-        include,
-        "--batch_size",
-        "1",
-        "--device",
-        "cpu",
-        "--output_path",
-        str(tmp_path / "out"),
-    ]
-    done = run_python(".lmms-deps", args, tmp_path, env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "geosleuth_im2gps3k" in done.stdout and "acc@25km" in done.stdout  # lmms-eval's own table
-    (results_file,) = (tmp_path / "out").rglob("*_results.json")
-    got = json.loads(results_file.read_text())["results"]["geosleuth_im2gps3k"]
-    # Paris within 1 km; "Tokyo, Japan" names no coordinates, so the default protocol geocodes it
+    answers = json.dumps({"0": '{"lat": 48.85, "lon": 2.35}', "40": "Tokyo, Japan"})
+    got = {}
+    for protocol in ("", "osv5m"):
+        env = {
+            "GEOSLEUTH_DATASET_IM2GPS3K": str(folder),
+            "GEOSLEUTH_TEST_ANSWERS": answers,
+            "GEOSLEUTH_PROTOCOL": protocol,
+            "PYTHONPATH_EXTRA": str(plugin.parent),
+        }
+        out = tmp_path / f"out-{protocol or 'task'}"
+        args = ["-m", "lmms_eval", "--model", "geosleuth_pixel_reader", "--tasks", "geosleuth_im2gps3k"]
+        args += ["--include_path", include, "--batch_size", "1", "--device", "cpu", "--output_path", str(out)]
+        done = run_python(".lmms-deps", args, tmp_path, env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "geosleuth_im2gps3k" in done.stdout and "acc@25km" in done.stdout  # lmms-eval's own table
+        (results_file,) = out.rglob("*_results.json")
+        figures = json.loads(results_file.read_text())["results"]["geosleuth_im2gps3k"]
+        got[protocol or "default"] = {
+            k.removesuffix(",none"): v for k, v in figures.items() if k.endswith(",none")
+        }
+    # default: Paris within 1 km; "Tokyo, Japan" names no coordinates, so the protocol geocodes it
     # with the gazetteer (GeoNames' Tokyo, about 7 km from this photo's point)
-    assert got["acc@1km,none"] == pytest.approx(50.0)
-    assert got["acc@2km,none"] == pytest.approx(50.0)
-    assert got["acc@25km,none"] == pytest.approx(100.0)
+    assert got["default"]["acc@1km"] == pytest.approx(50.0)
+    assert got["default"]["acc@2km"] == pytest.approx(50.0)
+    assert got["default"]["acc@25km"] == pytest.approx(100.0)
+    # osv5m geocodes nothing: the Tokyo answer has no coordinates and is wrong; its own metric set
+    assert got["osv5m"]["acc@25km"] == pytest.approx(50.0)
+    assert {"acc_region", "acc_area", "geoguessr"} <= set(got["osv5m"])
+    assert "acc@2km" not in got["osv5m"] and "acc_region" not in got["default"]
