@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_python
+from harness_helpers import ROOT, run_python
 
 from geosleuth.core.geo import distance_km
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, run_python
+from harness_helpers import ROOT, run_python
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app

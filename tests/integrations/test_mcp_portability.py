@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import ROOT
+from harness_helpers import ROOT
 from mcp import Client
 from PIL import Image
 
