@@ -15,9 +15,9 @@ its ground truth, and every metric's aggregation scores all answers once with th
 from __future__ import annotations
 
 import json
+import logging
 import os
 from functools import lru_cache, partial
-from pathlib import Path
 from typing import Any
 
 from datasets import Dataset as HFDataset
@@ -25,12 +25,16 @@ from datasets import DatasetDict
 from lmms_eval.api.task import ConfigurableTask
 from PIL import Image
 
+from geosleuth.agent.images import load_image
 from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Sample
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.eval.datasets import load_dataset
+from geosleuth.imageio import ImageInputError
 from geosleuth.integrations.harness import Answered, finite, metrics, score_answers, truth_record
 from geosleuth.scoring import get_protocol
+
+log = logging.getLogger(__name__)
 
 LOWER_IS_BETTER = ("median_km", "mean_km", "all_median_km")
 DEFAULT_PROMPT_STYLE = "direct"
@@ -125,12 +129,16 @@ def _scored(items: tuple[tuple[str, str], ...], protocol: str, source: str | Non
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Image.Image]:
-    """The photo (none when the file is missing: the model answers blind and is scored as it answers)."""
+    """The photo, decoded within geosleuth's pixel limit (EXIF orientation applied); none when it
+    is missing or unreadable: the model answers blind and is scored on what it answers."""
     path = doc.get("image")
-    if not path or not Path(path).is_file():
+    if not path:
         return []
-    with Image.open(path) as img:
-        return [img.convert("RGB")]
+    try:
+        return [load_image(path).convert("RGB")]
+    except ImageInputError as exc:
+        log.warning("sample %s: %s", doc.get("id"), exc)
+        return []
 
 
 def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> str:
