@@ -54,6 +54,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "datasets": LazyCommand("geosleuth.cli.eval", "Inspect benchmark datasets."),
     "tools": LazyCommand("geosleuth.cli.tools", "Inspect the tool suite."),
     "gazetteer": LazyCommand("geosleuth.cli.gazetteer", "Offline gazetteer: build, search, reverse."),
+    "lmms-eval-tasks": LazyCommand(
+        "geosleuth.cli.harness",
+        "Print the folder to pass to lmms-eval's --include_path (one task per layout).",
+    ),
     "data": LazyCommand(
         "geosleuth.cli.data",
         "Training data: export for verl / SFT, synthesise, filter by difficulty, sample, build MCQ.",

@@ -51,14 +51,30 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "ok": {"type": "boolean", "description": "False when the call failed; `error` says why."},
         "text": {"type": "string", "description": "What the model reads (delimited tool output)."},
-        "error": {"type": ["string", "null"]},
-        "provider": {"type": ["string", "null"], "description": "Backend that answered, e.g. offline."},
-        "cache_hit": {"type": "boolean"},
+        "error": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "Why the call failed; null when it succeeded.",
+        },
+        "provider": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "Backend that answered, e.g. offline; null when none did.",
+        },
+        "cache_hit": {"type": "boolean", "description": "True when the result came from the tool cache."},
         "images": {"type": "integer", "description": "Number of image contents in this result."},
-        "data": {"description": "Structured result (places, hits, boxes); null when too large."},
+        "data": {
+            "anyOf": [
+                {"type": "object", "additionalProperties": True},
+                {"type": "array"},
+                {"type": "null"},
+            ],
+            "description": "Structured result: an object (a place, a box) or a list (places, search hits); "
+            "null when there is none or it is too large.",
+        },
     },
     "required": ["ok", "text", "error", "provider", "cache_hit", "images", "data"],
 }
+"""One portable schema for every tool's structured content: no ``type`` lists (clients that map
+schemas onto a single-type dialect, such as Gemini's, reject them), a description on each field."""
 
 OPAQUE_PATH_ERROR = "image_path is not a readable image file under the server's image directories"
 
@@ -248,13 +264,18 @@ def annotations(registry: ToolRegistry, name: str) -> types.ToolAnnotations:
     )
 
 
-def _structured_data(data: Any, limit: int) -> Any:
-    """The result's data as plain JSON, or None when it is not JSON-like or too large."""
+def _structured_data(data: Any, limit: int) -> dict[str, Any] | list[Any] | None:
+    """The result's data as a JSON object or list (a bare value is wrapped as ``{"value": …}``),
+    or None when there is none, it is not JSON-like or it is too large (the output schema's shape)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict | list | tuple):
+        data = {"value": data}
     try:
         text = json.dumps(data, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return None
-    return json.loads(text) if len(text) <= limit else None
+    return json.loads(text) if len(text) <= limit else None  # type: ignore[no-any-return]
 
 
 def to_call_result(result: ToolResult, policy: ImagePolicy | None = None) -> types.CallToolResult:

@@ -1,0 +1,256 @@
+"""inspect_ai runs geosleuth's geolocation task through its own eval loop, with its mockllm model.
+
+inspect_ai pins python-dateutil < 3 (through botocore), which the shared venv cannot take, so
+scripts/test.sh installs it without dependencies into .inspect-deps and these tests run inspect in
+a subprocess with that folder on PYTHONPATH. The task is named as the CLI names it,
+``geosleuth/geolocation``, so it is found through geosleuth's ``inspect_ai`` entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from harness_helpers import ROOT, run_python
+
+from geosleuth.core.geo import distance_km
+
+DEPS = ROOT / ".inspect-deps"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not (DEPS / "inspect_ai").is_dir(),
+        reason="inspect_ai not in .inspect-deps (scripts/test.sh installs it)",
+    ),
+    pytest.mark.skipif(
+        not any(ep.name == "geosleuth" for ep in entry_points(group="inspect_ai")),
+        reason="installed geosleuth metadata predates its inspect_ai entry point (pip install -e .)",
+    ),
+]
+
+PARIS = '{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}'
+SYDNEY = '{"lat": -33.9, "lon": 151.2, "city": "Sydney", "country": "Australia"}'
+
+
+def _run(spec: dict, tmp_path: Path) -> dict:
+    spec = {"log_dir": str(tmp_path / "logs"), **spec}
+    done = run_python(
+        ".inspect-deps", [str(Path(__file__).with_name("inspect_runner.py")), json.dumps(spec)], tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_plain_generate_scored_like_geosleuth_score(photo_dataset: Path, tmp_path: Path) -> None:
+    """Three answers, the middle one unparseable: it scores wrong, the run completes, and the
+    metrics are TWM's (WGS-84 geodesic, d < k) in percent with the charged median."""
+    answers = [PARIS, "I cannot tell where this is, sorry.", SYDNEY]
+    out = _run(
+        {"task_args": {"dataset": str(photo_dataset), "protocol": "twm"}, "answers": answers}, tmp_path
+    )
+    assert out["status"] == "success" and out["task"] == "geosleuth/geolocation"
+    by_id = {s["id"]: s for s in out["samples"]}
+    assert set(by_id) == {"paris", "tokyo", "sydney"} and all(s["error"] is None for s in by_id.values())
+    tokyo = by_id["tokyo"]["scores"]["protocol_scorer"]
+    assert tokyo["row"]["status"] == "failed" and set(tokyo["value"].values()) == {0.0}
+    d_paris = float(distance_km(48.8566, 2.3522, 48.85, 2.35, method="geodesic"))
+    d_sydney = float(distance_km(-33.8688, 151.2093, -33.9, 151.2, method="geodesic"))
+    assert 0.5 < d_paris < 2 and 2 < d_sydney < 10  # so the expected hits below follow by hand
+    m = out["metrics"]
+    assert m["acc@0.5km"] == 0.0
+    assert m["acc@2km"] == pytest.approx(100 / 3, abs=0.01)
+    for k in ("acc@10km", "acc@25km", "acc@200km", "acc@750km"):
+        assert m[k] == pytest.approx(200 / 3, abs=0.01)
+    # the unparseable answer is charged half the circumference, so the median is Sydney's error
+    assert m["median_km"] == pytest.approx(d_sydney, abs=1e-3)
+    assert m["mean_km"] == pytest.approx((d_paris + d_sydney + math.pi * 6371.0088) / 3, rel=1e-3)
+    assert by_id["paris"]["scores"]["protocol_scorer"]["row"]["distance_km"] == pytest.approx(
+        d_paris, abs=1e-6
+    )
+
+
+@pytest.mark.slow
+def test_metrics_equal_the_score_cli(photo_dataset: Path, tmp_path: Path) -> None:
+    """The default protocol's full set (levels, GeoGuessr, GeoScore) equals `geosleuth score`'s output."""
+    from typer.testing import CliRunner
+
+    from geosleuth.cli.app import app
+
+    answers = [PARIS, "no idea", "Somewhere in Sydney, Australia"]
+    out = _run({"task_args": {"dataset": str(photo_dataset)}, "answers": answers}, tmp_path)
+    assert out["status"] == "success"
+    preds = tmp_path / "preds.jsonl"
+    ids = [s["id"] for s in out["samples"]]
+    answer_of = dict(zip(["paris", "tokyo", "sydney"], answers, strict=True))
+    preds.write_text("".join(json.dumps({"id": i, "response": answer_of[i]}) + "\n" for i in ids))
+    cli = CliRunner().invoke(
+        app, ["score", str(preds), "--truth", str(photo_dataset / "data.csv"), "--format", "json"]
+    )
+    assert cli.exit_code == 0, cli.output
+    expected = {k: v for k, v in json.loads(cli.stdout)["metrics"].items() if v is not None}
+    assert {"geoguessr", "geoscore", "acc_country", "median_km", "acc@25km"} <= set(expected)
+    assert out["metrics"] == pytest.approx(expected)
+
+
+def test_agent_loop_with_tools_through_inspect_model(photo_dataset: Path, tmp_path: Path) -> None:
+    """tools=True: geosleuth's loop asks inspect's model, runs the zoom tool, sends its image back."""
+    out = _run(
+        {
+            "task_args": {
+                "dataset": str(photo_dataset),
+                "protocol": "twm",
+                "tools": True,
+                "prompt": "thinking_with_map",
+                "tool_names": "image_zoom_in_tool",
+            },
+            # tokyo: an answer without a location, then (after the loop's reminder) another one
+            "agent_answers": [PARIS, "still thinking", "no idea, sorry", SYDNEY],
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    assert len(out["seen"]) == 4
+    for seen in out["seen"]:
+        assert seen["tools"] == ["image_zoom_in_tool"]
+        assert seen["tool_function"] == "image_zoom_in_tool"
+        assert seen["images_after_call"] and all(
+            u.startswith("data:image/") for u in seen["images_after_call"]
+        )
+    by_id = {s["id"]: s for s in out["samples"]}
+    paris = by_id["paris"]["state"]
+    assert paris["status"] == "ok" and paris["tool_calls"][0]["name"] == "image_zoom_in_tool"
+    assert paris["tool_calls"][0]["ok"] is True
+    assert by_id["tokyo"]["state"]["turns"] == 3  # zoom, then two answers without a location
+    assert by_id["tokyo"]["state"]["status"] == "parse_failed"  # a failed trajectory answers nothing
+    assert by_id["tokyo"]["scores"]["protocol_scorer"]["row"]["status"] == "empty"
+    assert by_id["sydney"]["state"]["status"] == "ok"
+    assert out["metrics"]["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
+
+
+def test_epochs_score_every_epoch(photo_dataset: Path, tmp_path: Path) -> None:
+    """`--epochs 2`: each epoch's answers are one run under the protocol; figures are the mean.
+    Epoch 1 gets Paris and Sydney right (2 of 3), epoch 2 only Paris (1 of 3): acc@25km = 50 %."""
+    answers = {
+        "0": [PARIS, PARIS],
+        "40": ["no idea", "still no idea"],
+        "80": [SYDNEY, "somewhere hot"],
+    }
+    out = _run(
+        {
+            "task_args": {"dataset": str(photo_dataset), "protocol": "twm"},
+            "photo_answers": answers,
+            "epochs": 2,
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    assert out["metrics"]["acc@25km"] == pytest.approx(50.0, abs=0.01)
+    assert out["metrics"]["acc@0.5km"] == 0.0
+    d_sydney = float(distance_km(-33.8688, 151.2093, -33.9, 151.2, method="geodesic"))
+    # epoch 1's median is Sydney's error; epoch 2's is a charged miss (half the circumference)
+    half = math.pi * 6371.0088
+    assert out["metrics"]["median_km"] == pytest.approx((d_sydney + half) / 2, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tmp_path: Path) -> None:
+    """`inspect eval geosleuth/geolocation -T ...` finds the task through the entry point and
+    passes -T arguments: a missing dataset or an unknown protocol stops before any model call,
+    with the loader's or the protocol registry's message and a non-zero exit."""
+    for args, message in (
+        (["-T", "dataset=" + str(tmp_path / "missing")], "dataset not found"),
+        (["-T", "dataset=" + str(photo_dataset), "-T", "protocol=nope"], "unknown protocol 'nope'"),
+    ):
+        done = run_python(
+            ".inspect-deps",
+            ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--model", "mockllm/model",
+             "--log-dir", str(tmp_path / "logs"), "--display", "plain"],
+            tmp_path,
+        )  # fmt: skip
+        assert done.returncode != 0
+        assert message in done.stdout + done.stderr
+
+
+def test_missing_image_is_a_wrong_answer_without_a_model_call(photo_dataset: Path, tmp_path: Path) -> None:
+    """A fourth row whose photo is missing stays in the run: no model call, an empty answer,
+    scored wrong (2 of 4 within 25 km); the three scripted answers go to the three photos."""
+    table = photo_dataset / "data.csv"
+    table.write_text(table.read_text() + "lost,lost.png,51.5074,-0.1278,United Kingdom,London\n")
+    out = _run(
+        {
+            "task_args": {"dataset": str(photo_dataset), "protocol": "twm"},
+            "answers": [PARIS, "no idea", SYDNEY],
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    lost = next(s for s in out["samples"] if s["id"] == "lost")
+    assert lost["state"]["status"] == "input_error: image not found"
+    assert lost["scores"]["protocol_scorer"]["row"]["status"] == "empty"
+    assert out["metrics"]["acc@25km"] == pytest.approx(50.0, abs=0.01)
+
+
+WHERECOUNTRY = """nation,panoID,options,answer-type
+Portugal,OC7wNOoNM79aK0JfB5-L5Q,"['Spain', 'Morocco', 'France']",country
+Serbia,fRlOCIlcGeL75dzrP_OjMg,"['Hungary', 'Romania', 'Bulgaria']",country
+"""
+
+
+@pytest.mark.slow
+def test_file_scoring_protocol_wherebench(tmp_path: Path) -> None:
+    """A protocol that scores whole files with its own rules (WhereBench) on the released
+    WhereCountry table: the right letter for Portugal, no readable letter for Serbia, which the
+    released code drops (as published 100 %) and every-row accuracy counts wrong (50 %)."""
+    from PIL import Image
+
+    from geosleuth.eval.datasets import load_dataset
+
+    root = tmp_path / "wherecountry"
+    (root / "imgs").mkdir(parents=True)
+    (root / "wherecountry_500.csv").write_text(WHERECOUNTRY, encoding="utf-8")
+    for i, pano in enumerate(("OC7wNOoNM79aK0JfB5-L5Q", "fRlOCIlcGeL75dzrP_OjMg")):
+        Image.new("RGB", (32, 32), (i * 90, 10, 10)).save(root / "imgs" / f"{pano}.png")
+    portugal = load_dataset(root / "wherecountry_500.csv").samples[0]  # options shuffled by seed 0
+    out = _run(
+        {
+            "task_args": {"dataset": str(root / "wherecountry_500.csv"), "protocol": "wherebench"},
+            "answers": [f"The answer is {portugal.answer}.", "I cannot decide."],
+        },
+        tmp_path,
+    )
+    assert out["status"] == "success", out["error"]
+    assert out["metrics"]["acc_wherecountry_as_published"] == pytest.approx(100.0)
+    assert out["metrics"]["acc_wherecountry_every_row"] == pytest.approx(50.0)
+    values = {s["id"]: s["scores"]["protocol_scorer"]["value"] for s in out["samples"]}
+    assert values == {"OC7wNOoNM79aK0JfB5-L5Q": {"correct": 1.0}, "fRlOCIlcGeL75dzrP_OjMg": {"correct": 0.0}}
+
+
+@pytest.mark.slow
+def test_inspect_cli_runs_the_task_end_to_end(photo_dataset: Path, tmp_path: Path) -> None:
+    """`inspect eval geosleuth/geolocation -T dataset=… -T protocol=twm --model …` from the shell:
+    the run succeeds and its log carries TWM's figures (a scripted model from a test entry point)."""
+    plugin = tmp_path / "plugin" / "geosleuth_inspect_test-0.0.dist-info"
+    plugin.mkdir(parents=True)
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: geosleuth-inspect-test\nVersion: 0.0\n")
+    (plugin / "entry_points.txt").write_text("[inspect_ai]\ngeosleuth_inspect_test = inspect_scripted\n")
+    env = {
+        "GEOSLEUTH_TEST_ANSWERS": json.dumps([PARIS, "no idea", SYDNEY]),
+        "PYTHONPATH_EXTRA": str(plugin.parent),
+    }
+    logs = tmp_path / "logs"
+    args = ["-m", "inspect_ai", "eval", "geosleuth/geolocation", "-T", f"dataset={photo_dataset}"]
+    args += ["-T", "protocol=twm", "--model", "geosleuth_scripted/model", "--max-samples", "1"]
+    args += ["--log-dir", str(logs), "--display", "plain"]
+    done = run_python(".inspect-deps", args, tmp_path, env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (log,) = logs.glob("*.eval")
+    dumped = run_python(".inspect-deps", ["-m", "inspect_ai", "log", "dump", str(log)], tmp_path)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    record = json.loads(dumped.stdout)
+    assert record["status"] == "success" and record["eval"]["task"] == "geosleuth/geolocation"
+    figures = {k: m["value"] for s in record["results"]["scores"] for k, m in s["metrics"].items()}
+    assert figures["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
+    assert figures["acc@2km"] == pytest.approx(100 / 3, abs=0.01)

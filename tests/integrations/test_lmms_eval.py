@@ -1,0 +1,162 @@
+"""lmms-eval runs geosleuth's shipped tasks through its own evaluator with a tiny local model.
+
+lmms-eval 0.7 pins torch 2.14 and needs filelock 3.x, which the shared venv cannot take, so
+scripts/test.sh installs it without dependencies into .lmms-deps and these tests run it in a
+subprocess with that folder on PYTHONPATH. The model is registered in lmms-eval's model registry
+and reads each photo lmms-eval hands it through the task's doc_to_visual.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from harness_helpers import ROOT, run_python
+from typer.testing import CliRunner
+
+from geosleuth.cli.app import app
+from geosleuth.eval.datasets import ADAPTERS
+from geosleuth.integrations import lmms_eval_tasks_folder
+
+DEPS = ROOT / ".lmms-deps"
+TASKS = lmms_eval_tasks_folder()
+
+needs_lmms = pytest.mark.skipif(
+    not (DEPS / "lmms_eval").is_dir(), reason="lmms-eval not in .lmms-deps (scripts/test.sh installs it)"
+)
+
+PARIS = '{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}'
+SYDNEY = '{"lat": -33.9, "lon": 151.2}'
+ANSWERS = {"0": PARIS, "40": "I really cannot say.", "80": SYDNEY}  # by the photo's red channel
+BY_ID = {"paris": PARIS, "tokyo": ANSWERS["40"], "sydney": SYDNEY}
+
+
+class _Tagged(yaml.SafeLoader):
+    """Reads task yamls as lmms-eval's index does: ``!function`` tags kept as plain strings."""
+
+
+_Tagged.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_Tagged)  # noqa: S506 - SafeLoader subclass
+
+
+def test_every_loader_layout_has_a_task() -> None:
+    """One small yaml per format the loader reads, each naming only its format and protocol."""
+    tasks = {_yaml(p)["metadata"]["format"]: _yaml(p) for p in TASKS.glob("*.yaml")}
+    missing = sorted(set(ADAPTERS) - set(tasks))
+    assert not missing, f"add tasks/geosleuth_<format>.yaml for {missing} (copy geosleuth_generic.yaml)"
+    assert "auto" in tasks
+    for fmt, config in tasks.items():
+        assert config["include"] == "_geosleuth_template_yaml"
+        assert config["task"] == ("geosleuth" if fmt == "auto" else f"geosleuth_{fmt}")
+        assert set(config) == {"include", "task", "metadata"}
+    template = _yaml(TASKS / "_geosleuth_template_yaml")
+    assert template["class"] == "geosleuth.integrations.lmms_eval.GeolocationTask"
+    assert template["output_type"] == "generate_until"
+
+
+def test_cli_prints_the_include_path() -> None:
+    result = CliRunner().invoke(app, ["lmms-eval-tasks", "--list"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert Path(lines[0]) == TASKS and (TASKS / "geosleuth_im2gps3k.yaml").is_file()
+    assert {"geosleuth", "geosleuth_generic", "geosleuth_osv5m"} <= set(lines[1:])
+
+
+def _score_cli(tmp_path: Path, truth: Path, protocol: str) -> dict[str, float]:
+    preds = tmp_path / f"preds-{protocol}.jsonl"
+    preds.write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in BY_ID.items()))
+    cli = CliRunner().invoke(app, ["score", str(preds), "--truth", str(truth), "-p", protocol, "-f", "json"])
+    assert cli.exit_code == 0, cli.output
+    return {k: v for k, v in json.loads(cli.stdout)["metrics"].items() if v is not None}
+
+
+@needs_lmms
+def test_lmms_eval_evaluator_scores_like_geosleuth_score(photo_dataset: Path, tmp_path: Path) -> None:
+    """generic (protocol default) and mapbench (protocol twm) on the same photos: every metric
+    equals `geosleuth score`'s, the unparseable answer counts as wrong, and each document's
+    image reached the model (its answers are keyed by what it saw)."""
+    spec = {
+        "tasks": ["geosleuth_generic", "geosleuth_mapbench"],
+        "include_path": str(TASKS),
+        "answers": ANSWERS,
+    }
+    env = {"GEOSLEUTH_DATASET": str(photo_dataset)}
+    done = run_python(
+        ".lmms-deps", [str(Path(__file__).with_name("lmms_runner.py")), json.dumps(spec)], tmp_path, env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    # TWM's strict parse wants lat, lon, city and country: the bare Sydney coordinates miss too
+    for task, protocol, acc25 in (
+        ("geosleuth_generic", "default", 200 / 3),
+        ("geosleuth_mapbench", "twm", 100 / 3),
+    ):
+        got = {k.removesuffix(",none"): v for k, v in out["results"][task].items() if k.endswith(",none")}
+        got = {k: v for k, v in got.items() if "_stderr" not in k}
+        expected = _score_cli(tmp_path, photo_dataset / "data.csv", protocol)
+        assert got == pytest.approx(expected), task
+        assert got["acc@25km"] == pytest.approx(acc25, abs=0.01)  # "cannot say" is wrong under both
+        seen = {json.loads(s["target"])["id"]: s["resps"][0][0] for s in out["samples"][task]}
+        assert seen == BY_ID
+    assert "geoguessr,none" in out["results"]["geosleuth_generic"]
+    assert "geoguessr,none" not in out["results"]["geosleuth_mapbench"]  # TWM reports no GeoGuessr score
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_lmms_eval_cli_with_include_path_on_an_im2gps3k_folder(tmp_path: Path) -> None:
+    """`lmms-eval --include_path $(geosleuth lmms-eval-tasks) --tasks geosleuth_im2gps3k` on an
+    IM2GPS3K folder (im2gps3k_places365.csv, images named by IMG_ID): the model comes from a
+    plugin's `lmms_eval.models` entry point, the figures from the results file lmms-eval writes.
+    Run twice: under the task's protocol (default), then with GEOSLEUTH_PROTOCOL=osv5m."""
+    from PIL import Image
+
+    folder = tmp_path / "im2gps3k"
+    (folder / "images").mkdir(parents=True)
+    rows = ["IMG_ID,AUTHOR,LAT,LON,S3_Label,S16_Label,S365_Label,Prob_indoor,Prob_natural,Prob_urban"]
+    for i, (name, lat, lon) in enumerate([("1_a.jpg", 48.8566, 2.3522), ("2_b.jpg", 35.6812, 139.7671)]):
+        Image.new("RGB", (40, 30), (i * 40, 120, 200)).save(folder / "images" / name, quality=100)
+        rows.append(f"{name},someone,{lat},{lon},1,2,3,0.1,0.2,0.7")
+    (folder / "im2gps3k_places365.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    plugin = tmp_path / "plugin" / "geosleuth_lmms_test-0.0.dist-info"
+    plugin.mkdir(parents=True)
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: geosleuth-lmms-test\nVersion: 0.0\n")
+    (plugin / "entry_points.txt").write_text(
+        "[lmms_eval.models]\ngeosleuth_pixel_reader = lmms_runner:MANIFEST\n"
+    )
+    include = CliRunner().invoke(app, ["lmms-eval-tasks"]).stdout.strip()
+    answers = json.dumps({"0": '{"lat": 48.85, "lon": 2.35}', "40": "Tokyo, Japan"})
+    got = {}
+    for protocol in ("", "osv5m"):
+        env = {
+            "GEOSLEUTH_DATASET_IM2GPS3K": str(folder),
+            "GEOSLEUTH_TEST_ANSWERS": answers,
+            "GEOSLEUTH_PROTOCOL": protocol,
+            "PYTHONPATH_EXTRA": str(plugin.parent),
+        }
+        out = tmp_path / f"out-{protocol or 'task'}"
+        args = ["-m", "lmms_eval", "--model", "geosleuth_pixel_reader", "--tasks", "geosleuth_im2gps3k"]
+        args += ["--include_path", include, "--batch_size", "1", "--device", "cpu", "--output_path", str(out)]
+        done = run_python(".lmms-deps", args, tmp_path, env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "geosleuth_im2gps3k" in done.stdout and "acc@25km" in done.stdout  # lmms-eval's own table
+        (results_file,) = out.rglob("*_results.json")
+        figures = json.loads(results_file.read_text())["results"]["geosleuth_im2gps3k"]
+        got[protocol or "default"] = {
+            k.removesuffix(",none"): v for k, v in figures.items() if k.endswith(",none")
+        }
+    # default: Paris within 1 km; "Tokyo, Japan" names no coordinates, so the protocol geocodes it
+    # with the gazetteer (GeoNames' Tokyo, about 7 km from this photo's point)
+    assert got["default"]["acc@1km"] == pytest.approx(50.0)
+    assert got["default"]["acc@2km"] == pytest.approx(50.0)
+    assert got["default"]["acc@25km"] == pytest.approx(100.0)
+    # osv5m geocodes nothing: the Tokyo answer has no coordinates and is wrong; its own metric set
+    assert got["osv5m"]["acc@25km"] == pytest.approx(50.0)
+    assert {"acc_region", "acc_area", "geoguessr"} <= set(got["osv5m"])
+    assert "acc@2km" not in got["osv5m"] and "acc_region" not in got["default"]
