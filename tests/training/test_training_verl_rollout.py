@@ -49,6 +49,8 @@ SCRIPTS = {
         call("image_zoom_in_tool", '{"bbox_2d": [5000, 5000, 9000, 9000]}'),
         call("slow_lookup", '{"query": "Paris"}'),
         '<tool_call>\n{"name": "geocode", "arguments": {"address": </tool_call>',
+        '<tool_call>\n{"arguments": {"address": </tool_call>',
+        ANSWER,
     ],
 }
 
@@ -251,14 +253,19 @@ def test_bad_calls_become_errors_the_policy_reads(verl_setup: dict[str, Any]) ->
     output, server, _ = asyncio.run(_rollout(verl_setup, SCRIPTS["bad"]))
     tok = verl_setup["processor"].tokenizer
     responses = tok.decode(output.response_ids).split("<tool_response>")[1:]
-    assert len(responses) == 3 and len(server.images_seen) == 4  # the rollout went on after each error
+    assert len(responses) == 5 and len(server.images_seen) == 6  # the rollout went on after each error
     assert "Unknown function 'teleport'" in responses[0]
     assert "outside the image" in responses[1]
     assert "slow_lookup timed out after 1 s" in responses[2]
-    # verl's hermes parser drops a tool call whose JSON does not parse: the rollout ends, scored 0
-    assert output.response_ids and _score(verl_setup, output)["reward_score"] == 0.0
+    # geosleuth_hermes (the script's multi_turn.format) keeps a call whose JSON is broken, so
+    # verl's own _call_tool answers it; verl's plain hermes parser would drop it and end the rollout
+    assert "Invalid JSON in arguments for 'geocode'" in responses[3]
+    assert "Unknown function 'unreadable_tool_call'" in responses[4]
+    assert tok.decode(output.response_ids).rstrip().endswith(ANSWER + "<|im_end|>")
+    assert _score(verl_setup, output)["reward_score"] == 1.0
 
 
+@pytest.mark.slow
 def test_the_verl_extra_installs_what_the_agent_loop_imports() -> None:
     """verl is installed without its dependencies (they pull vLLM and CUDA); the `verl` extra
     must supply every module its tool agent loop, tool registry and reward loop import."""
@@ -277,3 +284,53 @@ def test_the_verl_extra_installs_what_the_agent_loop_imports() -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["verl"]
     assert any(req.startswith("cachetools") for req in extra)  # verl.workers.rollout.router imports it
+
+
+class _CharTokenizer:
+    """Token ids are code points: enough for a parser that only decodes."""
+
+    @staticmethod
+    def decode(ids: list[int]) -> str:
+        return "".join(map(chr, ids))
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "arguments"),
+    [
+        ('{"name": "geocode", "arguments": {"address": "Paris"}}', "geocode", '{"address": "Paris"}'),
+        ('{"name": "geocode", "arguments": {"address": ', "geocode", '{"name": "geocode", "arguments": {"address":'),
+        ("no json at all", "unreadable_tool_call", "no json at all"),
+        ('{"tool": "geocode"}', "unreadable_tool_call", None),
+    ],
+)
+def test_geosleuth_hermes_keeps_every_call(body: str, name: str, arguments: str | None) -> None:
+    pytest.importorskip("verl.experimental.agent_loop.tool_parser")
+    from geosleuth.training.verl_parser import GeoSleuthHermesToolParser
+
+    text = f"<think>x</think><tool_call>\n{body}\n</tool_call>"
+    content, (call,) = asyncio.run(GeoSleuthHermesToolParser(_CharTokenizer()).extract_tool_calls(list(map(ord, text))))
+    assert content == "<think>x</think>" and call.name == name
+    if arguments is not None:
+        assert call.arguments == arguments
+    else:
+        assert call.arguments.startswith("not a tool call")
+
+
+def test_geosleuth_hermes_never_raises_and_keeps_one_call_per_block() -> None:
+    pytest.importorskip("verl.experimental.agent_loop.tool_parser")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from geosleuth.training.verl_parser import GeoSleuthHermesToolParser
+
+    parser = GeoSleuthHermesToolParser(_CharTokenizer())
+    body = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=80)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(body, min_size=1, max_size=3))
+    def check(bodies: list[str]) -> None:
+        text = "".join(f"<tool_call>{b}</tool_call>" for b in bodies)
+        _, calls = asyncio.run(parser.extract_tool_calls(list(map(ord, text))))
+        assert len(calls) == len(bodies) and all(c.name and isinstance(c.arguments, str) for c in calls)
+
+    check()

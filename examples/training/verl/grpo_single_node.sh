@@ -6,6 +6,8 @@
 # cuts it at 4,000 characters with a notice (verl-tool-config --max-text-chars); verl's own
 # max_tool_response_length also counts characters, not tokens, and is set just above so verl
 # never cuts blindly. Every zoom adds an image: vLLM accepts 1 + MAX_TOOL_CALLS per prompt.
+# Tool calls are read by geosleuth_hermes (verl's hermes format; a call whose JSON is broken
+# comes back to the policy as an error instead of silently ending the rollout).
 # The reward runs in geosleuth's reward manager (only the policy's own tokens are scored);
 # REWARD must match the answer format prepare_data.sh exported (export-verl --reward checks it).
 set -euo pipefail
@@ -68,7 +70,7 @@ python3 -m verl.trainer.main_ppo \
   +actor_rollout_ref.rollout.limit_images=$((MAX_TOOL_CALLS + 1)) \
   actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent \
   actor_rollout_ref.rollout.multi_turn.enable=True \
-  actor_rollout_ref.rollout.multi_turn.format=hermes \
+  actor_rollout_ref.rollout.multi_turn.format=geosleuth_hermes \
   actor_rollout_ref.rollout.multi_turn.max_assistant_turns=$((MAX_TOOL_CALLS + 1)) \
   actor_rollout_ref.rollout.multi_turn.max_user_turns="$MAX_TOOL_CALLS" \
   actor_rollout_ref.rollout.multi_turn.max_parallel_calls=1 \

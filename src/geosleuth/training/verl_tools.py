@@ -35,6 +35,10 @@ try:  # the real interface when verl is installed
     from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
     HAVE_VERL = True
+    try:  # registers the `geosleuth_hermes` tool-call parser when verl loads this module
+        import geosleuth.training.verl_parser  # noqa: F401
+    except ImportError as exc:  # an older verl without the agent loop's parser registry
+        logging.getLogger(__name__).debug("geosleuth_hermes parser not registered: %s", exc)
 except ImportError:  # importable without verl, for YAML generation and tests of the wiring
     from geosleuth.training._verl_compat import (  # type: ignore[assignment]
         BaseTool as _VerlBaseTool,
