@@ -157,3 +157,37 @@ def test_tool_budget_is_enforced(swift_run: dict) -> None:
 def test_plugin_registers_geosleuth_tools_without_the_answer_reading_tool(swift_run: dict) -> None:
     tools = swift_run["plugin_tools"]
     assert "image_zoom_in_tool" in tools and "geocode" in tools and "exif_gps" not in tools
+
+
+def test_tool_turns_budget_errors_and_query_images(tmp_path: Path) -> None:
+    """The engine-neutral part, without ms-swift: budget, bad calls, the photo as path or base64."""
+    import asyncio
+    import base64
+    import io
+
+    from PIL import Image
+
+    from geosleuth.tools.base import ToolContext
+    from geosleuth.training.swift_scheduler import ToolTurns, offered_tools, query_image
+    from test_training_trl_tools import registry
+
+    photo = Image.new("RGB", (200, 100), (3, 4, 5))
+    photo.save(tmp_path / "p.png")
+    buf = io.BytesIO()
+    photo.save(buf, format="PNG")
+    encoded = base64.b64encode(buf.getvalue()).decode()
+    for source in (str(tmp_path / "p.png"), encoded, "data:image/png;base64," + encoded):
+        img = query_image(source)
+        assert img is not None and img.size == (200, 100)
+    assert query_image("not-a-file-and-not-base64!") is None and query_image(None) is None
+    assert offered_tools('[{"type": "function", "function": {"name": "geocode"}}]') == ["geocode"]
+    assert offered_tools(None) is None
+
+    turns = ToolTurns(registry(), ["image_zoom_in_tool", "geocode"], max_tool_calls=1, timeout_s=5)
+    ctx = ToolContext(image=photo)
+    two = call("image_zoom_in_tool", '{"bbox_2d": [0, 0, 100, 50]}') + call("image_zoom_in_tool", '{"bbox_2d": [0, 0, 50, 50]}')
+    replies, ran, refused = asyncio.run(turns.run(two, ctx, used=0))
+    assert (ran, refused) == (1, 1) and replies[0].ok and len(replies[0].images) == 1
+    assert "budget of 1 calls is spent" in replies[1].text
+    replies, ran, _ = asyncio.run(turns.run(call("geocode", '{"address": "Paris"}'), ctx, 0, allowed=["image_zoom_in_tool"]))
+    assert ran == 0 and "unknown tool 'geocode'" in replies[0].text  # not offered in this row's prompt
