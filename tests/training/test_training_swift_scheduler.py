@@ -94,6 +94,7 @@ SCRIPTS = {
         ANSWER,
     ],
     "over_budget": [ZOOM, GEOCODE, ZOOM, ZOOM, ZOOM],
+    "answer_and_call": [ANSWER + "\n" + GEOCODE],
 }
 
 
@@ -191,3 +192,17 @@ def test_tool_turns_budget_errors_and_query_images(tmp_path: Path) -> None:
     assert "budget of 1 calls is spent" in replies[1].text
     replies, ran, _ = asyncio.run(turns.run(call("geocode", '{"address": "Paris"}'), ctx, 0, allowed=["image_zoom_in_tool"]))
     assert ran == 0 and "unknown tool 'geocode'" in replies[0].text  # not offered in this row's prompt
+
+
+def test_what_counts_as_the_style_answer() -> None:
+    from geosleuth.training.swift_scheduler import gives_answer
+
+    assert gives_answer(ANSWER) and gives_answer('Done. {"lat": 48.85, "lon": 2.35, "city": "Paris"}')
+    assert not gives_answer(GEOCODE)
+    assert not gives_answer(call("geocode", '{"address": "<answer>"}'))  # inside the call: not an answer
+
+
+@pytest.mark.slow
+def test_answer_beside_a_tool_call_ends_the_rollout(swift_run: dict) -> None:
+    out = swift_run["rollouts"]["answer_and_call"]
+    assert [m["role"] for m in out["messages"]][2:] == ["assistant"] and out["infos"]["tool_calls"] == 0

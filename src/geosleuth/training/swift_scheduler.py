@@ -9,8 +9,9 @@ providers and cache as evaluation, verl and TRL) and ``step`` appends one ``tool
 per call; a zoom crop comes back as an ``<image>`` in that message, its pixels appended to
 the request's ``images`` (base64 PNG, as ms-swift's ``load_image`` reads them).
 
-A completion without a tool call ends the trajectory: it is the answer the prompt style asks
-for, which the rewards score. Bad calls (malformed JSON, an unknown tool, a bad box, a call
+A completion that gives the prompt style's answer (an ``<answer>`` block, or a JSON answer with
+coordinates as Thinking with Map writes it) ends the trajectory, even if it also calls a tool;
+so does a completion without a tool call (the rewards score whatever it says). Bad calls (malformed JSON, an unknown tool, a bad box, a call
 past its time limit) become error messages the policy reads. After ``max_tool_calls`` calls,
 further calls are refused with "give your final answer"; a policy that keeps calling after
 that refusal ends the trajectory.
@@ -28,6 +29,7 @@ import binascii
 import io
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +88,22 @@ def query_image(source: Any) -> Image.Image | None:
         log.warning("swift scheduler: cannot open the query image: %s", exc)
         return None
     return img if img.mode == "RGB" else img.convert("RGB")
+
+
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
+
+
+def gives_answer(completion: str) -> bool:
+    """The completion's own text (tool calls removed) holds a final answer: an ``<answer>``
+    block, or a JSON object with coordinates."""
+    own = _TOOL_CALL_BLOCK.sub("", completion)
+    if "<answer>" in own:
+        return True
+    if '"lat"' not in own:
+        return False
+    from geosleuth.core.parsing import parse_answer
+
+    return bool(parse_answer(own, "robust").has_coords)
 
 
 def offered_tools(column: Any) -> list[str] | None:
@@ -183,7 +201,7 @@ class GeoSleuthToolScheduler(MultiTurnScheduler):  # type: ignore[misc,valid-typ
             infer_request.data_dict = {}
         state = infer_request.data_dict.setdefault(STATE_KEY, {"used": 0, "errors": 0, "refused": False})
         allowed = offered_tools(infer_request.tools)
-        if not parse_text_calls(completion, self.turns.tools):
+        if not parse_text_calls(completion, self.turns.tools) or gives_answer(completion):
             return {"done": True, "rollout_infos": _infos(state)}
         if state["refused"]:
             return {"done": True, "rollout_infos": _infos(state)}  # told to answer, called again
