@@ -35,6 +35,7 @@ SCRIPTS = {
         call("image_zoom_in_tool", '{"bbox_2d": [500, 500, 900, 900]}'),
         call("slow_lookup", '{"query": "Paris"}'),
         '<tool_call>\n{"name": "geocode", "arguments": {"query": </tool_call>',
+        ANSWER,
     ],
 }
 
@@ -137,7 +138,7 @@ def test_grpo_step_with_real_tool_calls(tmp_path: Path, monkeypatch: pytest.Monk
         use_cpu=True,
         learning_rate=1e-4,
         beta=0.0,
-        max_tool_calling_iterations=4,
+        max_tool_calling_iterations=5,
     )
     tiny = trl_processor(processor)
     check_context(tiny, env, prompts[0], max_model_len=8192, max_completion_length=1500)
@@ -175,14 +176,15 @@ def test_grpo_step_with_real_tool_calls(tmp_path: Path, monkeypatch: pytest.Monk
     assert after_zoom and all(n == 2 for n in after_zoom)
 
     completions, rewards = rollouts["teleport"]
-    assert rewards == [0.0, 0.0]  # no answer, still scored
+    assert rewards == [1.0, 1.0]  # every error was read, and the policy still answered
     for messages in completions:
         errors = [str(m["content"]) for m in messages if m["role"] == "tool"]
+        assert len(errors) == 4 and messages[-1]["content"] == ANSWER
         assert "teleport not found" in errors[0]
         assert "outside the image" in errors[1]
         assert "timed out after 1 s" in errors[2]
-        # TRL reads malformed tool-call JSON as plain text (its parse_response fallback): the rollout ends there
-        assert messages[-1]["role"] == "assistant" and '"arguments": {"query": ' in messages[-1]["content"]
+        # broken JSON: without trl_processor, TRL would read this turn as the final answer
+        assert errors[3].startswith("Error: tool call is not valid JSON")
 
 
 def test_prompt_and_tool_schemas_past_the_context_fail_at_start_up(
@@ -217,3 +219,25 @@ def test_tool_timeout_is_an_error_the_policy_reads() -> None:
 
     result = asyncio.run(run_tool(registry(), "slow_lookup", {"query": "x"}, ToolContext(), timeout_s=0.05))
     assert not result.ok and result.text.startswith("Error: slow_lookup timed out after 0.05 s")
+
+
+def test_every_tool_call_block_becomes_a_call_or_an_error() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from geosleuth.training.trl_env import INVALID_CALL, UNREADABLE, _calls_with_errors
+
+    (ok,) = _calls_with_errors(GEOCODE)
+    assert ok["function"] == {"name": "geocode", "arguments": {"address": "Paris, France"}}
+    (broken,) = _calls_with_errors('<tool_call>{"name": "geocode", "arguments": {</tool_call>')
+    assert broken["function"]["name"] == "geocode" and "not valid JSON" in broken["function"]["arguments"][INVALID_CALL]
+    (nameless,) = _calls_with_errors("<tool_call>garbage</tool_call>")
+    assert nameless["function"]["name"] == UNREADABLE
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=60), min_size=1, max_size=3))
+    def check(bodies: list[str]) -> None:
+        calls = _calls_with_errors("".join(f"<tool_call>{b}</tool_call>" for b in bodies))
+        assert all(isinstance(c["function"]["name"], str) and isinstance(c["function"]["arguments"], dict) for c in calls)
+
+    check()

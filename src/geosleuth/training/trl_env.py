@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from geosleuth.training.verl_tools import shared_registry
 log = logging.getLogger(__name__)
 
 ToolOutput = list[dict[str, Any]] | str
+INVALID_CALL = "__geosleuth_invalid_call__"  # the argument that carries a broken call's error
+UNREADABLE = "unreadable_tool_call"  # the name of a call whose tool cannot be read
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,10 @@ def tool_method(tool: Tool) -> Any:
     signature = inspect.Signature(params, return_annotation=ToolOutput)
 
     async def method(self: GeoToolEnvironment, *args: Any, **kwargs: Any) -> ToolOutput:
+        invalid = kwargs.pop(INVALID_CALL, None)  # set by trl_processor's parser for a broken call
+        if invalid is not None:
+            self.calls.append((tool.name, False))
+            return f"Error: {invalid}"
         bound = signature.bind(self, *args, **kwargs)
         arguments = {k: v for k, v in bound.arguments.items() if k != "self"}
         return await self._call(tool.name, arguments)
@@ -190,14 +197,47 @@ def make_environment_factory(
     return type("GeoToolEnvironment", (GeoToolEnvironment,), attrs)
 
 
-def trl_processor(processor: Any) -> Any:
-    """A copy of ``processor`` whose tokenised chat templates carry image fields as torch tensors.
+def _well_formed(parsed: Any) -> bool:
+    calls = parsed.get("tool_calls") if isinstance(parsed, dict) else None
+    return calls is None or all(
+        isinstance(c, dict) and isinstance(c.get("function"), dict)
+        and isinstance(c["function"].get("name"), str) and isinstance(c["function"].get("arguments"), dict)
+        for c in calls
+    )  # fmt: skip
 
-    TRL's environment path tokenises each prompt with ``apply_chat_template(tokenize=True,
-    return_dict=True)``, which gives ``pixel_values`` / ``image_grid_thw`` as NumPy arrays, and
-    concatenates only torch tensors: the first tool turn without an image then fails in
-    ``split_pixel_values_by_grid`` (``'list' object has no attribute 'prod'``). Token ids stay
-    lists, as TRL expects.
+
+def _calls_with_errors(text: str) -> list[dict[str, Any]]:
+    """Every ``<tool_call>`` block of ``text`` as a TRL tool call; a broken one carries its error
+    in the ``INVALID_CALL`` argument, so the environment answers it."""
+    from geosleuth.agent.toolcalls import parse_text_calls
+
+    calls = []
+    for call in parse_text_calls(text, ()):
+        if call.error or call.arguments is None:
+            found = _NAME_FIELD.search(call.raw)
+            name = call.name or (found.group(1) if found else UNREADABLE)
+            arguments: dict[str, Any] = {INVALID_CALL: call.error or "tool call could not be read"}
+        else:
+            name, arguments = call.name, call.arguments
+        calls.append({"type": "function", "function": {"name": name, "arguments": arguments}})
+    return calls
+
+
+_NAME_FIELD = re.compile(r'"name"\s*:\s*"([^"\\]{1,128})"')
+_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
+
+
+def trl_processor(processor: Any) -> Any:
+    """A copy of ``processor`` adapted to TRL's tool loop.
+
+    - Tokenised chat templates carry image fields as torch tensors. TRL's environment path
+      tokenises each prompt with ``apply_chat_template(tokenize=True, return_dict=True)``, which
+      gives ``pixel_values`` / ``image_grid_thw`` as NumPy arrays, and concatenates only torch
+      tensors: a step whose tool turns have no image then fails in ``split_pixel_values_by_grid``
+      (``'list' object has no attribute 'prod'``). Token ids stay lists, as TRL expects.
+    - A ``<tool_call>`` whose JSON does not parse reaches the environment as a call that
+      returns the error to the policy, instead of TRL reading the whole turn as the final answer
+      (its ``parse_response`` fallback). Well-formed responses parse exactly as before.
     """
     import numpy as np
     import torch
@@ -214,13 +254,40 @@ def trl_processor(processor: Any) -> Any:
                     out[key] = torch.from_numpy(value)
         return out
 
-    patched = type(
-        base.__name__,
-        (base,),
-        {"apply_chat_template": apply_chat_template, "_geosleuth_tensor_fields": True, "__module__": base.__module__},
-    )
     clone = copy.copy(processor)
-    clone.__class__ = patched
+    clone.__class__ = _subclass(base, apply_chat_template=apply_chat_template, _geosleuth_tensor_fields=True)
+    tokenizer = getattr(processor, "tokenizer", None)
+    if tokenizer is not None and hasattr(tokenizer, "parse_response"):
+        clone.tokenizer = _error_reporting_tokenizer(tokenizer)
+    return clone
+
+
+def _subclass(base: type, **attrs: Any) -> type:
+    """``base`` with ``attrs``, under the same name and module (saved configs name the original)."""
+    return type(base.__name__, (base,), {**attrs, "__module__": base.__module__})
+
+
+def _error_reporting_tokenizer(tokenizer: Any) -> Any:
+    base = type(tokenizer)
+
+    def parse_response(self: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            parsed = base.parse_response(self, ids, *args, **kwargs)
+            if _well_formed(parsed):
+                return parsed
+        except (ValueError, TypeError):
+            pass
+        text = self.decode(ids, skip_special_tokens=False)
+        if "<tool_call>" not in text:
+            return base.parse_response(self, ids, *args, **kwargs)  # TRL's own fallback applies
+        content = _BLOCK.sub("", text)
+        for special in (self.eos_token, self.pad_token):
+            if special:
+                content = content.replace(special, "")
+        return {"role": "assistant", "content": content.strip(), "tool_calls": _calls_with_errors(text)}
+
+    clone = copy.copy(tokenizer)
+    clone.__class__ = _subclass(base, parse_response=parse_response)
     return clone
 
 
