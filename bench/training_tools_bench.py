@@ -5,8 +5,8 @@ in the same run, as a ratio.
 
 | figure | reference |
 |---|---|
-| TRL GRPO step (2 rollouts: geocode, then zoom, then the answer), CPU s | the same step where the policy answers at once |
-| ms-swift scheduler step (`geosleuth_tools`: one tool turn, in `run_multi_turn`), CPU s | the bare registry call of the same tool |
+| TRL GRPO step (2 rollouts: geocode, zoom, answer), CPU s | the same step answered at once |
+| ms-swift `geosleuth_tools` step (one tool turn), CPU s | the bare registry call of that tool |
 
 The policy is the tests' tiny random Qwen3-VL (≈140 k parameters) with scripted generation
 (`tests/training/scripted_policy.py`), so the figures are the engines' and geosleuth's own
@@ -50,11 +50,20 @@ def trl_cpu_per_step(script: list[str], steps: int, work: Path) -> float:
     from geosleuth.training.trl_reward import make_reward_func
 
     processor = _tiny_vlm(work / "m", max_positions=8192, corpus=CORPUS)
-    model = scripted_model(work / "m", processor.tokenizer, lambda text: script[min(text.count("</tool_response>"), len(script) - 1)])
+    model = scripted_model(
+        work / "m",
+        processor.tokenizer,
+        lambda text: script[min(text.count("</tool_response>"), len(script) - 1)],
+    )
     prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}]
     n = steps + 1
     data = Dataset.from_dict(
-        {"prompt": [prompt] * n, "image": [Image.new("RGB", (64, 64), (9, 9, 9))] * n, "lat": [48.85] * n, "lon": [2.35] * n}
+        {
+            "prompt": [prompt] * n,
+            "image": [Image.new("RGB", (64, 64), (9, 9, 9))] * n,
+            "lat": [48.85] * n,
+            "lon": [2.35] * n,
+        }
     )
     cpu: list[float] = []
 
@@ -66,11 +75,16 @@ def trl_cpu_per_step(script: list[str], steps: int, work: Path) -> float:
             cpu.append(time.process_time() - self.start)
 
     args = GRPOConfig(
-        output_dir=str(work / "out"), per_device_train_batch_size=2, num_generations=2, max_completion_length=1500,
+        output_dir=str(work / "out"), per_device_train_batch_size=2, num_generations=2,
+        max_completion_length=1500,
         max_steps=n, logging_strategy="no", save_strategy="no", report_to=[], use_cpu=True, beta=0.0,
         max_tool_calling_iterations=4, disable_tqdm=True,
     )  # fmt: skip
-    env = make_environment_factory(["image_zoom_in_tool", "geocode"], registry_factory="test_training_trl_tools:registry", processor=processor)
+    env = make_environment_factory(
+        ["image_zoom_in_tool", "geocode"],
+        registry_factory="test_training_trl_tools:registry",
+        processor=processor,
+    )
     trainer = GRPOTrainer(
         model=model, reward_funcs=[make_reward_func("step")], args=args, train_dataset=data,
         processing_class=trl_processor(processor), environment_factory=env, callbacks=[Clock()],
@@ -92,7 +106,8 @@ from geosleuth.tools.base import ToolContext
 from geosleuth.training.swift_scheduler import query_image, register_scheduler
 from geosleuth.training.verl_tools import shared_registry
 
-row, rollouts, script = json.loads(open(sys.argv[2]).read().splitlines()[0]), int(sys.argv[3]), json.loads(sys.argv[4])
+row = json.loads(open(sys.argv[2]).read().splitlines()[0])
+rollouts, script = int(sys.argv[3]), json.loads(sys.argv[4])
 register_scheduler("geo_bench", registry_factory="test_training_trl_tools:registry")
 sched = multi_turns["geo_bench"](max_turns=8, tokenizer=None, template=None)
 registry = shared_registry(None, "test_training_trl_tools:registry")
@@ -102,14 +117,19 @@ for name, args in calls:  # warm-up: gazetteer, image decode
     asyncio.run(registry.call(name, args, ctx))
 
 def reply(text):
-    choice = ChatCompletionResponseChoice(index=0, message=ChatMessage(role="assistant", content=text), finish_reason="stop")
-    return RolloutOutput(response=ChatCompletionResponse(model="scripted", choices=[choice], usage=UsageInfo(0, 0, 0)))
+    message = ChatMessage(role="assistant", content=text)
+    choice = ChatCompletionResponseChoice(index=0, message=message, finish_reason="stop")
+    response = ChatCompletionResponse(model="scripted", choices=[choice], usage=UsageInfo(0, 0, 0))
+    return RolloutOutput(response=response)
 
 def rollout_fn(reqs, cfg):
     return [reply(script[min(sum(m["role"] == "tool" for m in r.messages), len(script) - 1)]) for r in reqs]
 
 cfg = RequestConfig(max_tokens=64)
-requests = [GRPOSample.from_row(json.loads(json.dumps(row))).to_infer_request(include_extra=True) for _ in range(rollouts)]
+def request():
+    return GRPOSample.from_row(json.loads(json.dumps(row))).to_infer_request(include_extra=True)
+
+requests = [request() for _ in range(rollouts)]
 start = time.process_time()
 outs = run_multi_turn(requests, rollout_fn(requests, cfg), sched, rollout_fn, cfg, max_turns=8)
 scheduler_cpu = time.process_time() - start
@@ -119,14 +139,17 @@ for _ in range(rollouts):
     for name, args in calls:
         asyncio.run(registry.call(name, args, ctx))
 bare_cpu = time.process_time() - start
-print(json.dumps({"per_step": scheduler_cpu / tool_turns, "bare_per_call": bare_cpu / (rollouts * len(calls))}))
+bare_per_call = bare_cpu / (rollouts * len(calls))
+print(json.dumps({"per_step": scheduler_cpu / tool_turns, "bare_per_call": bare_per_call}))
 """
 
 
 def swift_cpu(rollouts: int, script: list[str], work: Path) -> dict[str, float] | None:
     deps = ROOT / ".swift-deps"
     if not (deps / "swift" / "rollout").is_dir():
-        print("ms-swift scheduler step: skipped (ms-swift 4.x not in .swift-deps; scripts/test.sh installs it)")
+        print(
+            "ms-swift scheduler step: skipped (ms-swift 4.x not in .swift-deps; scripts/test.sh installs it)"
+        )
         return None
     from test_training_swift import PLUGIN, write_swift_dataset
 

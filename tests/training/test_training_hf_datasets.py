@@ -40,14 +40,16 @@ def parquet_by_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     (tmp_path / "data" / "imgs").mkdir(parents=True)
-    for i, (sid, _, _) in enumerate(POINTS):
+    for i in range(len(POINTS)):
         # file names unlike the ids, so only the struct's path can find them
         Image.new("RGB", (80, 60 + i), (5, i * 90, 7)).save(tmp_path / "data" / "imgs" / f"photo_{i}.jpg")
     image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     table = pa.table(
         {
             "id": [p[0] for p in POINTS],
-            "image": pa.array([{"bytes": None, "path": f"imgs/photo_{i}.jpg"} for i in range(len(POINTS))], type=image_type),
+            "image": pa.array(
+                [{"bytes": None, "path": f"imgs/photo_{i}.jpg"} for i in range(len(POINTS))], type=image_type
+            ),
             "lat": [p[1] for p in POINTS],
             "lon": [p[2] for p in POINTS],
             "country": ["France", "Japan"],
@@ -74,14 +76,20 @@ def test_eval_loader_finds_every_image(fixture: str, request: pytest.FixtureRequ
 def test_every_export_reads_it(fixture: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     source: Path = request.getfixturevalue(fixture)
     exports = [
-        (["export-verl", str(source), "-o", "out/t.parquet", "--tools", "image_zoom_in_tool"], "wrote 2 rows"),
+        (
+            ["export-verl", str(source), "-o", "out/t.parquet", "--tools", "image_zoom_in_tool"],
+            "wrote 2 rows",
+        ),
         (["export-swift", str(source), "-o", "out/s.jsonl", "--tools", "image_zoom_in_tool"], "wrote 2 rows"),
         (["sample", str(source), "--size", "2", "--seed", "0", "-o", "out/sampled.jsonl"], '"written": 2'),
         (["build-mcq", str(source), "-o", "out/mcq.jsonl", "--seed", "0"], "wrote 2 questions"),
     ]
     for argv, wrote in exports:
         res = runner.invoke(app, ["data", *argv])
-        assert res.exit_code == 0 and wrote in res.output and "skipped " not in res.output, (argv[0], res.output)
+        assert res.exit_code == 0 and wrote in res.output and "skipped " not in res.output, (
+            argv[0],
+            res.output,
+        )
     rows = [json.loads(line) for line in Path("out/s.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(Path(r["images"][0]).is_file() for r in rows)
     import pyarrow.parquet as pq

@@ -42,16 +42,37 @@ def test_tool_configs_and_exports_refuse_exif_gps_without_opt_in(tmp_path: Path,
     out = tmp_path / "tools.yaml"
     res = runner.invoke(app, ["data", "verl-tool-config", "-o", str(out), "--tools", "geocode,exif_gps"])
     assert res.exit_code == 1 and "can read the answer" in res.output and not out.exists()
-    res = runner.invoke(app, ["data", "verl-tool-config", "-o", str(out), "--tools", "geocode,exif_gps", "--allow-exif"])
+    res = runner.invoke(
+        app, ["data", "verl-tool-config", "-o", str(out), "--tools", "geocode,exif_gps", "--allow-exif"]
+    )
     assert res.exit_code == 0 and "leak the answer" in res.output
     assert [t["config"]["tool"] for t in yaml.safe_load(out.read_text())["tools"]] == ["geocode", "exif_gps"]
     for command, target in (("export-verl", "t.parquet"), ("export-swift", "s.jsonl")):
         res = runner.invoke(
-            app, ["data", command, str(samples), "-o", str(tmp_path / target), "--tools", "image_zoom_in_tool,exif_gps"]
+            app,
+            [
+                "data",
+                command,
+                str(samples),
+                "-o",
+                str(tmp_path / target),
+                "--tools",
+                "image_zoom_in_tool,exif_gps",
+            ],
         )
         assert res.exit_code == 1 and "can read the answer" in res.output, command
     res = runner.invoke(
-        app, ["data", "export-swift", str(samples), "-o", str(tmp_path / "s.jsonl"), "--tools", "exif_gps", "--allow-exif"]
+        app,
+        [
+            "data",
+            "export-swift",
+            str(samples),
+            "-o",
+            str(tmp_path / "s.jsonl"),
+            "--tools",
+            "exif_gps",
+            "--allow-exif",
+        ],
     )
     assert res.exit_code == 0
     (row,) = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
@@ -63,7 +84,9 @@ def test_default_tool_sets_never_include_exif_gps(tmp_path: Path) -> None:
 
     out = tmp_path / "tools.yaml"
     for style in ("spotagent", "geovista", "thinking_with_map"):
-        assert runner.invoke(app, ["data", "verl-tool-config", "-o", str(out), "--prompt", style]).exit_code == 0
+        assert (
+            runner.invoke(app, ["data", "verl-tool-config", "-o", str(out), "--prompt", style]).exit_code == 0
+        )
         assert "exif_gps" not in out.read_text(), style
     assert "exif_gps" not in training_tools(["image_zoom_in_tool", "exif_gps", "ocr"])
     script = Path(__file__).resolve().parents[2] / "examples" / "training" / "verl" / "prepare_data.sh"

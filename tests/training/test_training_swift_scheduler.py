@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_training_swift import PLUGIN, SWIFT_DEPS, write_swift_dataset
 
-DRIVER = r'''
+DRIVER = r"""
 import json, sys, time, types
 import torch
 from swift.utils import import_external_file
@@ -43,7 +42,8 @@ plugin_cls = multi_turns["geosleuth_tools"]
 plugin_sched = plugin_cls(max_turns=8, tokenizer=None, template=None)  # as ms-swift's trainer builds it
 slow = helpers.registry().get("slow_lookup").schema()
 row["tools"] = json.dumps(json.loads(row["tools"]) + [slow])
-register_scheduler("geo_test", registry_factory="test_training_trl_tools:registry", timeout_s=1.0, max_tool_calls=3)
+factory = "test_training_trl_tools:registry"
+register_scheduler("geo_test", registry_factory=factory, timeout_s=1.0, max_tool_calls=3)
 sched = multi_turns["geo_test"](max_turns=8, tokenizer=None, template=None)
 import asyncio
 from geosleuth.training.verl_tools import shared_registry
@@ -61,7 +61,8 @@ funcs, names = resolve_reward_funcs(["geo_step"], args=types.SimpleNamespace())
 for name, script in scripts.items():
     requests = [GRPOSample.from_row(json.loads(json.dumps(row))).to_infer_request(include_extra=True)]
     def rollout_fn(reqs, cfg, script=script):
-        return [reply(script[min(sum(m["role"] == "tool" for m in r.messages), len(script) - 1)]) for r in reqs]
+        turn = lambda r: min(sum(m["role"] == "tool" for m in r.messages), len(script) - 1)
+        return [reply(script[turn(r)]) for r in reqs]
     cfg = RequestConfig(max_tokens=64)
     cpu = time.process_time()
     (result,) = run_multi_turn(requests, rollout_fn(requests, cfg), sched, rollout_fn, cfg, max_turns=8)
@@ -72,7 +73,7 @@ for name, script in scripts.items():
     out["rollouts"][name] = {"messages": result.messages, "infos": result.rollout_infos, "images": images,
                              "reward": reward, "cpu_s": cpu}
 print(json.dumps(out, default=str))
-'''
+"""
 
 ANSWER = '<answer>{"lat": 48.8566, "lon": 2.3522, "city": "Paris", "country": "France"}</answer>'
 
@@ -122,14 +123,26 @@ def swift_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_tool_rollout_through_ms_swifts_multi_turn_loop(swift_run: dict, order: str) -> None:
     out = swift_run["rollouts"][order]
     messages = out["messages"]
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     geocoded, zoomed = (messages[3], messages[5]) if order == "text_first" else (messages[5], messages[3])
     assert "Paris" in geocoded["content"] and "Error" not in geocoded["content"]
     assert zoomed["content"].startswith("<image>") and "Zoomed-in view" in zoomed["content"]
     # the crop is the request's second image, loadable by ms-swift's own loader
     assert len(out["images"]) == 2 and out["images"][1][0] >= 100
     assert messages[-1]["content"] == ANSWER and out["reward"] == pytest.approx(1.0)
-    assert out["infos"]["tool_calls"] == 2 and out["infos"]["tool_errors"] == 0 and out["infos"]["num_turns"] == 3
+    assert (
+        out["infos"]["tool_calls"] == 2
+        and out["infos"]["tool_errors"] == 0
+        and out["infos"]["num_turns"] == 3
+    )
 
 
 @pytest.mark.slow
@@ -167,10 +180,10 @@ def test_tool_turns_budget_errors_and_query_images(tmp_path: Path) -> None:
     import io
 
     from PIL import Image
+    from test_training_trl_tools import registry
 
     from geosleuth.tools.base import ToolContext
     from geosleuth.training.swift_scheduler import ToolTurns, offered_tools, query_image
-    from test_training_trl_tools import registry
 
     photo = Image.new("RGB", (200, 100), (3, 4, 5))
     photo.save(tmp_path / "p.png")
@@ -186,11 +199,15 @@ def test_tool_turns_budget_errors_and_query_images(tmp_path: Path) -> None:
 
     turns = ToolTurns(registry(), ["image_zoom_in_tool", "geocode"], max_tool_calls=1, timeout_s=5)
     ctx = ToolContext(image=photo)
-    two = call("image_zoom_in_tool", '{"bbox_2d": [0, 0, 100, 50]}') + call("image_zoom_in_tool", '{"bbox_2d": [0, 0, 50, 50]}')
+    two = call("image_zoom_in_tool", '{"bbox_2d": [0, 0, 100, 50]}') + call(
+        "image_zoom_in_tool", '{"bbox_2d": [0, 0, 50, 50]}'
+    )
     replies, ran, refused = asyncio.run(turns.run(two, ctx, used=0))
     assert (ran, refused) == (1, 1) and replies[0].ok and len(replies[0].images) == 1
     assert "budget of 1 calls is spent" in replies[1].text
-    replies, ran, _ = asyncio.run(turns.run(call("geocode", '{"address": "Paris"}'), ctx, 0, allowed=["image_zoom_in_tool"]))
+    replies, ran, _ = asyncio.run(
+        turns.run(call("geocode", '{"address": "Paris"}'), ctx, 0, allowed=["image_zoom_in_tool"])
+    )
     assert ran == 0 and "unknown tool 'geocode'" in replies[0].text  # not offered in this row's prompt
 
 

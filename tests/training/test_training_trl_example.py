@@ -104,7 +104,9 @@ def test_example_refuses_bf16_without_a_gpu_and_bad_flags(tmp_path: Path) -> Non
 
 def test_example_offers_exif_gps_only_on_opt_in_and_says_why() -> None:
     pytest.importorskip("trl")
-    run = subprocess.run([sys.executable, str(EXAMPLE), "--help"], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--help"], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0
     help_text = " ".join(run.stdout.split())
     assert "--allow-exif" in help_text and "learns to read the answer" in help_text

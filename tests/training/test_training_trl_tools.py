@@ -156,7 +156,9 @@ def test_grpo_step_with_real_tool_calls(tmp_path: Path, monkeypatch: pytest.Monk
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert len(logs) == 3 and len(seen) == 3  # one step per order: no step mixes text-first and image-first
     for h in logs:
-        assert h["tools/call_frequency"] > 0 and "tools/failure_frequency" in h and "rewards/geo_step/mean" in h
+        assert (
+            h["tools/call_frequency"] > 0 and "tools/failure_frequency" in h and "rewards/geo_step/mean" in h
+        )
     rollouts = {first_tool(c[0]): (c, r) for c, r in seen}
     assert set(rollouts) == {"geocode", "image_zoom_in_tool", "teleport"}
 
@@ -172,7 +174,9 @@ def test_grpo_step_with_real_tool_calls(tmp_path: Path, monkeypatch: pytest.Monk
             assert isinstance(crop[0]["image"], Image.Image) and crop[0]["image"].size[0] >= 32
             assert messages[4]["content"] == ANSWER
     # the crop reached the model as pixels in the next turn: the prompt image plus the crop
-    after_zoom = [n for text, n in model.turns if "ORDER text." in text and text.count("</tool_response>") == 2]
+    after_zoom = [
+        n for text, n in model.turns if "ORDER text." in text and text.count("</tool_response>") == 2
+    ]
     assert after_zoom and all(n == 2 for n in after_zoom)
 
     completions, rewards = rollouts["teleport"]
@@ -230,14 +234,24 @@ def test_every_tool_call_block_becomes_a_call_or_an_error() -> None:
     (ok,) = _calls_with_errors(GEOCODE)
     assert ok["function"] == {"name": "geocode", "arguments": {"address": "Paris, France"}}
     (broken,) = _calls_with_errors('<tool_call>{"name": "geocode", "arguments": {</tool_call>')
-    assert broken["function"]["name"] == "geocode" and "not valid JSON" in broken["function"]["arguments"][INVALID_CALL]
+    assert (
+        broken["function"]["name"] == "geocode"
+        and "not valid JSON" in broken["function"]["arguments"][INVALID_CALL]
+    )
     (nameless,) = _calls_with_errors("<tool_call>garbage</tool_call>")
     assert nameless["function"]["name"] == UNREADABLE
 
     @settings(max_examples=60, deadline=None)
-    @given(st.lists(st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=60), min_size=1, max_size=3))
+    @given(
+        st.lists(
+            st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=60), min_size=1, max_size=3
+        )
+    )
     def check(bodies: list[str]) -> None:
         calls = _calls_with_errors("".join(f"<tool_call>{b}</tool_call>" for b in bodies))
-        assert all(isinstance(c["function"]["name"], str) and isinstance(c["function"]["arguments"], dict) for c in calls)
+        assert all(
+            isinstance(c["function"]["name"], str) and isinstance(c["function"]["arguments"], dict)
+            for c in calls
+        )
 
     check()

@@ -319,6 +319,9 @@ def test_launch_script_composes_against_verls_config(tmp_path: Path) -> None:
         compose([*args, "actor_rollout_ref.rollout.limit_imagez=7"])
     # no held-out file, or the training file as validation: the script stops with the reason
     script = Path(__file__).resolve().parents[2] / "examples" / "training" / "verl" / "grpo_single_node.sh"
-    for env in ({"DATA": str(tmp_path / "nowhere")}, {"DATA": str(tmp_path), "VAL_FILE": str(tmp_path / "train.parquet")}):
+    for env in (
+        {"DATA": str(tmp_path / "nowhere")},
+        {"DATA": str(tmp_path), "VAL_FILE": str(tmp_path / "train.parquet")},
+    ):
         run = subprocess.run(["bash", str(script)], env={**os.environ, **env}, capture_output=True, text=True)
         assert run.returncode == 1 and "error:" in run.stderr and "held-out" in run.stderr

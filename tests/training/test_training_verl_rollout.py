@@ -84,7 +84,9 @@ class ScriptedServer:
         self.tokenizer = tokenizer
         self.script = script
         self.images_seen: list[int] = []
-        self.base: int | None = None  # tool responses already in the prompt (the system text may name the tag)
+        self.base: int | None = (
+            None  # tool responses already in the prompt (the system text may name the tag)
+        )
 
     async def generate(self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any],
                        image_data: Any = None, **kwargs: Any) -> Any:  # fmt: skip
@@ -146,7 +148,9 @@ def verl_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data_cfg.update(max_prompt_length=8192, filter_overlong_prompts=False, cache_dir=str(tmp / "cache"))
     from omegaconf import OmegaConf
 
-    row = RLHFDataset([str(tmp / "train.parquet")], processor.tokenizer, OmegaConf.create(data_cfg), processor)[0]
+    row = RLHFDataset(
+        [str(tmp / "train.parquet")], processor.tokenizer, OmegaConf.create(data_cfg), processor
+    )[0]
     asyncio.run(reg.call("geocode", {"address": "Paris"}, None))  # the gazetteer loads once, untimed
     return {"tmp": tmp, "cfg": cfg, "processor": processor, "row": row}
 
@@ -298,7 +302,11 @@ class _CharTokenizer:
     ("body", "name", "arguments"),
     [
         ('{"name": "geocode", "arguments": {"address": "Paris"}}', "geocode", '{"address": "Paris"}'),
-        ('{"name": "geocode", "arguments": {"address": ', "geocode", '{"name": "geocode", "arguments": {"address":'),
+        (
+            '{"name": "geocode", "arguments": {"address": ',
+            "geocode",
+            '{"name": "geocode", "arguments": {"address":',
+        ),
         ("no json at all", "unreadable_tool_call", "no json at all"),
         ('{"tool": "geocode"}', "unreadable_tool_call", None),
     ],
@@ -308,7 +316,9 @@ def test_geosleuth_hermes_keeps_every_call(body: str, name: str, arguments: str 
     from geosleuth.training.verl_parser import GeoSleuthHermesToolParser
 
     text = f"<think>x</think><tool_call>\n{body}\n</tool_call>"
-    content, (call,) = asyncio.run(GeoSleuthHermesToolParser(_CharTokenizer()).extract_tool_calls(list(map(ord, text))))
+    content, (call,) = asyncio.run(
+        GeoSleuthHermesToolParser(_CharTokenizer()).extract_tool_calls(list(map(ord, text)))
+    )
     assert content == "<think>x</think>" and call.name == name
     if arguments is not None:
         assert call.arguments == arguments
@@ -324,7 +334,9 @@ def test_geosleuth_hermes_never_raises_and_keeps_one_call_per_block() -> None:
     from geosleuth.training.verl_parser import GeoSleuthHermesToolParser
 
     parser = GeoSleuthHermesToolParser(_CharTokenizer())
-    body = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=80)
+    body = st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=80
+    )
 
     @settings(max_examples=60, deadline=None)
     @given(st.lists(body, min_size=1, max_size=3))

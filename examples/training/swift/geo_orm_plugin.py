@@ -1,7 +1,8 @@
 """ms-swift plugin: geosleuth rewards as ORMs for GRPO (ms-swift 4.x and 3.x), and geosleuth's
 tools in multi-turn rollouts (ms-swift 4.x).
 
-    geosleuth data export-swift train.jsonl --out swift_train.jsonl --tools image_zoom_in_tool,web_search,geocode
+    geosleuth data export-swift train.jsonl --out swift_train.jsonl \
+        --tools image_zoom_in_tool,web_search,geocode
     swift rlhf --rlhf_type grpo --external_plugins geo_orm_plugin.py \
         --reward_funcs geo_step --multi_turn_scheduler geosleuth_tools --max_turns 8 \
         --dataset swift_train.jsonl ...

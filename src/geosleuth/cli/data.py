@@ -67,7 +67,9 @@ def _tool_schemas(names: str | None, settings: Path | None, allow_exif: bool = F
     chosen = [n.strip() for n in names.split(",") if n.strip()] if names else None
     picked = training_tools(registry.names(), chosen, allow_exif)
     if ANSWER_READING.intersection(picked):
-        typer.echo("warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer", err=True)
+        typer.echo(
+            "warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer", err=True
+        )
     return registry.subset(picked).schemas()
 
 

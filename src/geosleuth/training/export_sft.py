@@ -230,7 +230,10 @@ def sft_record(
     tools = trajectory.metadata.get("tool_schemas") or None
     leaking = _answer_reading(tools, turns)
     if leaking and not allow_exif:
-        raise ValueError(f"offers {', '.join(leaking)}, which reads the answer (the photo's GPS tag); --allow-exif keeps it")
+        raise ValueError(
+            f"offers {', '.join(leaking)}, which reads the answer (the photo's GPS tag); "
+            "--allow-exif keeps it"
+        )
     if tool_format == "hermes":
         turns = to_hermes(turns)
         tools_out = tools if fmt != "trl" else None  # in hermes text the tools live in the system prompt

@@ -11,8 +11,9 @@ the request's ``images`` (base64 PNG, as ms-swift's ``load_image`` reads them).
 
 A completion that gives the prompt style's answer (an ``<answer>`` block, or a JSON answer with
 coordinates as Thinking with Map writes it) ends the trajectory, even if it also calls a tool;
-so does a completion without a tool call (the rewards score whatever it says). Bad calls (malformed JSON, an unknown tool, a bad box, a call
-past its time limit) become error messages the policy reads. After ``max_tool_calls`` calls,
+so does a completion without a tool call (the rewards score whatever it says). Bad calls
+(malformed JSON, an unknown tool, a bad box, a call past its time limit) become error
+messages the policy reads. After ``max_tool_calls`` calls,
 further calls are refused with "give your final answer"; a policy that keeps calling after
 that refusal ends the trajectory.
 
@@ -151,7 +152,8 @@ class ToolTurns:
                 replies.append(Reply(call.name, text, ok=False))
                 continue
             if used + ran >= self.max_tool_calls:
-                text = f"Error: the tool-call budget of {self.max_tool_calls} calls is spent; give your final answer"
+                budget = self.max_tool_calls
+                text = f"Error: the tool-call budget of {budget} calls is spent; give your final answer"
                 replies.append(Reply(call.name, text, ok=False))
                 refused += 1
                 continue
@@ -178,7 +180,10 @@ class GeoSleuthToolScheduler(MultiTurnScheduler):  # type: ignore[misc,valid-typ
         registry = shared_registry(options.get("settings_path"), options.get("registry_factory"))
         names = training_tools(registry.names(), options.get("tools"), bool(options.get("allow_exif")))
         self.turns = ToolTurns(
-            registry, names, int(options.get("max_tool_calls", 6)), float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
+            registry,
+            names,
+            int(options.get("max_tool_calls", 6)),
+            float(options.get("timeout_s", DEFAULT_TIMEOUT_S)),
         )
         self.bbox_convention = options.get("bbox_convention", "absolute")
 
@@ -194,7 +199,9 @@ class GeoSleuthToolScheduler(MultiTurnScheduler):  # type: ignore[misc,valid-typ
             bbox_convention=data.get("bbox_convention") or self.bbox_convention,
         )
 
-    async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+    async def on_turn_end(
+        self, infer_request: Any, response_choice: Any, current_turn: int
+    ) -> dict[str, Any]:
         """Run the completion's tool calls; a completion without one is the answer (done)."""
         completion = str(infer_request.messages[-1].get("content") or "")
         if infer_request.data_dict is None:
@@ -224,7 +231,15 @@ class GeoSleuthToolScheduler(MultiTurnScheduler):  # type: ignore[misc,valid-typ
         return {"infer_request": infer_request, "rollout_infos": _infos(state)}
 
 
-_OPTIONS = {"tools", "settings_path", "registry_factory", "max_tool_calls", "timeout_s", "bbox_convention", "allow_exif"}
+_OPTIONS = {
+    "tools",
+    "settings_path",
+    "registry_factory",
+    "max_tool_calls",
+    "timeout_s",
+    "bbox_convention",
+    "allow_exif",
+}
 
 
 def _infos(state: dict[str, Any]) -> dict[str, Any]:

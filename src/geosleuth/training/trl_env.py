@@ -315,7 +315,11 @@ def check_context(
             if part.get("type") == "image" and part.get("image") is None:
                 part["image"] = image if image is not None else Image.new("RGB", (64, 64))
     tokenized = processor.apply_chat_template(
-        conversation=[messages], tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=True
+        conversation=[messages],
+        tools=tools or None,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
     )
     n = len(tokenized["input_ids"][0])
     names = ", ".join(t.__name__ for t in tools)

@@ -48,7 +48,9 @@ def _decodes(text: str) -> bool:
 class GeoSleuthHermesToolParser(HermesToolParser):
     """``<tool_call>{"name": …, "arguments": {…}}</tool_call>``, every block kept."""
 
-    async def extract_tool_calls(self, responses_ids: list[int], tools: Any = None) -> tuple[str, list[FunctionCall]]:
+    async def extract_tool_calls(
+        self, responses_ids: list[int], tools: Any = None
+    ) -> tuple[str, list[FunctionCall]]:
         text = self.tokenizer.decode(responses_ids)
         if self.tool_call_start_token not in text or self.tool_call_end_token not in text:
             return text, []
