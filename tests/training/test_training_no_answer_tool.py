@@ -83,6 +83,10 @@ def test_default_tool_sets_never_include_exif_gps(tmp_path: Path) -> None:
     from geosleuth.training.toolcall import training_tools
 
     out = tmp_path / "tools.yaml"
+    assert (
+        runner.invoke(app, ["data", "verl-tool-config", "-o", str(out), "--tool-timeout", "5"]).exit_code == 0
+    )
+    assert {t["config"]["timeout_s"] for t in yaml.safe_load(out.read_text())["tools"]} == {5.0}
     for style in ("spotagent", "geovista", "thinking_with_map"):
         assert (
             runner.invoke(app, ["data", "verl-tool-config", "-o", str(out), "--prompt", style]).exit_code == 0

@@ -443,6 +443,10 @@ def verl_tool_config_cmd(
     ] = None,
     max_text_chars: Annotated[int, typer.Option(help="Truncate tool text here, with a notice.")] = 4000,
     bbox_convention: Annotated[str | None, typer.Option(help="absolute | relative1000")] = None,
+    tool_timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="Seconds a call may take; a slower one returns an error (default 60)."),
+    ] = None,
     allow_exif: AllowExifOpt = False,
 ) -> None:
     """verl tool-config YAML (multi_turn.tool_config_path) for geosleuth tools."""
@@ -455,7 +459,9 @@ def verl_tool_config_cmd(
         if not schemas:
             raise ValueError("no tools selected")
         settings = tool_settings.resolve() if tool_settings else None
-        doc = tool_config(schemas, settings, max_text_chars, bbox_convention=bbox_convention)
+        doc = tool_config(
+            schemas, settings, max_text_chars, bbox_convention=bbox_convention, timeout_s=tool_timeout
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump_tool_config(doc), encoding="utf-8")
         typer.echo(f"wrote {len(schemas)} tools to {out}")
