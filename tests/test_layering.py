@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("geosleuth.agent",),
     ("geosleuth.scoring",),
     ("geosleuth.eval",),
-    ("geosleuth.training", "geosleuth.webapp", "geosleuth.testing"),
+    ("geosleuth.training", "geosleuth.webapp", "geosleuth.testing", "geosleuth.integrations"),
     ("geosleuth.cli",),
 )
 """Low to high: a module may import its own layer and the layers below it."""

@@ -47,13 +47,15 @@ async def test_trl_environment_zoom_with_the_real_tool() -> None:
     bad = await env.image_zoom_in_tool([10, 10, 5, 5])
     assert isinstance(bad, str) and bad.startswith("Error")
     assert env.calls == [("image_zoom_in_tool", True), ("image_zoom_in_tool", False)]
-    with pytest.raises(ValueError, match="no TRL tool method"):
+    with pytest.raises(ValueError, match="unknown tool"):
         make_environment_factory(["teleport"])
     assert isinstance(env.ctx, ToolContext)
 
 
-def _tiny_vlm(model_dir: Path) -> Any:
-    """Tokenizer, image-only Qwen3-VL processor and a random ~140k-parameter model, all local."""
+def _tiny_vlm(model_dir: Path, max_positions: int = 2048, corpus: tuple[str, ...] = ()) -> Any:
+    """Tokenizer, image-only Qwen3-VL processor and a random ~140k-parameter model, all local.
+
+    ``corpus`` adds strings the tokenizer learns (fewer tokens for scripted tool calls)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
@@ -74,11 +76,11 @@ def _tiny_vlm(model_dir: Path) -> Any:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    corpus = [
+    texts = [
         '<answer>{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}</answer> Where? user'
-    ] * 20
+    ] * 20 + list(corpus) * 20
     tok.train_from_iterator(
-        corpus,
+        texts,
         trainers.BpeTrainer(
             vocab_size=400, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
         ),
@@ -92,7 +94,7 @@ def _tiny_vlm(model_dir: Path) -> Any:
         text_config={
             "vocab_size": len(fast), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
-            "max_position_embeddings": 2048,
+            "max_position_embeddings": max_positions,
             "rope_scaling": {"rope_type": "default", "mrope_section": [1, 1, 2], "mrope_interleaved": True},
             "tie_word_embeddings": True,
         },

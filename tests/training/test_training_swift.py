@@ -33,6 +33,11 @@ LYON = '<answer>{"lat": 45.764, "lon": 4.8357, "city": "Lyon", "country": "Franc
 
 @pytest.fixture
 def swift_dataset(tmp_path: Path) -> Path:
+    return write_swift_dataset(tmp_path)
+
+
+def write_swift_dataset(tmp_path: Path) -> Path:
+    """`data export-swift` of one usable Paris photo (and one broken row, reported and skipped)."""
     images = tmp_path / "img"
     images.mkdir()
     Image.new("RGB", (1000, 700), (10, 20, 30)).save(images / "paris.jpg")
@@ -95,7 +100,8 @@ samples = [
 ]
 rewards = compute_rewards_per_func(samples, funcs, None, device=torch.device("cpu"))
 registered = sorted(k for k in orms if k.startswith("geo_"))
-print(json.dumps({"names": names, "rewards": rewards.tolist(), "registered": registered}))
+_, spatial_names = resolve_reward_funcs(["geo_spatial", "geo_spatial_200"], args=types.SimpleNamespace())
+print(json.dumps({"names": names + spatial_names, "rewards": rewards.tolist(), "registered": registered}))
 """
 
 
@@ -111,7 +117,8 @@ def test_plugin_loads_and_scores_in_ms_swift_4(swift_dataset: Path) -> None:
     out = json.loads(run.stdout.strip().splitlines()[-1])
     rows = [pytest.approx(r) for r in ([1.0, 1.0], [0.1, 0.0], [0.0, 0.0])]  # geo_step, geo_piecewise
     assert out["rewards"] == rows  # float32 tensor
-    assert out["names"] == ["GeoStep", "GeoPiecewise"]  # ms-swift names an ORM by its class
+    # ms-swift names (and logs) an ORM by its class name: each reward logs under its own name
+    assert out["names"] == ["geo_step", "geo_piecewise", "geo_spatial", "geo_spatial_200"]
     assert {"geo_step", "geo_piecewise", "geo_spatial", "geo_hierarchical", "geo_spatial_200"} <= set(
         out["registered"]
     )

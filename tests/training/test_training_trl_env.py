@@ -37,7 +37,7 @@ def _normal(prop: dict[str, Any]) -> tuple[Any, bool]:
 
 def test_every_registry_tool_is_a_method_with_the_registrys_schema() -> None:
     registry = offline_registry()
-    env_cls = make_environment_factory(registry_factory=FACTORY)
+    env_cls = make_environment_factory(registry_factory=FACTORY, allow_exif=True)
     env = env_cls()
     methods = {
         name for name, _ in inspect.getmembers(env_cls, predicate=inspect.isfunction)
@@ -117,17 +117,26 @@ async def test_zoom_boxes_are_read_on_the_processors_frame() -> None:
 
 
 def test_unknown_tools_and_conventions_are_refused() -> None:
-    with pytest.raises(ValueError, match="no TRL tool method"):
+    with pytest.raises(ValueError, match="unknown tool"):
         make_environment_factory(["teleport"], registry_factory=FACTORY)
     with pytest.raises(ValueError, match="bbox_convention"):
         make_environment_factory(registry_factory=FACTORY, bbox_convention="pixels")
 
 
-def test_offering_exif_gps_warns_that_it_can_leak_the_answer(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING", logger="geosleuth.training.trl_env"):
-        make_environment_factory(registry_factory=FACTORY)
+def _methods(env_cls: type) -> set[str]:
+    return {n for n, _ in inspect.getmembers(env_cls, inspect.isfunction) if n != "reset" and n[0] != "_"}
+
+
+def test_exif_gps_is_offered_only_on_opt_in(caplog: pytest.LogCaptureFixture) -> None:
+    default = _methods(make_environment_factory(registry_factory=FACTORY))
+    assert "exif_gps" not in default and "image_zoom_in_tool" in default
+    with pytest.raises(ValueError, match="can read the answer"):
+        make_environment_factory(["image_zoom_in_tool", "exif_gps"], registry_factory=FACTORY)
+    with caplog.at_level("WARNING", logger="geosleuth.training.toolcall"):
+        opted = make_environment_factory(["exif_gps"], registry_factory=FACTORY, allow_exif=True)
+    assert _methods(opted) == {"exif_gps"}
     assert any("exif_gps" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    with caplog.at_level("WARNING", logger="geosleuth.training.trl_env"):
+    with caplog.at_level("WARNING", logger="geosleuth.training.toolcall"):
         make_environment_factory(["image_zoom_in_tool", "web_search"], registry_factory=FACTORY)
     assert not caplog.records

@@ -1,5 +1,5 @@
 """`examples/training/trl/grpo_trl.py` runs on CPU (`--bf16 false --max-steps 2`) with a tiny
-Qwen3-VL built locally (nothing downloaded) and every geosleuth tool in TRL's loop."""
+Qwen3-VL built locally (nothing downloaded) and geosleuth tools in TRL's loop."""
 
 from __future__ import annotations
 
@@ -70,6 +70,12 @@ def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
         "--grad-accum", "1", "--max-completion-length", "12", "--max-tool-calls", "2", "--save-steps", "2",
         "--learning-rate", "1e-4", "--processor-factory", "test_training_trl_example:tiny_processor",
     ]  # fmt: skip
+    # every tool's schema (about 5,500 tokens here) does not fit the tiny model's 2,048-token context:
+    # the run stops before training instead of TRL silently dropping every tool result
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 1 and "TRL would drop every tool result" in run.stderr, run.stderr[-4000:]
+    assert "exif_gps" not in run.stderr.split("error:")[-1]  # never offered by default
+    argv += ["--tools", "image_zoom_in_tool,geocode"]
     run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:]
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
@@ -94,3 +100,14 @@ def test_example_refuses_bf16_without_a_gpu_and_bad_flags(tmp_path: Path) -> Non
             capture_output=True, text=True, timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
         )  # fmt: skip
         assert run.returncode == 1 and "--bf16 false" in run.stderr
+
+
+def test_example_offers_exif_gps_only_on_opt_in_and_says_why() -> None:
+    pytest.importorskip("trl")
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--help"], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0
+    help_text = " ".join(run.stdout.split())
+    assert "--allow-exif" in help_text and "learns to read the answer" in help_text
+    assert "default: all but exif_gps" in help_text

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -282,30 +283,49 @@ def test_tool_template_passes_the_check_the_stock_one_fails() -> None:
 
 def test_launch_script_composes_against_verls_config(tmp_path: Path) -> None:
     """Every override of grpo_single_node.sh is one verl 0.9.1's config accepts; it loads our manager."""
-    import os
     import subprocess
 
-    verl = pytest.importorskip("verl", reason="verl is not installed")
-    from hydra import compose, initialize_config_dir
+    pytest.importorskip("verl", reason="verl is not installed")
+    from test_training_verl_rollout import compose, script_args
     from verl.trainer.ppo.reward import resolve_reward_manager_cls
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import RolloutConfig
 
     from geosleuth.training.chat_template import QWEN_VL_TOOL_TEMPLATE, prepare_chat_template
+    from geosleuth.training.tool_config import tool_config
     from geosleuth.training.verl_manager import GeoSleuthRewardManager
 
     prepare_chat_template(tmp_path, "qwen-vl-tools")
-    script = Path(__file__).resolve().parents[2] / "examples" / "training" / "verl" / "grpo_single_node.sh"
-    shell = 'python3(){ printf "%s\\0" "$@"; }; export -f python3; source "$0"'  # capture the exact argv
-    env = {**os.environ, "DATA": str(tmp_path), "REWARD": "hierarchical"}
-    argv = subprocess.run(["bash", "-c", shell, str(script)], env=env, capture_output=True, check=True).stdout
-    args = argv.decode().split("\0")[:-1]
-    assert args[:2] == ["-m", "verl.trainer.main_ppo"]
-    config_dir = Path(verl.__file__).parent / "trainer" / "config"
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=args[2:])
+    (tmp_path / "val.parquet").write_bytes(b"")
+    args = script_args(tmp_path)
+    cfg = compose(args)
     assert resolve_reward_manager_cls(cfg) is GeoSleuthRewardManager
-    assert cfg.reward.custom_reward_function.reward_kwargs.reward == "hierarchical"
+    assert cfg.reward.custom_reward_function.reward_kwargs.reward == "step"
     assert cfg.actor_rollout_ref.model.custom_chat_template == QWEN_VL_TOOL_TEMPLATE
     assert not any("reward_manager.name=batch" in a for a in args)
+    # validation on held-out images, never the training file
+    assert cfg.data.val_files == str(tmp_path / "val.parquet") != cfg.data.train_files
+    # verl's own rollout dataclass accepts every rollout key; vLLM takes 1 + 6 zoom crops per prompt
+    rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # as verl's rollout worker builds it
+    assert isinstance(rollout, RolloutConfig)
+    assert rollout.limit_images == 7 and rollout.multi_turn.max_user_turns == 6
+    # verl's tool-response limit counts characters, as geosleuth's does: it must hold a full
+    # geosleuth-truncated text plus its notice, so verl never cuts blindly
+    max_chars = tool_config([{"function": {"name": "web_search"}}])["tools"][0]["config"]["max_text_chars"]
+    notice = len("\n…(truncated at 4000 characters)")
+    assert rollout.multi_turn.max_tool_response_length >= max_chars + notice
+    assert rollout.multi_turn.tool_response_truncate_side == "right"
+    # a wrong key fails composition, so a typo in the script fails this test
+    with pytest.raises(Exception, match="limit_imagez"):
+        compose([*args, "actor_rollout_ref.rollout.limit_imagez=7"])
+    # no held-out file, or the training file as validation: the script stops with the reason
+    script = Path(__file__).resolve().parents[2] / "examples" / "training" / "verl" / "grpo_single_node.sh"
+    for env in (
+        {"DATA": str(tmp_path / "nowhere")},
+        {"DATA": str(tmp_path), "VAL_FILE": str(tmp_path / "train.parquet")},
+    ):
+        run = subprocess.run(["bash", str(script)], env={**os.environ, **env}, capture_output=True, text=True)
+        assert run.returncode == 1 and "error:" in run.stderr and "held-out" in run.stderr
 
 
 def test_manager_hands_verls_global_step_to_the_annealed_reward(verl_env: tuple[Path, Any]) -> None:

@@ -6,8 +6,11 @@
 ``--data`` is a samples JSONL (``geosleuth data sample`` / ``build-mcq`` / ``filter`` write
 one). Every row becomes a conversational prompt with its image; ``lat`` / ``lon`` (and the
 country label) feed the reward, which also logs Acc@k and the median distance through TRL's
-``log_metric``. Every registry tool is offered unless ``--tools`` names a subset; zoom boxes
-are read in the frame the processor gives the model (Qwen ``smart_resize``). TRL's tool loop
+``log_metric``. Every registry tool but ``exif_gps`` (it reads the answer from the photo's GPS
+tag; ``--allow-exif`` opts in) is offered unless ``--tools`` names a subset; zoom boxes are
+read in the frame the processor gives the model (Qwen ``smart_resize``). Before training, the
+prompt with the tool schemas is measured against the model's context: it stops with an error
+when they fill it and warns when tool results would not fit. TRL's tool loop
 needs a chat template it can parse tool calls from (Qwen3 / Qwen3-VL and others it ships
 response templates for) and transformers >= 5.2. Without a GPU the run uses the CPU.
 """
@@ -22,7 +25,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from geosleuth.core.records import Sample
 from geosleuth.plugins import load_callable
-from geosleuth.training.trl_env import make_environment_factory
+from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, EXIF_HELP
+from geosleuth.training.trl_env import check_context, make_environment_factory, trl_processor
 from geosleuth.training.trl_reward import make_reward_func
 
 QUESTION = (
@@ -31,16 +35,18 @@ QUESTION = (
 )
 
 
+PROMPT = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
+
+
 def load_rows(path: str) -> Dataset:
     with open(path, encoding="utf-8") as fh:
         samples = [Sample.model_validate_json(line) for line in fh if line.strip()]
     usable = [s for s in samples if s.image and s.lat is not None and s.lon is not None]
     if not usable:
         raise SystemExit(f"error: {path} has no sample with an image and coordinates")
-    prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
     return Dataset.from_dict(
         {
-            "prompt": [prompt] * len(usable),
+            "prompt": [PROMPT] * len(usable),
             "image": [Image.open(s.image).convert("RGB") for s in usable],
             "lat": [s.lat for s in usable],
             "lon": [s.lon for s in usable],
@@ -67,7 +73,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--reward", default="step", help="step | piecewise | spatial | hierarchical | geo_similarity"
     )
     parser.add_argument("--tool-settings", default=None, help="geosleuth tool settings file")
-    parser.add_argument("--tools", default=None, help="Comma-separated subset of tools (default: all).")
+    parser.add_argument(
+        "--tools", default=None, help="Comma-separated subset of tools (default: all but exif_gps)."
+    )
+    parser.add_argument("--allow-exif", action="store_true", help=EXIF_HELP)
+    parser.add_argument(
+        "--tool-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="Seconds a tool call may take; a slower one returns an error the policy reads.",
+    )
     parser.add_argument("--bbox-convention", default="absolute", choices=["absolute", "relative1000"])
     parser.add_argument(
         "--processor-factory",
@@ -91,6 +106,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def context_length(model: str) -> int:
+    """The model's context in tokens (the text model's ``max_position_embeddings``)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model)
+    return int(getattr(config, "text_config", config).max_position_embeddings)
+
+
 def main(argv: list[str] | None = None) -> GRPOTrainer:
     import torch
 
@@ -105,6 +128,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         from transformers import AutoProcessor
 
         processor = AutoProcessor.from_pretrained(args.model)
+    processor = trl_processor(processor)
     config = GRPOConfig(
         output_dir=args.out,
         num_generations=args.num_generations,
@@ -124,18 +148,36 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         seed=args.seed,
     )
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
-    trainer = GRPOTrainer(
-        model=args.model,
-        reward_funcs=[make_reward_func(args.reward)],
-        args=config,
-        train_dataset=load_rows(args.data),
-        processing_class=processor,
-        environment_factory=make_environment_factory(
+    try:
+        environment = make_environment_factory(
             tools,
             settings_path=args.tool_settings,
             processor=processor,
             bbox_convention=args.bbox_convention,
-        ),
+            timeout_s=args.tool_timeout,
+            allow_exif=args.allow_exif,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    rows = load_rows(args.data)
+    try:
+        check_context(
+            processor,
+            environment,
+            PROMPT,
+            max_model_len=context_length(args.model),
+            max_completion_length=args.max_completion_length,
+            image=rows[0]["image"],
+        )
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    trainer = GRPOTrainer(
+        model=args.model,
+        reward_funcs=[make_reward_func(args.reward)],
+        args=config,
+        train_dataset=rows,
+        processing_class=processor,
+        environment_factory=environment,
     )
     trainer.train()
     return trainer

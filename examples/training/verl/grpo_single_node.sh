@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Agentic GRPO with verl 0.9.1 on one node (8 GPUs), geosleuth tools and a geographic reward.
-# Run prepare_data.sh first. Values are starting points in the range of the published
-# recipes (GeoVista / SpotAgent / Thinking with Map style): group size 8, KL 0.001,
-# lr 1e-6, up to 6 tool turns, long responses, tool responses up to 4k tokens.
+# Run prepare_data.sh first (with VAL=… for the validation set). Values are starting points in
+# the range of the published recipes (GeoVista / SpotAgent / Thinking with Map style): group
+# size 8, KL 0.001, lr 1e-6, up to 6 tool calls, 16k-token responses. Tool text: geosleuth
+# cuts it at 4,000 characters with a notice (verl-tool-config --max-text-chars); verl's own
+# max_tool_response_length also counts characters, not tokens, and is set just above so verl
+# never cuts blindly. Every zoom adds an image: vLLM accepts 1 + MAX_TOOL_CALLS per prompt.
+# Tool calls are read by geosleuth_hermes (verl's hermes format; a call whose JSON is broken
+# comes back to the policy as an error instead of silently ending the rollout).
 # The reward runs in geosleuth's reward manager (only the policy's own tokens are scored);
 # REWARD must match the answer format prepare_data.sh exported (export-verl --reward checks it).
 set -euo pipefail
@@ -10,8 +15,21 @@ DATA="${DATA:-$HOME/data/geosleuth}"
 MODEL="${MODEL:-Qwen/Qwen2.5-VL-7B-Instruct}"
 REWARD="${REWARD:-step}"                # step | piecewise | spatial | hierarchical | semantic | geo_similarity
 TRAIN_FILE="${TRAIN_FILE:-$DATA/train.parquet}"   # curriculum: phase1.parquet, then phase2.parquet (docs/training.md)
+VAL_FILE="${VAL_FILE:-$DATA/val.parquet}"         # held-out images, never the training file
+MAX_TOOL_CALLS="${MAX_TOOL_CALLS:-6}"             # SpotAgent / GeoVista budget
+TOOL_TEXT_CHARS="${TOOL_TEXT_CHARS:-4096}"        # characters; >= verl-tool-config --max-text-chars + its notice
 NNODES="${NNODES:-1}"
 GPUS="${GPUS_PER_NODE:-8}"
+
+if [[ ! -f "$VAL_FILE" ]]; then
+  echo "error: no validation file $VAL_FILE: export held-out images (prepare_data.sh VAL=…) or set VAL_FILE;" \
+    "validating on the training file reports memorised images as accuracy" >&2
+  exit 1
+fi
+if [[ "$(realpath -m "$VAL_FILE")" == "$(realpath -m "$TRAIN_FILE")" ]]; then
+  echo "error: VAL_FILE is the training file ($TRAIN_FILE); validate on held-out images" >&2
+  exit 1
+fi
 
 # export-verl writes a tool-capable chat template when the model's own one lacks tool rendering
 template_args=()
@@ -23,7 +41,7 @@ python3 -m verl.trainer.main_ppo \
   algorithm.adv_estimator=grpo \
   algorithm.use_kl_in_reward=False \
   data.train_files="$TRAIN_FILE" \
-  data.val_files="$DATA/${VAL_FILE:-train.parquet}" \
+  data.val_files="$VAL_FILE" \
   data.image_key=images \
   data.return_raw_chat=True \
   data.train_batch_size=128 \
@@ -49,13 +67,14 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \
+  +actor_rollout_ref.rollout.limit_images=$((MAX_TOOL_CALLS + 1)) \
   actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent \
   actor_rollout_ref.rollout.multi_turn.enable=True \
-  actor_rollout_ref.rollout.multi_turn.format=hermes \
-  actor_rollout_ref.rollout.multi_turn.max_assistant_turns=7 \
-  actor_rollout_ref.rollout.multi_turn.max_user_turns=6 \
+  actor_rollout_ref.rollout.multi_turn.format=geosleuth_hermes \
+  actor_rollout_ref.rollout.multi_turn.max_assistant_turns=$((MAX_TOOL_CALLS + 1)) \
+  actor_rollout_ref.rollout.multi_turn.max_user_turns="$MAX_TOOL_CALLS" \
   actor_rollout_ref.rollout.multi_turn.max_parallel_calls=1 \
-  actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4096 \
+  actor_rollout_ref.rollout.multi_turn.max_tool_response_length="$TOOL_TEXT_CHARS" \
   actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=right \
   actor_rollout_ref.rollout.multi_turn.tool_config_path="$DATA/tools.yaml" \
   reward.reward_manager.source=importlib \

@@ -31,6 +31,8 @@ geosleuth data export-verl "$DATASET" -o "$OUT/train.parquet" "${style_args[@]}"
 if [[ -n "${VAL:-}" ]]; then
   geosleuth data export-verl "$VAL" -o "$OUT/val.parquet" "${style_args[@]}" --tools "$TOOLS" \
     --pixel-budget "$PIXELS" "${settings_args[@]}"
+else
+  echo "warning: no VAL set: grpo_single_node.sh needs held-out images in $OUT/val.parquet (or VAL_FILE)" >&2
 fi
 # Tool text is truncated by geosleuth (with a notice) at 4000 characters; keep verl's own
 # limit (multi_turn.max_tool_response_length) at least that large.

@@ -57,8 +57,9 @@ def _write_samples(path: Path, samples: list[Any]) -> None:
     path.write_text("".join(s.model_dump_json() + "\n" for s in samples), encoding="utf-8")
 
 
-def _tool_schemas(names: str | None, settings: Path | None) -> list[dict[str, Any]]:
-    """OpenAI schemas of the chosen geosleuth tools (all registered ones when ``names`` is None)."""
+def _tool_schemas(names: str | None, settings: Path | None, allow_exif: bool = False) -> list[dict[str, Any]]:
+    """OpenAI schemas of the chosen geosleuth tools (every registered one but the answer-reading
+    ``exif_gps`` when ``names`` is None); ``exif_gps`` only with ``allow_exif``."""
     if names == "":
         return []
     try:
@@ -66,10 +67,25 @@ def _tool_schemas(names: str | None, settings: Path | None) -> list[dict[str, An
     except ImportError:
         raise ValueError("the geosleuth tool registry is not available in this installation") from None
     from geosleuth.tools.config import ToolSettings
+    from geosleuth.training.toolcall import ANSWER_READING, training_tools
 
     registry = build_registry(ToolSettings.load(settings))
-    chosen = [n.strip() for n in names.split(",") if n.strip()] if names else registry.names()
-    return registry.subset(chosen).schemas()
+    chosen = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    picked = training_tools(registry.names(), chosen, allow_exif)
+    if ANSWER_READING.intersection(picked):
+        typer.echo(
+            "warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer", err=True
+        )
+    return registry.subset(picked).schemas()
+
+
+def _exif_help() -> str:
+    from geosleuth.training.toolcall import EXIF_HELP
+
+    return EXIF_HELP
+
+
+AllowExifOpt = Annotated[bool, typer.Option("--allow-exif", help=_exif_help())]
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")]
@@ -133,6 +149,7 @@ def export_verl_cmd(
     data_source: Annotated[
         str | None, typer.Option(help="data_source column (default: the sample's).")
     ] = None,
+    allow_exif: AllowExifOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom.
@@ -151,7 +168,7 @@ def export_verl_cmd(
         names = tools if tools is not None else ",".join(load_style(chosen).tools)
         options = VerlExportOptions(
             style=chosen,
-            schemas=tuple(_tool_schemas(names, tool_settings)),
+            schemas=tuple(_tool_schemas(names, tool_settings, allow_exif)),
             pixel_budget=pixel_budget,
             resize_factor=resize_factor,
             embed_images=embed_images,
@@ -198,6 +215,7 @@ def export_swift_cmd(
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
     pixel_budget: PixelBudgetOpt = 2_000_000,
     resize_factor: ResizeFactorOpt = 28,
+    allow_exif: AllowExifOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read."""
@@ -207,7 +225,7 @@ def export_swift_cmd(
         samples = _load_samples(dataset, fmt, images)
         options = SwiftExportOptions(
             style=style,
-            schemas=tuple(_tool_schemas(tools or "", tool_settings)),
+            schemas=tuple(_tool_schemas(tools or "", tool_settings, allow_exif)),
             pixel_budget=pixel_budget,
             resize_factor=resize_factor,
         )
@@ -239,9 +257,11 @@ def export_sft_cmd(
     samples: Annotated[
         Path | None, typer.Option("--truth", help="Ground truth JSONL (default: RUN_DIR/samples.jsonl).")
     ] = None,
+    allow_exif: AllowExifOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Trajectories -> chat SFT records, loss on assistant turns only."""
+    """Trajectories -> chat SFT records, loss on assistant turns only; trajectories that offer
+    or call exif_gps are skipped unless --allow-exif."""
     from geosleuth.training.export_sft import export_sft
     from geosleuth.training.filtering import read_samples, read_trajectory_records, truth_of
 
@@ -268,6 +288,7 @@ def export_sft_cmd(
             tool_format,  # type: ignore[arg-type]
             base_dir=path.parent,
             run_filter=run_filter,
+            allow_exif=allow_exif,
         )
         _wrote(
             as_json, f"wrote {report.written} records to {out} ({len(report.skipped)} skipped)",
@@ -474,6 +495,11 @@ def verl_tool_config_cmd(
     ] = None,
     max_text_chars: Annotated[int, typer.Option(help="Truncate tool text here, with a notice.")] = 4000,
     bbox_convention: Annotated[str | None, typer.Option(help="absolute | relative1000")] = None,
+    tool_timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="Seconds a call may take; a slower one returns an error (default 60)."),
+    ] = None,
+    allow_exif: AllowExifOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """verl tool-config YAML (multi_turn.tool_config_path) for geosleuth tools."""
@@ -482,16 +508,13 @@ def verl_tool_config_cmd(
 
     def run() -> None:
         names = tools if tools is not None else ",".join(load_style(style).tools)
-        schemas = _tool_schemas(names, tool_settings)
+        schemas = _tool_schemas(names, tool_settings, allow_exif)
         if not schemas:
             raise ValueError("no tools selected")
-        if any(s["function"]["name"] == "exif_gps" for s in schemas):
-            typer.echo(
-                "warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer",
-                err=True,
-            )
         settings = tool_settings.resolve() if tool_settings else None
-        doc = tool_config(schemas, settings, max_text_chars, bbox_convention=bbox_convention)
+        doc = tool_config(
+            schemas, settings, max_text_chars, bbox_convention=bbox_convention, timeout_s=tool_timeout
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump_tool_config(doc), encoding="utf-8")
         _wrote(

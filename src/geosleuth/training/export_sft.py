@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from geosleuth.core.records import Trajectory, TrajectoryStatus
+from geosleuth.training.toolcall import ANSWER_READING
 
 SftFormat = Literal["trl", "llamafactory", "swift"]
 ToolFormat = Literal["hermes", "openai"]
@@ -207,14 +208,32 @@ def to_swift(turns: list[Turn], tools: list[dict[str, Any]] | None) -> dict[str,
     return record
 
 
+def _answer_reading(tools: list[dict[str, Any]] | None, turns: list[Turn]) -> list[str]:
+    """Answer-reading tools the trajectory offers or calls."""
+    offered = {str(s.get("function", s).get("name")) for s in tools or []}
+    called = {str(c.get("function", c).get("name")) for t in turns for c in t.tool_calls or []}
+    return sorted(ANSWER_READING.intersection(offered | called))
+
+
 def sft_record(
-    trajectory: Trajectory, fmt: SftFormat, tool_format: ToolFormat, base_dir: Path | None
+    trajectory: Trajectory,
+    fmt: SftFormat,
+    tool_format: ToolFormat,
+    base_dir: Path | None,
+    allow_exif: bool = False,
 ) -> dict[str, Any]:
-    """One SFT record; raises ValueError when the trajectory has no assistant turn to learn from."""
+    """One SFT record; raises ValueError when the trajectory has no assistant turn to learn from,
+    or offers a tool that reads the answer (``exif_gps``) and ``allow_exif`` is off."""
     turns = read_turns(trajectory.messages, base_dir)
     if not any(t.role == "assistant" and (t.text.strip() or t.tool_calls) for t in turns):
         raise ValueError("no assistant turn")
     tools = trajectory.metadata.get("tool_schemas") or None
+    leaking = _answer_reading(tools, turns)
+    if leaking and not allow_exif:
+        raise ValueError(
+            f"offers {', '.join(leaking)}, which reads the answer (the photo's GPS tag); "
+            "--allow-exif keeps it"
+        )
     if tool_format == "hermes":
         turns = to_hermes(turns)
         tools_out = tools if fmt != "trl" else None  # in hermes text the tools live in the system prompt
@@ -244,6 +263,7 @@ def export_sft(
     base_dir: Path | None = None,
     only_ok: bool = True,
     run_filter: RunFilter | None = None,
+    allow_exif: bool = False,
 ) -> SftReport:
     """Write JSONL records; failed, empty or filtered-out runs are skipped with a reason."""
     report = SftReport()
@@ -261,7 +281,7 @@ def export_sft(
                     report.skipped.append({"sample_id": sid, "reason": reason})
                     continue
                 try:
-                    record = sft_record(run, fmt, tool_format, base_dir)
+                    record = sft_record(run, fmt, tool_format, base_dir, allow_exif)
                 except (ValueError, KeyError, TypeError) as exc:
                     report.skipped.append({"sample_id": sid, "reason": str(exc)})
                     continue

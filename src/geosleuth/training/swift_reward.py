@@ -86,6 +86,6 @@ def register_orms(
     """Register ``geo_<reward>`` for every geosleuth reward (or the given name -> spec map)."""
     registry = swift_orms() if orms is None else orms
     chosen = rewards or {f"geo_{name}": name for name in REWARD_NAMES}
-    made = {name: orm_class(spec) for name, spec in chosen.items()}
+    made = {name: orm_class(spec, name) for name, spec in chosen.items()}  # ms-swift logs by class name
     registry.update(made)
     return made

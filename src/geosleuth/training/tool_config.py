@@ -84,6 +84,7 @@ def tool_config(
     max_text_chars: int | None = 4000,
     registry_factory: str | None = None,
     bbox_convention: str | None = None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """The YAML document as a dict: one `GeoSleuthTool` entry per schema."""
     tools = []
@@ -98,6 +99,8 @@ def tool_config(
             config["max_text_chars"] = int(max_text_chars)
         if bbox_convention:
             config["bbox_convention"] = bbox_convention
+        if timeout_s:
+            config["timeout_s"] = float(timeout_s)
         tools.append({"class_name": TOOL_CLASS, "config": config, "tool_schema": vs})
     return {"tools": tools}
 

@@ -18,8 +18,10 @@ Zoom boxes are read in the frame the model was shown: pass the processor
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
+import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,11 +31,14 @@ from PIL import Image
 
 from geosleuth.agent.images import smart_resize
 from geosleuth.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
+from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, run_tool, training_tools
 from geosleuth.training.verl_tools import shared_registry
 
 log = logging.getLogger(__name__)
 
 ToolOutput = list[dict[str, Any]] | str
+INVALID_CALL = "__geosleuth_invalid_call__"  # the argument that carries a broken call's error
+UNREADABLE = "unreadable_tool_call"  # the name of a call whose tool cannot be read
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class GeoToolEnvironment:
     registry_factory: str | None = None
     frame: ProcessorFrame | None = None
     bbox_convention: str = "absolute"
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
     def __init__(self) -> None:
         self.ctx = ToolContext()
@@ -115,7 +121,7 @@ class GeoToolEnvironment:
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         registry = shared_registry(self.settings_path, self.registry_factory)
-        result = await registry.call(name, arguments, self.ctx)
+        result = await run_tool(registry, name, arguments, self.ctx, self.timeout_s)
         self.calls.append((name, result.ok))
         return _content(result)
 
@@ -145,6 +151,10 @@ def tool_method(tool: Tool) -> Any:
     signature = inspect.Signature(params, return_annotation=ToolOutput)
 
     async def method(self: GeoToolEnvironment, *args: Any, **kwargs: Any) -> ToolOutput:
+        invalid = kwargs.pop(INVALID_CALL, None)  # set by trl_processor's parser for a broken call
+        if invalid is not None:
+            self.calls.append((tool.name, False))
+            return f"Error: {invalid}"
         bound = signature.bind(self, *args, **kwargs)
         arguments = {k: v for k, v in bound.arguments.items() if k != "self"}
         return await self._call(tool.name, arguments)
@@ -162,29 +172,168 @@ def make_environment_factory(
     registry_factory: str | None = None,
     processor: Any = None,
     bbox_convention: str = "absolute",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    allow_exif: bool = False,
 ) -> type[GeoToolEnvironment]:
-    """An environment class exposing ``tools`` (default: every tool of the registry) with the
-    registry's schemas; TRL calls the class to make each instance.
+    """An environment class exposing ``tools`` (default: every registry tool except the
+    answer-reading ``exif_gps``) with the registry's schemas; TRL calls the class to make
+    each instance.
 
     ``processor`` (the one given to ``GRPOTrainer``) fixes the frame zoom boxes are read in.
+    A call running past ``timeout_s`` returns an error the policy reads; the rollout goes on.
     """
     registry: ToolRegistry = shared_registry(settings_path, registry_factory)
-    names = list(tools) if tools is not None else registry.names()
-    unknown = [t for t in names if t not in registry]
-    if unknown:
-        raise ValueError(f"no TRL tool method for {unknown}; available: {sorted(registry.names())}")
+    names = training_tools(registry.names(), tools, allow_exif)
     if bbox_convention not in {"absolute", "relative1000"}:
         raise ValueError("bbox_convention must be absolute or relative1000")
-    if "exif_gps" in names:
-        log.warning(
-            "TRL environment offers exif_gps: it reads the photo's own GPS tag, which can leak the answer "
-            "in training; name the tools without it (tools=[...], --tools) unless images carry no EXIF"
-        )
     attrs: dict[str, Any] = {name: tool_method(registry.get(name)) for name in names}  # type: ignore[arg-type]
     attrs.update(
         settings_path=settings_path,
         registry_factory=registry_factory,
         frame=ProcessorFrame.of(processor) if processor is not None else None,
         bbox_convention=bbox_convention,
+        timeout_s=float(timeout_s),
     )
     return type("GeoToolEnvironment", (GeoToolEnvironment,), attrs)
+
+
+def _well_formed(parsed: Any) -> bool:
+    calls = parsed.get("tool_calls") if isinstance(parsed, dict) else None
+    return calls is None or all(
+        isinstance(c, dict) and isinstance(c.get("function"), dict)
+        and isinstance(c["function"].get("name"), str) and isinstance(c["function"].get("arguments"), dict)
+        for c in calls
+    )  # fmt: skip
+
+
+def _calls_with_errors(text: str) -> list[dict[str, Any]]:
+    """Every ``<tool_call>`` block of ``text`` as a TRL tool call; a broken one carries its error
+    in the ``INVALID_CALL`` argument, so the environment answers it."""
+    from geosleuth.agent.toolcalls import parse_text_calls
+
+    calls = []
+    for call in parse_text_calls(text, ()):
+        if call.error or call.arguments is None:
+            found = _NAME_FIELD.search(call.raw)
+            name = call.name or (found.group(1) if found else UNREADABLE)
+            arguments: dict[str, Any] = {INVALID_CALL: call.error or "tool call could not be read"}
+        else:
+            name, arguments = call.name, call.arguments
+        calls.append({"type": "function", "function": {"name": name, "arguments": arguments}})
+    return calls
+
+
+_NAME_FIELD = re.compile(r'"name"\s*:\s*"([^"\\]{1,128})"')
+_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
+
+
+def trl_processor(processor: Any) -> Any:
+    """A copy of ``processor`` adapted to TRL's tool loop.
+
+    - Tokenised chat templates carry image fields as torch tensors. TRL's environment path
+      tokenises each prompt with ``apply_chat_template(tokenize=True, return_dict=True)``, which
+      gives ``pixel_values`` / ``image_grid_thw`` as NumPy arrays, and concatenates only torch
+      tensors: a step whose tool turns have no image then fails in ``split_pixel_values_by_grid``
+      (``'list' object has no attribute 'prod'``). Token ids stay lists, as TRL expects.
+    - A ``<tool_call>`` whose JSON does not parse reaches the environment as a call that
+      returns the error to the policy, instead of TRL reading the whole turn as the final answer
+      (its ``parse_response`` fallback). Well-formed responses parse exactly as before.
+    """
+    import numpy as np
+    import torch
+
+    base = type(processor)
+    if getattr(base, "_geosleuth_tensor_fields", False):
+        return processor
+
+    def apply_chat_template(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = base.apply_chat_template(self, *args, **kwargs)
+        if kwargs.get("tokenize") and kwargs.get("return_dict"):
+            for key, value in out.items():
+                if key not in {"input_ids", "attention_mask"} and isinstance(value, np.ndarray):
+                    out[key] = torch.from_numpy(value)
+        return out
+
+    clone = copy.copy(processor)
+    clone.__class__ = _subclass(base, apply_chat_template=apply_chat_template, _geosleuth_tensor_fields=True)
+    tokenizer = getattr(processor, "tokenizer", None)
+    if tokenizer is not None and hasattr(tokenizer, "parse_response"):
+        clone.tokenizer = _error_reporting_tokenizer(tokenizer)
+    return clone
+
+
+def _subclass(base: type, **attrs: Any) -> type:
+    """``base`` with ``attrs``, under the same name and module (saved configs name the original)."""
+    return type(base.__name__, (base,), {**attrs, "__module__": base.__module__})
+
+
+def _error_reporting_tokenizer(tokenizer: Any) -> Any:
+    base = type(tokenizer)
+
+    def parse_response(self: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            parsed = base.parse_response(self, ids, *args, **kwargs)
+            if _well_formed(parsed):
+                return parsed
+        except (ValueError, TypeError):
+            pass
+        text = self.decode(ids, skip_special_tokens=False)
+        if "<tool_call>" not in text:
+            return base.parse_response(self, ids, *args, **kwargs)  # TRL's own fallback applies
+        content = _BLOCK.sub("", text)
+        for special in (self.eos_token, self.pad_token):
+            if special:
+                content = content.replace(special, "")
+        return {"role": "assistant", "content": content.strip(), "tool_calls": _calls_with_errors(text)}
+
+    clone = copy.copy(tokenizer)
+    clone.__class__ = _subclass(base, parse_response=parse_response)
+    return clone
+
+
+def check_context(
+    processor: Any,
+    environment: type[GeoToolEnvironment],
+    prompt: list[dict[str, Any]],
+    max_model_len: int,
+    max_completion_length: int,
+    image: Image.Image | None = None,
+) -> int:
+    """Tokens of ``prompt`` with the environment's tool schemas; fails when they fill the context.
+
+    TRL drops (silently) every tool result that would push a rollout past the model's context,
+    so a prompt whose tool schemas leave no room turns every tool call into nothing. This
+    raises ``ValueError`` when the prompt alone reaches ``max_model_len`` and warns when the
+    prompt plus ``max_completion_length`` does not fit. Returns the prompt's token count.
+    """
+    env = environment()
+    tools = [getattr(env, name) for name, _ in inspect.getmembers(environment, inspect.isfunction)
+             if not name.startswith("_") and name != "reset"]  # fmt: skip
+    messages = copy.deepcopy(prompt)
+    for message in messages:
+        for part in message["content"] if isinstance(message.get("content"), list) else []:
+            if part.get("type") == "image" and part.get("image") is None:
+                part["image"] = image if image is not None else Image.new("RGB", (64, 64))
+    tokenized = processor.apply_chat_template(
+        conversation=[messages],
+        tools=tools or None,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+    )
+    n = len(tokenized["input_ids"][0])
+    names = ", ".join(t.__name__ for t in tools)
+    if n >= max_model_len:
+        raise ValueError(
+            f"the prompt with the schemas of {len(tools)} tools ({names}) is {n} tokens, and the model's "
+            f"context is {max_model_len}: TRL would drop every tool result. Offer fewer tools (--tools) "
+            "or use a model with a longer context"
+        )
+    if n + max_completion_length > max_model_len:
+        log.warning(
+            "the prompt with %d tool schemas is %d tokens; with max_completion_length=%d it passes the "
+            "model's context (%d): TRL silently drops a tool result that would cross it. Offer fewer tools "
+            "or lower max_completion_length to %d",
+            len(tools), n, max_completion_length, max_model_len, max_model_len - n,
+        )  # fmt: skip
+    return n

@@ -26,6 +26,7 @@ from uuid import uuid4
 
 from geosleuth.plugins import load_callable
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
+from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, run_tool
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,10 @@ try:  # the real interface when verl is installed
     from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
     HAVE_VERL = True
+    try:  # registers the `geosleuth_hermes` tool-call parser when verl loads this module
+        import geosleuth.training.verl_parser  # noqa: F401
+    except ImportError as exc:  # an older verl without the agent loop's parser registry
+        logging.getLogger(__name__).debug("geosleuth_hermes parser not registered: %s", exc)
 except ImportError:  # importable without verl, for YAML generation and tests of the wiring
     from geosleuth.training._verl_compat import (  # type: ignore[assignment]
         BaseTool as _VerlBaseTool,
@@ -119,7 +124,8 @@ class GeoSleuthTool(_VerlBaseTool):  # type: ignore[misc, valid-type]
     ``registry_factory`` (``module:function(settings_path) -> ToolRegistry``, to plug your
     own tools), ``bbox_convention``, ``artifacts_dir``, ``max_text_chars`` (truncate here,
     with a notice, instead of relying on verl's blunt cut), ``error_reward`` (step reward of
-    a failed call, default 0).
+    a failed call, default 0), ``timeout_s`` (a slower call returns an error the policy
+    reads; default 60).
     """
 
     def __init__(self, config: dict[str, Any], tool_schema: Any = None) -> None:
@@ -183,7 +189,8 @@ class GeoSleuthTool(_VerlBaseTool):  # type: ignore[misc, valid-type]
         inst = self._instances.get(instance_id)
         if inst is None:  # execute without create: still answer, without an image
             inst = self._instances.setdefault(instance_id, _Instance(_context({}, self.config)))
-        result = await self._registry().call(self._tool_name, parameters, inst.ctx)
+        timeout = float(self.config.get("timeout_s") or DEFAULT_TIMEOUT_S)
+        result = await run_tool(self._registry(), self._tool_name, parameters, inst.ctx, timeout)
         metrics = {
             "ok": float(result.ok),
             "cache_hit": float(result.cache_hit),
