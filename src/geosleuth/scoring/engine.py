@@ -184,7 +184,7 @@ class _Growing:
 
     def __init__(self, dtype: Any) -> None:
         self.dtype = dtype
-        self.buffer: list[Any] = []
+        self.buffer: list[Any] = []  # one list for the column's life: callers may bind its append
         self.chunks: list[NDArray[Any]] = []
 
     def append(self, value: Any) -> None:
@@ -193,7 +193,7 @@ class _Growing:
     def flush(self) -> None:
         if self.buffer:
             self.chunks.append(np.array(self.buffer, dtype=self.dtype))
-            self.buffer = []
+            self.buffer.clear()
 
     def array(self) -> NDArray[Any]:
         self.flush()
@@ -429,6 +429,14 @@ class _Accumulator:
         self.duplicates = _Capped()
         self.row_problems = _Capped()
         self.ids_seen = _DuplicateIds(self._duplicate)
+        # every row appends to these: bound once (each column keeps one buffer list for its life)
+        self._append_line, self._append_status = self.line.buffer.append, self.status.buffer.append
+        self._append_plat, self._append_plon, self._append_tlat, self._append_tlon = (
+            c.buffer.append for c in self.coords
+        )
+        self._append_has_labels = self.has_labels.buffer.append
+        self._append_choice_hit = self.choice_hit.buffer.append
+        self._append_choice_scored = self.choice_scored.buffer.append
 
     def add(
         self,
@@ -442,49 +450,47 @@ class _Accumulator:
         i = self.n
         self.n += 1
         status = prediction.status
-        self.line.buffer.append(line)
-        self.status.buffer.append(_STATUS_CODE[status])
+        self._append_line(line)
+        self._append_status(_STATUS_CODE[status])
         if line and status is not ParseStatus.OK and status is not ParseStatus.PARTIAL:
             self.unparsed_lines.add(str(line))
-        plat, plon, tlat, tlon = [c.buffer for c in self.coords]
         lat, lon = prediction.lat, prediction.lon
         if lat is not None and lon is not None:
-            plat.append(lat)
-            plon.append(lon)
+            self._append_plat(lat)
+            self._append_plon(lon)
         else:
-            plat.append(math.nan)
-            plon.append(math.nan)
+            self._append_plat(math.nan)
+            self._append_plon(math.nan)
         if truth is not None:
             labels = truth.labels
             if truth.lat is not None and truth.lon is not None:
-                tlat.append(truth.lat)
-                tlon.append(truth.lon)
+                self._append_tlat(truth.lat)
+                self._append_tlon(truth.lon)
                 self.any_truth = True
             else:
-                tlat.append(math.nan)
-                tlon.append(math.nan)
+                self._append_tlat(math.nan)
+                self._append_tlon(math.nan)
             answer = truth.answer
             if labels or answer:
                 self.any_truth = True
         else:
             labels, answer = {}, None
-            tlat.append(math.nan)
-            tlon.append(math.nan)
-        self.has_labels.buffer.append(bool(labels))
+            self._append_tlat(math.nan)
+            self._append_tlon(math.nan)
+        self._append_has_labels(bool(labels))
         for key, column in self.truth_labels.items():
             value = labels.get(_LABEL_OF.get(key, key))
             if value is not None:
                 self.label_seen[key] = True
             column.append(value)
-        self.choice_scored.buffer.append(bool(answer))
         if answer:
+            self._append_choice_scored(True)
             self.any_choice = True
             choice = prediction.choice
-            self.choice_hit.buffer.append(
-                bool(choice) and str(choice).strip().upper() == str(answer).strip().upper()
-            )
+            self._append_choice_hit(bool(choice) and str(choice).strip().upper() == str(answer).strip().upper())
         else:
-            self.choice_hit.buffer.append(False)
+            self._append_choice_scored(False)
+            self._append_choice_hit(False)
         if self.text_hit:
             if self.protocol.level_rule == "geovista":
                 self._geovista_levels(i, prediction, labels)
@@ -513,7 +519,7 @@ class _Accumulator:
         if self.stream_coords and self.coords[0].buffer:
             arrays = [np.array(c.buffer, dtype=np.float64) for c in self.coords]
             for column, values in zip(self.coords, arrays, strict=True):
-                column.buffer = []
+                column.buffer.clear()
                 if self.keep_rows:
                     column.chunks.append(values)
             self._score_coordinates(*arrays)
@@ -941,12 +947,13 @@ def _row_truth(
         if sid is None:
             return None, "row has no id to join on"
         return None, f"no ground truth for id {sid!r} in {truth_path}"
-    has_text = (
-        isinstance(data.get("solution_str"), str)
+    plain_coords = (
+        from_columns
+        or isinstance(data.get("solution_str"), str)
         or isinstance(data.get("response"), str)
         or isinstance(data.get("output"), str)
     )
-    row_truth = truth_from_row(data, plain_coords=from_columns or has_text)
+    row_truth = truth_from_row(data, plain_coords=plain_coords)
     return row_truth, (row_truth.problem if row_truth is not None else "row has no ground truth")
 
 
