@@ -6,7 +6,6 @@ expected failure (bad dataset, bad config, unusable run dir) is a message and ex
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -203,6 +202,8 @@ def eval_command(
 
     try:
         with bar:
+            import asyncio
+
             stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
     except (ValueError, RunDirError) as exc:
         _fail(str(exc))
@@ -244,6 +245,8 @@ def _run_judges(run_dir: Path, settings: Any) -> None:
     from geosleuth.eval.judges import run_judges
     from geosleuth.eval.run import read_samples
     from geosleuth.eval.store import load_run_trajectories
+
+    import asyncio
 
     added = asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
     typer.echo(f"judged {added} item(s)", err=True)
