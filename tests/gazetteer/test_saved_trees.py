@@ -72,3 +72,13 @@ def test_trees_of_another_scipy_are_rebuilt(saved: Gazetteer, tmp_path: Path) ->
     assert other._saved_trees == {}
     lat, lon = np.array([47.05, 35.01, 0.0]), np.array([8.31, 135.77, -30.0])
     np.testing.assert_array_equal(other.reverse_batch(lat, lon)["city"], saved.reverse_batch(lat, lon)["city"])
+
+
+def test_saved_country_names_are_the_built_index(saved: Gazetteer, tmp_path: Path) -> None:
+    from geosleuth.core import countries
+
+    assert saved.saved_name_index() == countries.build_name_index()
+    assert countries.name_index() == countries.build_name_index()  # get_gazetteer registered the copy
+    assert countries.resolve_country("Deutschland") == "DE"
+    (tmp_path / "country_names.json").write_text('{"sources": "babel-0.0", "names": {"x": "DE"}}')
+    assert Gazetteer(tmp_path).saved_name_index() is None  # another CLDR wrote it: build instead
