@@ -349,6 +349,8 @@ class _Reservoir:
     def add(self, pair: tuple[str, str]) -> None:
         i = self.seen
         self.seen += 1
+        if i != self.next and i >= self.size:
+            return  # most pairs: no replacement until the drawn gap has passed
         if i < self.size:
             self.items.append(pair)
             if self.seen == self.size:
@@ -437,6 +439,10 @@ class _Accumulator:
         self._append_has_labels = self.has_labels.buffer.append
         self._append_choice_hit = self.choice_hit.buffer.append
         self._append_choice_scored = self.choice_scored.buffer.append
+        self._level_columns = [
+            (lv, self.text_hit[lv].buffer.append, self.text_scored[lv].buffer.append, self.pairs[lv])
+            for lv in self.text_hit
+        ]
 
     def add(
         self,
@@ -562,19 +568,20 @@ class _Accumulator:
 
     def _name_levels(self, prediction: Prediction, labels: Mapping[str, str]) -> None:
         """Predicted names against labels (alias-aware); coarser implication applied at the end."""
-        for level, column in self.text_hit.items():
+        for level, hit, scored, sample in self._level_columns:
             truth = labels.get(level)
+            if not truth:
+                hit(False)
+                scored(False)
+                continue
+            self.text_seen[level] = True
             predicted = prediction.level(level)
-            if truth:
-                self.text_seen[level] = True
-                if predicted:
-                    self.pairs[level].add((predicted, truth))
-                    column.buffer.append(self._matches(predicted, truth, level))
-                else:
-                    column.buffer.append(False)
+            if predicted:
+                sample.add((predicted, truth))
+                hit(self._matches(predicted, truth, level))
             else:
-                column.buffer.append(False)
-            self.text_scored[level].buffer.append(bool(truth))
+                hit(False)
+            scored(True)
 
     def _text_matches(self, predicted: str, truth: str, level: str) -> bool:
         """``text_matches`` for one name pair; memoised because labels repeat across rows."""

@@ -288,7 +288,7 @@ _SHAPES_CACHED = 4096
 _SHAPE_KEYS = 64
 """Records with more keys than this are planned afresh each time instead of cached."""
 _COORD_PLANS: dict[tuple[Any, ...], tuple[str, str] | None] = {}
-_LABEL_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, int], ...]] = {}
+_LABEL_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, int, bool], ...]] = {}
 
 
 def _coord_keys(data: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
@@ -372,16 +372,19 @@ _LABEL_RANK: dict[str, tuple[str, int]] = {
 }
 
 
-def _label_keys(source: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
-    """(key, level, rank) of the label keys present, in the record's order (planned per layout)."""
-    if len(source) > _SHAPE_KEYS:
-        return tuple((k, *_LABEL_RANK[k]) for k in source if k in _LABEL_RANK)
-    shape = tuple(source)
-    plan = _LABEL_PLANS.get(shape)
-    if plan is None:
-        plan = tuple((k, *_LABEL_RANK[k]) for k in shape if k in _LABEL_RANK)
-        if len(_LABEL_PLANS) < _SHAPES_CACHED:
-            _LABEL_PLANS[shape] = plan
+def _label_keys(source: dict[str, Any]) -> tuple[tuple[str, str, int, bool], ...]:
+    """(key, level, rank, alone) of the label keys present, in the record's order, planned per
+    layout; ``alone``: no other key of that level is present, so no rank needs comparing."""
+    if len(source) <= _SHAPE_KEYS:
+        shape = tuple(source)
+        plan = _LABEL_PLANS.get(shape)
+        if plan is not None:
+            return plan
+    present = [(k, *_LABEL_RANK[k]) for k in source if k in _LABEL_RANK]
+    levels = [level for _, level, _ in present]
+    plan = tuple((k, level, rank, levels.count(level) == 1) for k, level, rank in present)
+    if len(source) <= _SHAPE_KEYS and len(_LABEL_PLANS) < _SHAPES_CACHED:
+        _LABEL_PLANS[shape] = plan
     return plan
 
 
@@ -392,15 +395,20 @@ def _labels(source: dict[str, Any]) -> dict[str, str]:
     if isinstance(nested, dict):
         labels.update({k: str(v) for k, v in nested.items() if v not in (None, "")})
     best: dict[str, int] = {}
-    for key, level, rank in _label_keys(source):
+    for key, level, rank, alone in _label_keys(source):
         value = source[key]
         if value is None or isinstance(value, (dict, list)):
             continue
-        if level in labels and level not in best:
+        if alone:
+            if level in labels:
+                continue  # given under "labels"
+        elif level in labels and level not in best:
             continue  # given under "labels"
-        if rank < best.get(level, len(LABEL_KEYS[level])):
+        elif rank < best.get(level, len(LABEL_KEYS[level])):
             best[level] = rank
-            labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
+        else:
+            continue
+        labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
     return labels
 
 
