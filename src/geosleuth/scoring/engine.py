@@ -902,13 +902,15 @@ def score_file(
         aliases = gazetteer_aliases(geocoder)
     truth_name = str(truth_path) if truth_path is not None else None
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
+    # labels are read by level protocols only; the others need them where truth has no coordinates
+    with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
     for raw in iter_rows(path):
         if raw.data is None:
             acc.add(raw.line, None, Prediction(status=ParseStatus.FAILED), None, None, raw.error)
             continue
         sid = row_id(raw.data)
         prediction, pred_problem, from_columns = prediction_from_row(raw.data, protocol, geocoder)
-        row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns)
+        row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns, with_labels)
         problem = f"{pred_problem}; {truth_problem}" if pred_problem and truth_problem else None
         acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or pred_problem or truth_problem)
     missing_problem = acc.finish_missing(truth, truth_path) if truth is not None and truth_path else []
@@ -946,6 +948,7 @@ def _row_truth(
     truth: Mapping[str, Truth] | None,
     truth_path: Path | None,
     from_columns: bool,
+    with_labels: bool = True,
 ) -> tuple[Truth | None, str | None]:
     if truth is not None:
         row_truth = truth.get(sid) if sid is not None else None
@@ -960,7 +963,7 @@ def _row_truth(
         or isinstance(data.get("response"), str)
         or isinstance(data.get("output"), str)
     )
-    row_truth = truth_from_row(data, plain_coords=plain_coords)
+    row_truth = truth_from_row(data, plain_coords=plain_coords, with_labels=with_labels)
     return row_truth, (row_truth.problem if row_truth is not None else "row has no ground truth")
 
 

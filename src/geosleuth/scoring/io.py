@@ -433,12 +433,18 @@ def _choice_answer(source: dict[str, Any] | _Overlay) -> str | None:
     return None
 
 
-def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
-    """Ground truth carried by the row itself; ``plain_coords`` lets bare lat/lon count as truth."""
+def truth_from_row(data: dict[str, Any], plain_coords: bool, with_labels: bool = True) -> Truth | None:
+    """Ground truth carried by the row itself; ``plain_coords`` lets bare lat/lon count as truth.
+
+    ``with_labels=False`` (a protocol that scores coordinates only) leaves the place labels out
+    where the coordinates are usable; without usable coordinates they still decide whether the
+    row has any ground truth.
+    """
     nested = _truth_dict(data)
     if nested is not None:
         found = _coords(nested, _NESTED_TRUTH_KEYS, "ground-truth")
-        labels = _labels(nested)
+        usable = found is not None and found[2] is None
+        labels = _labels(nested) if with_labels or not usable else {}
         answer = _choice_answer(_Overlay(nested, data)) if "answer" in nested or "answer" in data else None
         if found is None:
             problem = None if (labels or answer) else "ground truth has no coordinates or labels"
@@ -452,7 +458,8 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
         answer = _choice_answer(data)
         return Truth(answer=answer, fields={"choices": data["choices"]}) if answer else None
     lat, lon, problem = found
-    return Truth(lat, lon, _labels(data), {}, problem, _choice_answer(data))
+    labels = _labels(data) if with_labels or problem is not None else {}
+    return Truth(lat, lon, labels, {}, problem, _choice_answer(data))
 
 
 def truth_index(path: Path, keep_fields: bool = True) -> tuple[dict[str, Truth], list[str]]:
