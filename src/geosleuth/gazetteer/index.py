@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geosleuth.core.countries import country_family, name_index_sources, resolve_country, use_saved_name_index
+from geosleuth.core.countries import country_family, resolve_country, tables_sources, use_saved_tables
 from geosleuth.core.geo import EARTH_RADIUS_KM, chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
@@ -34,7 +34,7 @@ from geosleuth.gazetteer.address import (
     segment,
     split_address,
 )
-from geosleuth.gazetteer.build import COUNTRY_NAMES, GRID_MIXED, GRID_WATER, unpack_strings
+from geosleuth.gazetteer.build import COUNTRY_TABLES, GRID_MIXED, GRID_WATER, unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
@@ -695,13 +695,19 @@ class Gazetteer:
             saved = pickle.load(fh)  # noqa: S301 - written by this package's own build step
         return saved["trees"] if saved.get("scipy") == scipy.__version__ else {}
 
-    def saved_name_index(self) -> dict[str, str] | None:
-        """The country name index saved at build time, when the same CLDR (babel) version wrote it."""
-        path = self.data_dir / COUNTRY_NAMES
+    def saved_country_tables(self) -> dict[str, dict[str, str]] | None:
+        """The country tables saved at build time, when the same CLDR (babel) version wrote them."""
+        return self._country_tables
+
+    @cached_property
+    def _country_tables(self) -> dict[str, dict[str, str]] | None:
+        path = self.data_dir / COUNTRY_TABLES
         if not path.exists():
             return None
         saved = json.loads(path.read_text(encoding="utf-8"))
-        return saved["names"] if saved.get("sources") == name_index_sources() else None  # type: ignore[no-any-return]
+        if saved.pop("sources", None) != tables_sources():
+            return None
+        return saved  # type: ignore[no-any-return]
 
     def save_trees(self) -> None:
         """Build every reverse-geocoding KD-tree now and save them (a gazetteer build step)."""
@@ -993,6 +999,6 @@ def get_gazetteer(data_dir: Path | None = None, progress: bool = False) -> Gazet
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
-            use_saved_name_index(_instance.saved_name_index)
+            use_saved_tables(_instance.saved_country_tables)
         _instance_env = env if data_dir is None else _UNSET
         return _instance
