@@ -1,4 +1,5 @@
-"""The KD-trees saved at gazetteer build time are the trees a process would build: same answers, ties included."""
+"""What the gazetteer build saves (KD-trees, country tables) is what a process would build:
+the same trees node for node, the same answers (ties included), the same tables."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from geosleuth.gazetteer import get_gazetteer
 from geosleuth.gazetteer.index import SAVED_TREES, Gazetteer
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "geoclip" / "coordinates_100K.csv"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+FIXTURES = SHARED / "geoclip" / "coordinates_100K.csv"
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,8 @@ def test_trees_of_another_scipy_are_rebuilt(saved: Gazetteer, tmp_path: Path) ->
     other = Gazetteer(tmp_path)
     assert other._saved_trees == {}
     lat, lon = np.array([47.05, 35.01, 0.0]), np.array([8.31, 135.77, -30.0])
-    np.testing.assert_array_equal(other.reverse_batch(lat, lon)["city"], saved.reverse_batch(lat, lon)["city"])
+    mine, theirs = other.reverse_batch(lat, lon), saved.reverse_batch(lat, lon)
+    np.testing.assert_array_equal(mine["city"], theirs["city"])
 
 
 def test_saved_country_tables_are_the_built_ones(saved: Gazetteer, tmp_path: Path) -> None:

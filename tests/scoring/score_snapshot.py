@@ -69,9 +69,11 @@ def generated_rows(seed: int = 24) -> list[str]:
         kind = i % 12
         labels = {"city": rng.choice(["Paris", "Kyoto", "Luzern", "New York", ""]), "country": "France"}
         truth: dict[str, Any] = {"lat": lat, "lon": lon, **labels}
-        row: dict[str, Any] = {"index": i if rng.random() > 0.03 else max(0, i - 1), "data_source": f"S{i % 3}"}
+        index = i if rng.random() > 0.03 else max(0, i - 1)  # a few duplicate ids
+        row: dict[str, Any] = {"index": index, "data_source": f"S{i % 3}"}
         if kind == 0:
-            row |= {"pred_lat": round(lat + rng.gauss(0, 1), 4), "pred_lon": lon, "true_lat": lat, "true_lon": lon}
+            row |= {"pred_lat": round(lat + rng.gauss(0, 1), 4), "pred_lon": lon}
+            row |= {"true_lat": lat, "true_lon": lon}
         elif kind == 1:
             row |= {"pred_lat": rng.choice(["x", 95, True, None, "12.5"]), "pred_lon": 3, "gt": truth}
         elif kind == 2:
@@ -89,7 +91,8 @@ def generated_rows(seed: int = 24) -> list[str]:
         elif kind == 7:
             row |= {"lat": lat, "lon": lon, "gt_lat": lat + 0.01, "gt_lon": lon}
         elif kind == 8:
-            row |= {"solution_str": _answer(rng, lat, lon, rng.randrange(8)), "ground_truth": {"city": "Paris"}}
+            answer = _answer(rng, lat, lon, rng.randrange(8))
+            row |= {"solution_str": answer, "ground_truth": {"city": "Paris"}}
         elif kind == 9:
             row |= {"solution_str": "B", "choices": ["France", "Japan"], "answer": rng.choice(["A", "B"])}
         elif kind == 10:

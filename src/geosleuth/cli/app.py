@@ -61,11 +61,19 @@ COMMANDS: dict[str, LazyCommand] = {
 }
 
 
-def load_module_commands(module: str) -> dict[str, Any]:
-    """Every click command that ``module.register`` adds, by name."""
+def load_module_commands(module: str, only: str | None = None) -> dict[str, Any]:
+    """Every click command that ``module.register`` adds, by name; ``only``: just that one.
+
+    Typer turns every registered function's signature into click parameters at once (~25 ms
+    for `geosleuth.cli.eval`'s five), so running or helping one command builds that one.
+    """
     sub = typer.Typer()
     sub.callback()(lambda: None)  # a callback makes typer build a group even for one command
     importlib.import_module(module).register(sub)
+    registered = (*sub.registered_commands, *sub.registered_groups)
+    if only is not None and any(info.name == only for info in registered):
+        sub.registered_commands = [info for info in sub.registered_commands if info.name == only]
+        sub.registered_groups = [info for info in sub.registered_groups if info.name == only]
     group = typer.main.get_command(sub)
     commands = dict(group.commands)  # type: ignore[attr-defined]
     for command in commands.values():
@@ -122,11 +130,11 @@ class LazyGroup(_LightHelpGroup):
             return self.commands.get(cmd_name)
         if self._listing:  # the help screen needs the name and one line, not the command
             return typer.core.TyperCommand(cmd_name, help=spec.help, short_help=spec.help)
-        self._load(spec.module)
+        self._load(spec.module, cmd_name)
         return self.commands.get(cmd_name)
 
-    def _load(self, module: str) -> None:
-        for name, command in load_module_commands(module).items():
+    def _load(self, module: str, only: str | None = None) -> None:
+        for name, command in load_module_commands(module, only).items():
             self.commands.setdefault(name, command)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:

@@ -493,7 +493,8 @@ class _Accumulator:
             self._append_choice_scored(True)
             self.any_choice = True
             choice = prediction.choice
-            self._append_choice_hit(bool(choice) and str(choice).strip().upper() == str(answer).strip().upper())
+            right = bool(choice) and str(choice).strip().upper() == str(answer).strip().upper()
+            self._append_choice_hit(right)
         else:
             self._append_choice_scored(False)
             self._append_choice_hit(False)
