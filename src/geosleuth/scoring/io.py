@@ -287,6 +287,8 @@ _SHAPES_CACHED = 4096
 """Key layouts whose field plans are kept (files have a handful; hostile ones get no more)."""
 _SHAPE_KEYS = 64
 """Records with more keys than this are planned afresh each time instead of cached."""
+_SHAPE_CHARS = 1024
+"""Nor are layouts whose key names add up to more characters (hostile keys must not fill memory)."""
 _COORD_PLANS: dict[tuple[Any, ...], tuple[str, str] | None] = {}
 _LABEL_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, int, bool], ...]] = {}
 
@@ -313,9 +315,13 @@ def _coord_keys(data: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> tupl
             found = (lat_key, lon_key)
             break
     plan = found or partial
-    if small and len(_COORD_PLANS) < _SHAPES_CACHED:
+    if small and len(_COORD_PLANS) < _SHAPES_CACHED and _short_keys(data):
         _COORD_PLANS[shape] = plan
     return plan
+
+
+def _short_keys(data: dict[str, Any]) -> bool:
+    return sum(len(k) for k in data) <= _SHAPE_CHARS
 
 
 def _coords(
@@ -383,7 +389,7 @@ def _label_keys(source: dict[str, Any]) -> tuple[tuple[str, str, int, bool], ...
     present = [(k, *_LABEL_RANK[k]) for k in source if k in _LABEL_RANK]
     levels = [level for _, level, _ in present]
     plan = tuple((k, level, rank, levels.count(level) == 1) for k, level, rank in present)
-    if len(source) <= _SHAPE_KEYS and len(_LABEL_PLANS) < _SHAPES_CACHED:
+    if len(source) <= _SHAPE_KEYS and len(_LABEL_PLANS) < _SHAPES_CACHED and _short_keys(source):
         _LABEL_PLANS[shape] = plan
     return plan
 
