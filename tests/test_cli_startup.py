@@ -75,3 +75,50 @@ def test_scoring_ten_twm_rows_loads_no_library_it_does_not_use(tmp_path) -> None
     assert not {m for m in loaded if m.split(".")[0] in {"pyproj", "scipy", "shapely", "babel"}}, loaded
     assert "numpy.ma" not in loaded and "geosleuth.gazetteer" not in loaded
     assert json.loads(score_text)["metrics"]["acc@2km"] == 100.0
+
+
+def _every_command() -> list[list[str]]:
+    """Every command and subcommand path the CLI registers (``["tools", "list"]``, …)."""
+    paths: list[list[str]] = []
+
+    def walk(prefix: list[str], command: object) -> None:
+        paths.append(prefix)
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk([*prefix, name], sub)
+
+    for module in dict.fromkeys(spec.module for spec in COMMANDS.values()):
+        for name, command in load_module_commands(module).items():
+            walk([name], command)
+    return paths
+
+
+def test_every_help_screen_is_plain_and_imports_no_heavy_library() -> None:
+    """`X --help` renders without rich, pydantic, NumPy or asyncio (they cost more than the help)."""
+    paths = _every_command()
+    assert ["tools", "list"] in paths and ["score"] in paths and ["datasets", "validate"] in paths
+    code = (
+        "import io, json, sys\n"
+        "from contextlib import redirect_stdout\n"
+        "from geosleuth.cli.app import main\n"
+        "out = {}\n"
+        "for path in json.loads(sys.argv[1]):\n"
+        "    sys.argv = ['geosleuth', *path, '--help']\n"
+        "    buf = io.StringIO()\n"
+        "    try:\n"
+        "        with redirect_stdout(buf):\n"
+        "            main()\n"
+        "    except SystemExit as exc:\n"
+        "        out[' '.join(path)] = [exc.code, buf.getvalue()]\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'numpy', 'pydantic', 'rich', 'asyncio', 'httpx', 'PIL'})\n"
+        "print(json.dumps({'screens': out, 'heavy': heavy}))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(paths)], capture_output=True, text=True, check=True
+    )
+    found = json.loads(res.stdout)
+    assert found["heavy"] == [], found["heavy"]
+    for path in paths:
+        code_, text = found["screens"][" ".join(path)]
+        assert code_ == 0 and text.startswith("Usage: ") and "--help" in text, (path, text[:200])
+        assert "╭" not in text  # click's plain layout, as `geosleuth --help`

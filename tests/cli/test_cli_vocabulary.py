@@ -80,6 +80,14 @@ def test_help_lists_every_registered_choice() -> None:
     assert choices.prompt_styles() == available_styles() and "geoagent" in available_styles()
     assert get_args(AgentConfig.model_fields["provider"].annotation) == choices.PROVIDERS
     assert get_args(get_args(AgentConfig.model_fields["tool_calling"].annotation)[0]) == choices.TOOL_CALLING
+    from geosleuth.eval.config import JUDGE_TASKS
+    from geosleuth.scoring import PROTOCOLS
+
+    assert choices.PROTOCOLS == tuple(PROTOCOLS)  # the light mirrors `--help` reads
+    assert choices.DATASET_FORMATS == tuple(FORMATS)
+    assert choices.JUDGE_TASKS == tuple(JUDGE_TASKS)
+    score_help = " ".join(CliRunner().invoke(app, ["score", "--help"], env={"COLUMNS": "400"}).output.split())
+    assert all(name in score_help for name in PROTOCOLS)
     runner = CliRunner()
     for command in (["locate"], ["serve"], ["eval"]):
         text = " ".join(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output.split())

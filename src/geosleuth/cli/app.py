@@ -65,16 +65,58 @@ COMMANDS: dict[str, LazyCommand] = {
 }
 
 
-def load_module_commands(module: str) -> dict[str, Any]:
-    """Every click command that ``module.register`` adds, by name."""
+def load_module_commands(module: str, only: str | None = None) -> dict[str, Any]:
+    """Every click command that ``module.register`` adds, by name; ``only``: just that one.
+
+    Typer turns every registered function's signature into click parameters at once (~25 ms
+    for `geosleuth.cli.eval`'s five), so running or helping one command builds that one.
+    """
     sub = typer.Typer()
     sub.callback()(lambda: None)  # a callback makes typer build a group even for one command
     importlib.import_module(module).register(sub)
+    registered = (*sub.registered_commands, *sub.registered_groups)
+    if only is not None and any(info.name == only for info in registered):
+        sub.registered_commands = [info for info in sub.registered_commands if info.name == only]
+        sub.registered_groups = [info for info in sub.registered_groups if info.name == only]
     group = typer.main.get_command(sub)
-    return dict(group.commands)  # type: ignore[attr-defined]
+    commands = dict(group.commands)  # type: ignore[attr-defined]
+    for command in commands.values():
+        _plain_help(command)
+    return commands
 
 
-class LazyGroup(TyperGroup):
+def _plain_help(command: Any) -> None:
+    """Help in click's plain layout, as ``geosleuth --help``: typer's rich renderer alone imports
+    for ~80 ms, more than the rest of a help screen. Nested groups get the light ``--help`` too."""
+    if hasattr(command, "rich_markup_mode"):
+        command.rich_markup_mode = None
+    if type(command) is TyperGroup:
+        command.__class__ = _LightHelpGroup
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+
+
+class _LightHelpGroup(TyperGroup):
+    """A typer group whose own ``--help`` flag is coerced without pydantic.
+
+    Typer builds a pydantic adapter for every parameter it processes, a group's absent
+    ``--help`` flag included (~50 ms of imports on the way to a subcommand), then passes its
+    ``None`` through unused. A bool flag needs no adapter: typer's pass-through coercion gives
+    the same values (None stays None, a bool stays a bool).
+    """
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and getattr(option, "_runtime_param", False) is None:
+            from typer._coercion import PassThroughRuntimeParam
+
+            option._runtime_param = PassThroughRuntimeParam(
+                parameter_info=option.type_descriptor.parameter_info, annotation=bool
+            )
+        return option
+
+
+class LazyGroup(_LightHelpGroup):
     """A typer group whose commands are imported on first use, not at start-up."""
 
     _listing = False
@@ -92,11 +134,11 @@ class LazyGroup(TyperGroup):
             return self.commands.get(cmd_name)
         if self._listing:  # the help screen needs the name and one line, not the command
             return typer.core.TyperCommand(cmd_name, help=spec.help, short_help=spec.help)
-        self._load(spec.module)
+        self._load(spec.module, cmd_name)
         return self.commands.get(cmd_name)
 
-    def _load(self, module: str) -> None:
-        for name, command in load_module_commands(module).items():
+    def _load(self, module: str, only: str | None = None) -> None:
+        for name, command in load_module_commands(module, only).items():
             self.commands.setdefault(name, command)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:

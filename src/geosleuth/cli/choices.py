@@ -2,7 +2,8 @@
 
 Kept light (no import of the agent package): ``geosleuth locate --help`` should not pay for
 httpx and pydantic models. ``tests/cli/test_cli_vocabulary.py`` checks each list against the
-registry it mirrors (prompt files, ``AgentConfig`` literals).
+registry it mirrors (prompt files, ``AgentConfig`` literals, the scoring protocols, dataset
+formats and judge tasks).
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from pathlib import Path
 NOT_STYLES = frozenset({"common", "verifier", "observer"})  # prompt files that are not styles
 PROVIDERS = ("auto", "generic", "openai", "gemini", "deepseek")  # AgentConfig.provider
 TOOL_CALLING = ("native", "text")  # AgentConfig.tool_calling
+PROTOCOLS = ("twm", "osv5m", "spotagent", "geovista", "wherebench", "geoclip", "g3", "pigeon", "default")
+"""scoring.protocols.PROTOCOLS (importing it for `score --help` would load NumPy)."""
+DATASET_FORMATS = (
+    "generic", "im2gps3k", "yfcc4k", "osv5m", "mp16pro", "greval", "geobench", "mapbench",
+    "wherecountry", "wherestreet", "hf",
+)  # fmt: skip
+"""eval.datasets.FORMATS."""
+JUDGE_TASKS = ("levels", "path", "clues", "shapley")  # eval.config.JUDGE_TASKS
 
 
 def prompt_styles() -> list[str]:

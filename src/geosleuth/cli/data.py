@@ -9,6 +9,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from geosleuth.training.leaks import EXIF_HELP
+
 data_app = typer.Typer(
     name="data",
     help="Training data: export for verl / SFT, synthesise, filter by difficulty, sample, build MCQ.",
@@ -79,13 +81,7 @@ def _tool_schemas(names: str | None, settings: Path | None, allow_exif: bool = F
     return registry.subset(picked).schemas()
 
 
-def _exif_help() -> str:
-    from geosleuth.training.toolcall import EXIF_HELP
-
-    return EXIF_HELP
-
-
-AllowExifOpt = Annotated[bool, typer.Option("--allow-exif", help=_exif_help())]
+AllowExifOpt = Annotated[bool, typer.Option("--allow-exif", help=EXIF_HELP)]
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")]

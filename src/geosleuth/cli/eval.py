@@ -6,8 +6,6 @@ expected failure (bad dataset, bad config, unusable run dir) is a message and ex
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -24,10 +22,9 @@ from geosleuth.cli.options import (
     TOOL_CALLING_HELP,
     TOOLS_HELP,
 )
-from geosleuth.eval.config import JUDGE_TASKS
-from geosleuth.eval.datasets import FORMATS
+from geosleuth.cli.choices import DATASET_FORMATS, JUDGE_TASKS
 
-FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(FORMATS)}."
+FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(DATASET_FORMATS)}."
 JUDGES_HELP = f"Judges to run, comma-separated: {','.join(JUDGE_TASKS)}."
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 JudgeKeyEnvOpt = Annotated[
@@ -255,6 +252,8 @@ def eval_command(
 
     try:
         with bar:
+            import asyncio
+
             stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
     except RunAborted as exc:
         _fail(
@@ -282,7 +281,9 @@ def eval_command(
 
             _print_summary(write_report(prepared.run_dir), prepared.run_dir, as_json)
         elif as_json:  # no report: what this invocation ran
-            _print_json({"run_dir": str(prepared.run_dir), **dataclasses.asdict(stats)})
+            from dataclasses import asdict
+
+            _print_json({"run_dir": str(prepared.run_dir), **asdict(stats)})
     except (RunDirError, ValueError) as exc:  # the samples are saved: `geosleuth report` can redo this
         _fail(str(exc))
     except OSError as exc:
@@ -304,6 +305,8 @@ def _run_judges(run_dir: Path, settings: Any) -> None:
     from geosleuth.eval.judges import run_judges
     from geosleuth.eval.run import read_samples
     from geosleuth.eval.store import load_run_trajectories
+
+    import asyncio
 
     added = asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
     typer.echo(f"judged {added} item(s)", err=True)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 
 def _protocol_help() -> str:
-    """The choices straight from the protocol registry, so a new protocol is listed without edits here."""
-    from geosleuth.scoring.protocols import PROTOCOLS
+    """The choices from the protocol registry's light mirror (tests tie the two together)."""
+    from geosleuth.cli.choices import PROTOCOLS
 
     return (
         f"One of: {', '.join(PROTOCOLS)}. Each reproduces that paper's released evaluation "

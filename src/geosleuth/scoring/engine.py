@@ -186,7 +186,7 @@ class _Growing:
 
     def __init__(self, dtype: Any) -> None:
         self.dtype = dtype
-        self.buffer: list[Any] = []
+        self.buffer: list[Any] = []  # one list for the column's life: callers may bind its append
         self.chunks: list[NDArray[Any]] = []
 
     def append(self, value: Any) -> None:
@@ -195,7 +195,7 @@ class _Growing:
     def flush(self) -> None:
         if self.buffer:
             self.chunks.append(np.array(self.buffer, dtype=self.dtype))
-            self.buffer = []
+            self.buffer.clear()
 
     def array(self) -> NDArray[Any]:
         self.flush()
@@ -351,6 +351,8 @@ class _Reservoir:
     def add(self, pair: tuple[str, str]) -> None:
         i = self.seen
         self.seen += 1
+        if i != self.next and i >= self.size:
+            return  # most pairs: no replacement until the drawn gap has passed
         if i < self.size:
             self.items.append(pair)
             if self.seen == self.size:
@@ -431,6 +433,18 @@ class _Accumulator:
         self.duplicates = _Capped()
         self.row_problems = _Capped()
         self.ids_seen = _DuplicateIds(self._duplicate)
+        # every row appends to these: bound once (each column keeps one buffer list for its life)
+        self._append_line, self._append_status = self.line.buffer.append, self.status.buffer.append
+        self._append_plat, self._append_plon, self._append_tlat, self._append_tlon = (
+            c.buffer.append for c in self.coords
+        )
+        self._append_has_labels = self.has_labels.buffer.append
+        self._append_choice_hit = self.choice_hit.buffer.append
+        self._append_choice_scored = self.choice_scored.buffer.append
+        self._level_columns = [
+            (lv, self.text_hit[lv].buffer.append, self.text_scored[lv].buffer.append, self.pairs[lv])
+            for lv in self.text_hit
+        ]
 
     def add(
         self,
@@ -444,49 +458,48 @@ class _Accumulator:
         i = self.n
         self.n += 1
         status = prediction.status
-        self.line.buffer.append(line)
-        self.status.buffer.append(_STATUS_CODE[status])
+        self._append_line(line)
+        self._append_status(_STATUS_CODE[status])
         if line and status is not ParseStatus.OK and status is not ParseStatus.PARTIAL:
             self.unparsed_lines.add(str(line))
-        plat, plon, tlat, tlon = [c.buffer for c in self.coords]
         lat, lon = prediction.lat, prediction.lon
         if lat is not None and lon is not None:
-            plat.append(lat)
-            plon.append(lon)
+            self._append_plat(lat)
+            self._append_plon(lon)
         else:
-            plat.append(math.nan)
-            plon.append(math.nan)
+            self._append_plat(math.nan)
+            self._append_plon(math.nan)
         if truth is not None:
             labels = truth.labels
             if truth.lat is not None and truth.lon is not None:
-                tlat.append(truth.lat)
-                tlon.append(truth.lon)
+                self._append_tlat(truth.lat)
+                self._append_tlon(truth.lon)
                 self.any_truth = True
             else:
-                tlat.append(math.nan)
-                tlon.append(math.nan)
+                self._append_tlat(math.nan)
+                self._append_tlon(math.nan)
             answer = truth.answer
             if labels or answer:
                 self.any_truth = True
         else:
             labels, answer = {}, None
-            tlat.append(math.nan)
-            tlon.append(math.nan)
-        self.has_labels.buffer.append(bool(labels))
+            self._append_tlat(math.nan)
+            self._append_tlon(math.nan)
+        self._append_has_labels(bool(labels))
         for key, column in self.truth_labels.items():
             value = labels.get(_LABEL_OF.get(key, key))
             if value is not None:
                 self.label_seen[key] = True
             column.append(value)
-        self.choice_scored.buffer.append(bool(answer))
         if answer:
+            self._append_choice_scored(True)
             self.any_choice = True
             choice = prediction.choice
-            self.choice_hit.buffer.append(
-                bool(choice) and str(choice).strip().upper() == str(answer).strip().upper()
-            )
+            right = bool(choice) and str(choice).strip().upper() == str(answer).strip().upper()
+            self._append_choice_hit(right)
         else:
-            self.choice_hit.buffer.append(False)
+            self._append_choice_scored(False)
+            self._append_choice_hit(False)
         if self.text_hit:
             if self.protocol.level_rule == "geovista":
                 self._geovista_levels(i, prediction, labels)
@@ -515,7 +528,7 @@ class _Accumulator:
         if self.stream_coords and self.coords[0].buffer:
             arrays = [np.array(c.buffer, dtype=np.float64) for c in self.coords]
             for column, values in zip(self.coords, arrays, strict=True):
-                column.buffer = []
+                column.buffer.clear()
                 if self.keep_rows:
                     column.chunks.append(values)
             self._score_coordinates(*arrays)
@@ -558,19 +571,20 @@ class _Accumulator:
 
     def _name_levels(self, prediction: Prediction, labels: Mapping[str, str]) -> None:
         """Predicted names against labels (alias-aware); coarser implication applied at the end."""
-        for level, column in self.text_hit.items():
+        for level, hit, scored, sample in self._level_columns:
             truth = labels.get(level)
+            if not truth:
+                hit(False)
+                scored(False)
+                continue
+            self.text_seen[level] = True
             predicted = prediction.level(level)
-            if truth:
-                self.text_seen[level] = True
-                if predicted:
-                    self.pairs[level].add((predicted, truth))
-                    column.buffer.append(self._matches(predicted, truth, level))
-                else:
-                    column.buffer.append(False)
+            if predicted:
+                sample.add((predicted, truth))
+                hit(self._matches(predicted, truth, level))
             else:
-                column.buffer.append(False)
-            self.text_scored[level].buffer.append(bool(truth))
+                hit(False)
+            scored(True)
 
     def _text_matches(self, predicted: str, truth: str, level: str) -> bool:
         """``text_matches`` for one name pair; memoised because labels repeat across rows."""
@@ -909,13 +923,15 @@ def score_file(
         aliases = gazetteer_aliases(geocoder)
     truth_name = str(truth_path) if truth_path is not None else None
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
+    # labels are read by level protocols only; the others need them where truth has no coordinates
+    with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
     for raw in iter_rows(path):
         if raw.data is None:
             acc.add(raw.line, None, Prediction(status=ParseStatus.FAILED), None, None, raw.error)
             continue
         sid = row_id(raw.data)
         prediction, pred_problem, from_columns = prediction_from_row(raw.data, protocol, geocoder)
-        row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns)
+        row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns, with_labels)
         problem = f"{pred_problem}; {truth_problem}" if pred_problem and truth_problem else None
         acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or pred_problem or truth_problem)
     missing_problem = acc.finish_missing(truth, truth_path) if truth is not None and truth_path else []
@@ -953,6 +969,7 @@ def _row_truth(
     truth: Mapping[str, Truth] | None,
     truth_path: Path | None,
     from_columns: bool,
+    with_labels: bool = True,
 ) -> tuple[Truth | None, str | None]:
     if truth is not None:
         row_truth = truth.get(sid) if sid is not None else None
@@ -961,12 +978,13 @@ def _row_truth(
         if sid is None:
             return None, "row has no id to join on"
         return None, f"no ground truth for id {sid!r} in {truth_path}"
-    has_text = (
-        isinstance(data.get("solution_str"), str)
+    plain_coords = (
+        from_columns
+        or isinstance(data.get("solution_str"), str)
         or isinstance(data.get("response"), str)
         or isinstance(data.get("output"), str)
     )
-    row_truth = truth_from_row(data, plain_coords=from_columns or has_text)
+    row_truth = truth_from_row(data, plain_coords=plain_coords, with_labels=with_labels)
     return row_truth, (row_truth.problem if row_truth is not None else "row has no ground truth")
 
 

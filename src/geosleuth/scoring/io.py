@@ -336,26 +336,63 @@ def _number(value: Any) -> float | None:
     return out
 
 
-def _coords(
-    data: dict[str, Any], keys: tuple[tuple[str, str], ...], what: str
-) -> tuple[float | None, float | None, str | None] | None:
-    """First complete key pair -> (lat, lon, problem); else the first partial pair's problem; else None."""
+_SHAPES_CACHED = 4096
+"""Key layouts whose field plans are kept (files have a handful; hostile ones get no more)."""
+_SHAPE_KEYS = 64
+"""Records with more keys than this are planned afresh each time instead of cached."""
+_SHAPE_CHARS = 1024
+"""Nor are layouts whose key names add up to more characters (hostile keys must not fill memory)."""
+_COORD_PLANS: dict[tuple[Any, ...], tuple[str, str] | None] = {}
+_LABEL_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, int, bool], ...]] = {}
+
+
+def _coord_keys(data: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    """The key pair `_coords` reads: the first complete pair, else the first partial one, else None.
+
+    It depends on which keys are present only, so it is planned once per key layout: the rows
+    of a file share a layout, and a plan saves a dozen membership tests per row.
+    """
+    small = len(data) <= _SHAPE_KEYS
+    if small:
+        shape = (id(keys), *data)
+        plan = _COORD_PLANS.get(shape, False)
+        if plan is not False:
+            return plan  # type: ignore[return-value]
     partial: tuple[str, str] | None = None
+    found: tuple[str, str] | None = None
     for lat_key, lon_key in keys:
         has_lat, has_lon = lat_key in data, lon_key in data
         if has_lat != has_lon:
             partial = partial or (lat_key, lon_key)
-            continue
-        if has_lat:
-            return _pair(data, lat_key, lon_key, what)
-    return None if partial is None else _pair(data, *partial, what)
+        elif has_lat:
+            found = (lat_key, lon_key)
+            break
+    plan = found or partial
+    if small and len(_COORD_PLANS) < _SHAPES_CACHED and _short_keys(data):
+        _COORD_PLANS[shape] = plan
+    return plan
+
+
+def _short_keys(data: dict[str, Any]) -> bool:
+    return sum(len(k) for k in data) <= _SHAPE_CHARS
+
+
+def _coords(
+    data: dict[str, Any], keys: tuple[tuple[str, str], ...], what: str
+) -> tuple[float | None, float | None, str | None] | None:
+    """First complete key pair -> (lat, lon, problem); else the first partial pair's problem; else None."""
+    pair = _coord_keys(data, keys)
+    return None if pair is None else _pair(data, *pair, what)
 
 
 def _pair(
     data: dict[str, Any], lat_key: str, lon_key: str, what: str
 ) -> tuple[float | None, float | None, str | None]:
+    lat, lon = data.get(lat_key), data.get(lon_key)
+    if type(lat) is float and type(lon) is float and -90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0:
+        return lat, lon, None  # the common case, as the checks below would find it (NaN fails the range)
     try:
-        lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
+        lat, lon = _number(lat), _number(lon)
     except ValueError as exc:
         return None, None, f"{what} coordinate {exc} is not a number"
     if lat is None or lon is None:
@@ -394,6 +431,22 @@ _LABEL_RANK: dict[str, tuple[str, int]] = {
 }
 
 
+def _label_keys(source: dict[str, Any]) -> tuple[tuple[str, str, int, bool], ...]:
+    """(key, level, rank, alone) of the label keys present, in the record's order, planned per
+    layout; ``alone``: no other key of that level is present, so no rank needs comparing."""
+    if len(source) <= _SHAPE_KEYS:
+        shape = tuple(source)
+        plan = _LABEL_PLANS.get(shape)
+        if plan is not None:
+            return plan
+    present = [(k, *_LABEL_RANK[k]) for k in source if k in _LABEL_RANK]
+    levels = [level for _, level, _ in present]
+    plan = tuple((k, level, rank, levels.count(level) == 1) for k, level, rank in present)
+    if len(source) <= _SHAPE_KEYS and len(_LABEL_PLANS) < _SHAPES_CACHED and _short_keys(source):
+        _LABEL_PLANS[shape] = plan
+    return plan
+
+
 def _labels(source: dict[str, Any]) -> dict[str, str]:
     """Place labels of a truth record; per level the first key of :data:`LABEL_KEYS` present wins."""
     labels: dict[str, str] = {}
@@ -401,16 +454,20 @@ def _labels(source: dict[str, Any]) -> dict[str, str]:
     if isinstance(nested, dict):
         labels.update({k: str(v) for k, v in nested.items() if v not in (None, "")})
     best: dict[str, int] = {}
-    for key, value in source.items():
-        hit = _LABEL_RANK.get(key)
-        if hit is None or value is None or isinstance(value, (dict, list)):
+    for key, level, rank, alone in _label_keys(source):
+        value = source[key]
+        if value is None or isinstance(value, (dict, list)):
             continue
-        level, rank = hit
-        if level in labels and level not in best:
+        if alone:
+            if level in labels:
+                continue  # given under "labels"
+        elif level in labels and level not in best:
             continue  # given under "labels"
-        if rank < best.get(level, len(LABEL_KEYS[level])):
+        elif rank < best.get(level, len(LABEL_KEYS[level])):
             best[level] = rank
-            labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
+        else:
+            continue
+        labels[level] = "" if (isinstance(value, float) and math.isnan(value)) else str(value)
     return labels
 
 
@@ -435,12 +492,18 @@ def _choice_answer(source: dict[str, Any] | _Overlay) -> str | None:
     return None
 
 
-def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
-    """Ground truth carried by the row itself; ``plain_coords`` lets bare lat/lon count as truth."""
+def truth_from_row(data: dict[str, Any], plain_coords: bool, with_labels: bool = True) -> Truth | None:
+    """Ground truth carried by the row itself; ``plain_coords`` lets bare lat/lon count as truth.
+
+    ``with_labels=False`` (a protocol that scores coordinates only) leaves the place labels out
+    where the coordinates are usable; without usable coordinates they still decide whether the
+    row has any ground truth.
+    """
     nested = _truth_dict(data)
     if nested is not None:
         found = _coords(nested, _NESTED_TRUTH_KEYS, "ground-truth")
-        labels = _labels(nested)
+        usable = found is not None and found[2] is None
+        labels = _labels(nested) if with_labels or not usable else {}
         answer = _choice_answer(_Overlay(nested, data)) if "answer" in nested or "answer" in data else None
         if found is None:
             problem = None if (labels or answer) else "ground truth has no coordinates or labels"
@@ -454,7 +517,8 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool) -> Truth | None:
         answer = _choice_answer(data)
         return Truth(answer=answer, fields={"choices": data["choices"]}) if answer else None
     lat, lon, problem = found
-    return Truth(lat, lon, _labels(data), {}, problem, _choice_answer(data))
+    labels = _labels(data) if with_labels or problem is not None else {}
+    return Truth(lat, lon, labels, {}, problem, _choice_answer(data))
 
 
 def truth_index(path: Path, keep_fields: bool = True) -> tuple[dict[str, Truth], list[str]]:
@@ -544,13 +608,13 @@ def _prediction_from_row(
     found = _coords(data, PRED_COORD_KEYS, "predicted")
     if found is not None:
         return _column_prediction(found)
-    choices = data.get("choices") if isinstance(data.get("choices"), list) else None
-    parse = _parser(protocol, geocoder, [str(c) for c in choices] if choices else None)
+    choices = data.get("choices")
+    options = [str(c) for c in choices] if isinstance(choices, list) and choices else None
     nested = data.get("prediction")
     if isinstance(nested, dict):
         raw = nested.get("raw")
         if isinstance(raw, str) and raw.strip() and protocol.parse_mode == "strict":
-            return _checked(parse(raw))
+            return _checked(_parse(raw, protocol, geocoder, options))
         try:
             return _checked_record(Prediction.model_validate(nested))
         except ValueError:
@@ -562,10 +626,10 @@ def _prediction_from_row(
     for key in TEXT_KEYS:
         value = data.get(key)
         if isinstance(value, str):
-            return _checked(parse(value))
+            return _checked(_parse(value, protocol, geocoder, options))
     text = _message_text(data)
     if text is not None:
-        return _checked(parse(text))
+        return _checked(_parse(text, protocol, geocoder, options))
     if _truth_dict(data) is not None or _coords(data, TRUTH_COORD_KEYS, "ground-truth") is not None:
         found = _coords(data, PLAIN_COORD_KEYS, "predicted")  # truth is explicit: bare lat/lon predict
         if found is not None:
@@ -609,23 +673,19 @@ def _checked_record(prediction: Prediction) -> tuple[Prediction, str | None, boo
     return cleared, "predicted coordinates outside lat [-90, 90] / lon [-180, 180]", False
 
 
-def _parser(
-    protocol: ScoringProtocol, geocoder: Geocoder | None, choices: list[str] | None
-) -> Callable[[str], Prediction]:
-    if protocol.answer_parser is not None:
-        return _released_parser(protocol.answer_parser)
-
-    def parse(text: str) -> Prediction:
-        return parse_answer(
-            text,
-            mode=protocol.parse_mode,
-            protocol=protocol.parse_protocol,
-            geocoder=geocoder if protocol.geocode else None,
-            choices=choices,
-            country_codes=False,  # scoring reads country names, never the resolved code
-        )
-
-    return parse
+def _parse(
+    text: str, protocol: ScoringProtocol, geocoder: Geocoder | None, choices: list[str] | None
+) -> Prediction:
+    if protocol.answer_parser is not None:  # the protocol's own released reader
+        return _released_parser(protocol.answer_parser)(text)
+    return parse_answer(
+        text,
+        mode=protocol.parse_mode,
+        protocol=protocol.parse_protocol,
+        geocoder=geocoder if protocol.geocode else None,
+        choices=choices,
+        country_codes=False,  # scoring reads country names, never the resolved code
+    )
 
 
 @lru_cache(maxsize=8)

@@ -13,16 +13,12 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
+from geosleuth.training.leaks import ANSWER_READING as ANSWER_READING
+from geosleuth.training.leaks import EXIF_HELP as EXIF_HELP
 
 log = logging.getLogger(__name__)
 
-ANSWER_READING = frozenset({"exif_gps"})  # tools whose output can be the ground truth itself
 DEFAULT_TIMEOUT_S = 60.0
-EXIF_HELP = (
-    "also offer exif_gps, which reads the photo's own GPS tag: on photos that keep their EXIF "
-    "the policy learns to read the answer instead of locating, so it is off unless you are "
-    "sure the images carry no GPS tags"
-)
 
 
 def training_tools(
