@@ -8,7 +8,12 @@ expected calibration error ECE = sum over bins of (n_bin / n) * |accuracy - mean
 the Brier score, and beside them the same figures for a constant confidence equal to the
 overall accuracy (the reference a calibrated score must beat on Brier).
 
-Usage: python bench/calibration_bench.py [--out results.json]
+``--fit`` also fits the calibration map of `geosleuth.agent.offline.calibrated` (a logistic map of
+the evidence strength's log-odds) by maximum likelihood and prints its parameters, with the ECE
+of leave-one-out fits (each sign scored by a map fitted without it), an honest estimate on signs
+the fit did not see.
+
+Usage: python bench/calibration_bench.py [--out results.json] [--fit]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 import tempfile
 import time
@@ -36,6 +42,7 @@ class Outcome:
     name: str
     located: bool
     confidence: float | None
+    strength: float | None  # the evidence strength before calibration
     radius_km: float | None
     distance_km: float | None
     right: bool
@@ -56,14 +63,16 @@ def run_set(folder: Path) -> list[Outcome]:
     out = []
     for spec, path in _maker().render_set(folder):
         start = time.perf_counter()
-        pred = locate_offline(Image.open(path), str(path)).prediction
+        result = locate_offline(Image.open(path), str(path))
+        pred = result.prediction
         seconds = time.perf_counter() - start
         if pred is None or pred.lat is None or pred.lon is None:
-            out.append(Outcome(spec.name, False, None, None, None, False, seconds))
+            out.append(Outcome(spec.name, False, None, None, None, None, False, seconds))
             continue
         distance = float(haversine_km(pred.lat, pred.lon, spec.lat, spec.lon))
         radius = pred.radius_km or 0.0
-        out.append(Outcome(spec.name, True, pred.confidence, radius, distance, distance <= radius, seconds))
+        right = distance <= radius
+        out.append(Outcome(spec.name, True, pred.confidence, result.evidence_strength, radius, distance, right, seconds))
     return out
 
 
@@ -103,13 +112,56 @@ def report(outcomes: list[Outcome]) -> None:
     print(f"Brier {brier(pairs):.3f}   (a constant {base:.2f}: {brier(constant):.3f}; ratio {brier(pairs) / max(brier(constant), 1e-9):.2f})")
 
 
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def fit(points: list[tuple[float, bool]]) -> tuple[float, float]:
+    """(a, b) maximising the likelihood of σ(a·logit(s) + b), a > 0 (a grid, then a finer grid)."""
+
+    def loss(a: float, b: float) -> float:
+        total = 0.0
+        for s, right in points:
+            p = min(max(_sigmoid(a * _logit(s) + b), 1e-9), 1 - 1e-9)
+            total -= math.log(p if right else 1 - p)
+        return total
+
+    best = min(((a / 10, b / 10) for a in range(1, 41) for b in range(-30, 51)), key=lambda ab: loss(*ab))
+    a0, b0 = best
+    return min(
+        ((a0 + da / 100, b0 + db / 100) for da in range(-10, 11) for db in range(-10, 11) if a0 + da / 100 > 0),
+        key=lambda ab: loss(*ab),
+    )
+
+
+def report_fit(outcomes: list[Outcome]) -> None:
+    points = [(o.strength, o.right) for o in outcomes if o.located and o.strength is not None]
+    a, b = fit(points)
+    fitted = [(min(0.95, _sigmoid(a * _logit(s) + b)), r) for s, r in points]
+    held_out = []
+    for i, (s, r) in enumerate(points):
+        ai, bi = fit(points[:i] + points[i + 1 :])
+        held_out.append((min(0.95, _sigmoid(ai * _logit(s) + bi)), r))
+    print(f"\nfit: CALIBRATION = ({a:.2f}, {b:.2f})")
+    print(f"ECE fitted {ece(fitted):.3f}, leave-one-out {ece(held_out):.3f}; raw strength {ece(points):.3f}")
+    print(f"Brier fitted {brier(fitted):.3f}, leave-one-out {brier(held_out):.3f}; raw strength {brier(points):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="also write the per-sign outcomes as JSON")
+    parser.add_argument("--fit", action="store_true", help="fit the calibration map and print it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         outcomes = run_set(Path(tmp))
     report(outcomes)
+    if args.fit:
+        report_fit(outcomes)
     if args.out:
         args.out.write_text(json.dumps([asdict(o) for o in outcomes], indent=1), encoding="utf-8")
 

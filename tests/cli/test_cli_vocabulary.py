@@ -52,11 +52,23 @@ def test_the_version_is_printed() -> None:
     assert result.exit_code == 0 and result.output.strip() == f"geosleuth {__version__}"
 
 
+ALWAYS_JSON = {"tool", "gazetteer search", "gazetteer reverse", "data filter", "data sample", "data synthesize"}
+"""Commands whose only output is JSON: they accept --json too, so scripts can pass it everywhere."""
+
+
 def test_json_is_spelled_json_wherever_a_result_is_printed() -> None:
     commands = _commands()
-    for name in PRINTS_A_RESULT:
+    for name in PRINTS_A_RESULT | ALWAYS_JSON:
         opts = {o for p in _visible_options(commands[name]) for o in p.opts}
         assert "--json" in opts, name
+
+
+def test_always_json_commands_take_json_and_print_the_same() -> None:
+    runner = CliRunner()
+    plain = runner.invoke(app, ["gazetteer", "search", "Luzern", "--limit", "1"])
+    flagged = runner.invoke(app, ["gazetteer", "search", "Luzern", "--limit", "1", "--json"])
+    assert plain.exit_code == flagged.exit_code == 0, flagged.output
+    assert json.loads(flagged.stdout) == json.loads(plain.stdout) and json.loads(plain.stdout)[0]["country_code"] == "CH"
 
 
 def test_short_p_format_and_key_flags_mean_one_thing() -> None:

@@ -45,6 +45,7 @@ OFFLINE_WORK_PIXELS = 8_000_000
 AGREE_KM = 30.0  # candidates closer than this support each other
 MIN_NAME_CHARS = 4
 CITY_RADIUS_KM = 10.0
+MAX_CITY_RADIUS_KM = 40.0
 MIN_COUNTRY_VOTE = 0.5  # a country-only answer needs more than, say, "the text is English"
 BIG_PLACE = 100_000  # a name match with no country clue counts only for places this large
 REGION_RADIUS_KM = 150.0  # a phone area code that names a whole state or province
@@ -58,6 +59,7 @@ PHONE_REGION_WEIGHT = 0.35  # an area code serving a state or province
 NAME_WEIGHT = 0.45
 COUNTRY_CLUE_WEIGHT = 0.15  # each country clue (domain, phone prefix, pattern) agreeing with the answer
 MAX_CONFIDENCE = 0.95  # what text clues alone can claim; EXIF GPS is 0.99
+CALIBRATION = (1.0, 0.0)  # (a, b) of `calibrated`, fitted on the bundled sign set
 
 
 class Gazetteer(Protocol):
@@ -106,6 +108,7 @@ class OfflineResult:
     prediction: Prediction | None
     steps: list[Step]
     candidates: list[Candidate]
+    evidence_strength: float | None = None  # the confidence before calibration (see `calibrated`)
 
 
 def _timed(steps: list[Step], name: str, arguments: dict[str, Any], fn: Callable[[], Any]) -> Any:
@@ -194,7 +197,7 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
             _place_label(place),
             score,
             place.country_code,
-            CITY_RADIUS_KM,
+            city_radius_km(place.population),
             [said],
             region=place.admin1,
             weights={said: weight},
@@ -316,18 +319,40 @@ def _same_region(a: Candidate, b: Candidate) -> bool:
     )
 
 
-def evidence_confidence(best: Candidate, rivals: list[Candidate], country_clues: int) -> float:
-    """How likely the answer is right at its radius, from the evidence behind it.
+def evidence_strength(best: Candidate, rivals: list[Candidate], country_clues: int) -> float:
+    """How strongly the evidence points at the answer, before calibration.
 
     The best candidate's place-level clues and the country clues agreeing with it combine as a
     noisy OR; each rival (a candidate elsewhere that none of the best's clues support) takes
     away half its own place-level strength. More agreeing evidence never lowers the figure.
     """
     doubt = (1.0 - best.strength) * (1.0 - COUNTRY_CLUE_WEIGHT) ** country_clues
-    confidence = 1.0 - doubt
+    strength = 1.0 - doubt
     for rival in rivals:
-        confidence *= 1.0 - 0.5 * rival.strength
-    return round(min(MAX_CONFIDENCE, confidence), 3)
+        strength *= 1.0 - 0.5 * rival.strength
+    return strength
+
+
+def calibrated(strength: float) -> float:
+    """The probability that the answer is right at its radius, for an evidence strength.
+
+    A logistic map of the strength's log-odds, ``σ(a·logit(s) + b)``, fitted by maximum
+    likelihood on the bundled sign set (``bench/calibration_bench.py --fit``; its ECE is in
+    docs/evaluation.md); monotone, so more evidence still never lowers the confidence."""
+    a, b = CALIBRATION
+    s = min(max(strength, 1e-6), 1.0 - 1e-6)
+    return 1.0 / (1.0 + math.exp(-(a * math.log(s / (1.0 - s)) + b)))
+
+
+def evidence_confidence(best: Candidate, rivals: list[Candidate], country_clues: int) -> float:
+    """The answer's confidence: its calibrated evidence strength, at most `MAX_CONFIDENCE`."""
+    return round(min(MAX_CONFIDENCE, calibrated(evidence_strength(best, rivals, country_clues))), 3)
+
+
+def city_radius_km(population: int) -> float:
+    """How far from a city's point its photos are taken: 10 km, more for a big city (Bangkok's
+    answer 12 km off is right), at most `MAX_CITY_RADIUS_KM`."""
+    return min(MAX_CITY_RADIUS_KM, max(CITY_RADIUS_KM, CITY_RADIUS_KM * math.sqrt(max(population, 0) / 1e6)))
 
 
 def locate_offline(
@@ -421,7 +446,8 @@ def locate_offline(
         if best.country_code in c.countries
     ]
     rivals = [c for c, v in zip(ranked, verdicts, strict=True) if v.startswith("rejected")]
-    confidence = evidence_confidence(best, rivals, len(clue_evidence))
+    strength = evidence_strength(best, rivals, len(clue_evidence))
+    confidence = round(min(MAX_CONFIDENCE, calibrated(strength)), 3)
     pred = Prediction(
         lat=best.lat,
         lon=best.lon,
@@ -434,7 +460,7 @@ def locate_offline(
         coords_source="geocoded",
         evidence=best.evidence + clue_evidence,
     )
-    return OfflineResult(_with_address(pred, g, best.level), steps, ranked)
+    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength)
 
 
 def _verdict(candidate: Candidate, best: Candidate) -> str:

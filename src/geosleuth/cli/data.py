@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from geosleuth.cli.options import AlwaysJsonOpt
 from geosleuth.training.leaks import EXIF_HELP
 
 data_app = typer.Typer(
@@ -337,8 +338,10 @@ def filter_cmd(
             "each phase adds to the earlier ones."
         ),
     ] = "1,25;200,750",
+    as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Keep images with 0 < pass@K < K at a regime; write SpotAgent's cumulative phases (phase<i>.jsonl)."""
+    del as_json  # the output is JSON either way
     from geosleuth.training.filtering import (
         filter_trajectories,
         parse_phases,
@@ -373,8 +376,10 @@ def sample_cmd(
     ] = None,
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
+    as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Stratified subset: country quotas (road 0.5 / pop. 0.2 / area 0.3), then 1° cells by log population."""
+    del as_json  # the output is JSON either way
     from geosleuth.training.sampling import read_road_csv, stratified_sample
 
     def run() -> None:
@@ -577,8 +582,10 @@ def synthesize_cmd(
     ] = None,
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
+    as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Cold-start trajectories: observer VLM + planner LLM + real tools, kept only if verified."""
+    del as_json  # the output is JSON either way
     import asyncio
 
     from geosleuth.agent.client import ChatClient

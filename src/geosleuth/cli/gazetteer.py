@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from geosleuth.cli.options import AlwaysJsonOpt
 gazetteer_app = typer.Typer(help="Offline gazetteer: build, search, reverse.", no_args_is_help=True)
 
 
@@ -23,8 +24,10 @@ def search(
     query: str,
     country: Annotated[str | None, typer.Option(help="Restrict to a country (any name or code).")] = None,
     limit: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Forward geocoding: a place name or comma-separated address to ranked places (JSON)."""
+    del as_json  # the output is JSON either way
     from geosleuth.core.countries import resolve_country
     from geosleuth.gazetteer import get_gazetteer
 
@@ -46,8 +49,10 @@ def search(
 def reverse(
     lat: Annotated[float, typer.Argument(min=-90, max=90)],
     lon: Annotated[float, typer.Argument(min=-180, max=180)],
+    as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Reverse geocoding: country (by border polygon), admin levels and nearest town (JSON)."""
+    del as_json  # the output is JSON either way
     from geosleuth.gazetteer import get_gazetteer
 
     place = get_gazetteer(progress=True).reverse(lat, lon)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from geosleuth.cli.options import AlwaysJsonOpt
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -117,8 +118,10 @@ def tool_run(
     scale: Annotated[float, typer.Option(help="Size of the image the model saw / original size.")] = 1.0,
     bbox_convention: Annotated[str, typer.Option(help="absolute or relative1000.")] = "absolute",
     config: ConfigOpt = None,
+    as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Run one tool and print its result as JSON (images are written to files)."""
+    del as_json  # the output is JSON either way
     import asyncio
 
     from geosleuth.tools.base import ToolContext
