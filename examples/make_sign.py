@@ -2,10 +2,11 @@
 
 ``examples/luzern_sign.png`` shows a real street and town (Hertensteinstrasse, 6004 Luzern)
 and a phone number with Lucerne's real area code (+41 41); the shop and the subscriber number
-are invented. `SIGN_SET` holds signs from 40 cities in 15 scripts, each with real place names,
-postcodes and area codes and invented shops and numbers; some carry strong evidence (a phone
-number, a city name), some only a script, so that the offline pipeline's confidence can be
-checked against how often it is right (``bench/calibration_bench.py``).
+are invented. `SIGN_SET` holds 61 signs from 50 cities in 15 scripts, with real place names,
+postcodes and area codes and invented shops and numbers: some carry strong evidence (a phone
+number, a city name), some only a script or a language, and some a name several places share
+(Córdoba, Paris, London), so that the offline pipeline's confidence can be checked against how
+often it is right (``bench/calibration_bench.py``).
 
 ``python examples/make_sign.py`` re-creates ``examples/luzern_sign.png``;
 ``python examples/make_sign.py --set DIR`` renders the whole set into DIR (needs the Noto and
@@ -127,6 +128,23 @@ SIGN_SET: tuple[SignSpec, ...] = (
     SignSpec("thai_noodles", "TH", 13.7540, 100.5014, ("ก๋วยเตี๋ยว",)),
     SignSpec("georgian_bakery", "GE", 41.6941, 44.8337, ("პურის საცხობი",)),
     SignSpec("german_bakery", "DE", 52.5244, 13.4105, ("Bäckerei", "Frische Brötchen")),
+    # a name shared by several places, or a language spoken in several countries: often wrong
+    SignSpec("cordoba_spain", "ES", 37.8916, -4.7727, ("Panadería", "Córdoba")),
+    SignSpec("cordoba_argentina", "AR", -31.4135, -64.1811, ("Panadería", "Córdoba")),
+    SignSpec("valencia_venezuela", "VE", 10.1620, -68.0077, ("Farmacia", "Valencia")),
+    SignSpec("san_jose_costa_rica", "CR", 9.9333, -84.0833, ("Soda Tica", "San José")),
+    SignSpec("hamilton_new_zealand", "NZ", -37.7833, 175.2833, ("Bakery", "Hamilton")),
+    SignSpec("springfield_illinois", "US", 39.8017, -89.6437, ("Hardware", "Springfield")),
+    SignSpec("frankfurt_oder", "DE", 52.3471, 14.5506, ("Bäckerei", "Frankfurt (Oder)")),
+    SignSpec("santiago_compostela", "ES", 42.8805, -8.5457, ("Café", "Santiago")),
+    SignSpec("quebec_boulangerie", "CA", 46.8123, -71.2145, ("Boulangerie", "Rue Saint-Jean")),
+    SignSpec("graz_apotheke", "AT", 47.0667, 15.4500, ("Apotheke",)),
+    SignSpec("porto_farmacia", "PT", 41.1496, -8.6110, ("Farmácia",)),
+    SignSpec("tokyo_starbucks", "JP", 35.6895, 139.6917, ("Starbucks Coffee",)),
+    SignSpec("london_ontario", "CA", 42.9834, -81.2330, ("Fish & Chips", "London")),
+    SignSpec("paris_texas", "US", 33.6609, -95.5555, ("Diner", "Paris")),
+    SignSpec("birmingham", "GB", 52.4814, -1.8998, ("Chippy", "Birmingham")),
+    SignSpec("perth", "AU", -31.9522, 115.8614, ("Cafe", "Perth")),
 )
 
 

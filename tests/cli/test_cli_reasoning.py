@@ -6,6 +6,7 @@ gazetteer and CLI); its own tests live with it."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,3 +125,17 @@ def test_a_state_wide_area_code_alone_answers_the_state_loosely() -> None:
     assert pred.city is None and pred.radius_km == 150.0
     seattle = _locate(SEATTLE).prediction
     assert seattle is not None and seattle.radius_km == 10.0  # the town named beside it
+
+
+def test_confidence_is_the_calibrated_strength_and_big_cities_get_a_wider_radius() -> None:
+    """σ(a·logit(s) + b) with the sign-set fit (a, b) = (1.68, 0.75): a strength of 0.5 is
+    σ(0.75) = 0.679; the map is monotone and the cap is 0.95; a 4 M city's radius is 20 km."""
+    from geosleuth.agent.offline import CALIBRATION, calibrated, city_radius_km
+
+    assert CALIBRATION == (1.68, 0.75)
+    assert calibrated(0.5) == pytest.approx(1 / (1 + math.exp(-0.75)), abs=1e-9)
+    assert calibrated(0.2) == pytest.approx(1 / (1 + math.exp(-(1.68 * math.log(0.25) + 0.75))), abs=1e-9)
+    values = [calibrated(s / 100) for s in range(1, 100)]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert city_radius_km(50_000) == 10.0 and city_radius_km(4_000_000) == pytest.approx(20.0)
+    assert city_radius_km(40_000_000) == 40.0
