@@ -12,12 +12,16 @@ column is the slowest geosleuth mode over the reference.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from geosleuth.core.countries import resolve_country
 from geosleuth.core.parsing import parse_answer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one released-TwM transcription
+from released_twm import first_answer  # noqa: E402
 
 SHAPES: dict[str, str] = {
     "open braces": "{",
@@ -51,26 +55,9 @@ MODES: dict[str, dict[str, object]] = {
 
 
 def released_twm(text: str) -> object:
-    """The reference: ``extract_all_json_objects`` + ``find_coords_json`` as released."""
-    objects, stack, start = [], [], None
-    for i, ch in enumerate(text):
-        if ch == "{":
-            if not stack:
-                start = i
-            stack.append(ch)
-        elif ch == "}" and stack:
-            stack.pop()
-            if not stack and start is not None:
-                objects.append(text[start : i + 1])
-                start = None
-    for cand in objects:
-        try:
-            obj = json.loads(cand)
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if all(k in obj for k in ("lat", "lon", "city", "country")):
-            return obj
-    return None
+    """The reference: ``extract_all_json_objects`` + ``find_coords_json`` as released (a span
+    nested past the recursion limit is skipped here, where the released loop would crash)."""
+    return first_answer(text, survive_recursion=True)
 
 
 def _cpu(fn: Callable[[], object], repeat: int) -> float:

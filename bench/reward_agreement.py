@@ -22,10 +22,12 @@ import logging
 import math
 import random
 import re
+import sys
 import time
 import unicodedata
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass
 
 from geopy.distance import geodesic
@@ -33,40 +35,15 @@ from geopy.distance import geodesic
 from geosleuth.training import geocoding
 from geosleuth.training.rewards import score_texts
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one released-TwM transcription
+from released_twm import step_score  # noqa: E402
+
 # --- the released functions, as written by their authors -------------------------------------
 
 
 def twm_released(text: str, truth: dict) -> float:
     """Thinking with Map ``localization.compute_distance_score`` (score only)."""
-    objects, stack, start = [], 0, None
-    for i, ch in enumerate(text):
-        if ch == "{":
-            if not stack:
-                start = i
-            stack += 1
-        elif ch == "}" and stack:
-            stack -= 1
-            if not stack:
-                objects.append(text[start : i + 1])
-    found = None
-    for cand in objects:
-        try:
-            obj = json.loads(cand)
-        except json.JSONDecodeError:
-            continue
-        if all(k in obj for k in ("lat", "lon", "city", "country")):
-            found = obj
-            break
-    metres = 99999999.0
-    if found is not None and found["lat"] is not None and found["lon"] is not None:
-        try:
-            metres = geodesic((found["lat"], found["lon"]), (truth["lat"], truth["lon"])).meters
-        except Exception:  # noqa: BLE001 - as released
-            metres = 99999999.0
-    for t, v in ((500, 1.0), (2000, 0.8), (10000, 0.6), (25000, 0.4), (200000, 0.2), (750000, 0.1)):
-        if metres < t:
-            return v
-    return 0.0
+    return step_score(text, truth)
 
 
 def _gv_norm(s: str | None) -> str:

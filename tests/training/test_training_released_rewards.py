@@ -15,6 +15,8 @@ import json
 import math
 import random
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from geopy.distance import geodesic
@@ -23,6 +25,9 @@ from hypothesis import strategies as st
 
 from geosleuth.core import released as rel
 from geosleuth.training.rewards import geoagent_levels, score_texts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the one released-TwM transcription
+from released_twm import step_score  # noqa: E402
 
 EIFFEL = {
     "lat": 48.8584,
@@ -85,36 +90,8 @@ def test_step_released_bins_the_wgs84_geodesic_in_metres(km: float, expected: fl
 
 
 def _oracle_step(text: str, truth: dict) -> float:
-    """``compute_distance_score`` as released: first top-level {...} with the four keys, geopy."""
-    objects, stack, start = [], 0, None
-    for i, ch in enumerate(text):
-        if ch == "{":
-            if not stack:
-                start = i
-            stack += 1
-        elif ch == "}" and stack:
-            stack -= 1
-            if not stack:
-                objects.append(text[start : i + 1])
-    found = None
-    for cand in objects:
-        try:
-            obj = json.loads(cand)
-        except json.JSONDecodeError:
-            continue
-        if all(k in obj for k in ("lat", "lon", "city", "country")):
-            found = obj
-            break
-    metres = 99999999.0
-    if found is not None and found["lat"] is not None and found["lon"] is not None:
-        try:
-            metres = geodesic((found["lat"], found["lon"]), (truth["lat"], truth["lon"])).meters
-        except Exception:  # noqa: BLE001 - the released code catches everything here
-            metres = 99999999.0
-    for t, v in ((500, 1.0), (2000, 0.8), (10000, 0.6), (25000, 0.4), (200000, 0.2), (750000, 0.1)):
-        if metres < t:
-            return v
-    return 0.0
+    """``compute_distance_score`` as released (the one transcription, tests/released_twm.py)."""
+    return step_score(text, truth)
 
 
 _PIECES = [

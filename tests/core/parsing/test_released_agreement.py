@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,9 @@ from hypothesis import strategies as st
 
 from geosleuth.core.parsing import parse_answer, released_wherecountry_choice
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the one released-TwM transcription
+from released_twm import first_answer  # noqa: E402
+
 Coords = tuple[float, float] | None
 
 
@@ -31,27 +35,10 @@ Coords = tuple[float, float] | None
 
 def released_twm(text: str) -> Coords:
     """``extract_all_json_objects`` + ``find_coords_json`` + ``geodesic((lat, lon), truth)``'s Point."""
-    objects, stack, start = [], [], None
-    for i, ch in enumerate(text):
-        if ch == "{":
-            if not stack:
-                start = i
-            stack.append(ch)
-        elif ch == "}" and stack:
-            stack.pop()
-            if not stack and start is not None:
-                objects.append(text[start : i + 1])
-                start = None
-    for cand in objects:
-        try:
-            obj = json.loads(cand)
-        except json.JSONDecodeError:
-            continue
-        if all(k in obj for k in ("lat", "lon", "city", "country")):
-            lat, lon = obj["lat"], obj["lon"]
-            break
-    else:
+    found = first_answer(text)
+    if found is None:
         return None
+    lat, lon = found["lat"], found["lon"]
     if lat is None or lon is None:
         return None  # distance_m = 99999999
     try:
