@@ -9,6 +9,12 @@ bytes it wrote under ``--out``), printed beside the same figures for a normal in
 - the offline pipeline (no model) on a 2 MP photo and on a 62 MP PNG (a few hundred KB on
   disk, just under the 64 M-pixel decode limit).
 
+A child's peak includes its own children: the 2 MP "photo" is noise, where RapidOCR finds
+unsure lines, so Tesseract re-reads it with every installed script's data (with the 24 that
+scripts/test.sh installs: about 1 GB and two minutes of the figure; 249 MiB without Tesseract
+on PATH). Measured on the 2-core dev host: 62 MP PNG 625 MiB before the banded OCR reader and
+the box-reduced decode, 358 MiB after (the decode's own peak).
+
 The scripted server and the test images are made in helper processes: a child's peak RSS
 starts from its parent's, so the measuring process stays small.
 

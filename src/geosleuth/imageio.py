@@ -196,8 +196,9 @@ def open_work_copy(
 ) -> Image.Image:
     """An RGB copy of at most ``work_pixels`` pixels, decoded within the pixel limit.
 
-    JPEGs are reduced while decoding; other formats are decoded once at full size and reduced
-    at once, so the full frame lives only for that step. ``info["original_size"]`` keeps the
+    JPEGs are reduced while decoding; other formats are decoded once at full size and box-reduced
+    by an integer factor at once, so the full frame lives only beside that smaller copy (not
+    beside a rotated or resampled full-size one). ``info["original_size"]`` keeps the
     file's size and ``info["work_scale"]`` the factor applied.
     """
     name = _label(source, label)
@@ -211,6 +212,12 @@ def open_work_copy(
         if img.size[0] * img.size[1] > limit:
             raise _refuse(name, original, limit, img.format in _REDUCIBLE)
         img.load()
+        w, h = img.size
+        factor = math.isqrt(w * h // work_pixels) if w * h > work_pixels else 1
+        if factor >= 2:  # a box reduction first, then the full frame goes before anything else is made
+            reduced = img.reduce(factor)
+            img.close()
+            img = reduced
         ImageOps.exif_transpose(img, in_place=True)
         w, h = img.size
         if w * h > work_pixels:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 
@@ -96,3 +98,26 @@ async def test_connection_refused_is_a_model_error() -> None:
     async with ChatClient("m", url, max_retries=1, backoff_s=0.01, timeout_s=1.0) as client:
         with pytest.raises(ModelError, match="connection failed"):
             await client.complete(MSG)
+
+
+async def test_backoff_doubles_with_jitter_and_retry_after_is_capped() -> None:
+    script = [error(500), error(500), error(503, retry_after=30), reply("ok")]
+    async with (
+        FakeOpenAIServer(script) as server,
+        client_for(server, max_retries=3, backoff_s=0.1, max_backoff_s=0.3) as client,
+    ):
+        resp = await client.complete(MSG)
+    assert resp.attempts == 4
+    times = [r.received_at for r in server.chat_requests]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert gaps[0] >= 0.05 and gaps[1] >= 0.1  # half to all of 0.1 s, then of 0.2 s
+    assert 0.3 <= gaps[2] < 5  # the server asked for 30 s; the client waits its cap
+
+
+async def test_a_resend_for_a_named_parameter_is_not_a_retry_but_a_429_after_it_is() -> None:
+    unsupported = '{"error": {"message": "no", "param": "top_k", "code": "unsupported_parameter"}}'
+    script = [replace(error(400), body=unsupported), error(429, retry_after=0.01), reply("ok")]
+    async with FakeOpenAIServer(script) as server, client_for(server) as client:
+        resp = await client.complete(MSG, top_k=20)
+    assert resp.attempts == 2 and len(server.chat_requests) == 3
+    assert "top_k" in server.chat_requests[0].json and "top_k" not in server.chat_requests[1].json

@@ -271,3 +271,13 @@ def test_eval_takes_every_locate_flag_docs_models_shows() -> None:
     assert {"--tool-calling", "--resize-factor", "--api-key-env"} <= shown
     eval_opts = {o for p in _commands()["eval"].params for o in getattr(p, "opts", [])}
     assert shown <= eval_opts, shown - eval_opts
+
+
+def test_timeout_and_concurrency_help_say_what_they_do_now() -> None:
+    runner = CliRunner()
+
+    def help_of(command: str) -> str:
+        return " ".join(runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).output.split())
+
+    assert "Seconds per sample, counted from its first model request" in help_of("eval")
+    assert "would pass half the memory available at start" in help_of("locate")

@@ -17,7 +17,6 @@ Assistant turns go back with every field the server sent that the client does no
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -32,6 +31,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.core.records import Usage
@@ -461,56 +461,68 @@ class ChatClient:
         body = encode()
         start_clock()  # a sample's time limit starts at its first model request
         start = time.perf_counter()
-        last = "no attempt made"
-        status: int | None = None
-        refused = False  # the last attempt could not connect at all
         adaptations = 0
-        attempt = 0
-        while attempt <= self.max_retries:
-            attempt += 1
-            retry_after: float | None = None
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    number = attempt.retry_state.attempt_number
+                    while True:  # a resend after a 400 naming a parameter stays in this attempt
+                        resp = await self._attempt(body, number, start)
+                        if isinstance(resp, ChatResponse):
+                            return resp
+                        if adaptations < MAX_ADAPTATIONS and self.adapt(resp.param, resp.text):
+                            adaptations += 1
+                            body = encode()
+                            continue
+                        raise resp.error
+        except _Transient as exc:
+            gave_up = f"{exc.problem} (gave up after {self.max_retries + 1} attempts)"
+            if exc.refused and not self.answered:  # the endpoint never answered: nor will it for any sample
+                raise self._fatal(
+                    f"cannot reach {self.base_url}{self._endpoint_note}: {gave_up} -- is the server up? "
+                    "Set --base-url or OPENAI_BASE_URL",
+                    None,
+                    self.max_retries + 1,
+                ) from None
+            raise ModelError(f"{gave_up} [{self.base_url}]", exc.status, self.max_retries + 1) from None
+        raise AssertionError("unreachable: tenacity returns or raises")
+
+    async def _attempt(self, body: bytes, attempt: int, start: float) -> ChatResponse | _Unsupported:
+        """One request: the response, a server's refusal of a named parameter (to adapt and
+        resend), `_Transient` (retried), or a `ModelError` (fatal 401/403/404, any other
+        status, the response-size cap: not retried)."""
+        try:
+            resp = await self._post(body)
+        except httpx.TimeoutException:
+            raise _Transient(f"request timed out after {self.timeout_s:g} s", None) from None
+        except httpx.TransportError as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}: {exc}", None, refused=True) from None
+        status = resp.status_code
+        if status == 200:
             try:
-                resp = await self._post(body)
-            except httpx.TimeoutException:
-                last, status, refused = f"request timed out after {self.timeout_s:g} s", None, False
-            except httpx.TransportError as exc:
-                last, status, refused = f"connection failed: {type(exc).__name__}: {exc}", None, True
-            else:
-                status, refused = resp.status_code, False
-                if status == 200:
-                    try:
-                        choices, usage, model = parse_completion(resp.json())
-                        choices = [_redacted(c) for c in choices]
-                    except ValueError as exc:
-                        last = f"unreadable response body ({exc}): {resp.text[:200]!r}"
-                    else:
-                        latency = time.perf_counter() - start
-                        self.answered = True
-                        return ChatResponse(choices, usage, latency, model or self.model, attempt)
-                else:
-                    last = f"HTTP {status}: {resp.text[:300]}"
-                    param = unsupported_parameter(status, resp.text)
-                    if param and adaptations < MAX_ADAPTATIONS and self.adapt(param, resp.text):
-                        adaptations += 1
-                        attempt -= 1  # the server named what to change: a resend, not a retry
-                        body = encode()
-                        continue
-                    if status in FATAL_STATUS:
-                        raise self._fatal(f"{last} -- {self._hint(status)}", status, attempt)
-                    if status not in RETRYABLE_STATUS:
-                        raise ModelError(last, status, attempt)
-                    retry_after = _retry_after(resp.headers.get("retry-after"))
-            if attempt <= self.max_retries:
-                await asyncio.sleep(self._backoff(attempt, retry_after))
-        gave_up = f"{last} (gave up after {self.max_retries + 1} attempts)"
-        if refused and not self.answered:  # the endpoint never answered: nor will it for any sample
-            raise self._fatal(
-                f"cannot reach {self.base_url}{self._endpoint_note}: {gave_up} -- is the server up? "
-                "Set --base-url or OPENAI_BASE_URL",
-                None,
-                self.max_retries + 1,
-            )
-        raise ModelError(f"{gave_up} [{self.base_url}]", status, self.max_retries + 1)
+                choices, usage, model = parse_completion(resp.json())
+            except ValueError as exc:
+                raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
+            self.answered = True
+            latency = time.perf_counter() - start
+            return ChatResponse([_redacted(c) for c in choices], usage, latency, model or self.model, attempt)
+        last = f"HTTP {status}: {resp.text[:300]}"
+        if status in FATAL_STATUS:
+            error = self._fatal(f"{last} -- {self._hint(status)}", status, attempt)
+        elif status in RETRYABLE_STATUS:
+            error = _Transient(last, status, retry_after=_retry_after(resp.headers.get("retry-after")))
+        else:
+            error = ModelError(last, status, attempt)
+        param = unsupported_parameter(status, resp.text)
+        if param:
+            return _Unsupported(param, resp.text, error)
+        raise error
 
     def _hint(self, status: int) -> str:
         """What to change after a status that every request would get again."""
@@ -538,11 +550,38 @@ class ChatClient:
             self.fatal_error = error
         return error
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+    def _wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After when it sent one (up to the cap), else exponential backoff
+        from ``backoff_s`` with jitter (half to all of it), up to ``max_backoff_s``."""
+        problem = state.outcome.exception() if state.outcome is not None else None
+        retry_after = problem.retry_after if isinstance(problem, _Transient) else None
         if retry_after is not None:
             return min(retry_after, self.max_backoff_s)
-        base = self.backoff_s * 2 ** (attempt - 1)
+        base = self.backoff_s * 2 ** (state.attempt_number - 1)
         return min(base * (0.5 + random.random() / 2), self.max_backoff_s)
+
+
+class _Transient(Exception):
+    """One attempt's failure that another attempt may not repeat: tenacity waits and retries."""
+
+    def __init__(
+        self, problem: str, status: int | None, *, refused: bool = False, retry_after: float | None = None
+    ) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.status = status
+        self.refused = refused  # could not connect at all
+        self.retry_after = retry_after
+
+
+@dataclass
+class _Unsupported:
+    """A 400 naming a parameter the server does not accept; ``error`` is raised if the profile
+    cannot adapt to it."""
+
+    param: str
+    text: str
+    error: Exception
 
 
 _BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})

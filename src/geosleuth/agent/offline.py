@@ -40,8 +40,9 @@ from geosleuth.imageio import open_work_copy
 
 MODEL_NAME = "offline-clues"
 OFFLINE_WORK_PIXELS = 8_000_000
-"""The pipeline reads a copy of at most this many pixels: twice the side OCR's detector looks at
-(1600 px), and 24 MB as RGB whatever the photo's size (a 62 MP PNG decoded whole is 186 MB)."""
+"""The pipeline reads a copy of at most this many pixels (3266x2448 at 4:3): RapidOCR reads it at
+2000 px on the long side, Tesseract's re-read of unsure lines at full size; 32 MB in memory
+(Pillow keeps 4 bytes a pixel) whatever the photo's size (a 62 MP PNG decoded whole is 248 MB)."""
 AGREE_KM = 30.0  # candidates closer than this support each other
 MIN_NAME_CHARS = 4
 CITY_RADIUS_KM = 10.0

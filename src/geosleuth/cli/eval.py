@@ -131,7 +131,15 @@ def eval_command(
     provider: Annotated[str | None, typer.Option(help=PROVIDER_HELP)] = None,
     concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per sample.")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Seconds per sample, counted from its first model request: start-up (image, "
+            "tools, gazetteer) is not, up to 600 s or --timeout if longer. Without a model "
+            "(offline), from its start.",
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option(help="Continue the run in --out (re-running there does too).")
     ] = False,

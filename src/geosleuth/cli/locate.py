@@ -73,7 +73,15 @@ def locate(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write trajectories.jsonl and tool images here.")
     ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Images processed at once.")] = 8,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            help="Images processed at once, at most: fewer while large images' decoded sizes "
+            "(4 bytes a pixel + 64 MiB each) would pass half the memory available at start.",
+        ),
+    ] = 8,
     no_ocr: Annotated[bool, typer.Option("--no-ocr", help="Offline pipeline: use EXIF only.")] = False,
     geocode: Annotated[
         bool,

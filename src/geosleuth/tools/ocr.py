@@ -13,7 +13,10 @@ replaced by the better reading of it.
 from __future__ import annotations
 
 import csv
+import ctypes
 import io
+import logging
+import platform
 import shutil
 import subprocess
 import threading
@@ -32,9 +35,26 @@ from geosleuth.tools.base import BBoxConvention, ToolError
 from geosleuth.tools.clues import Clue, LanguageGuess, country_votes, detect_language, extract_clues
 from geosleuth.tools.zoom import model_frame, to_original_box
 
+log = logging.getLogger(__name__)
 _RAPID_LOCK = threading.Lock()
 RAPID_SCRIPTS = frozenset({"Latin", "Han"})
 """Scripts the bundled RapidOCR recognition model was trained on."""
+READ_SIDE = 2000
+"""RapidOCR reads an image at most this many pixels on its long side (its own preprocessing
+limit): the detector finds text at this scale and the recogniser reads from it."""
+DET_PIXELS = 512_000
+"""Pixels one detector call sees. The detector's working memory grows with its input (about
+220 MB per million pixels, measured: a 1600x1200 input peaked 535 MB above the loaded engine,
+800x600 took 204 MB), so larger images are read in bands of at most this many pixels."""
+BAND_OVERLAP = 96
+"""Rows neighbouring bands share: a line up to this tall (at `READ_SIDE` scale) lies whole in one."""
+EDGE_PX = 2
+"""A band's line whose box reaches this close to a cut edge is a piece; a whole reading wins."""
+OVERVIEW_SIDE = 640
+"""Side of the overview pass over a banded image: text too tall for a band is found there."""
+MMAP_THRESHOLD = 1 << 20
+"""glibc serves allocations above this from (and returns them to) the system; see `_return_big_frees`."""
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 SURE_SCORE = 0.9
 """A RapidOCR line scoring below this, or in another script, is re-read by Tesseract."""
 MIN_TESSERACT_SCORE = 0.6
@@ -122,13 +142,15 @@ def rapidocr_engine() -> Any:
             "rapidocr is not installed: pip install 'geosleuth[ocr]', or configure providers.ocr: tesseract"
         ) from None
 
+    _return_big_frees()
     models = Path(rapidocr.__file__).parent / "models"
-    # Cap the detector's input at 1600 px: the default ("min" side ≥ 736) blows a 144 px strip up
-    # to 4600x736 and costs seconds; small text in huge photos is what the region argument is for.
+    # The detector never rescales: `_rapidocr` hands it bands already at the reading scale (the
+    # default, "min" side ≥ 736, would blow a 144 px strip up to 4600x736 and cost seconds).
     params: dict[str, Any] = {
         "Global.log_level": "error",
+        "Global.max_side_len": READ_SIDE,
         "Det.limit_type": "max",
-        "Det.limit_side_len": 1600,
+        "Det.limit_side_len": READ_SIDE,
     }
     det = sorted(models.glob("*det*.onnx"))
     rec = sorted(models.glob("*rec*.onnx"))
@@ -140,10 +162,78 @@ def rapidocr_engine() -> Any:
     return RapidOCR(params=params)
 
 
+def _return_big_frees() -> bool:
+    """Fix glibc's mmap threshold at `MMAP_THRESHOLD` (a no-op off glibc); true when set.
+
+    onnxruntime (its arena off, RapidOCR's setting) allocates each inference's tensors anew and
+    frees them; glibc's sliding threshold then keeps such blocks in its heaps, where they pile
+    up and fragment across calls and threads. Measured on offline ``locate`` of a 62 MP PNG:
+    peak 405-424 MB with the sliding threshold, 358 MB with it fixed (the decode's own peak)."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        return bool(ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        log.debug("mallopt unavailable; onnxruntime's freed tensors stay in the heap")
+        return False
+
+
 def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
+    """RapidOCR's lines, boxes in ``image`` pixels, each detector call at most `DET_PIXELS`.
+
+    The image is read at most `READ_SIDE` px on its long side (where RapidOCR itself would
+    read it) in overlapping horizontal bands, so small text is detected at that full scale; an
+    overview at `OVERVIEW_SIDE` px finds the text too tall for a band."""
+    scale = min(1.0, READ_SIDE / max(image.size))
+    work = image if image.mode == "RGB" else image.convert("RGB")
+    if scale < 1.0:
+        work = work.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
+    if work.width * work.height <= DET_PIXELS:
+        return _scaled(_rapidocr_call(work), 1 / scale)
+    # (a piece cut at a seam last, then band before overview, then the better score)
+    readings: list[tuple[tuple[int, int, float], tuple[str, list[float], float]]] = []
+    for top, bottom in detector_bands(work.width, work.height):
+        for text, box, score in _rapidocr_call(work.crop((0, top, work.width, bottom))):
+            cut = (top > 0 and box[1] <= EDGE_PX) or (
+                bottom < work.height and box[3] >= bottom - top - EDGE_PX
+            )
+            line = (text, [box[0], box[1] + top, box[2], box[3] + top], score)
+            readings.append(((int(cut), 0, -score), line))
+    small = OVERVIEW_SIDE / max(work.size)
+    overview = work.resize((max(1, round(work.width * small)), max(1, round(work.height * small))))
+    for text, box, score in _scaled(_rapidocr_call(overview), 1 / small):
+        readings.append(((0, 1, -score), (text, box, score)))
+    kept: list[tuple[str, list[float], float]] = []
+    for _, line in sorted(readings, key=lambda r: r[0]):
+        if all(_overlap(line[1], other[1]) <= 0.5 for other in kept):
+            kept.append(line)
+    return _scaled(sorted(kept, key=lambda line: (line[1][1], line[1][0])), 1 / scale)
+
+
+def detector_bands(width: int, height: int) -> list[tuple[int, int]]:
+    """Rows ``[top, bottom)`` of the bands one detector call each reads: at most `DET_PIXELS`
+    each, together covering every row, neighbours sharing `BAND_OVERLAP` rows (a line up to
+    that tall lies whole in one band)."""
+    band = max(2 * BAND_OVERLAP, DET_PIXELS // max(width, 1) // 32 * 32)
+    if band >= height:
+        return [(0, height)]
+    step = band - BAND_OVERLAP
+    tops = list(range(0, height - band, step)) + [height - band]
+    return [(top, top + band) for top in tops]
+
+
+def _scaled(
+    lines: list[tuple[str, list[float], float]], factor: float
+) -> list[tuple[str, list[float], float]]:
+    if factor == 1.0:
+        return lines
+    return [(text, [v * factor for v in box], score) for text, box, score in lines]
+
+
+def _rapidocr_call(image: Image.Image) -> list[tuple[str, list[float], float]]:
     engine = rapidocr_engine()
     with _RAPID_LOCK:  # onnxruntime sessions are shared; serialise calls
-        result = engine(np.asarray(image.convert("RGB")))
+        result = engine(np.asarray(image))
     if result.txts is None or result.boxes is None:
         return []
     out = []
