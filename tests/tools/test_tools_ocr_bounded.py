@@ -121,3 +121,18 @@ def test_the_work_copy_of_a_big_png_never_resamples_or_turns_the_full_frame(
 )
 def test_big_frees_go_back_to_the_system_on_glibc() -> None:
     assert ocr._return_big_frees()
+
+
+def test_the_tesseract_reread_reads_a_bounded_copy_of_the_text_area() -> None:
+    """The re-read of unsure lines works on the box around what RapidOCR saw (with a margin),
+    reduced to its pixel budget, so a large photo's texture never reaches Tesseract whole."""
+    from geosleuth.tools.ocr import REREAD_MAX_PIXELS, SCRIPT_PASS_PIXELS, _reread_view
+
+    image = Image.new("RGB", (8000, 6000))
+    raw = [("ab", [1000.0, 1000.0, 3000.0, 1200.0], 0.5), ("cd", [1200.0, 2000.0, 2600.0, 2200.0], 0.4)]
+    view, (ox, oy), scale = _reread_view(image, raw, SCRIPT_PASS_PIXELS)
+    assert view.width * view.height <= SCRIPT_PASS_PIXELS * 1.01
+    assert (ox, oy) == (784.0, 384.0)  # 10 % + 16 px of the width, half the height + 16 px around
+    assert scale < 1.0 and abs(view.width / scale - (3216 - 784)) <= 2
+    whole, origin, k = _reread_view(image, [], REREAD_MAX_PIXELS)  # nothing seen: the whole image
+    assert origin == (0.0, 0.0) and abs(whole.width / k - 8000) <= 2 and whole.width * whole.height <= REREAD_MAX_PIXELS * 1.01

@@ -16,6 +16,7 @@ import csv
 import ctypes
 import io
 import logging
+import math
 import platform
 import shutil
 import subprocess
@@ -57,7 +58,7 @@ MMAP_THRESHOLD = 1 << 20
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 SURE_SCORE = 0.9
 """A RapidOCR line scoring below this, or in another script, is re-read by Tesseract."""
-MIN_TESSERACT_SCORE = 0.6
+MIN_TESSERACT_SCORE = 0.8
 """A Tesseract line of its own (no RapidOCR line there) is kept only above this confidence."""
 SCRIPT_LANGUAGES: dict[str, str] = {
     "Thai": "tha",
@@ -89,6 +90,12 @@ SCRIPT_LANGUAGES: dict[str, str] = {
 
 Unsure lines are re-read once with every installed one together: Tesseract picks the language
 per word, which names the script far more reliably than its OSD on a sign's few words."""
+REREAD_MAX_PIXELS = 1_200_000
+"""The re-read's copy of the text area: a sign stays whole, a photo's texture costs seconds."""
+REREAD_TIMEOUT_S = 60.0
+SCRIPT_PASS_PIXELS = 400_000
+"""The all-scripts pass (two dozen models at once) reads a smaller copy: it only has to name the script."""
+SCRIPT_PASS_TIMEOUT_S = 30.0
 SIGN_PAGE_MODE = 6
 """Tesseract page segmentation for the re-read: one uniform block of text, as on a sign."""
 _SPACELESS = frozenset({"Thai", "Lao", "Khmer", "Myanmar", "Han", "Hiragana", "Katakana", "Tibetan"})
@@ -244,7 +251,7 @@ def _rapidocr_call(image: Image.Image) -> list[tuple[str, list[float], float]]:
 
 
 def _tesseract(
-    image: Image.Image, languages: str = "eng", page_mode: int = 3
+    image: Image.Image, languages: str = "eng", page_mode: int = 3, timeout_s: float = 120.0
 ) -> list[tuple[str, list[float], float]]:
     """Tesseract's lines; ``page_mode`` 6 reads the image as one block of text (a sign), where the
     default page analysis (3) loses big, sparse lines of some scripts."""
@@ -258,10 +265,10 @@ def _tesseract(
             [exe, "stdin", "stdout", "-l", languages, "--psm", str(page_mode), "tsv"],
             input=buf.getvalue(),
             capture_output=True,
-            timeout=120,
+            timeout=timeout_s,
         )
     except subprocess.TimeoutExpired:
-        raise ToolError("tesseract took more than 120 s; try a smaller region") from None
+        raise ToolError(f"tesseract took more than {timeout_s:g} s; try a smaller region") from None
     if proc.returncode != 0:
         raise ToolError(f"tesseract failed: {proc.stderr.decode('utf-8', 'replace')[:200]}")
     lines: dict[tuple[str, str, str], list[dict[str, str]]] = {}
@@ -362,23 +369,57 @@ def merge_readings(
 def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], float]], str]:
     """RapidOCR, with its unsure lines re-read by Tesseract.
 
-    The whole image is re-read (RapidOCR's detector misses lines of scripts it was not trained
-    on, not only misreads them) with every installed script at once, which names the script;
-    then once more with that script's data alone, which reads it better, and the better
-    reading of each line is kept."""
+    The text's area is re-read (RapidOCR's detector misses lines of scripts it was not trained
+    on, not only misreads them: the box around everything it saw, with a margin, or the whole
+    image when it saw nothing) with every installed script at once, which names the script; then
+    once more with that script's data alone, which reads it better, and the better reading of
+    each line is kept. Both passes read bounded copies within a time limit (`SCRIPT_PASS_PIXELS`,
+    `REREAD_MAX_PIXELS`): a textured photo with no text costs seconds, not minutes; a re-read
+    that fails or runs out of time leaves RapidOCR's reading as it was."""
     raw = _rapidocr(image)
     installed = tesseract_languages()
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES.values()) if code in installed]
     if (raw and not any(_unsure(line) for line in raw)) or not languages:
         return raw, "rapidocr"
-    tess = _tesseract(image, "+".join(languages), SIGN_PAGE_MODE)
-    script = _dominant_script([line for line in tess if line[2] >= MIN_TESSERACT_SCORE])
-    if script in SCRIPT_LANGUAGES and SCRIPT_LANGUAGES[script] in installed:
-        alone = _tesseract(image, SCRIPT_LANGUAGES[script], SIGN_PAGE_MODE)
-        tess = merge_readings(alone, tess, prefer_first=False)
+
+    def read(spec: str, max_pixels: int, timeout_s: float) -> list[tuple[str, list[float], float]]:
+        view, (ox, oy), k = _reread_view(image, raw, max_pixels)
+        found = _tesseract(view, spec, SIGN_PAGE_MODE, timeout_s=timeout_s)
+        return [(t, [b[0] / k + ox, b[1] / k + oy, b[2] / k + ox, b[3] / k + oy], c) for t, b, c in found]
+
+    try:  # every script at once on a small copy names the script; its data alone then reads it
+        tess = read("+".join(languages), SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+        script = _dominant_script([line for line in tess if line[2] >= MIN_TESSERACT_SCORE])
+        if script in SCRIPT_LANGUAGES and SCRIPT_LANGUAGES[script] in installed:
+            alone = read(SCRIPT_LANGUAGES[script], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
+            tess = merge_readings(alone, tess, prefer_first=False)
+    except ToolError as exc:
+        log.info("the Tesseract re-read gave up (%s); RapidOCR's reading stands", exc)
+        return raw, "rapidocr"
     merged = merge_readings(raw, tess)
     scripts = sorted({s for s in (script_of(text) for text, _, _ in merged) if s and s not in RAPID_SCRIPTS})
     return merged, "rapidocr+tesseract" + (f" ({', '.join(scripts)})" if scripts else "")
+
+
+def _reread_view(
+    image: Image.Image, raw: list[tuple[str, list[float], float]], max_pixels: int
+) -> tuple[Image.Image, tuple[float, float], float]:
+    """(the part of the image to re-read, its offset, its scale): the box around RapidOCR's lines
+    with a margin of half its height (lines it missed sit between and around them), reduced to
+    at most ``max_pixels``."""
+    x1, y1, x2, y2 = 0.0, 0.0, float(image.width), float(image.height)
+    if raw:
+        x1, y1 = min(b[0] for _, b, _ in raw), min(b[1] for _, b, _ in raw)
+        x2, y2 = max(b[2] for _, b, _ in raw), max(b[3] for _, b, _ in raw)
+        mx, my = 0.1 * (x2 - x1) + 16, 0.5 * (y2 - y1) + 16
+        x1, y1 = max(0.0, x1 - mx), max(0.0, y1 - my)
+        x2, y2 = min(float(image.width), x2 + mx), min(float(image.height), y2 + my)
+    box = (int(x1), int(y1), max(int(x1) + 1, int(x2)), max(int(y1) + 1, int(y2)))
+    view = image.crop(box)
+    scale = min(1.0, math.sqrt(max_pixels / (view.width * view.height)))
+    if scale < 1.0:
+        view = view.resize((max(1, round(view.width * scale)), max(1, round(view.height * scale))), Image.LANCZOS)
+    return view, (float(box[0]), float(box[1])), scale
 
 
 def _dominant_script(lines: list[tuple[str, list[float], float]]) -> str | None:
