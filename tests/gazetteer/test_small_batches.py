@@ -1,0 +1,122 @@
+"""A small batch is searched without the KD-trees (no SciPy import, issue 24) and gets the trees'
+answers exactly: the same neighbours, ties between identical points included, the same distances."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from geosleuth.core.geo import to_unit_vectors
+from geosleuth.gazetteer import get_gazetteer
+from geosleuth.gazetteer.index import TREE_RANKS, Gazetteer, _tree_rank
+from geosleuth.gazetteer.nearest import BRUTE_FORCE_POINTS, brute_nearest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def gazetteer() -> Gazetteer:
+    gazetteer = get_gazetteer()
+    assert (gazetteer.data_dir / TREE_RANKS).exists(), "the build saves the trees' ranks and points"
+    assert {"sphere", "big", "vertices"} <= set(gazetteer._tree_ranks)
+    return gazetteer
+
+
+def _queries(points: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Unit vectors: random, exactly on stored points (ties between identical points), and midway."""
+    lat, lon = rng.uniform(-90, 90, n), rng.uniform(-180, 180, n)
+    pick = rng.integers(0, len(points), (2, n))
+    mid = points[pick[0]] + points[pick[1]]
+    mid /= np.linalg.norm(mid, axis=1, keepdims=True)
+    return np.concatenate([to_unit_vectors(lat, lon), points[pick[0]], mid])
+
+
+CASES = [
+    ("sphere", 1, np.inf), ("sphere", 8, np.inf), ("big", 1, 0.01), ("big", 1, np.inf),
+    ("vertices", 1, np.inf),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "k", "bound"), CASES)
+def test_brute_force_answers_as_the_tree(gazetteer: Gazetteer, name: str, k: int, bound: float) -> None:
+    attribute = {"sphere": "_rg_sphere_tree", "big": "_rg_big_tree", "vertices": "_vertex_tree"}[name]
+    tree = getattr(gazetteer, attribute)
+    points, rank = gazetteer._tree_ranks[f"{name}_points"], gazetteer._tree_ranks[name]
+    np.testing.assert_array_equal(points, tree.data)
+    np.testing.assert_array_equal(rank, _tree_rank(tree))
+    queries = _queries(points, np.random.default_rng(7), 100)
+    answered = 0
+    for start in range(0, len(queries), BRUTE_FORCE_POINTS):
+        batch = queries[start : start + BRUTE_FORCE_POINTS]
+        hit = brute_nearest(points, batch, k, bound, rank=rank)
+        if hit is None:
+            continue
+        answered += 1
+        dist, index = tree.query(batch, k=k, distance_upper_bound=bound)
+        np.testing.assert_array_equal(hit[1], index)
+        np.testing.assert_array_equal(hit[0], dist)  # the very floats: same sums, same order
+    assert answered >= (len(queries) // BRUTE_FORCE_POINTS) // 2  # ties are rare enough to matter little
+
+
+def test_ties_between_identical_points_follow_the_tree() -> None:
+    """Many identical points (and equidistant distinct ones): the rank picks the tree's choice,
+    distinct equidistant points are left to the tree."""
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(3)
+    base = rng.integers(-3, 4, (400, 3)).astype(float)  # a small lattice: many duplicates and ties
+    data = np.concatenate([base, base[rng.integers(0, 400, 400)]])
+    tree = cKDTree(data)
+    rank = _tree_rank(tree)
+    queries = np.concatenate([data[:200], rng.uniform(-3, 3, (200, 3))])
+    resolved = 0
+    for q in queries:
+        hit = brute_nearest(data, q[None], 1, rank=rank)
+        group = np.flatnonzero((data == data[tree.query(q)[1]]).all(axis=1))
+        if hit is None:
+            continue
+        resolved += group.size > 1
+        dist, index = tree.query(q[None], k=1)
+        assert hit[1][0] == index[0]
+        assert hit[0][0] == dist[0]
+    assert resolved > 100  # identical points are settled without the tree
+    assert brute_nearest(data, data[:1], 1, rank=None) is None  # no ranks: the tree decides
+
+
+def _reverse(gazetteer: Gazetteer, lat: np.ndarray, lon: np.ndarray, brute: bool) -> dict[str, np.ndarray]:
+    fresh = Gazetteer(gazetteer.data_dir)
+    if not brute:
+        fresh.__dict__["_brute_left"] = -1  # every search goes to the trees
+    return fresh.reverse_batch(lat, lon)
+
+
+def test_small_reverse_batches_answer_as_the_trees(gazetteer: Gazetteer) -> None:
+    rng = np.random.default_rng(11)
+    rg_lat, rg_lon = gazetteer._rg["lat"], gazetteer._rg["lon"]
+    for size in (1, 2, 5, 10, 20, BRUTE_FORCE_POINTS):
+        pick = rng.integers(0, rg_lat.size, size)
+        cases = [
+            (rng.uniform(-90, 90, size), rng.uniform(-180, 180, size)),
+            (rg_lat[pick], rg_lon[pick]),  # on places (identical GeoNames points)
+            (np.round(rg_lat[pick], 1), np.round(rg_lon[pick], 1)),  # grid lines
+            (rg_lat[pick] + rng.normal(0, 0.05, size), rg_lon[pick] + rng.normal(0, 0.05, size)),
+        ]
+        for lat, lon in cases:
+            mine, theirs = _reverse(gazetteer, lat, lon, True), _reverse(gazetteer, lat, lon, False)
+            for key in theirs:
+                np.testing.assert_array_equal(mine[key], theirs[key], err_msg=f"{key} ({size} points)")
+
+
+def test_a_small_batch_imports_no_scipy_spatial(gazetteer: Gazetteer) -> None:
+    code = (
+        "import sys; from geosleuth.gazetteer import get_gazetteer; g = get_gazetteer();"
+        "r = g.reverse_batch([48.8566, -33.87, 35.68, 12.0], [2.3522, 151.21, 139.69, -40.0]);"
+        "print(list(r['country_code']), 'scipy.spatial' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("] ")[-1].strip() == "False", out
+    assert out.startswith("['FR', 'AU', 'JP', ")
