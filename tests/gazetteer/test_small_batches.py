@@ -12,7 +12,7 @@ import pytest
 
 from geosleuth.core.geo import to_unit_vectors
 from geosleuth.gazetteer import get_gazetteer
-from geosleuth.gazetteer.index import TREE_RANKS, Gazetteer, _tree_rank
+from geosleuth.gazetteer.index import SMALL_SEARCH, Gazetteer, _tree_rank
 from geosleuth.gazetteer.nearest import BRUTE_FORCE_POINTS, brute_nearest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def gazetteer() -> Gazetteer:
     gazetteer = get_gazetteer()
-    assert (gazetteer.data_dir / TREE_RANKS).exists(), "the build saves the trees' ranks and points"
-    assert {"sphere", "big", "vertices"} <= set(gazetteer._tree_ranks)
+    assert (gazetteer.data_dir / SMALL_SEARCH).exists(), "the build saves what small batches search"
+    for key in ("sphere", "big", "vertices", "sphere_points", "big_points", "vertices_points", "tile_bounds"):
+        assert key in gazetteer._small_search
     return gazetteer
 
 
@@ -45,7 +46,7 @@ CASES = [
 def test_brute_force_answers_as_the_tree(gazetteer: Gazetteer, name: str, k: int, bound: float) -> None:
     attribute = {"sphere": "_rg_sphere_tree", "big": "_rg_big_tree", "vertices": "_vertex_tree"}[name]
     tree = getattr(gazetteer, attribute)
-    points, rank = gazetteer._tree_ranks[f"{name}_points"], gazetteer._tree_ranks[name]
+    points, rank = gazetteer._small_search[f"{name}_points"], gazetteer._small_search[name]
     np.testing.assert_array_equal(points, tree.data)
     np.testing.assert_array_equal(rank, _tree_rank(tree))
     queries = _queries(points, np.random.default_rng(7), 100)
@@ -89,9 +90,13 @@ def test_ties_between_identical_points_follow_the_tree() -> None:
 
 def _reverse(gazetteer: Gazetteer, lat: np.ndarray, lon: np.ndarray, brute: bool) -> dict[str, np.ndarray]:
     fresh = Gazetteer(gazetteer.data_dir)
-    if not brute:
-        fresh.__dict__["_brute_left"] = -1  # every search goes to the trees
-    return fresh.reverse_batch(lat, lon)
+    if not brute:  # every search goes to the trees, every name to the unpacked columns
+        fresh.__dict__["_brute_left"] = -1
+        assert fresh._rg is not None and fresh._tile_tree is not None
+    out = fresh.reverse_batch(lat, lon)
+    if brute:
+        assert "_rg" not in fresh.__dict__
+    return out
 
 
 def test_small_reverse_batches_answer_as_the_trees(gazetteer: Gazetteer) -> None:
@@ -103,6 +108,7 @@ def test_small_reverse_batches_answer_as_the_trees(gazetteer: Gazetteer) -> None
             (rng.uniform(-90, 90, size), rng.uniform(-180, 180, size)),
             (rg_lat[pick], rg_lon[pick]),  # on places (identical GeoNames points)
             (np.round(rg_lat[pick], 1), np.round(rg_lon[pick], 1)),  # grid lines
+            (np.round(rg_lat[pick]), np.round(rg_lon[pick])),  # cell corners (where tiles meet)
             (rg_lat[pick] + rng.normal(0, 0.05, size), rg_lon[pick] + rng.normal(0, 0.05, size)),
         ]
         for lat, lon in cases:
@@ -120,3 +126,26 @@ def test_a_small_batch_imports_no_scipy_spatial(gazetteer: Gazetteer) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("] ")[-1].strip() == "False", out
     assert out.startswith("['FR', 'AU', 'JP', ")
+
+
+def test_few_tile_hits_are_the_tile_tree_hits(gazetteer: Gazetteer) -> None:
+    """Points on grid lines and cell corners (several tiles touch them): the pieces whose saved
+    boxes hold a point, tested alone, are the tree's hits; a point whose hits disagree is left to it."""
+    import shapely
+
+    rng = np.random.default_rng(5)
+    rg_lat, rg_lon = gazetteer._rg["lat"], gazetteer._rg["lon"]
+    pick = rng.integers(0, rg_lat.size, 300)
+    lat = np.concatenate([np.round(rg_lat[pick], 1), np.round(rg_lat[pick])])
+    lon = np.concatenate([np.round(rg_lon[pick], 1), np.round(rg_lon[pick])])
+    fresh = Gazetteer(gazetteer.data_dir)
+    answered = 0
+    for x, y in zip(lon, lat, strict=True):
+        few = fresh._few_tile_hits(np.array([x]), np.array([y]))
+        if few is None:
+            continue
+        answered += 1
+        _, tree_hits = gazetteer._tile_tree.query(shapely.points([x], [y]), predicate="intersects")
+        assert sorted(few[1]) == sorted(tree_hits)
+    assert answered > 0.8 * lat.size
+    assert "_tile_tree" not in fresh.__dict__

@@ -55,11 +55,14 @@ _GRID_EDGE = 1e-7
 log = logging.getLogger(__name__)
 SAVED_TREES = "kdtrees.pkl"
 """The reverse-geocoding KD-trees, pickled at build time (`Gazetteer.save_trees`)."""
-TREE_RANKS = "kdtree_ranks.npz"
-"""Each tree's points and each point's position in the tree's ``indices``, saved with the trees:
-a small batch is searched by brute force over the very points of the tree, and ties between
-identical points are broken as the tree breaks them (`nearest`), without importing SciPy."""
+SMALL_SEARCH = "small_search.npz"
+"""Saved with the trees, what a small batch needs instead of them (no SciPy import, no tile tree):
+each KD-tree's points and each point's position in the tree's ``indices`` (a brute-force search
+over the very points of the tree breaks ties between identical points as the tree does, see
+`nearest`), and the bounding box of each tile piece."""
 _RANKED_TREES = ("sphere", "big", "vertices")
+_RG_TEXT = ("name", "admin1", "admin2", "cc")
+_FEW_ROWS = 512  # up to this many rows of a name column are decoded alone (see `Gazetteer._rg_take`)
 
 _BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
 _RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
@@ -586,7 +589,29 @@ class Gazetteer:
     @cached_property
     def _rg_text(self) -> dict[str, NDArray[Any]]:
         """Name columns with "" appended: index -1 (no place) reads as no name, in one take."""
-        return {c: np.append(self._rg[c], np.array([""], dtype=object)) for c in ("name", "admin1", "admin2")}
+        return {c: np.append(self._rg[c], np.array([""], dtype=object)) for c in _RG_TEXT}
+
+    @cached_property
+    def _rg_packed(self) -> dict[str, tuple[NDArray[np.uint8], NDArray[np.intp]]]:
+        """Each packed name column and its string bounds (the newlines, and one past each end):
+        a few rows are read without unpacking a column (a small batch needs ~20 of 144,563)."""
+        arrays = np.load(self.data_dir / "rg.npz")
+        out = {}
+        for col in _RG_TEXT:
+            buf = arrays[col]
+            out[col] = (buf, np.concatenate([[-1], np.flatnonzero(buf == 10), [buf.size]]))
+        return out
+
+    def _rg_take(self, col: str, index: NDArray[np.int64]) -> NDArray[Any]:
+        """``_rg[col][index]`` with "" at index -1 (no place); a few rows are decoded alone."""
+        if "_rg" in self.__dict__ or index.size > _FEW_ROWS:
+            return self._rg_text[col][index]
+        buf, bounds = self._rg_packed[col]
+        out = np.full(index.shape, "", dtype=object)
+        for pos, i in np.ndenumerate(index):
+            if i >= 0:
+                out[pos] = buf[bounds[i] + 1 : bounds[i + 1]].tobytes().decode("utf-8")
+        return out
 
     @cached_property
     def _rg_latlon_tree(self):  # type: ignore[no-untyped-def]
@@ -646,8 +671,8 @@ class Gazetteer:
         return self._tree_points("vertices", build)
 
     def _tree_points(self, name: str, build: Callable[[], NDArray[np.float64]]) -> NDArray[np.float64]:
-        """The points of tree ``name`` as saved beside it (`TREE_RANKS`), else as built for it."""
-        saved = self._tree_ranks.get(f"{name}_points")
+        """The points of tree ``name`` as saved beside it (`SMALL_SEARCH`), else as built for it."""
+        saved = self._small_search.get(f"{name}_points")
         return saved if saved is not None else build()
 
     def _brute_force(self, points: int, tree: str) -> bool:
@@ -665,7 +690,7 @@ class Gazetteer:
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """``_rg_sphere_tree.query(vectors, k)``; a small batch first tries brute force (same answer)."""
         if self._brute_force(len(vectors), "_rg_sphere_tree"):
-            hit = brute_nearest(self._rg_unit, vectors, k, rank=self._tree_ranks.get("sphere"))
+            hit = brute_nearest(self._rg_unit, vectors, k, rank=self._small_search.get("sphere"))
             if hit is not None:
                 return hit
         return self._rg_sphere_tree.query(vectors, k=k, workers=-1)  # type: ignore[no-any-return]
@@ -675,7 +700,7 @@ class Gazetteer:
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """``_rg_big_tree.query`` within ``limit``; a small batch first tries brute force (same answer)."""
         if self._brute_force(len(vectors), "_rg_big_tree"):
-            hit = brute_nearest(self._rg_big_unit, vectors, 1, limit, rank=self._tree_ranks.get("big"))
+            hit = brute_nearest(self._rg_big_unit, vectors, 1, limit, rank=self._small_search.get("big"))
             if hit is not None:
                 return hit
         return self._rg_big_tree.query(  # type: ignore[no-any-return]
@@ -685,7 +710,7 @@ class Gazetteer:
     def _big_near_km_of(self, index: NDArray[np.int64]) -> NDArray[np.float64]:
         """``_rg_big_near_km[index]``, computed for a few places as the saved array was."""
         if "_rg_big_near_km" not in self.__dict__ and self._brute_force(index.size, "_rg_big_tree"):
-            queries, rank = self._rg_unit[index], self._tree_ranks.get("big")
+            queries, rank = self._rg_unit[index], self._small_search.get("big")
             hit = brute_nearest(self._rg_big_unit, queries, 1, rank=rank)
             if hit is not None:
                 return chord_to_km(hit[0]) * (1 - 1e-9)  # type: ignore[no-any-return]
@@ -694,7 +719,7 @@ class Gazetteer:
     def _vertex_query(self, vectors: NDArray[np.float64]) -> NDArray[np.int64]:
         """The nearest outline vertex of each point (``_vertex_tree``; brute force for a few)."""
         if self._brute_force(len(vectors), "_vertex_tree"):
-            hit = brute_nearest(self._vertex_unit, vectors, 1, rank=self._tree_ranks.get("vertices"))
+            hit = brute_nearest(self._vertex_unit, vectors, 1, rank=self._small_search.get("vertices"))
             if hit is not None:
                 return hit[1]
         _, nearest = self._vertex_tree.query(vectors, k=1)
@@ -795,17 +820,18 @@ class Gazetteer:
         return saved["trees"] if saved.get("scipy") == scipy.__version__ else {}
 
     @cached_property
-    def _tree_ranks(self) -> dict[str, NDArray[np.int32]]:
-        """The ranks `save_trees` wrote (see `TREE_RANKS`), if this SciPy's trees were ranked."""
-        path = self.data_dir / TREE_RANKS
+    def _small_search(self) -> dict[str, NDArray[Any]]:
+        """What `save_trees` saved for small batches (see `SMALL_SEARCH`), if this SciPy's trees
+        were saved; each array is read on first use."""
+        path = self.data_dir / SMALL_SEARCH
         if not path.exists():
             return {}
         import scipy  # the package alone (~10 ms), not scipy.spatial
 
-        with np.load(path) as data:
-            if str(data["scipy"]) != scipy.__version__:
-                return {}
-            return {key: data[key] for key in data.files if key != "scipy"}
+        data = np.load(path)
+        if str(data["scipy"]) != scipy.__version__:
+            return {}
+        return _LazyArrays(data)
 
     def saved_country_tables(self) -> dict[str, dict[str, str]] | None:
         """The country tables saved at build time, when the same CLDR (babel) version wrote them."""
@@ -827,6 +853,7 @@ class Gazetteer:
         import pickle
 
         import scipy
+        import shapely
 
         trees = {
             "sphere": self._rg_sphere_tree, "big": self._rg_big_tree, "latlon": self._rg_latlon_tree,
@@ -837,9 +864,10 @@ class Gazetteer:
             pickle.dump({"scipy": scipy.__version__, "trees": trees}, fh, protocol=5)
         ranks = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
         ranks |= {f"{name}_points": trees[name].data for name in _RANKED_TREES}
-        tmp_ranks = self.data_dir / f"{TREE_RANKS}.tmp{os.getpid()}.npz"
+        ranks["tile_bounds"] = shapely.bounds(self._tile_tree.geometries)
+        tmp_ranks = self.data_dir / f"{SMALL_SEARCH}.tmp{os.getpid()}.npz"
         np.savez(tmp_ranks, scipy=np.array(scipy.__version__), **ranks)
-        os.replace(tmp_ranks, self.data_dir / TREE_RANKS)
+        os.replace(tmp_ranks, self.data_dir / SMALL_SEARCH)
         os.replace(tmp, self.data_dir / SAVED_TREES)  # another process never reads half a file
 
     def country_shapes(self) -> dict[str, Any]:
@@ -876,10 +904,39 @@ class Gazetteer:
 
         if "_tile_tree" in self.__dict__ or piece.size > BRUTE_FORCE_POINTS:
             return self._grid_pieces[piece]
-        wkb = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["wkb"]
-        pieces = shapely.from_wkb(wkb[piece])
+        pieces = shapely.from_wkb(self._pieces_wkb[piece])
         shapely.prepare(pieces)
         return pieces
+
+    @cached_property
+    def _pieces_wkb(self) -> NDArray[Any]:
+        return np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["wkb"]  # type: ignore[no-any-return]
+
+    def _few_tile_hits(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.intp], NDArray[np.intp]] | None:
+        """``_tile_tree.query(points, predicate="intersects")`` for a few points, without the tree.
+
+        A piece can hold a point only if its bounding box (closed, saved at build time) does:
+        those pieces alone are decoded and tested. A point is written with the code of its last
+        hit, in the tree's order: so a point whose hits disagree (on a border) is left to the tree.
+        """
+        bounds = self._small_search.get("tile_bounds")
+        if bounds is None or "_tile_tree" in self.__dict__ or x.size > BRUTE_FORCE_POINTS:
+            return None
+        import shapely
+
+        points: list[NDArray[np.intp]] = []
+        pieces: list[NDArray[np.intp]] = []
+        for j, (px, py) in enumerate(zip(x, y, strict=True)):
+            box = (bounds[:, 0] <= px) & (bounds[:, 2] >= px) & (bounds[:, 1] <= py) & (bounds[:, 3] >= py)
+            candidates = np.flatnonzero(box)
+            hits = candidates[shapely.intersects_xy(shapely.from_wkb(self._pieces_wkb[candidates]), px, py)]
+            if np.unique(self._piece_codes[hits]).size > 1:
+                return None
+            points.append(np.full(hits.size, j, dtype=np.intp))
+            pieces.append(hits)
+        return np.concatenate(points), np.concatenate(pieces)
 
     def country_batch(self, lats: ArrayLike, lons: ArrayLike) -> tuple[NDArray[Any], NDArray[np.bool_]]:
         """Country code by polygon containment; off-shore points take the nearest polygon.
@@ -949,8 +1006,13 @@ class Gazetteer:
         """Polygon containment through the tile tree for ``rows``; returns which were off-shore."""
         import shapely
 
-        codes, tree = self._piece_codes, self._tile_tree
-        hit_point, hit_piece = tree.query(shapely.points(lo[rows], la[rows]), predicate="intersects")
+        codes = self._piece_codes
+        few = self._few_tile_hits(lo[rows], la[rows])
+        if few is not None:
+            hit_point, hit_piece = few
+        else:
+            points = shapely.points(lo[rows], la[rows])
+            hit_point, hit_piece = self._tile_tree.query(points, predicate="intersects")
         out[rows[hit_point]] = codes[hit_piece]
         on_land[rows[hit_point]] = True
         missing = np.ones(rows.size, dtype=bool)
@@ -975,7 +1037,7 @@ class Gazetteer:
             back = np.empty_like(order)
             back[order] = np.arange(order.size)
             codes, on_land, chosen, dist = (part[back] for part in sorted_parts)
-        city, admin1, admin2 = (self._rg_text[c][chosen] for c in ("name", "admin1", "admin2"))
+        city, admin1, admin2 = (self._rg_take(c, chosen) for c in ("name", "admin1", "admin2"))
         return {
             "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
             "city_distance_km": chord_to_km(dist), "on_land": on_land,
@@ -1002,18 +1064,19 @@ class Gazetteer:
         wanted = codes[ok]
         # Near a border the nearest place may lie across it: look further for one in the
         # polygon's country, keeping the nearest place when none of the k is.
-        retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
+        chosen_cc = self._rg_take("cc", chosen)
+        retry = np.flatnonzero((chosen_cc != wanted) & (wanted != ""))
         if retry.size:
             d_k, i_k = self._sphere_query(vectors[retry], k=_RETRY_PLACES)
             effective = chord_to_km(d_k) - self._rg_reach[i_k]
-            effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
+            effective[self._rg_take("cc", i_k) != wanted[retry][:, None]] = np.inf
             pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
             rows = np.arange(retry.size)
             chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
         chosen_all[ok], dist_all[ok] = chosen, dist
         fill = ok.copy()
         fill[ok] = wanted == ""  # territory without a code: fall back to the place's country
-        codes[fill] = self._rg["cc"][chosen][wanted == ""]
+        codes[fill] = self._rg_take("cc", chosen)[wanted == ""]
         return codes, on_land, chosen_all, dist_all
 
     def _nearest_places(self, vectors: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -1081,6 +1144,25 @@ def _kd_tree(points: NDArray[np.float64]):  # type: ignore[no-untyped-def]
     return cKDTree(points)
 
 
+class _LazyArrays(dict):  # type: ignore[type-arg]
+    """The arrays of an ``.npz`` file, each read on first use."""
+
+    def __init__(self, data: Any) -> None:
+        super().__init__()
+        self._data = data
+
+    def __missing__(self, key: str) -> NDArray[Any]:
+        value = self._data[key]
+        self[key] = value
+        return value  # type: ignore[no-any-return]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self or key in self._data.files else default
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self._data.files
+
+
 def _tree_rank(tree: Any) -> NDArray[np.int32]:
     """Each point's position in the tree's leaf order (``tree.indices``)."""
     rank = np.empty(tree.n, dtype=np.int32)
@@ -1137,7 +1219,7 @@ def get_gazetteer(data_dir: Path | None = None, progress: bool | None = None) ->
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
-            saved = (_instance.data_dir / name for name in (SAVED_TREES, TREE_RANKS))
+            saved = (_instance.data_dir / name for name in (SAVED_TREES, SMALL_SEARCH))
             if not all(path.is_file() for path in saved):  # the build's last step, done once
                 try:
                     _instance.save_trees()
