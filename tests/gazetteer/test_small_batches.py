@@ -46,7 +46,7 @@ CASES = [
 def test_brute_force_answers_as_the_tree(gazetteer: Gazetteer, name: str, k: int, bound: float) -> None:
     attribute = {"sphere": "_rg_sphere_tree", "big": "_rg_big_tree", "vertices": "_vertex_tree"}[name]
     tree = getattr(gazetteer, attribute)
-    points, rank = gazetteer._small_search[f"{name}_points"], gazetteer._small_search[name]
+    points, rank = gazetteer._small_search[f"{name}_points"].T, gazetteer._small_search[name]
     np.testing.assert_array_equal(points, tree.data)
     np.testing.assert_array_equal(rank, _tree_rank(tree))
     queries = _queries(points, np.random.default_rng(7), 100)

@@ -59,7 +59,7 @@ SMALL_SEARCH = "small_search.npz"
 """Saved with the trees, what a small batch needs instead of them (no SciPy import, no tile tree):
 each KD-tree's points and each point's position in the tree's ``indices`` (a brute-force search
 over the very points of the tree breaks ties between identical points as the tree does, see
-`nearest`), and the bounding box of each tile piece."""
+`nearest`), and each tile piece's bounding box and WKB (packed)."""
 _RANKED_TREES = ("sphere", "big", "vertices")
 _RG_TEXT = ("name", "admin1", "admin2", "cc")
 _FEW_ROWS = 512  # up to this many rows of a name column are decoded alone (see `Gazetteer._rg_take`)
@@ -673,7 +673,7 @@ class Gazetteer:
     def _tree_points(self, name: str, build: Callable[[], NDArray[np.float64]]) -> NDArray[np.float64]:
         """The points of tree ``name`` as saved beside it (`SMALL_SEARCH`), else as built for it."""
         saved = self._small_search.get(f"{name}_points")
-        return saved if saved is not None else build()
+        return saved.T if saved is not None else build()  # type: ignore[no-any-return]
 
     def _brute_force(self, points: int, tree: str) -> bool:
         """Whether to search ``points`` points without ``tree``: it is not loaded yet, the batch
@@ -769,10 +769,15 @@ class Gazetteer:
         return self._owner_codes[np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["owner"]]
 
     @cached_property
+    def _vertex_owner(self) -> NDArray[np.int32]:
+        """The country record of each outline vertex."""
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        return data["vertex_owner"]  # type: ignore[no-any-return]
+
+    @cached_property
     def _vertex_codes(self) -> NDArray[Any]:
         """The country code of each outline vertex."""
-        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
-        return self._owner_codes[data["vertex_owner"]]
+        return self._owner_codes[self._vertex_owner]
 
     @cached_property
     def _pieces(self) -> tuple[NDArray[Any], Any, NDArray[Any], Any]:
@@ -862,9 +867,13 @@ class Gazetteer:
         tmp = self.data_dir / f"{SAVED_TREES}.tmp{os.getpid()}"
         with tmp.open("wb") as fh:
             pickle.dump({"scipy": scipy.__version__, "trees": trees}, fh, protocol=5)
-        ranks = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
-        ranks |= {f"{name}_points": trees[name].data for name in _RANKED_TREES}
+        ranks: dict[str, NDArray[Any]] = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
+        # stored one coordinate after another: a brute-force search reads each as one array
+        ranks |= {f"{name}_points": np.ascontiguousarray(trees[name].data.T) for name in _RANKED_TREES}
         ranks["tile_bounds"] = shapely.bounds(self._tile_tree.geometries)
+        wkb = self._pieces_wkb
+        ranks["tile_wkb"] = np.frombuffer(b"".join(wkb), dtype=np.uint8)
+        ranks["tile_wkb_ends"] = np.cumsum([len(b) for b in wkb], dtype=np.int64)
         tmp_ranks = self.data_dir / f"{SMALL_SEARCH}.tmp{os.getpid()}.npz"
         np.savez(tmp_ranks, scipy=np.array(scipy.__version__), **ranks)
         os.replace(tmp_ranks, self.data_dir / SMALL_SEARCH)
@@ -904,13 +913,25 @@ class Gazetteer:
 
         if "_tile_tree" in self.__dict__ or piece.size > BRUTE_FORCE_POINTS:
             return self._grid_pieces[piece]
-        pieces = shapely.from_wkb(self._pieces_wkb[piece])
+        pieces = shapely.from_wkb(self._wkb_of(piece))
         shapely.prepare(pieces)
         return pieces
 
+    def _wkb_of(self, piece: NDArray[np.intp]) -> NDArray[Any]:
+        """The WKB of the tile pieces ``piece``: sliced from the saved packed copy when there is one
+        (unpickling every piece's bytes costs more than a small batch's whole search)."""
+        if "_pieces_wkb" in self.__dict__ or "tile_wkb" not in self._small_search:
+            return self._pieces_wkb[piece]
+        buf, ends = self._small_search["tile_wkb"], self._small_search["tile_wkb_ends"]
+        out = np.empty(piece.shape, dtype=object)
+        for pos, i in np.ndenumerate(piece):
+            out[pos] = buf[ends[i - 1] if i > 0 else 0 : ends[i]].tobytes()
+        return out
+
     @cached_property
     def _pieces_wkb(self) -> NDArray[Any]:
-        return np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["wkb"]  # type: ignore[no-any-return]
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        return data["wkb"]  # type: ignore[no-any-return]
 
     def _few_tile_hits(
         self, x: NDArray[np.float64], y: NDArray[np.float64]
@@ -931,7 +952,7 @@ class Gazetteer:
         for j, (px, py) in enumerate(zip(x, y, strict=True)):
             box = (bounds[:, 0] <= px) & (bounds[:, 2] >= px) & (bounds[:, 1] <= py) & (bounds[:, 3] >= py)
             candidates = np.flatnonzero(box)
-            hits = candidates[shapely.intersects_xy(shapely.from_wkb(self._pieces_wkb[candidates]), px, py)]
+            hits = candidates[shapely.intersects_xy(shapely.from_wkb(self._wkb_of(candidates)), px, py)]
             if np.unique(self._piece_codes[hits]).size > 1:
                 return None
             points.append(np.full(hits.size, j, dtype=np.intp))
@@ -972,7 +993,8 @@ class Gazetteer:
             water[exact] = self._tree_countries(ok[exact], la, lo, out, on_land)
         if water.any():  # off-shore: the country of the nearest border or coast vertex
             off = ok[water]
-            out[off] = self._vertex_codes[self._vertex_query(to_unit_vectors(la[off], lo[off]))]
+            nearest = self._vertex_query(to_unit_vectors(la[off], lo[off]))
+            out[off] = self._owner_codes[self._vertex_owner[nearest]]
         return out, on_land
 
     def _grid_state(self, la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.int32]:

@@ -53,10 +53,15 @@ def brute_nearest(
     index = np.full((len(queries), k), n, dtype=np.intp)
     for row, q in enumerate(queries):
         sq = _squared_distances(columns, q)
-        ranked = np.argpartition(sq, k)[: k + 1]
-        ranked = ranked[np.argsort(sq[ranked], kind="stable")]
-        s = sq[ranked]
-        taken = int(np.count_nonzero(s[:k] < bound_sq))
+        if k == 1:  # the nearest and every point as near (no partition of the whole array)
+            ranked = np.flatnonzero(sq <= sq.min() * (1 + TIE_GAP))
+            s = sq[ranked]
+            ranked, s = ranked[np.argsort(s, kind="stable")], np.sort(s, kind="stable")
+        else:
+            ranked = np.argpartition(sq, k)[: k + 1]
+            ranked = ranked[np.argsort(sq[ranked], kind="stable")]
+            s = sq[ranked]
+        taken = min(k, int(np.count_nonzero(s[:k] < bound_sq)))
         near = s * (1 + TIE_GAP)
         if np.any((s[:k] < bound_sq * (1 + TIE_GAP)) & (near[:k] >= bound_sq)):
             return None
@@ -74,10 +79,13 @@ def brute_nearest(
 
 def _squared_distances(columns: list[NDArray[np.float64]], q: NDArray[np.float64]) -> NDArray[np.float64]:
     """Squared distances from ``q`` to every point, summed in dimension order (as the tree does)."""
-    total = np.zeros(columns[0].size)
-    for col, x in zip(columns, q, strict=True):
-        d = col - x
-        total += d * d
+    total = np.subtract(columns[0], q[0])
+    np.multiply(total, total, out=total)
+    d = np.empty_like(total)
+    for col, x in zip(columns[1:], q[1:], strict=True):
+        np.subtract(col, x, out=d)
+        np.multiply(d, d, out=d)
+        total += d
     return total
 
 
