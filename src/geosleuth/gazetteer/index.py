@@ -55,11 +55,12 @@ _GRID_EDGE = 1e-7
 log = logging.getLogger(__name__)
 SAVED_TREES = "kdtrees.pkl"
 """The reverse-geocoding KD-trees, pickled at build time (`Gazetteer.save_trees`)."""
-SMALL_SEARCH = "small_search.npz"
-"""Saved with the trees, what a small batch needs instead of them (no SciPy import, no tile tree):
+SMALL_SEARCH = "small_search.json"
+"""What a small batch needs instead of the trees (no SciPy import, no tile tree), saved with them:
 each KD-tree's points and each point's position in the tree's ``indices`` (a brute-force search
 over the very points of the tree breaks ties between identical points as the tree does, see
-`nearest`), and each tile piece's bounding box and WKB (packed)."""
+`nearest`), and each tile piece's bounding box and WKB (packed). This file names the SciPy
+version and the arrays; each is ``small_search.<name>.npy`` beside it, memory-mapped when read."""
 _RANKED_TREES = ("sphere", "big", "vertices")
 _RG_TEXT = ("name", "admin1", "admin2", "cc")
 _FEW_ROWS = 512  # up to this many rows of a name column are decoded alone (see `Gazetteer._rg_take`)
@@ -827,16 +828,16 @@ class Gazetteer:
     @cached_property
     def _small_search(self) -> dict[str, NDArray[Any]]:
         """What `save_trees` saved for small batches (see `SMALL_SEARCH`), if this SciPy's trees
-        were saved; each array is read on first use."""
+        were saved; each array is mapped on first use (a small batch reads a few pages of most)."""
         path = self.data_dir / SMALL_SEARCH
         if not path.exists():
             return {}
         import scipy  # the package alone (~10 ms), not scipy.spatial
 
-        data = np.load(path)
-        if str(data["scipy"]) != scipy.__version__:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("scipy") != scipy.__version__:
             return {}
-        return _LazyArrays(data)
+        return _LazyArrays({key: self.data_dir / f"small_search.{key}.npy" for key in saved["arrays"]})
 
     def saved_country_tables(self) -> dict[str, dict[str, str]] | None:
         """The country tables saved at build time, when the same CLDR (babel) version wrote them."""
@@ -874,9 +875,14 @@ class Gazetteer:
         wkb = self._pieces_wkb
         ranks["tile_wkb"] = np.frombuffer(b"".join(wkb), dtype=np.uint8)
         ranks["tile_wkb_ends"] = np.cumsum([len(b) for b in wkb], dtype=np.int64)
-        tmp_ranks = self.data_dir / f"{SMALL_SEARCH}.tmp{os.getpid()}.npz"
-        np.savez(tmp_ranks, scipy=np.array(scipy.__version__), **ranks)
-        os.replace(tmp_ranks, self.data_dir / SMALL_SEARCH)
+        for key, array in ranks.items():  # each file whole (renamed into place), the list last
+            tmp_array = self.data_dir / f"small_search.{key}.tmp{os.getpid()}.npy"
+            np.save(tmp_array, array)
+            os.replace(tmp_array, self.data_dir / f"small_search.{key}.npy")
+        tmp_list = self.data_dir / f"{SMALL_SEARCH}.tmp{os.getpid()}"
+        listing = json.dumps({"scipy": scipy.__version__, "arrays": sorted(ranks)})
+        tmp_list.write_text(listing, encoding="utf-8")
+        os.replace(tmp_list, self.data_dir / SMALL_SEARCH)
         os.replace(tmp, self.data_dir / SAVED_TREES)  # another process never reads half a file
 
     def country_shapes(self) -> dict[str, Any]:
@@ -1167,22 +1173,22 @@ def _kd_tree(points: NDArray[np.float64]):  # type: ignore[no-untyped-def]
 
 
 class _LazyArrays(dict):  # type: ignore[type-arg]
-    """The arrays of an ``.npz`` file, each read on first use."""
+    """Saved arrays by name, each memory-mapped on first use."""
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, paths: dict[str, Path]) -> None:
         super().__init__()
-        self._data = data
+        self._paths = paths
 
     def __missing__(self, key: str) -> NDArray[Any]:
-        value = self._data[key]
+        value = np.load(self._paths[key], mmap_mode="r")
         self[key] = value
         return value  # type: ignore[no-any-return]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self or key in self._data.files else default
+        return self[key] if key in self else default
 
     def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or key in self._data.files
+        return key in self._paths
 
 
 def _tree_rank(tree: Any) -> NDArray[np.int32]:
