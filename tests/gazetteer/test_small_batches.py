@@ -149,3 +149,21 @@ def test_few_tile_hits_are_the_tile_tree_hits(gazetteer: Gazetteer) -> None:
         assert sorted(few[1]) == sorted(tree_hits)
     assert answered > 0.8 * lat.size
     assert "_tile_tree" not in fresh.__dict__
+
+
+def test_small_search_of_another_scipy_is_ignored(gazetteer: Gazetteer, tmp_path: Path) -> None:
+    """Another SciPy may lay its trees out otherwise: its ranks are not used, the answers stay the same."""
+    import json
+
+    for item in gazetteer.data_dir.iterdir():
+        if item.is_file():
+            (tmp_path / item.name).symlink_to(item)
+    listing = json.loads((gazetteer.data_dir / SMALL_SEARCH).read_text(encoding="utf-8"))
+    (tmp_path / SMALL_SEARCH).unlink()
+    (tmp_path / SMALL_SEARCH).write_text(json.dumps(listing | {"scipy": "0.0.1"}), encoding="utf-8")
+    other = Gazetteer(tmp_path)
+    assert other._small_search == {}
+    lat, lon = np.array([47.05, 35.01, 0.0, 40.0]), np.array([8.31, 135.77, -30.0, -74.0])
+    mine, theirs = other.reverse_batch(lat, lon), gazetteer.reverse_batch(lat, lon)
+    for key in theirs:
+        np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
