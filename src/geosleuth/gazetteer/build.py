@@ -109,7 +109,8 @@ def build_steps(out: Path) -> list[tuple[str, Callable[[], None]]]:
 
 def build_index(out: Path, progress: bool | None = None) -> None:
     """Write places.sqlite, places.npz, rg.npz, countries.json/countries.wkb into ``out``
-    (`Gazetteer.save_trees` adds the pickled KD-trees when the index is first opened).
+    (`Gazetteer.save_trees` adds the pickled KD-trees and the small-batch search arrays when
+    the index is first opened).
 
     Progress goes to stderr: a bar on a terminal (unless ``progress`` is False), else a line
     per step with its duration (logs and pipes get something too).
