@@ -167,3 +167,14 @@ def test_small_search_of_another_scipy_is_ignored(gazetteer: Gazetteer, tmp_path
     mine, theirs = other.reverse_batch(lat, lon), gazetteer.reverse_batch(lat, lon)
     for key in theirs:
         np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+
+
+def test_a_few_name_rows_are_the_unpacked_columns(gazetteer: Gazetteer) -> None:
+    rng = np.random.default_rng(2)
+    n = gazetteer._rg["lat"].size
+    index = np.concatenate([[-1, 0, n - 1], rng.integers(0, n, 200)])
+    fresh = Gazetteer(gazetteer.data_dir)
+    for col in ("name", "admin1", "admin2", "cc"):
+        few = fresh._rg_take(col, index)
+        assert list(few) == ["" if i < 0 else gazetteer._rg[col][i] for i in index], col
+    assert "_rg" not in fresh.__dict__

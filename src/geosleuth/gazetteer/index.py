@@ -595,13 +595,13 @@ class Gazetteer:
     @cached_property
     def _rg_packed(self) -> dict[str, tuple[NDArray[np.uint8], NDArray[np.intp]]]:
         """Each packed name column and its string bounds (the newlines, and one past each end):
-        a few rows are read without unpacking a column (a small batch needs ~20 of 144,563)."""
+        a few rows are read without unpacking a column (a small batch needs ~20 of 144,563).
+        Saved beside the trees (`SMALL_SEARCH`, memory-mapped), else found here."""
+        saved = self._small_search
+        if all(f"rg_{col}" in saved for col in _RG_TEXT):
+            return {col: (saved[f"rg_{col}"], saved[f"rg_{col}_bounds"]) for col in _RG_TEXT}
         arrays = np.load(self.data_dir / "rg.npz")
-        out = {}
-        for col in _RG_TEXT:
-            buf = arrays[col]
-            out[col] = (buf, np.concatenate([[-1], np.flatnonzero(buf == 10), [buf.size]]))
-        return out
+        return {col: _packed_bounds(arrays[col]) for col in _RG_TEXT}
 
     def _rg_take(self, col: str, index: NDArray[np.int64]) -> NDArray[Any]:
         """``_rg[col][index]`` with "" at index -1 (no place); a few rows are decoded alone."""
@@ -868,19 +868,22 @@ class Gazetteer:
         tmp = self.data_dir / f"{SAVED_TREES}.tmp{os.getpid()}"
         with tmp.open("wb") as fh:
             pickle.dump({"scipy": scipy.__version__, "trees": trees}, fh, protocol=5)
-        ranks: dict[str, NDArray[Any]] = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
+        saved_arrays: dict[str, NDArray[Any]] = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
         # stored one coordinate after another: a brute-force search reads each as one array
-        ranks |= {f"{name}_points": np.ascontiguousarray(trees[name].data.T) for name in _RANKED_TREES}
-        ranks["tile_bounds"] = shapely.bounds(self._tile_tree.geometries)
+        saved_arrays |= {f"{name}_points": np.ascontiguousarray(trees[name].data.T) for name in _RANKED_TREES}
+        saved_arrays["tile_bounds"] = shapely.bounds(self._tile_tree.geometries)
+        rg = np.load(self.data_dir / "rg.npz")
+        for col in _RG_TEXT:
+            saved_arrays[f"rg_{col}"], saved_arrays[f"rg_{col}_bounds"] = _packed_bounds(rg[col])
         wkb = self._pieces_wkb
-        ranks["tile_wkb"] = np.frombuffer(b"".join(wkb), dtype=np.uint8)
-        ranks["tile_wkb_ends"] = np.cumsum([len(b) for b in wkb], dtype=np.int64)
-        for key, array in ranks.items():  # each file whole (renamed into place), the list last
+        saved_arrays["tile_wkb"] = np.frombuffer(b"".join(wkb), dtype=np.uint8)
+        saved_arrays["tile_wkb_ends"] = np.cumsum([len(b) for b in wkb], dtype=np.int64)
+        for key, array in saved_arrays.items():  # each file whole (renamed into place), the list last
             tmp_array = self.data_dir / f"small_search.{key}.tmp{os.getpid()}.npy"
             np.save(tmp_array, array)
             os.replace(tmp_array, self.data_dir / f"small_search.{key}.npy")
         tmp_list = self.data_dir / f"{SMALL_SEARCH}.tmp{os.getpid()}"
-        listing = json.dumps({"scipy": scipy.__version__, "arrays": sorted(ranks)})
+        listing = json.dumps({"scipy": scipy.__version__, "arrays": sorted(saved_arrays)})
         tmp_list.write_text(listing, encoding="utf-8")
         os.replace(tmp_list, self.data_dir / SMALL_SEARCH)
         os.replace(tmp, self.data_dir / SAVED_TREES)  # another process never reads half a file
@@ -1189,6 +1192,11 @@ class _LazyArrays(dict):  # type: ignore[type-arg]
 
     def __contains__(self, key: object) -> bool:
         return key in self._paths
+
+
+def _packed_bounds(buf: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray[np.intp]]:
+    """A packed string column (`build.pack_strings`) and where its strings start and end."""
+    return buf, np.concatenate([[-1], np.flatnonzero(buf == 10), [buf.size]])
 
 
 def _tree_rank(tree: Any) -> NDArray[np.int32]:
