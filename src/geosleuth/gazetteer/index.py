@@ -59,7 +59,8 @@ SMALL_SEARCH = "small_search.json"
 """What a small batch needs instead of the trees (no SciPy import, no tile tree), saved with them:
 each KD-tree's points and each point's position in the tree's ``indices`` (a brute-force search
 over the very points of the tree breaks ties between identical points as the tree does, see
-`nearest`), and each tile piece's bounding box and WKB (packed). This file names the SciPy
+`nearest`), each tile piece's bounding box and WKB (packed), the country grid and the packed
+place-name columns with their string bounds. This file names the SciPy
 version and the arrays; each is ``small_search.<name>.npy`` beside it, memory-mapped when read."""
 _RANKED_TREES = ("sphere", "big", "vertices")
 _RG_TEXT = ("name", "admin1", "admin2", "cc")
@@ -872,6 +873,8 @@ class Gazetteer:
         # stored one coordinate after another: a brute-force search reads each as one array
         saved_arrays |= {f"{name}_points": np.ascontiguousarray(trees[name].data.T) for name in _RANKED_TREES}
         saved_arrays["tile_bounds"] = shapely.bounds(self._tile_tree.geometries)
+        grid = np.load(self.data_dir / "country_grid.npz")
+        saved_arrays["grid_cells"], saved_arrays["grid_blocks"] = grid["cells"], grid["blocks"]
         rg = np.load(self.data_dir / "rg.npz")
         for col in _RG_TEXT:
             saved_arrays[f"rg_{col}"], saved_arrays[f"rg_{col}_bounds"] = _packed_bounds(rg[col])
@@ -903,7 +906,11 @@ class Gazetteer:
 
     @cached_property
     def _grid(self) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[Any]]:
-        """The country lookup grid (see `build._country_grid`) and the country code of each index."""
+        """The country lookup grid (see `build._country_grid`) and the country code of each index;
+        memory-mapped when saved beside the trees (a small batch reads a few of its cells)."""
+        saved = self._small_search
+        if "grid_cells" in saved and "grid_blocks" in saved:
+            return saved["grid_cells"], saved["grid_blocks"], self._owner_codes
         data = np.load(self.data_dir / "country_grid.npz")
         return data["cells"], data["blocks"], self._owner_codes
 
