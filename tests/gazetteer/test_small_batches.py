@@ -178,3 +178,29 @@ def test_a_few_name_rows_are_the_unpacked_columns(gazetteer: Gazetteer) -> None:
         few = fresh._rg_take(col, index)
         assert list(few) == ["" if i < 0 else gazetteer._rg[col][i] for i in index], col
     assert "_rg" not in fresh.__dict__
+
+
+def test_a_small_score_imports_no_scipy_spatial(gazetteer: Gazetteer, tmp_path: Path) -> None:
+    """`score --protocol default` on a few rows (answers on land, at sea, on a grid line, and one
+    to geocode) reverse-geocodes both points of each without SciPy's KD-trees or the tile tree."""
+    import json
+
+    answers = [(48.8566, 2.3522), (-33.87, 151.21), (12.0, -40.0), (37.0, -94.0), None]
+    rows = []
+    for i, answer in enumerate(answers):
+        text = "I think this is Cassville, Missouri." if answer is None else json.dumps(
+            {"lat": answer[0], "lon": answer[1], "city": "X", "country": "Y"}
+        )
+        rows.append({"id": str(i), "solution_str": text, "ground_truth": {"lat": 40.0 + i, "lon": -3.0 - i}})
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code = (
+        "import sys; from geosleuth.cli.app import main; sys.argv = ['geosleuth', 'score', sys.argv[1],"
+        " '--protocol', 'default', '--format', 'json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import geosleuth.gazetteer.index as I\n"
+        "print('scipy.spatial' in sys.modules, '_tile_tree' in I.get_gazetteer().__dict__, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout)["n"] == len(answers)
+    assert done.stderr.strip().splitlines()[-1] == "False False", done.stderr
