@@ -7,7 +7,10 @@ wherever the tree could answer otherwise:
 
 - distances are computed as ``cKDTree.query`` computes them for p = 2: the squared coordinate
   differences summed in dimension order, ``((d0² + d1²) + d2²)``, then ``sqrt``; a point is
-  taken when its squared distance is ``<`` the squared bound (``bound * bound``);
+  taken when its squared distance is ``<`` the squared bound (``bound * bound``). The floats
+  are the tree's where its C++ does not fuse ``r += d * d`` into one rounding (no FMA in
+  SciPy's x86-64 wheels); `tests/gazetteer/test_small_batches.py` compares them with the
+  installed SciPy's, and a difference of an ulp could only move a near-tie, which goes to the tree;
 - the tree keeps the first point it meets among equal distances, and its pruning compares
   rounded box distances: so when two of the ranked candidates (the ``k`` nearest and the next
   one) lie within a relative ``TIE_GAP`` of each other, or one lies that close to the bound,
