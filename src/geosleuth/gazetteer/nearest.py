@@ -10,7 +10,9 @@ wherever the tree could answer otherwise:
   taken when its squared distance is ``<`` the squared bound (``bound * bound``). The floats
   are the tree's where its C++ does not fuse ``r += d * d`` into one rounding (no FMA in
   SciPy's x86-64 wheels); `tests/gazetteer/test_small_batches.py` compares them with the
-  installed SciPy's, and a difference of an ulp could only move a near-tie, which goes to the tree;
+  installed SciPy's. Where a build does fuse it, the neighbours stay the tree's (a last-bit
+  difference matters only at a near-tie, which goes to the tree) but a distance could differ
+  in its last bit, which that test reports;
 - the tree keeps the first point it meets among equal distances, and its pruning compares
   rounded box distances: so when two of the ranked candidates (the ``k`` nearest and the next
   one) lie within a relative ``TIE_GAP`` of each other, or one lies that close to the bound,
