@@ -152,7 +152,7 @@ def test_locate_names_the_default_endpoint_it_fell_back_to(
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     url = f"http://127.0.0.1:{_free_port()}/v1"
     monkeypatch.setattr(client, "DEFAULT_BASE_URL", url)
-    monkeypatch.setattr(client.ChatClient, "_backoff", lambda self, attempt, retry_after: 0.0)
+    monkeypatch.setattr(client.ChatClient, "_wait", lambda self, state: 0.0)  # no backoff between retries
     image = make_csv_dataset(tmp_path / "bench") / "images" / "paris.jpg"
     result = CliRunner().invoke(app, ["locate", str(image), "--model", "m", "--prompt", "direct"])
     assert result.exit_code == 1
