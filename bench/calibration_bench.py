@@ -72,7 +72,11 @@ def run_set(folder: Path) -> list[Outcome]:
         distance = float(haversine_km(pred.lat, pred.lon, spec.lat, spec.lon))
         radius = pred.radius_km or 0.0
         right = distance <= radius
-        out.append(Outcome(spec.name, True, pred.confidence, result.evidence_strength, radius, distance, right, seconds))
+        out.append(
+            Outcome(
+                spec.name, True, pred.confidence, result.evidence_strength, radius, distance, right, seconds
+            )
+        )
     return out
 
 
@@ -109,7 +113,8 @@ def report(outcomes: list[Outcome]) -> None:
     constant = [(base, r) for _, r in pairs]
     print(f"\nlocated {len(pairs)} of {len(outcomes)}; right at the stated radius {base:.2%}")
     print(f"ECE   {ece(pairs):.3f}   (a constant {base:.2f}: {ece(constant):.3f})")
-    print(f"Brier {brier(pairs):.3f}   (a constant {base:.2f}: {brier(constant):.3f}; ratio {brier(pairs) / max(brier(constant), 1e-9):.2f})")
+    ratio = brier(pairs) / max(brier(constant), 1e-9)
+    print(f"Brier {brier(pairs):.3f}   (a constant {base:.2f}: {brier(constant):.3f}; ratio {ratio:.2f})")
 
 
 def _logit(p: float) -> float:
@@ -134,7 +139,12 @@ def fit(points: list[tuple[float, bool]]) -> tuple[float, float]:
     best = min(((a / 10, b / 10) for a in range(1, 41) for b in range(-30, 51)), key=lambda ab: loss(*ab))
     a0, b0 = best
     return min(
-        ((a0 + da / 100, b0 + db / 100) for da in range(-10, 11) for db in range(-10, 11) if a0 + da / 100 > 0),
+        (
+            (a0 + da / 100, b0 + db / 100)
+            for da in range(-10, 11)
+            for db in range(-10, 11)
+            if a0 + da / 100 > 0
+        ),
         key=lambda ab: loss(*ab),
     )
 
@@ -149,7 +159,8 @@ def report_fit(outcomes: list[Outcome]) -> None:
         held_out.append((min(0.95, _sigmoid(ai * _logit(s) + bi)), r))
     print(f"\nfit: CALIBRATION = ({a:.2f}, {b:.2f})")
     print(f"ECE fitted {ece(fitted):.3f}, leave-one-out {ece(held_out):.3f}; raw strength {ece(points):.3f}")
-    print(f"Brier fitted {brier(fitted):.3f}, leave-one-out {brier(held_out):.3f}; raw strength {brier(points):.3f}")
+    print(f"Brier fitted {brier(fitted):.3f}, leave-one-out {brier(held_out):.3f}", end="")
+    print(f"; raw strength {brier(points):.3f}")
 
 
 def main() -> None:

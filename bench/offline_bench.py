@@ -46,7 +46,9 @@ def _engines(image: Image.Image) -> Callable[[], object]:
     languages = [c for c in dict.fromkeys(ocr.SCRIPT_LANGUAGES.values()) if c in ocr.tesseract_languages()]
     reread = languages and (not raw or any(ocr._unsure(line) for line in raw))
     script = (
-        ocr._dominant_script(ocr._tesseract(image, "+".join(languages), ocr.SIGN_PAGE_MODE)) if reread else None
+        ocr._dominant_script(ocr._tesseract(image, "+".join(languages), ocr.SIGN_PAGE_MODE))
+        if reread
+        else None
     )
 
     def run() -> object:

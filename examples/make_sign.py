@@ -82,16 +82,48 @@ class SignSpec:
 
 
 SIGN_SET: tuple[SignSpec, ...] = (
-    SignSpec("chiang_mai", "TH", 18.7904, 98.9847, ("ร้านกาแฟ ดอยช้าง", "ถนนนิมมานเหมินท์ ซอย 7", "เชียงใหม่ 50200", "Tel. 053 222 345")),
-    SignSpec("bangkok", "TH", 13.7540, 100.5014, ("ร้านข้าวมันไก่", "ถนนสุขุมวิท", "กรุงเทพมหานคร 10110", "โทร. 02 123 4567")),
-    SignSpec("tokyo", "JP", 35.6895, 139.6917, ("喫茶 さくら", "東京都渋谷区神南1-2-3", "〒150-0041", "TEL 03-3464-1234")),
-    SignSpec("osaka", "JP", 34.6937, 135.5022, ("たこ焼き 大阪屋", "大阪市中央区道頓堀1丁目", "06-6211-1234")),
-    SignSpec("seoul", "KR", 37.5660, 126.9784, ("서울 카페", "서울특별시 종로구 세종대로 175", "02-734-1234")),
+    SignSpec(
+        "chiang_mai",
+        "TH",
+        18.7904,
+        98.9847,
+        ("ร้านกาแฟ ดอยช้าง", "ถนนนิมมานเหมินท์ ซอย 7", "เชียงใหม่ 50200", "Tel. 053 222 345"),
+    ),
+    SignSpec(
+        "bangkok",
+        "TH",
+        13.7540,
+        100.5014,
+        ("ร้านข้าวมันไก่", "ถนนสุขุมวิท", "กรุงเทพมหานคร 10110", "โทร. 02 123 4567"),
+    ),
+    SignSpec(
+        "tokyo",
+        "JP",
+        35.6895,
+        139.6917,
+        ("喫茶 さくら", "東京都渋谷区神南1-2-3", "〒150-0041", "TEL 03-3464-1234"),
+    ),
+    SignSpec(
+        "osaka", "JP", 34.6937, 135.5022, ("たこ焼き 大阪屋", "大阪市中央区道頓堀1丁目", "06-6211-1234")
+    ),
+    SignSpec(
+        "seoul", "KR", 37.5660, 126.9784, ("서울 카페", "서울특별시 종로구 세종대로 175", "02-734-1234")
+    ),
     SignSpec("busan", "KR", 35.1028, 129.0403, ("해운대 횟집", "부산광역시 해운대구", "051-746-1234")),
-    SignSpec("athens", "GR", 37.9838, 23.7278, ("ΦΟΥΡΝΟΣ", "Οδός Ερμού 15", "105 63 Αθήνα", "Τηλ. 210 323 4567")),
+    SignSpec(
+        "athens", "GR", 37.9838, 23.7278, ("ΦΟΥΡΝΟΣ", "Οδός Ερμού 15", "105 63 Αθήνα", "Τηλ. 210 323 4567")
+    ),
     SignSpec("thessaloniki", "GR", 40.6403, 22.9439, ("ΖΑΧΑΡΟΠΛΑΣΤΕΙΟ", "Θεσσαλονίκη", "Τηλ. 2310 234567")),
-    SignSpec("moscow", "RU", 55.7522, 37.6156, ("Кафе Пушкин", "ул. Тверская 10", "Москва", "+7 495 123-45-67")),
-    SignSpec("saint_petersburg", "RU", 59.9386, 30.3141, ("Булочная", "Невский пр-т 28", "Санкт-Петербург", "+7 812 312-45-67")),
+    SignSpec(
+        "moscow", "RU", 55.7522, 37.6156, ("Кафе Пушкин", "ул. Тверская 10", "Москва", "+7 495 123-45-67")
+    ),
+    SignSpec(
+        "saint_petersburg",
+        "RU",
+        59.9386,
+        30.3141,
+        ("Булочная", "Невский пр-т 28", "Санкт-Петербург", "+7 812 312-45-67"),
+    ),
     SignSpec("kyiv", "UA", 50.4547, 30.5238, ("Кав'ярня", "вул. Хрещатик 22", "Київ", "+380 44 234 5678")),
     SignSpec("tbilisi", "GE", 41.6941, 44.8337, ("კაფე", "თბილისი", "+995 32 212 3456")),
     SignSpec("yerevan", "AM", 40.1811, 44.5136, ("Սրճարան", "Երևան", "+374 10 523456")),
@@ -100,24 +132,102 @@ SIGN_SET: tuple[SignSpec, ...] = (
     SignSpec("delhi", "IN", 28.6519, 77.2315, ("चाय की दुकान", "नई दिल्ली", "+91 11 2345 6789")),
     SignSpec("kolkata", "IN", 22.5626, 88.3630, ("মিষ্টির দোকান", "কলকাতা", "+91 33 2234 5678")),
     SignSpec("beijing", "CN", 39.9075, 116.3972, ("北京烤鸭店", "北京市朝阳区建国路88号", "010-6512-3456")),
-    SignSpec("shanghai", "CN", 31.2222, 121.4581, ("上海小笼包", "上海市黄浦区南京东路100号", "021-6321-1234")),
+    SignSpec(
+        "shanghai", "CN", 31.2222, 121.4581, ("上海小笼包", "上海市黄浦区南京东路100号", "021-6321-1234")
+    ),
     SignSpec("taipei", "TW", 25.0478, 121.5319, ("台北牛肉麵", "台北市中正區重慶南路", "02-2345-6789")),
-    SignSpec("paris", "FR", 48.8534, 2.3488, ("Boulangerie Dupont", "12 Rue de Rivoli", "75004 Paris", "01 42 34 56 78")),
-    SignSpec("lyon", "FR", 45.7485, 4.8467, ("Bouchon Lyonnais", "Rue Mercière", "69002 Lyon", "04 78 42 34 56")),
-    SignSpec("berlin", "DE", 52.5244, 13.4105, ("Bäckerei Schmidt", "Friedrichstraße 12", "10117 Berlin", "Tel. 030 2345678")),
-    SignSpec("munich", "DE", 48.1374, 11.5755, ("Metzgerei Huber", "Sendlinger Straße 5", "80331 München", "Tel. 089 2345678")),
-    SignSpec("vienna", "AT", 48.2085, 16.3721, ("Kaffeehaus Central", "Herrengasse 14", "1010 Wien", "+43 1 533 3764")),
-    SignSpec("madrid", "ES", 40.4165, -3.7026, ("Panadería", "Calle Mayor 10", "28013 Madrid", "Tel. 915 123 456")),
-    SignSpec("lisbon", "PT", 38.7167, -9.1333, ("Pastelaria", "Rua Augusta 100", "1100-053 Lisboa", "Tel. 213 123 456")),
-    SignSpec("rome", "IT", 41.8919, 12.5113, ("Forno Campo de' Fiori", "Via del Corso 12", "00186 Roma", "Tel. 06 6880 1234")),
-    SignSpec("amsterdam", "NL", 52.3740, 4.8897, ("Bakkerij", "Damrak 1", "1012 LG Amsterdam", "020 623 4567")),
-    SignSpec("warsaw", "PL", 52.2298, 21.0118, ("Piekarnia", "ul. Marszałkowska 10", "00-590 Warszawa", "+48 22 621 2345")),
-    SignSpec("prague", "CZ", 50.0880, 14.4208, ("Pekárna", "Národní 10", "110 00 Praha 1", "+420 224 123 456")),
-    SignSpec("new_york", "US", 40.7143, -74.0060, ("Joe's Pizza", "7 Carmine St", "New York, NY 10014", "(212) 366-1182")),
-    SignSpec("seattle", "US", 47.6062, -122.3321, ("Pike Coffee", "1912 Pike Pl", "Seattle, WA 98101", "(206) 624-1234")),
-    SignSpec("sao_paulo", "BR", -23.5475, -46.6361, ("Padaria", "Av. Paulista 1000", "São Paulo - SP", "CEP 01310-100")),
-    SignSpec("sydney", "AU", -33.8679, 151.2073, ("Harbour Cafe", "George St", "Sydney NSW 2000", "(02) 9251 1234")),
-    SignSpec("istanbul", "TR", 41.0138, 28.9497, ("Fırın", "İstiklal Caddesi 12", "Beyoğlu İstanbul", "0212 245 1234")),
+    SignSpec(
+        "paris",
+        "FR",
+        48.8534,
+        2.3488,
+        ("Boulangerie Dupont", "12 Rue de Rivoli", "75004 Paris", "01 42 34 56 78"),
+    ),
+    SignSpec(
+        "lyon", "FR", 45.7485, 4.8467, ("Bouchon Lyonnais", "Rue Mercière", "69002 Lyon", "04 78 42 34 56")
+    ),
+    SignSpec(
+        "berlin",
+        "DE",
+        52.5244,
+        13.4105,
+        ("Bäckerei Schmidt", "Friedrichstraße 12", "10117 Berlin", "Tel. 030 2345678"),
+    ),
+    SignSpec(
+        "munich",
+        "DE",
+        48.1374,
+        11.5755,
+        ("Metzgerei Huber", "Sendlinger Straße 5", "80331 München", "Tel. 089 2345678"),
+    ),
+    SignSpec(
+        "vienna",
+        "AT",
+        48.2085,
+        16.3721,
+        ("Kaffeehaus Central", "Herrengasse 14", "1010 Wien", "+43 1 533 3764"),
+    ),
+    SignSpec(
+        "madrid", "ES", 40.4165, -3.7026, ("Panadería", "Calle Mayor 10", "28013 Madrid", "Tel. 915 123 456")
+    ),
+    SignSpec(
+        "lisbon",
+        "PT",
+        38.7167,
+        -9.1333,
+        ("Pastelaria", "Rua Augusta 100", "1100-053 Lisboa", "Tel. 213 123 456"),
+    ),
+    SignSpec(
+        "rome",
+        "IT",
+        41.8919,
+        12.5113,
+        ("Forno Campo de' Fiori", "Via del Corso 12", "00186 Roma", "Tel. 06 6880 1234"),
+    ),
+    SignSpec(
+        "amsterdam", "NL", 52.3740, 4.8897, ("Bakkerij", "Damrak 1", "1012 LG Amsterdam", "020 623 4567")
+    ),
+    SignSpec(
+        "warsaw",
+        "PL",
+        52.2298,
+        21.0118,
+        ("Piekarnia", "ul. Marszałkowska 10", "00-590 Warszawa", "+48 22 621 2345"),
+    ),
+    SignSpec(
+        "prague", "CZ", 50.0880, 14.4208, ("Pekárna", "Národní 10", "110 00 Praha 1", "+420 224 123 456")
+    ),
+    SignSpec(
+        "new_york",
+        "US",
+        40.7143,
+        -74.0060,
+        ("Joe's Pizza", "7 Carmine St", "New York, NY 10014", "(212) 366-1182"),
+    ),
+    SignSpec(
+        "seattle",
+        "US",
+        47.6062,
+        -122.3321,
+        ("Pike Coffee", "1912 Pike Pl", "Seattle, WA 98101", "(206) 624-1234"),
+    ),
+    SignSpec(
+        "sao_paulo",
+        "BR",
+        -23.5475,
+        -46.6361,
+        ("Padaria", "Av. Paulista 1000", "São Paulo - SP", "CEP 01310-100"),
+    ),
+    SignSpec(
+        "sydney", "AU", -33.8679, 151.2073, ("Harbour Cafe", "George St", "Sydney NSW 2000", "(02) 9251 1234")
+    ),
+    SignSpec(
+        "istanbul",
+        "TR",
+        41.0138,
+        28.9497,
+        ("Fırın", "İstiklal Caddesi 12", "Beyoğlu İstanbul", "0212 245 1234"),
+    ),
     SignSpec("hanoi", "VN", 21.0245, 105.8412, ("Phở Hà Nội", "Phố Hàng Bạc", "Hà Nội", "024 3826 1234")),
     SignSpec("phnom_penh", "KH", 11.5625, 104.9160, ("ហាងកាហ្វេ", "ភ្នំពេញ", "+855 23 212 345")),
     SignSpec("colombo", "LK", 6.9319, 79.8478, ("තේ කඩය", "කොළඹ", "+94 11 234 5678")),

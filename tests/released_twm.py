@@ -34,8 +34,8 @@ def top_level_objects(text: str) -> list[str]:
 def first_answer(text: str, survive_recursion: bool = False) -> dict[str, Any] | None:
     """``find_coords_json``: the first span that decodes with the four keys. The released loop
     crashes on a span nested past Python's recursion limit; ``survive_recursion`` skips it."""
-    skipped: tuple[type[Exception], ...] = (json.JSONDecodeError, RecursionError) if survive_recursion else (
-        json.JSONDecodeError,
+    skipped: tuple[type[Exception], ...] = (
+        (json.JSONDecodeError, RecursionError) if survive_recursion else (json.JSONDecodeError,)
     )
     for span in top_level_objects(text):
         try:

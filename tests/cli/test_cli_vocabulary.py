@@ -52,7 +52,14 @@ def test_the_version_is_printed() -> None:
     assert result.exit_code == 0 and result.output.strip() == f"geosleuth {__version__}"
 
 
-ALWAYS_JSON = {"tool", "gazetteer search", "gazetteer reverse", "data filter", "data sample", "data synthesize"}
+ALWAYS_JSON = {
+    "tool",
+    "gazetteer search",
+    "gazetteer reverse",
+    "data filter",
+    "data sample",
+    "data synthesize",
+}
 """Commands whose only output is JSON: they accept --json too, so scripts can pass it everywhere."""
 
 
@@ -68,7 +75,10 @@ def test_always_json_commands_take_json_and_print_the_same() -> None:
     plain = runner.invoke(app, ["gazetteer", "search", "Luzern", "--limit", "1"])
     flagged = runner.invoke(app, ["gazetteer", "search", "Luzern", "--limit", "1", "--json"])
     assert plain.exit_code == flagged.exit_code == 0, flagged.output
-    assert json.loads(flagged.stdout) == json.loads(plain.stdout) and json.loads(plain.stdout)[0]["country_code"] == "CH"
+    assert (
+        json.loads(flagged.stdout) == json.loads(plain.stdout)
+        and json.loads(plain.stdout)[0]["country_code"] == "CH"
+    )
 
 
 def test_short_p_format_and_key_flags_mean_one_thing() -> None:
@@ -95,9 +105,9 @@ def test_help_lists_every_registered_choice() -> None:
     from geosleuth.eval.config import JUDGE_TASKS
     from geosleuth.scoring import PROTOCOLS
 
-    assert choices.PROTOCOLS == tuple(PROTOCOLS)  # the light mirrors `--help` reads
-    assert choices.DATASET_FORMATS == tuple(FORMATS)
-    assert choices.JUDGE_TASKS == tuple(JUDGE_TASKS)
+    assert tuple(PROTOCOLS) == choices.PROTOCOLS  # the light mirrors `--help` reads
+    assert tuple(FORMATS) == choices.DATASET_FORMATS
+    assert tuple(JUDGE_TASKS) == choices.JUDGE_TASKS
     score_help = " ".join(CliRunner().invoke(app, ["score", "--help"], env={"COLUMNS": "400"}).output.split())
     assert all(name in score_help for name in PROTOCOLS)
     runner = CliRunner()

@@ -135,4 +135,8 @@ def test_the_tesseract_reread_reads_a_bounded_copy_of_the_text_area() -> None:
     assert (ox, oy) == (784.0, 384.0)  # 10 % + 16 px of the width, half the height + 16 px around
     assert scale < 1.0 and abs(view.width / scale - (3216 - 784)) <= 2
     whole, origin, k = _reread_view(image, [], REREAD_MAX_PIXELS)  # nothing seen: the whole image
-    assert origin == (0.0, 0.0) and abs(whole.width / k - 8000) <= 2 and whole.width * whole.height <= REREAD_MAX_PIXELS * 1.01
+    assert (
+        origin == (0.0, 0.0)
+        and abs(whole.width / k - 8000) <= 2
+        and whole.width * whole.height <= REREAD_MAX_PIXELS * 1.01
+    )

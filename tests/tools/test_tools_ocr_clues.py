@@ -248,8 +248,9 @@ def test_unsure_lines_yield_to_the_reading_of_their_script() -> None:
         "Tel. 053 222 345",
     ]
     # two Tesseract readings of one line: the better one, whatever its script
-    assert merge_readings([("ไล |, 053", [0.0, 0.0, 9.0, 9.0], 0.8)], [("Tel. 053", [0.0, 0.0, 9.0, 9.0], 0.9)],
-                          prefer_first=False) == [("Tel. 053", [0.0, 0.0, 9.0, 9.0], 0.9)]  # fmt: skip
+    box = [0.0, 0.0, 9.0, 9.0]
+    merged = merge_readings([("ไล |, 053", box, 0.8)], [("Tel. 053", box, 0.9)], prefer_first=False)
+    assert merged == [("Tel. 053", box, 0.9)]
 
 
 @pytest.mark.parametrize("name", ["busan", "korean_shop"])

@@ -197,7 +197,9 @@ def test_offline_map_tiles(client: TestClient) -> None:
         assert client.get(bad).status_code == 404, bad
     assert client.get("/api/config").json()["map_max_zoom"] == 12
     assert "/static/vendor/leaflet/leaflet.js" in client.get("/").text
-    assert client.get("/static/vendor/leaflet/leaflet.js").headers["content-type"].startswith("text/javascript")
+    assert (
+        client.get("/static/vendor/leaflet/leaflet.js").headers["content-type"].startswith("text/javascript")
+    )
 
 
 def test_blank_image_is_no_evidence_and_old_jobs_are_forgotten(tmp_path: Path) -> None:

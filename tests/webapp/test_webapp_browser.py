@@ -51,7 +51,9 @@ def test_locate_example_and_browse_runs_in_chromium(tmp_path: Path) -> None:
         _assert_map(page, "#answer-map", circle=True, truth=False)
         page.screenshot(path=str(shots / "locate_result.png"), full_page=True)
         page.set_input_files("#file", str(EXAMPLE))  # the page's own CSP must allow the blob: preview
-        page.wait_for_function("() => { const i = document.querySelector('img.query-img'); return i && i.complete; }")
+        page.wait_for_function(
+            "() => { const i = document.querySelector('img.query-img'); return i && i.complete; }"
+        )
         assert page.locator("img.query-img").evaluate("img => img.naturalWidth") > 0
         page.set_input_files(
             "#file", files=[{"name": "notes.png", "mimeType": "image/png", "buffer": b"plain text"}]
@@ -106,7 +108,8 @@ def test_pages_fit_a_phone_screen(tmp_path: Path) -> None:
         page.wait_for_selector("#run-map img.leaflet-tile-loaded", timeout=60_000)
         widths = page.evaluate(
             "() => [document.documentElement.scrollWidth, document.querySelector('#acc-bars').scrollWidth,"
-            " document.querySelector('#acc-bars').clientWidth, document.querySelector('#run-map').clientWidth]"
+            " document.querySelector('#acc-bars').clientWidth,"
+            " document.querySelector('#run-map').clientWidth]"
         )
         assert widths[0] <= 390, widths  # the page itself does not scroll sideways
         assert widths[1] <= widths[2], widths  # the bar chart fits its card

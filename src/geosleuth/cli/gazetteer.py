@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from geosleuth.cli.options import AlwaysJsonOpt
+
 gazetteer_app = typer.Typer(help="Offline gazetteer: build, search, reverse.", no_args_is_help=True)
 
 

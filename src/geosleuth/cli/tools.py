@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from geosleuth.cli.options import AlwaysJsonOpt
+
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(

@@ -292,7 +292,9 @@ def _join_words(words: list[str]) -> str:
     out = words[0]
     for word in words[1:]:
         marks = all(unicodedata.category(ch).startswith("M") for ch in word)  # a tone mark read apart
-        spaceless = _edge_script(out, last=True) in _SPACELESS and _edge_script(word, last=False) in _SPACELESS
+        spaceless = (
+            _edge_script(out, last=True) in _SPACELESS and _edge_script(word, last=False) in _SPACELESS
+        )
         out += word if marks or spaceless else " " + word
     return out
 
@@ -418,7 +420,9 @@ def _reread_view(
     view = image.crop(box)
     scale = min(1.0, math.sqrt(max_pixels / (view.width * view.height)))
     if scale < 1.0:
-        view = view.resize((max(1, round(view.width * scale)), max(1, round(view.height * scale))), Image.LANCZOS)
+        view = view.resize(
+            (max(1, round(view.width * scale)), max(1, round(view.height * scale))), Image.LANCZOS
+        )
     return view, (float(box[0]), float(box[1])), scale
 
 

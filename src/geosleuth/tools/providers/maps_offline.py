@@ -212,7 +212,9 @@ class OfflineMapProvider:
             raise ValueError(f"no tile {zoom}/{x}/{y}: zoom 0–{MAX_TILE_ZOOM}, x and y 0–{2**zoom - 1}")
         style = STYLES["satellite" if kind == "satellite" else "static"]
         w = world_px(zoom)
-        view = _View(x * TILE_PX, y * TILE_PX, zoom, TILE_PX, TILE_PX, [-w, 0.0, w] if zoom == 0 else [0.0], False)
+        view = _View(
+            x * TILE_PX, y * TILE_PX, zoom, TILE_PX, TILE_PX, [-w, 0.0, w] if zoom == 0 else [0.0], False
+        )
         north, west = unproject(view.ox, view.oy, zoom)
         south, east = unproject(view.ox + TILE_PX, view.oy + TILE_PX, zoom)
         extent = (max(south, -90.0), west, min(north, 90.0), east)

@@ -297,7 +297,9 @@ def _exact_places(words: list[str], rare: set[str]) -> list[SearchHit]:
     matches = [
         m
         for m in matches
-        if not any(o.start <= m.start and m.end <= o.end and o.end - o.start > m.end - m.start for o in matches)
+        if not any(
+            o.start <= m.start and m.end <= o.end and o.end - o.start > m.end - m.start for o in matches
+        )
     ]
     places = [p for p in _agreed(gaz, [m.text for m in matches])]
     places += [m.place for m in sorted(matches, key=lambda m: (-(m.end - m.start), -m.place.population))]
