@@ -41,25 +41,10 @@ def cli_command() -> list[str]:
     return [script] if script else [python, "-c", "from geosleuth.cli.app import main; main()"]
 
 
-def command_paths() -> list[list[str]]:
-    """Every command and subcommand the CLI registers, as argument paths (``["tools", "list"]``)."""
-    from geosleuth.cli.app import COMMANDS, load_module_commands
-
-    paths: list[list[str]] = []
-
-    def walk(prefix: list[str], command: object) -> None:
-        paths.append(prefix)
-        for name, sub in (getattr(command, "commands", None) or {}).items():
-            walk([*prefix, name], sub)
-
-    for module in dict.fromkeys(spec.module for spec in COMMANDS.values()):
-        for name, command in load_module_commands(module).items():
-            walk([name], command)
-    return paths
-
-
 def help_figures(runs: int) -> list[str]:
     """One line per `--help` screen: wall and CPU beside `import typer`, measured in this call."""
+    from geosleuth.cli.app import command_paths
+
     python, cli = sys.executable, cli_command()
     rows = [("python -c pass (floor)", [python, "-c", "pass"])]
     rows.append(("python -c 'import typer' (reference)", [python, "-c", "import typer"]))

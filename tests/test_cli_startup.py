@@ -9,7 +9,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from geosleuth.cli.app import COMMANDS, app, load_module_commands
+from geosleuth.cli.app import COMMANDS, app, command_paths, load_module_commands
 
 
 def test_the_lazy_table_matches_the_registered_commands() -> None:
@@ -77,24 +77,9 @@ def test_scoring_ten_twm_rows_loads_no_library_it_does_not_use(tmp_path) -> None
     assert json.loads(score_text)["metrics"]["acc@2km"] == 100.0
 
 
-def _every_command() -> list[list[str]]:
-    """Every command and subcommand path the CLI registers (``["tools", "list"]``, …)."""
-    paths: list[list[str]] = []
-
-    def walk(prefix: list[str], command: object) -> None:
-        paths.append(prefix)
-        for name, sub in (getattr(command, "commands", None) or {}).items():
-            walk([*prefix, name], sub)
-
-    for module in dict.fromkeys(spec.module for spec in COMMANDS.values()):
-        for name, command in load_module_commands(module).items():
-            walk([name], command)
-    return paths
-
-
 def test_every_help_screen_is_plain_and_imports_no_heavy_library() -> None:
     """`X --help` renders without rich, pydantic, NumPy or asyncio (they cost more than the help)."""
-    paths = _every_command()
+    paths = command_paths()
     assert ["tools", "list"] in paths and ["score"] in paths and ["datasets", "validate"] in paths
     code = (
         "import io, json, sys\n"

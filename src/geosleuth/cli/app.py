@@ -85,6 +85,22 @@ def load_module_commands(module: str, only: str | None = None) -> dict[str, Any]
     return commands
 
 
+def command_paths() -> list[list[str]]:
+    """Every command and subcommand the CLI registers, as argument paths (``["tools", "list"]``):
+    what the help-screen test and the start-up bench walk."""
+    paths: list[list[str]] = []
+
+    def walk(prefix: list[str], command: Any) -> None:
+        paths.append(prefix)
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk([*prefix, name], sub)
+
+    for module in dict.fromkeys(spec.module for spec in COMMANDS.values()):
+        for name, command in load_module_commands(module).items():
+            walk([name], command)
+    return paths
+
+
 def _plain_help(command: Any) -> None:
     """Help in click's plain layout, as ``geosleuth --help``: typer's rich renderer alone imports
     for ~80 ms, more than the rest of a help screen. Nested groups get the light ``--help`` too."""
