@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-
-from geosleuth.tools.base import Tool, ToolRegistry
+from scripted_tools import registry, slow_lookup  # noqa: F401 - engines load test_…:registry
 
 ANSWER = '<answer>{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}</answer>'
 
@@ -46,28 +45,6 @@ def plan(text: str) -> str:
     order = next(name for name in SCRIPTS if f"ORDER {name}." in text)
     script = SCRIPTS[order]
     return script[min(text.count("</tool_response>"), len(script) - 1)]
-
-
-async def slow_lookup(query: str) -> str:
-    """Look a place up in a service that never answers in time.
-
-    Args:
-        query: place name
-    """
-    await asyncio.sleep(30)
-    return query
-
-
-def registry(settings_path: str | None = None) -> ToolRegistry:
-    """geosleuth's zoom and offline geocoder (cache off), plus a tool that times out."""
-    from geosleuth.tools import build_registry
-    from geosleuth.tools.config import CacheSettings, ToolSettings
-
-    real = build_registry(
-        ToolSettings(cache=CacheSettings(backend="none")), names=["image_zoom_in_tool", "geocode"]
-    )
-    real.register(Tool(slow_lookup))
-    return real
 
 
 def first_tool(messages: list[dict[str, Any]]) -> str:

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
-
-from geosleuth.tools.base import Tool, ToolRegistry
+from scripted_tools import registry, slow_lookup  # noqa: F401 - engines load test_…:registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "training" / "verl" / "grpo_single_node.sh"
@@ -53,28 +52,6 @@ SCRIPTS = {
         ANSWER,
     ],
 }
-
-
-async def slow_lookup(query: str) -> str:
-    """Look a place up in a service that never answers in time.
-
-    Args:
-        query: place name
-    """
-    await asyncio.sleep(30)
-    return query
-
-
-def registry(settings_path: str | None = None) -> ToolRegistry:
-    """geosleuth's zoom and offline geocoder (cache off), plus a tool that times out."""
-    from geosleuth.tools import build_registry
-    from geosleuth.tools.config import CacheSettings, ToolSettings
-
-    real = build_registry(
-        ToolSettings(cache=CacheSettings(backend="none")), names=["image_zoom_in_tool", "geocode"]
-    )
-    real.register(Tool(slow_lookup))
-    return real
 
 
 class ScriptedServer:
