@@ -107,3 +107,25 @@ def test_every_help_screen_is_plain_and_imports_no_heavy_library() -> None:
         code_, text = found["screens"][" ".join(path)]
         assert code_ == 0 and text.startswith("Usage: ") and "--help" in text, (path, text[:200])
         assert "╭" not in text  # click's plain layout, as `geosleuth --help`
+
+
+def test_a_subcommand_is_built_alone_and_its_group_help_lists_every_one() -> None:
+    """`data filter` builds `filter` only; the group's help and a typo's suggestion still see all
+    of them, as typer's eager group would show them."""
+    eager = load_module_commands("geosleuth.cli.data")["data"]
+    (group,) = load_module_commands("geosleuth.cli.data", only="data").values()
+    assert group.commands == {}
+    assert group.list_commands(None) == list(eager.commands)
+    assert [p.name for p in group.get_command(None, "filter").params] == [
+        p.name for p in eager.commands["filter"].params
+    ]
+    assert list(group.commands) == ["filter"]
+    runner = CliRunner()
+    listing = runner.invoke(app, ["data", "--help"])
+    with eager.make_context("data", [], resilient_parsing=True, terminal_width=80) as ctx:
+        expected = eager.get_help(ctx)
+    assert listing.exit_code == 0
+    assert listing.output.partition("Commands:")[2].rstrip() == expected.partition("Commands:")[2].rstrip()
+    assert "export-verl" in expected.partition("Commands:")[2]
+    typo = runner.invoke(app, ["data", "filtr"])
+    assert typo.exit_code == 2 and "Did you mean 'filter'?" in typo.output
