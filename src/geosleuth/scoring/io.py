@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import orjson
+
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
@@ -181,6 +183,13 @@ def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     if raw is None:
         return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} bytes")
     try:
+        fast = orjson.loads(raw)  # ~3x the standard reader on these rows (saves a third of the floor)
+    except orjson.JSONDecodeError:
+        pass  # what it refuses (NaN, lone surrogates, bad bytes, deep nesting) is read below as before
+    else:
+        if isinstance(fast, dict) and not _maybe_huge_integer(fast):
+            return InputRow(number, fast)
+    try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return InputRow(number, None, f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})")
@@ -193,6 +202,26 @@ def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     if not isinstance(obj, dict):
         return InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
     return InputRow(number, obj)
+
+
+_HUGE = 2.0**63
+"""orjson reads an integer beyond 64 bits as a float (the standard reader keeps the int): a row
+holding a float this large is read again by the standard reader, the only difference in how
+the two read (`tests/scoring/test_scoring_json_reader.py`)."""
+
+
+def _maybe_huge_integer(obj: dict[str, Any]) -> bool:
+    stack: list[Any] = [obj]
+    while stack:
+        container = stack.pop()
+        for value in container.values() if type(container) is dict else container:
+            kind = type(value)
+            if kind is float:
+                if value >= _HUGE or value <= -_HUGE:
+                    return True
+            elif kind is dict or kind is list:
+                stack.append(value)
+    return False
 
 
 def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
