@@ -42,7 +42,9 @@ numbers = st.one_of(
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, st.text())
 values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=12
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
 )
 
 
