@@ -25,7 +25,7 @@ def _finish(
         return Prediction(raw=raw, status=status, choice=choice, format="choice" if choice else None)
     recovered = list(found.recovered)
     lat, lon = found.lat, found.lon
-    if lat is not None and lon is not None:
+    if lat is not None and lon is not None and not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
         lat, lon = _fix_coordinates(lat, lon, mode, recovered, swap=not found.labeled)
     fields = dict(found.fields)
     if set(fields) == {"address"}:

@@ -16,8 +16,11 @@ MAX_ANSWER_BLOCKS = 64
 
 def _robust(text: str) -> _Found | None:
     """Last answer block wins; tool output was removed by the caller; ``text`` is not squeezed."""
-    blocks = [b for b in _answer_blocks(text) if b.strip()]
-    outside_think = _outside_think(text)
+    if "<" in text:
+        blocks = [b for b in _answer_blocks(text) if b.strip()]
+        outside_think = _outside_think(text)
+    else:  # no tag at all: no answer block and nothing inside <think> (no scans)
+        blocks, outside_think = [], text
     tried = blocks[-MAX_ANSWER_BLOCKS:]
     regions: list[tuple[str, str | None, bool]] = [(b, None, True) for b in reversed(tried)]
     if len(blocks) > 1:
