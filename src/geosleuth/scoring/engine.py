@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,10 @@ SHOWN = 10
 """Problems and line numbers listed in warnings before a count of the rest."""
 MISALIGNMENT_WINDOW = 50_000
 """Rows (the first ones, contiguous so row shifts show) the misalignment check looks at."""
+PARSE_BLOCK = 128
+"""Rows are parsed a block at a time, then tallied: each stage's code and data stay in the CPU
+caches across the block (~10 % less CPU per row than row by row; much larger blocks spill the
+rows themselves out of the cache and lose it again)."""
 LANGUAGE_SAMPLE = 2_000
 """Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
 
@@ -925,15 +930,20 @@ def score_file(
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
-    for raw in iter_rows(path):
-        if raw.data is None:
-            acc.add(raw.line, None, Prediction(status=ParseStatus.FAILED), None, None, raw.error)
-            continue
-        sid = row_id(raw.data)
-        prediction, pred_problem, from_columns = prediction_from_row(raw.data, protocol, geocoder)
-        row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns, with_labels)
-        problem = f"{pred_problem}; {truth_problem}" if pred_problem and truth_problem else None
-        acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or pred_problem or truth_problem)
+    rows = iter_rows(path)
+    while block := list(islice(rows, PARSE_BLOCK)):
+        parsed = [
+            None if raw.data is None else prediction_from_row(raw.data, protocol, geocoder) for raw in block
+        ]
+        for raw, read in zip(block, parsed, strict=True):
+            if raw.data is None or read is None:
+                acc.add(raw.line, None, Prediction(status=ParseStatus.FAILED), None, None, raw.error)
+                continue
+            sid = row_id(raw.data)
+            prediction, pred_problem, from_columns = read
+            row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns, with_labels)
+            problem = f"{pred_problem}; {truth_problem}" if pred_problem and truth_problem else None
+            acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or pred_problem or truth_problem)
     missing_problem = acc.finish_missing(truth, truth_path) if truth is not None and truth_path else []
     if acc.n and not acc.any_truth:
         raise ScoreInputError(

@@ -67,7 +67,7 @@ class ScoreInputError(Exception):
     """A problem that stops scoring a file (the message names the file)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class InputRow:
     """One record of an input file, with its 1-based line (or item) number."""
 
@@ -76,7 +76,7 @@ class InputRow:
     error: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Truth:
     """Ground truth of one sample; ``problem`` says why it is unusable."""
 
@@ -230,7 +230,7 @@ def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
     good = False
     with _open(path) as handle:
         for number, line in enumerate(_lines(handle), start=1):
-            if line is not None and not line.strip():
+            if line is not None and line.isspace():  # a blank line (``strip`` would copy every line)
                 continue
             row = _jsonl_row(path, number, line)
             if not good:
