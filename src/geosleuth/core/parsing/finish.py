@@ -23,14 +23,15 @@ def _finish(
     if found is None or not found.useful:
         status = ParseStatus.OK if choice else ParseStatus.FAILED
         return Prediction(raw=raw, status=status, choice=choice, format="choice" if choice else None)
-    recovered = list(found.recovered)
+    recovered, fields = found.recovered, found.fields  # ``found`` is this answer's own: changed in place
     lat, lon = found.lat, found.lon
     if lat is not None and lon is not None and not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
         lat, lon = _fix_coordinates(lat, lon, mode, recovered, swap=not found.labeled)
-    fields = dict(found.fields)
-    if set(fields) == {"address"}:
+    if len(fields) == 1 and "address" in fields:
         fields.update(_split_address(fields["address"], recovered))
-    resolve_place = "place" in fields and place_level is not None and not set(fields) & {"city", "admin1"}
+    resolve_place = (
+        place_level is not None and "place" in fields and "city" not in fields and "admin1" not in fields
+    )
     needs_code = country_codes or resolve_place or (lat is None and geocoder is not None)
     country_code = _country_code(fields.get("country")) if needs_code else None
     if resolve_place and place_level is not None:
