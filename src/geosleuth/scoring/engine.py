@@ -30,7 +30,7 @@ import geosleuth.scoring.geovista as GV
 from geosleuth.core import metrics as M
 from geosleuth.core.geo import distance_km
 from geosleuth.core.parsing import Geocoder
-from geosleuth.core.records import ParseStatus, Prediction
+from geosleuth.core.records import PLACE_LEVELS, ParseStatus, Prediction
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.scoring.checks import language_warning, misalignment_warning
 from geosleuth.scoring.io import (
@@ -583,7 +583,9 @@ class _Accumulator:
                 scored(False)
                 continue
             self.text_seen[level] = True
-            predicted = prediction.level(level)
+            predicted = getattr(prediction, level, None)  # Prediction.level, inlined: three calls a row
+            if predicted is None and level in PLACE_LEVELS:
+                predicted = prediction.place
             if predicted:
                 sample.add((predicted, truth))
                 hit(self._matches(predicted, truth, level))
