@@ -787,8 +787,6 @@ class Gazetteer:
 
         Returns (tile codes, tile STRtree, vertex codes, vertex KD-tree on the unit sphere).
         """
-        import shapely
-
         return self._piece_codes, self._tile_tree, self._vertex_codes, self._vertex_tree
 
     @cached_property
@@ -969,7 +967,7 @@ class Gazetteer:
             box = (bounds[:, 0] <= px) & (bounds[:, 2] >= px) & (bounds[:, 1] <= py) & (bounds[:, 3] >= py)
             candidates = np.flatnonzero(box)
             hits = candidates[shapely.intersects_xy(shapely.from_wkb(self._wkb_of(candidates)), px, py)]
-            if np.unique(self._piece_codes[hits]).size > 1:
+            if len(set(self._piece_codes[hits].tolist())) > 1:  # not np.unique: it imports numpy.ma
                 return None
             points.append(np.full(hits.size, j, dtype=np.intp))
             pieces.append(hits)
@@ -1195,7 +1193,7 @@ class _LazyArrays(dict):  # type: ignore[type-arg]
         return value  # type: ignore[no-any-return]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default
+        return self[key] if key in self else default  # noqa: SIM401 - self.get is this method
 
     def __contains__(self, key: object) -> bool:
         return key in self._paths
