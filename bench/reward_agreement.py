@@ -27,8 +27,8 @@ import time
 import unicodedata
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 from geopy.distance import geodesic
 

@@ -188,8 +188,10 @@ def test_a_small_score_imports_no_scipy_spatial(gazetteer: Gazetteer, tmp_path: 
     answers = [(48.8566, 2.3522), (-33.87, 151.21), (12.0, -40.0), (37.0, -94.0), None]
     rows = []
     for i, answer in enumerate(answers):
-        text = "I think this is Cassville, Missouri." if answer is None else json.dumps(
-            {"lat": answer[0], "lon": answer[1], "city": "X", "country": "Y"}
+        text = (
+            "I think this is Cassville, Missouri."
+            if answer is None
+            else json.dumps({"lat": answer[0], "lon": answer[1], "city": "X", "country": "Y"})
         )
         rows.append({"id": str(i), "solution_str": text, "ground_truth": {"lat": 40.0 + i, "lon": -3.0 - i}})
     path = tmp_path / "rows.jsonl"

@@ -4,7 +4,8 @@
 work of issue 24 (commit 45ad0a0), regenerated once for the intended changes of issue 21 (GeoScore
 on R = 6371 km as GeoAgent's paper and code; labelled out-of-range coordinates no longer swapped;
 SpotAgent's strict reader taking ``22.906847° S``), with every other row and figure unchanged;
-``test_score_snapshot.py`` checks that today's scorer gives the same numbers. Regenerate only for an intended change of behaviour, and say so in the commit:
+``test_score_snapshot.py`` checks that today's scorer gives the same numbers. Regenerate only
+for an intended change of behaviour, and say so in the commit:
 
     PYTHONPATH=src python tests/scoring/score_snapshot.py
 """

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from score_snapshot import PROTOCOLS, SNAPSHOT, cases, snapshot_of
 
 pytest.importorskip("scipy")

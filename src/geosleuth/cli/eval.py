@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from geosleuth.cli.choices import DATASET_FORMATS, JUDGE_TASKS
 from geosleuth.cli.options import (
     API_KEY_ENV_HELP,
     JSON_HELP,
@@ -22,7 +23,6 @@ from geosleuth.cli.options import (
     TOOL_CALLING_HELP,
     TOOLS_HELP,
 )
-from geosleuth.cli.choices import DATASET_FORMATS, JUDGE_TASKS
 
 FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(DATASET_FORMATS)}."
 JUDGES_HELP = f"Judges to run, comma-separated: {','.join(JUDGE_TASKS)}."
@@ -310,11 +310,11 @@ def eval_command(
 
 
 def _run_judges(run_dir: Path, settings: Any) -> None:
+    import asyncio
+
     from geosleuth.eval.judges import run_judges
     from geosleuth.eval.run import read_samples
     from geosleuth.eval.store import load_run_trajectories
-
-    import asyncio
 
     added = asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
     typer.echo(f"judged {added} item(s)", err=True)

@@ -53,7 +53,8 @@ ProviderOpt = Annotated[str, typer.Option("--provider", help=PROVIDER_HELP)]
 PromptOpt = Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)]
 ApiKeyEnvOpt = Annotated[str, typer.Option("--api-key-env", help=API_KEY_ENV_HELP)]
 AlwaysJsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print JSON: this command always does; --json is accepted as everywhere.")
+    bool,
+    typer.Option("--json", help="Print JSON: this command always does; --json is accepted as everywhere."),
 ]
 ToolCallingOpt = Annotated[str | None, typer.Option("--tool-calling", help=TOOL_CALLING_HELP)]
 TemperatureOpt = Annotated[float | None, typer.Option("--temperature", min=0, help="Sampling temperature.")]

@@ -81,8 +81,8 @@ class AgentRunner:
 
     def _resources(self) -> tuple[Any, Any, Any, Any]:
         from geosleuth.agent import AgentConfig, load_style
-        from geosleuth.agent.observer import make_observer
         from geosleuth.agent.client import make_client
+        from geosleuth.agent.observer import make_observer
         from geosleuth.agent.runner import build_tool_registry
 
         if self._shared is None:

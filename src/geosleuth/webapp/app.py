@@ -129,7 +129,6 @@ class Api:
 
     async def config(self, request: Request) -> Response:
         from geosleuth.agent import available_styles
-
         from geosleuth.tools.providers.maps_offline import MAX_TILE_ZOOM
 
         return JSONResponse(
