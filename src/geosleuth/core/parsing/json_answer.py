@@ -198,7 +198,10 @@ def _flatten(obj: dict[str, Any], depth: int = 0) -> dict[str, Any]:
     (or a coordinate pair), else the first nested mapping that has them; any other object's
     coordinate keys are dropped.
     """
-    if not any(isinstance(v, dict) for v in obj.values()):
+    for v in obj.values():
+        if isinstance(v, dict):
+            break
+    else:
         return obj  # the common answer is flat already (callers read it, never change it)
     flat: dict[str, Any] = {}
     nested: list[dict[str, Any]] = []
