@@ -150,7 +150,21 @@ class _LightHelpGroup(TyperGroup):
         return option
 
 
-class _LazySubGroup(_LightHelpGroup):
+class _ListingGroup(_LightHelpGroup):
+    """A group that knows when it renders its own help: the listing needs each subcommand's
+    name and one line, which a lazy group gives without building the subcommand."""
+
+    _listing = False
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+class _LazySubGroup(_ListingGroup):
     """A command group whose subcommands are built from their typer infos when first named."""
 
     _pending: dict[str, Any]
@@ -167,8 +181,6 @@ class _LazySubGroup(_LightHelpGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(dict.fromkeys([*self._pending, *self.commands]))
-
-    _listing = False
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if self._listing and cmd_name in self._pending and cmd_name not in self.commands:
@@ -188,13 +200,6 @@ class _LazySubGroup(_LightHelpGroup):
         _plain_help(command)
         return command
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
-
 
 def _listed(name: str, info: Any) -> Any:
     """What a group's help screen reads of a subcommand (help text, hidden, deprecated), without
@@ -205,10 +210,8 @@ def _listed(name: str, info: Any) -> Any:
     )
 
 
-class LazyGroup(_LightHelpGroup):
+class LazyGroup(_ListingGroup):
     """A typer group whose commands are imported on first use, not at start-up."""
-
-    _listing = False
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(dict.fromkeys([*COMMANDS, *self.commands]))
@@ -229,13 +232,6 @@ class LazyGroup(_LightHelpGroup):
     def _load(self, module: str, only: str | None = None) -> None:
         for name, command in load_module_commands(module, only).items():
             self.commands.setdefault(name, command)
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
 
 
 app = typer.Typer(
