@@ -80,8 +80,9 @@ def load_module_commands(module: str, only: str | None = None) -> dict[str, Any]
     pending: dict[str, list[Any]] = {}
     if only is not None and any(info.name == only for info in registered):
         sub.registered_commands = [info for info in sub.registered_commands if info.name == only]
-        sub.registered_groups = [_without_commands(info, pending) for info in sub.registered_groups]
-        sub.registered_groups = [info for info in sub.registered_groups if info.name == only]
+        sub.registered_groups = [
+            _without_commands(info, pending) for info in sub.registered_groups if info.name == only
+        ]
     group = typer.main.get_command(sub)
     commands = dict(group.commands)  # type: ignore[attr-defined]
     for name, infos in pending.items():
