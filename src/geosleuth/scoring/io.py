@@ -183,7 +183,7 @@ def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     if raw is None:
         return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} bytes")
     try:
-        fast = orjson.loads(raw)  # ~3x the standard reader on these rows (saves a third of the floor)
+        fast = orjson.loads(raw)  # ~3x the standard reader on rows of model output
     except orjson.JSONDecodeError:
         pass  # what it refuses (NaN, lone surrogates, bad bytes, deep nesting) is read below as before
     else:
@@ -211,6 +211,7 @@ the two read (`tests/scoring/test_scoring_json_reader.py`)."""
 
 
 def _maybe_huge_integer(obj: dict[str, Any]) -> bool:
+    """Whether a float in ``obj`` (nested ones included) may have been written as such an integer."""
     stack: list[Any] = [obj]
     while stack:
         container = stack.pop()
