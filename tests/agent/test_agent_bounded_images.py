@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -148,3 +149,30 @@ async def test_locate_on_a_folder_sizes_its_concurrency_by_memory(
     tasks = [Task(id=p.stem, image=str(p)) for p in paths]
     out = await run_tasks(tasks, AgentConfig(), concurrency=8)
     assert [t.sample_id for t in out] == [p.stem for p in paths] and peak == 2
+
+
+async def test_one_at_a_time_starts_the_images_in_the_order_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--concurrency 1` is input order even when the first image's size takes longest to read
+    (it was measured before the slot was taken, so a quicker second image could go first)."""
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"p{i}.png")
+        Image.new("RGB", (64, 48), (i, i, i)).save(paths[-1])
+
+    def slow_first(image: str) -> int:
+        time.sleep(0.2 if image.endswith("p0.png") else 0.0)
+        return task_memory(image)
+
+    started: list[str] = []
+
+    async def fake_run_task(task: Task, config: AgentConfig, **kwargs: object) -> Trajectory:
+        started.append(task.id)
+        await asyncio.sleep(0.01)
+        return Trajectory(sample_id=task.id, model="m")
+
+    monkeypatch.setattr(runner, "task_memory", slow_first)
+    monkeypatch.setattr(runner, "run_task", fake_run_task)
+    out = await run_tasks([Task(id=p.stem, image=str(p)) for p in paths], AgentConfig(), concurrency=1)
+    assert started == ["p0", "p1", "p2"] and [t.sample_id for t in out] == started

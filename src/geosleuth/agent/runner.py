@@ -246,11 +246,15 @@ async def run_tasks(
     memory = memory_gate()  # large images lower the concurrency: each reserves what it decodes
 
     async def one(task: Task) -> Trajectory:
-        need = await asyncio.to_thread(task_memory, task.image)
-        async with gate, memory.hold(need):
-            return await run_task(
-                task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools, observer=observer
-            )
+        # the slot first (the semaphore serves waiters in order), then the image's size: measured
+        # before the slot, whichever header read finished first went first, so `--concurrency 1`
+        # did not always start the images in the order given
+        async with gate:
+            need = await asyncio.to_thread(task_memory, task.image)
+            async with memory.hold(need):
+                return await run_task(
+                    task, config, artifacts_dir=artifacts_dir, client=chat, registry=tools, observer=observer
+                )
 
     try:
         return list(await asyncio.gather(*(one(t) for t in tasks)))
