@@ -3,8 +3,8 @@
 Run: ``python bench/parse_bench.py [--files DIR] [--repeat 3]``. Prints, measured in the same run:
 
 * answers/s of ``parse_answer`` (strict ``twm``, strict ``spotagent``, robust) beside the
-  released Thinking-with-Map loop (``raw_decode`` from each ``{`` until an object has lat, lon,
-  city and country), as a ratio;
+  released Thinking-with-Map reader (``tests/released_twm.py``: outermost brace spans, the first
+  that decodes with lat, lon, city and country), as a ratio;
 * CPU time per character on whitespace runs, repeated keys and deep nesting at 10x and 100x the
   smallest size, as a ratio to the smallest (about 1 means linear; the old answer-line pattern
   grew as n^4).
@@ -14,36 +14,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from geosleuth.core.parsing import parse_answer
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one released-TwM transcription
+from released_twm import first_answer  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIRS = (
     ROOT.parent / "shared" / "fixtures" / "published_predictions",
     ROOT / "tests" / "data" / "published_predictions",
 )
-KEYS = ("lat", "lon", "city", "country")
-
-
-def released_twm(text: str) -> tuple[float, float] | None:
-    """The reference: the protocol as the paper's scoring loop applies it."""
-    decoder = json.JSONDecoder()
-    pos = text.find("{")
-    while pos >= 0:
-        try:
-            obj, _ = decoder.raw_decode(text, pos)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict) and all(k in obj for k in KEYS):
-            try:
-                return float(obj["lat"]), float(obj["lon"])
-            except (TypeError, ValueError):
-                return None
-        pos = text.find("{", pos + 1)
-    return None
 
 
 def _cpu(fn: Callable[[], object], repeat: int) -> float:
@@ -69,7 +54,7 @@ def _texts(files_dir: Path | None) -> list[str]:
 def throughput(texts: list[str], repeat: int) -> None:
     for t in texts[:20]:
         parse_answer(t)  # country names load lazily on first use: not parsing time
-    ref = _cpu(lambda: [released_twm(t) for t in texts], repeat)
+    ref = _cpu(lambda: [first_answer(t) for t in texts], repeat)
     n, chars = len(texts), sum(map(len, texts))
     print(f"{n} answers, {chars / 1e6:.1f} M characters")
     print(f"{'parser':28s} {'answers/s':>12s} {'MB/s':>8s} {'vs released twm loop':>22s}")
