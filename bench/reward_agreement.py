@@ -35,7 +35,8 @@ from geopy.distance import geodesic
 from geosleuth.training import geocoding
 from geosleuth.training.rewards import score_texts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one released-TwM transcription
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the released transcriptions
+from released_geoagent import three_fields  # noqa: E402
 from released_twm import step_score  # noqa: E402
 
 # --- the released functions, as written by their authors -------------------------------------
@@ -68,27 +69,11 @@ def geovista_released(predict_str: str, levels: dict) -> float:
     return 4.0 if city_c else 2.0 if state_c else 1.0 if country_c else 0.0
 
 
-def _ga_answer(completion: str) -> str:
-    m = re.search(r"<answer>\s*(.*?)\s*</answer>", completion, flags=re.S | re.I)
-    return (m.group(1) if m else completion).strip()
-
-
-def _ga_fields(text: str) -> tuple[str, str, str]:
-    if not text:
-        return "", "", ""
-    parts = [p.strip() for p in re.split(r"[;；]", text) if p.strip()]
-    while len(parts) < 3:
-        parts.append("")
-    if len(parts) > 3:
-        parts = parts[:2] + [";".join(parts[2:])]
-    return parts[0], parts[1], parts[2]
-
-
 def geoagent_semantic_released(
     completion: str, gt: tuple[str, str, str], sim: Callable[[str, str], float]
 ) -> float:
     """GeoAgent ``TripleFieldAccuracy`` for one completion (similarities from ``sim``)."""
-    pred = _ga_fields(_ga_answer(completion))
+    pred = three_fields(completion)
     if not pred[0] or not gt[0]:
         return 0.0
     s1 = sim(pred[0], gt[0])

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from geosleuth.core import released as rel
 from geosleuth.training.rewards import geoagent_levels, score_texts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the one released-TwM transcription
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the released transcriptions
+from released_geoagent import three_fields
 from released_twm import step_score  # noqa: E402
 
 EIFFEL = {
@@ -392,20 +393,6 @@ def test_verl_entry_points_take_released_step() -> None:
     assert [b["score"] for b in batch] == [1.0, 0.0]
 
 
-def _oracle_fields(completion: str) -> tuple[str, str, str]:
-    """``TripleFieldAccuracy``'s ``_extract_answer_content`` then ``_split_three_fields``."""
-    m = re.search(r"<answer>\s*(.*?)\s*</answer>", completion, flags=re.S | re.I)
-    text = (m.group(1) if m else completion).strip()
-    if not text:
-        return "", "", ""
-    parts = [p.strip() for p in re.split(r"[;；]", text) if p.strip()]
-    while len(parts) < 3:
-        parts.append("")
-    if len(parts) > 3:
-        parts = parts[:2] + [";".join(parts[2:])]
-    return parts[0], parts[1], parts[2]
-
-
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(
@@ -437,7 +424,7 @@ def test_released_semantic_reads_fields_as_released(pieces: list[str]) -> None:
         return 1.0
 
     score_texts({"name": "semantic", "released": True, "similarity": sim}, [text], [EIFFEL])
-    want = _oracle_fields(text)
+    want = three_fields(text)
     for level, field in zip(("country", "region", "precise"), want, strict=True):
         assert seen.get(level, "") == field
 
