@@ -35,6 +35,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.core.records import Usage
+from geosleuth.core.surrogates import clean_json, clean_text
 from geosleuth.deadline import start_clock
 from geosleuth.secrets import redact_json, redact_text, register_secret
 
@@ -211,10 +212,40 @@ class ChatResponse:
     latency_s: float
     model: str
     attempts: int = 1
+    replaced_surrogates: int = 0
+    """Lone surrogates replaced by U+FFFD in the reply's fields as the response was made."""
+
+    def __post_init__(self) -> None:
+        """The reply is where model text enters: every field of it leaves here as valid Unicode."""
+        cleaned = [_clean_choice(c) for c in self.choices]
+        self.choices = [c for c, _ in cleaned]
+        replaced = sum(n for _, n in cleaned)
+        if replaced:
+            log.warning("replaced %d lone surrogate(s) in the model's reply by U+FFFD", replaced)
+        self.replaced_surrogates += replaced
 
     @property
     def first(self) -> ChatChoice:
         return self.choices[0]
+
+
+def _clean_choice(choice: ChatChoice) -> tuple[ChatChoice, int]:
+    """``choice`` with lone surrogates replaced in its text, reasoning, tool calls and extras."""
+    content, replaced = clean_text(choice.content)
+    reasoning = choice.reasoning
+    if reasoning:
+        reasoning, n = clean_text(reasoning)
+        replaced += n
+    extra, n = clean_json(choice.extra)
+    replaced += n
+    calls = []
+    for call in choice.tool_calls:
+        fields, n = clean_json([call.id, call.name, call.arguments, call.extra])
+        calls.append(RawToolCall(*fields))
+        replaced += n
+    if not replaced:
+        return choice, 0
+    return replace(choice, content=content, reasoning=reasoning, tool_calls=calls, extra=extra), replaced
 
 
 def resolve_endpoint(

@@ -200,7 +200,9 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
     """
     runs = [t, *t.samples]
     calls = [c for r in runs for c in r.tool_calls]
+    replaced = t.metadata.get("replaced_surrogates")  # text that carried lone surrogates, cleaned
     return {
+        **({"replaced_surrogates": replaced} if replaced else {}),
         "image": str(image),
         "sample_id": t.sample_id,
         "status": str(t.status),

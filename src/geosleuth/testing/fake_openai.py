@@ -79,6 +79,21 @@ def malformed(body: str = '{"choices": [ {"message": ', status: int = 200) -> St
     return Step(kind="malformed", status=status, body=body)
 
 
+def escaped_reply(step: Step, marker: str, escape: str) -> Step:
+    """``step`` (a reply) sent as JSON text with each ``marker`` swapped for ``escape`` verbatim:
+    what valid JSON allows and a Python str cannot write back, such as a lone surrogate's
+    ``\\ud800``. ``marker`` should be ASCII, so that it survives JSON encoding unchanged."""
+    completion = {
+        "id": "chatcmpl-fake-escaped",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": step.message, "finish_reason": step.finish_reason}],
+        "usage": step.usage,
+    }
+    return Step(kind="malformed", status=200, body=json.dumps(completion).replace(marker, escape))
+
+
 def delay(seconds: float, then: Step | None = None) -> Step:
     """Answer with ``then`` (default: an empty reply) only after ``seconds``."""
     return replace(then or reply(""), delay_s=seconds)
