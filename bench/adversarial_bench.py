@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import dataclasses
 import json
@@ -300,10 +301,8 @@ async def _held_s(deadline_s: float, drip_s: float) -> tuple[float, float]:
     with FakeOpenAIServer([Step(kind="reply", raw=body, drip_s=drip_s)]) as server:
         async with ChatClient("m", server.base_url, max_retries=0, timeout_s=deadline_s) as client:
             start = time.perf_counter()
-            try:
+            with contextlib.suppress(ModelError):
                 await client.complete([{"role": "user", "content": "hi"}])
-            except ModelError:
-                pass
             return time.perf_counter() - start, len(body) * drip_s
 
 
@@ -340,10 +339,8 @@ async def _peak_read_mib(raw: bytes, encoding: str | None, httpx_decoding: bool)
                                 break
             else:
                 async with ChatClient("m", server.base_url, max_retries=0) as client:
-                    try:
+                    with contextlib.suppress(ModelError):
                         await client.complete([{"role": "user", "content": "hi"}])
-                    except ModelError:
-                        pass
             return tracemalloc.get_traced_memory()[1] / 2**20
         finally:
             tracemalloc.stop()
@@ -358,8 +355,10 @@ def hostile_server(args: argparse.Namespace) -> None:
     print(f"lone surrogates (content, reasoning, tool arguments, city, country): {ok}/{n} images recorded "
           f"and written as UTF-8; reference {n}/{n}; ratio {ok / n:.2f}")  # fmt: skip
     held, full = asyncio.run(_held_s(args.deadline, args.drip))
-    print(f"dripping reply ({args.drip:g} s a byte, {full:.0f} s in all): held {held:.2f} s under a "
-          f"{args.deadline:g} s deadline; held/deadline {held / args.deadline:.2f}")
+    print(
+        f"dripping reply ({args.drip:g} s a byte, {full:.0f} s in all): held {held:.2f} s under a "
+        f"{args.deadline:g} s deadline; held/deadline {held / args.deadline:.2f}"
+    )
     bomb = _gzip_bomb(args.bomb_mib)
     from geosleuth.agent.config import MAX_RESPONSE_BYTES
 
@@ -367,9 +366,11 @@ def hostile_server(args: argparse.Namespace) -> None:
     reference = asyncio.run(_peak_read_mib(plain, None, False))
     before = asyncio.run(_peak_read_mib(bomb, "gzip", True))
     after = asyncio.run(_peak_read_mib(bomb, "gzip", False))
-    print(f"gzip bomb ({len(bomb) // 1024} KB for {args.bomb_mib} MiB), peak traced MiB: httpx decoding "
-          f"{before:.1f}, the client {after:.1f}; a plain reply at the cap {reference:.1f}; "
-          f"client/plain {after / reference:.2f}, before/plain {before / reference:.2f}")
+    print(
+        f"gzip bomb ({len(bomb) // 1024} KB for {args.bomb_mib} MiB), peak traced MiB: httpx decoding "
+        f"{before:.1f}, the client {after:.1f}; a plain reply at the cap {reference:.1f}; "
+        f"client/plain {after / reference:.2f}, before/plain {before / reference:.2f}"
+    )
 
 
 def main() -> None:

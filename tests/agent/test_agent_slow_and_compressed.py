@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from geosleuth.agent.client import ChatClient, ModelError, ResponseTooLarge
-from geosleuth.testing import FakeOpenAIServer, reply
+from geosleuth.testing import FakeOpenAIServer
 from geosleuth.testing.fake_openai import Step
 from geosleuth.tools.config import HttpSettings
 from geosleuth.tools.errors import ProviderError
@@ -46,15 +46,17 @@ def dripping(seconds_apart: float) -> Step:
 async def test_a_gzip_bomb_stops_at_the_cap_having_inflated_about_the_cap() -> None:
     bomb = gzip_bomb(200)  # ~200 KB of gzip for 200 MB
     step = Step(kind="reply", raw=bomb, headers={"Content-Encoding": "gzip"})
-    async with FakeOpenAIServer([step]) as server:
-        async with ChatClient("m", server.base_url, max_retries=0, max_response_bytes=1_000_000) as client:
-            tracemalloc.start()
-            try:
-                with pytest.raises(ResponseTooLarge, match=r"1,000,000 bytes \(decompressed\)"):
-                    await client.complete([{"role": "user", "content": "hi"}])
-                _, peak = tracemalloc.get_traced_memory()
-            finally:
-                tracemalloc.stop()
+    async with (
+        FakeOpenAIServer([step]) as server,
+        ChatClient("m", server.base_url, max_retries=0, max_response_bytes=1_000_000) as client,
+    ):
+        tracemalloc.start()
+        try:
+            with pytest.raises(ResponseTooLarge, match=r"1,000,000 bytes \(decompressed\)"):
+                await client.complete([{"role": "user", "content": "hi"}])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
     assert peak < 8 * 2**20  # the cap and a chunk or two, not one network chunk inflated whole (~64 MB)
 
 
@@ -64,30 +66,30 @@ async def test_compressed_replies_within_the_cap_read_as_before() -> None:
         Step(kind="reply", raw=gzip.compress(plain), headers={"Content-Encoding": "gzip"}),
         Step(kind="reply", raw=zlib.compress(plain), headers={"Content-Encoding": "deflate"}),
     ]
-    async with FakeOpenAIServer(steps) as server:
-        async with ChatClient("m", server.base_url, max_retries=0) as client:
-            for _ in steps:
-                resp = await client.complete([{"role": "user", "content": "hi"}])
-                assert resp.first.content == f"It is Zürich. {ANSWER}"
+    async with FakeOpenAIServer(steps) as server, ChatClient("m", server.base_url, max_retries=0) as client:
+        for _ in steps:
+            resp = await client.complete([{"role": "user", "content": "hi"}])
+            assert resp.first.content == f"It is Zürich. {ANSWER}"
         assert server.chat_requests[0].headers["accept-encoding"] == "gzip, deflate"
 
 
 async def test_an_encoding_not_asked_for_is_refused_by_name() -> None:
     step = Step(kind="reply", raw=b"\x8b\x00\x80", headers={"Content-Encoding": "br"})
-    async with FakeOpenAIServer([step]) as server:
-        async with ChatClient("m", server.base_url, max_retries=0) as client:
-            with pytest.raises(ModelError, match="Content-Encoding 'br'"):
-                await client.complete([{"role": "user", "content": "hi"}])
+    async with FakeOpenAIServer([step]) as server, ChatClient("m", server.base_url, max_retries=0) as client:
+        with pytest.raises(ModelError, match="Content-Encoding 'br'"):
+            await client.complete([{"role": "user", "content": "hi"}])
 
 
 async def test_a_dripping_reply_is_cut_at_the_request_deadline() -> None:
     """~100 bytes, one every 0.2 s: each read is quick, the reply takes ~20 s; the deadline is 1 s."""
-    async with FakeOpenAIServer([dripping(0.2)]) as server:
-        async with ChatClient("m", server.base_url, max_retries=0, timeout_s=1.0) as client:
-            start = time.monotonic()
-            with pytest.raises(ModelError, match="timed out after 1 s"):
-                await client.complete([{"role": "user", "content": "hi"}])
-            took = time.monotonic() - start
+    async with (
+        FakeOpenAIServer([dripping(0.2)]) as server,
+        ChatClient("m", server.base_url, max_retries=0, timeout_s=1.0) as client,
+    ):
+        start = time.monotonic()
+        with pytest.raises(ModelError, match="timed out after 1 s"):
+            await client.complete([{"role": "user", "content": "hi"}])
+        took = time.monotonic() - start
     assert took < 5.0
 
 
@@ -118,7 +120,9 @@ def test_locate_timeout_bounds_an_image_against_a_dripping_server(tmp_path: Path
     (row,) = json.loads(out.stdout)
     assert out.returncode == 1 and row["status"] == "timeout", out.stderr.decode()[-2000:]
     assert took < 30  # start-up and 2 s; without a deadline each request took ~50 s
-    refused = subprocess.run([geosleuth, "locate", str(image), "--timeout", "2"], capture_output=True, timeout=60)
+    refused = subprocess.run(
+        [geosleuth, "locate", str(image), "--timeout", "2"], capture_output=True, timeout=60
+    )
     assert refused.returncode == 2 and b"--timeout bounds the model's turns" in refused.stderr
 
 

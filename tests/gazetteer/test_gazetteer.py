@@ -36,7 +36,9 @@ def test_ambiguous_names_rank_by_population_and_filter_by_country(gz):
     assert gz.search("") == [] and gz.search("qqqxxyyzz") == []
 
 
-@pytest.mark.parametrize(("query", "code"), [("y", "IT"), ("Ý", "IT"), ("bi", "BE"), ("ao", "AT"), ("uc", "AU")])
+@pytest.mark.parametrize(
+    ("query", "code"), [("y", "IT"), ("Ý", "IT"), ("bi", "BE"), ("ao", "AT"), ("uc", "AU")]
+)
 def test_a_short_country_name_folded_is_not_that_country(gz, query, code):
     """Vietnamese "Ý" (Italy) folds to "y": a country place does not answer to such a fold."""
     assert all(p.country_code != code or p.kind != "country" for p in gz.search(query, limit=5))

@@ -102,7 +102,9 @@ def test_the_limit_is_configurable(png_12k: Path, monkeypatch: pytest.MonkeyPatc
     assert load_image(small).size == (300, 200)
 
 
-def test_a_header_beyond_pillows_own_limit_names_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_header_beyond_pillows_own_limit_names_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Pillow refuses more than 2 × 89,478,485 pixels in ``Image.open``, before our check: the
     message is still ours (the limit and how to raise it), not Pillow's "DOS attack"."""
     path = bomb_png(tmp_path / "225mp.png", 15000)

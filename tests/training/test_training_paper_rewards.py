@@ -110,12 +110,18 @@ UK_NATIONS = {
 @pytest.mark.parametrize(
     ("truth_nation", "answer_nation"), [(a, b) for a in UK_NATIONS for b in UK_NATIONS if a != b]
 )
-def test_geovista_a_uk_nation_for_another_is_country_credit_only(truth_nation: str, answer_nation: str) -> None:
+def test_geovista_a_uk_nation_for_another_is_country_credit_only(
+    truth_nation: str, answer_nation: str
+) -> None:
     """The released rule (``rule_based`` in GeoVista's utils_geo.py) credits the state only when
     its name occurs as a whole term: "Glasgow, Scotland, United Kingdom" against London, England
     names the country alone, 1 (not β = 2), though both nations are also aliases of the UK."""
     city, lat, lon = UK_NATIONS[truth_nation]
-    truth = {"lat": lat, "lon": lon, "levels": {"country": "United Kingdom", "admin1": truth_nation, "city": city}}
+    truth = {
+        "lat": lat,
+        "lon": lon,
+        "levels": {"country": "United Kingdom", "admin1": truth_nation, "city": city},
+    }
     answer_city, alat, alon = UK_NATIONS[answer_nation]
     text = geovista_answer("United Kingdom", answer_nation, answer_city, alat, alon)
     assert compute_score("geovista", text, truth, reward="hierarchical")["score"] == 1.0

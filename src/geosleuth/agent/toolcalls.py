@@ -94,7 +94,9 @@ _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a
                type(None): "null"}  # fmt: skip
 
 
-EXPECTED_ARGUMENTS = 'arguments must be a JSON object of the tool\'s parameters by name, such as {"query": "Zürich"}'
+EXPECTED_ARGUMENTS = (
+    'arguments must be a JSON object of the tool\'s parameters by name, such as {"query": "Zürich"}'
+)
 
 
 def parse_native(calls: Sequence[RawToolCall]) -> list[ParsedCall]:

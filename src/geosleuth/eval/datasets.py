@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from geosleuth.core.records import Sample
+from geosleuth.core.surrogates import clean_json
 from geosleuth.core.wherebench import answer_level, hierarchy_labels, hint_level, source_of
 from geosleuth.eval.layouts import (
     Layout,
@@ -31,7 +32,6 @@ from geosleuth.eval.layouts import (
     hub_layout,
     table_layout,
 )
-from geosleuth.core.surrogates import clean_json
 from geosleuth.textrows import csv_records, text_lines
 
 log = logging.getLogger(__name__)
