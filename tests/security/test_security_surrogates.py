@@ -202,3 +202,24 @@ def _count_lone(value: object) -> int:
     if isinstance(value, dict):
         return sum(_count_lone(k) + _count_lone(v) for k, v in value.items())
     return 0
+
+
+def test_a_trajectory_file_carrying_a_lone_surrogate_escape_reads_back(tmp_path: Path) -> None:
+    """A record written elsewhere with ``\\ud800`` (valid JSON that pydantic's parser refuses) is
+    read with U+FFFD, counted as the file's, by the readers that resume and browse runs."""
+    from geosleuth.agent.trajectory import read_trajectories
+    from geosleuth.core.records import Trajectory
+    from geosleuth.eval.store import TrajectoryStore
+
+    line = Trajectory(sample_id="a", model="m", error=f"x{MARK}").model_dump_json().replace(MARK, LONE)
+    (tmp_path / "trajectories.jsonl").write_text(line + "\n", encoding="utf-8")
+    (read,) = read_trajectories(tmp_path / "trajectories.jsonl")
+    stored = TrajectoryStore(tmp_path).get("a")
+    for record in (read, stored):
+        assert record is not None and record.error == f"x{REPLACEMENT}"
+        assert record.metadata["replaced_surrogates"] == {"file": 1}
+        record.model_dump_json().encode("utf-8")
+    broken = line.replace('"model":"m"', '"model":')
+    (tmp_path / "trajectories.jsonl").write_text(broken + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a trajectory record"):
+        list(read_trajectories(tmp_path / "trajectories.jsonl"))
