@@ -223,3 +223,22 @@ def test_a_trajectory_file_carrying_a_lone_surrogate_escape_reads_back(tmp_path:
     (tmp_path / "trajectories.jsonl").write_text(broken + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="not a trajectory record"):
         list(read_trajectories(tmp_path / "trajectories.jsonl"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="file names are bytes on Linux")
+def test_locate_an_image_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """Python reads the byte 0xff of a file name as the lone surrogate U+DCFF: the name enters the
+    record (sample id, image reference) with U+FFFD instead, and the file is still read."""
+    folder = os.fsencode(tmp_path)
+    Image.new("RGB", (64, 48), (90, 120, 150)).save(tmp_path / "x.png")
+    os.rename(folder + b"/x.png", folder + b"/bad\xffname.png")
+    geosleuth = str(Path(sys.executable).with_name("geosleuth"))
+    out = subprocess.run(
+        [geosleuth.encode(), b"locate", folder + b"/bad\xffname.png", b"--no-ocr", b"--json", b"--out",
+         folder + b"/run"], capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr.decode("utf-8", "replace")[-2000:]
+    (row,) = _utf8_json(out.stdout)  # type: ignore[misc]
+    assert row["sample_id"] == f"bad{REPLACEMENT}name" and row["status"] != "input_error"
+    (line,) = (tmp_path / "run" / "trajectories.jsonl").read_bytes().splitlines()
+    assert _utf8_json(line)["sample_id"] == f"bad{REPLACEMENT}name"  # type: ignore[index]

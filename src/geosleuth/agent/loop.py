@@ -51,6 +51,7 @@ from geosleuth.core.records import (
     Turn,
     cap_text,
 )
+from geosleuth.core.surrogates import clean_text
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.text import wrap_output
 
@@ -113,8 +114,8 @@ class AgentLoop:
             self.messages.append({"role": "user", "content": f"{user}\n\n{seen}"})
         else:
             query_ref = store.add_encoded(
-                str(Path(task.image).resolve()) if task.image else "query", prepared.data_url
-            )
+                clean_text(str(Path(task.image).resolve()))[0] if task.image else "query", prepared.data_url
+            )  # the path as recorded: a file name that is not UTF-8 keeps U+FFFD for its bad bytes
             self.messages.append(
                 {
                     "role": "user",

@@ -203,11 +203,12 @@ def _run(images: list[Path], config: Any, out: Path | None, concurrency: int) ->
 
     from geosleuth.agent import run_tasks
     from geosleuth.core.records import Task
+    from geosleuth.core.surrogates import clean_text
 
     seen: dict[str, int] = {}
     tasks = []
     for path in images:
-        base = path.stem or "image"
+        base = clean_text(path.stem)[0] or "image"  # a name that is not UTF-8 has lone surrogates in Python
         seen[base] = seen.get(base, 0) + 1
         tasks.append(Task(id=base if seen[base] == 1 else f"{base}-{seen[base]}", image=str(path)))
     if out is not None:
@@ -223,9 +224,11 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
     runs = [t, *t.samples]
     calls = [c for r in runs for c in r.tool_calls]
     replaced = t.metadata.get("replaced_surrogates")  # text that carried lone surrogates, cleaned
+    from geosleuth.core.surrogates import clean_text
+
     return {
         **({"replaced_surrogates": replaced} if replaced else {}),
-        "image": str(image),
+        "image": clean_text(str(image))[0],
         "sample_id": t.sample_id,
         "status": str(t.status),
         "error": t.error,
