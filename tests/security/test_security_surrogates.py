@@ -242,3 +242,17 @@ def test_locate_an_image_whose_name_is_not_utf8(tmp_path: Path) -> None:
     assert row["sample_id"] == f"bad{REPLACEMENT}name" and row["status"] != "input_error"
     (line,) = (tmp_path / "run" / "trajectories.jsonl").read_bytes().splitlines()
     assert _utf8_json(line)["sample_id"] == f"bad{REPLACEMENT}name"  # type: ignore[index]
+
+
+def test_score_by_a_field_carrying_a_lone_surrogate_escape(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from geosleuth.cli.app import app
+
+    row = {"id": "a", "lat": 48.85, "lon": 2.35, "pred_lat": 48.8, "pred_lon": 2.3, "country": f"Fr{MARK}"}
+    (tmp_path / "p.jsonl").write_text(json.dumps(row).replace(MARK, LONE) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["score", str(tmp_path / "p.jsonl"), "--protocol", "default", "--by", "country", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"Fr{REPLACEMENT}" in result.stdout and json.loads(result.stdout)
