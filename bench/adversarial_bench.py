@@ -14,13 +14,22 @@
    12000 × 9000 JPEG, the pre-fix way (full decode, EXIF copy, resize) and through
    `load_image` (PNG refused before decoding, JPEG reduced while decoding); ratio after / before.
 
+3. A hostile model server (issue 32): replies whose JSON carries lone surrogates (``\\ud800`` in the
+   content, reasoning, tool arguments, city, country) must all be recorded and written as UTF-8
+   (the reference: all of them); a reply dripped a byte every ``--drip`` s is held no longer than
+   the request deadline (held/deadline ~1); a 200 KB gzip of ``--bomb-mib`` MiB costs the client
+   about what a plain reply at the 16 MiB cap costs, beside httpx inflating each network chunk
+   whole (the pre-fix reading), as peak traced MiB.
+
 Usage: python bench/adversarial_bench.py [--healthy 64] [--parser slow|real] [--burn 8] [--skip-memory]
+       [--skip-starvation] [--skip-server] [--deadline 2] [--drip 0.1] [--bomb-mib 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import dataclasses
 import json
@@ -234,6 +243,136 @@ def memory() -> None:
             print(f"{name:32} {before:>11.0f} {after:>10.0f} {after / before:>13.3f}  {outcome}")
 
 
+# --- a hostile model server (issue 32): lone surrogates, a dripping reply, a gzip bomb --------
+
+SURROGATE_MARK = "LONEMARK"
+
+
+def _surrogate_script() -> list[Any]:
+    from geosleuth.testing.fake_openai import escaped_reply, reply, tool_call
+
+    def hostile(step: Any) -> Any:
+        return escaped_reply(step, SURROGATE_MARK, "\\ud800")
+
+    mark = SURROGATE_MARK
+    answer = json.dumps({"lat": 48.8566, "lon": 2.3522, "city": "Paris", "country": "France"})
+    return [
+        hostile(reply(f"Zinc roofs {mark}. {answer}")),
+        hostile(reply(answer, reasoning=f"facades {mark}")),
+        hostile(reply(None, tool_calls=[tool_call("poi_keyword_search", {"query": f"cafe {mark}"})])),
+        reply(answer),
+        hostile(reply(answer.replace("Paris", f"Par{mark}is"))),
+        hostile(reply(answer.replace("France", f"Fra{mark}nce"))),
+    ]
+
+
+async def _surrogate_runs(folder: Path, script: list[Any]) -> tuple[int, int]:
+    """Images recorded ``ok`` and written as UTF-8 JSON, of those run (one model, in order)."""
+    from geosleuth.agent import AgentConfig, run_tasks
+    from geosleuth.core.records import Task
+    from geosleuth.testing import FakeOpenAIServer
+
+    n = sum(1 for step in script if "tool_calls" not in step.body)
+    tasks = []
+    for i in range(n):
+        Image.new("RGB", (64, 48), (30 * i, 90, 150)).save(folder / f"s{i}.png")
+        tasks.append(Task(id=f"s{i}", image=str(folder / f"s{i}.png")))
+    with FakeOpenAIServer(script) as server:
+        config = AgentConfig(model="fake-vlm", base_url=server.base_url, prompt_style="thinking_with_map",
+                             tools=["poi_keyword_search"], geocode_answers=False)  # fmt: skip
+        trajectories = await run_tasks(tasks, config, concurrency=1)
+    written = 0
+    for t in trajectories:
+        try:
+            t.model_dump_json().encode("utf-8")
+            written += t.status == "ok"
+        except ValueError:
+            pass
+    return written, len(tasks)
+
+
+async def _held_s(deadline_s: float, drip_s: float) -> tuple[float, float]:
+    """Seconds a dripping reply holds a request under ``deadline_s``, and the drip's full length."""
+    from geosleuth.agent.client import ChatClient, ModelError
+    from geosleuth.testing import FakeOpenAIServer
+    from geosleuth.testing.fake_openai import Step
+
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": HEALTHY}}]}).encode()
+    with FakeOpenAIServer([Step(kind="reply", raw=body, drip_s=drip_s)]) as server:
+        async with ChatClient("m", server.base_url, max_retries=0, timeout_s=deadline_s) as client:
+            start = time.perf_counter()
+            with contextlib.suppress(ModelError):
+                await client.complete([{"role": "user", "content": "hi"}])
+            return time.perf_counter() - start, len(body) * drip_s
+
+
+def _gzip_bomb(decoded_mib: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b" " * 2**20
+    return b"".join([packer.compress(block) for _ in range(decoded_mib)] + [packer.flush()])
+
+
+async def _peak_read_mib(raw: bytes, encoding: str | None, httpx_decoding: bool) -> float:
+    """Peak traced allocations reading one reply under the default cap: through the client, or
+    (``httpx_decoding``) the pre-fix way, httpx inflating each network chunk whole."""
+    import tracemalloc
+
+    import httpx
+
+    from geosleuth.agent.client import ChatClient, ModelError
+    from geosleuth.agent.config import MAX_RESPONSE_BYTES
+    from geosleuth.testing import FakeOpenAIServer
+    from geosleuth.testing.fake_openai import Step
+
+    headers = {"Content-Encoding": encoding} if encoding else {}
+    with FakeOpenAIServer([Step(kind="reply", raw=raw, headers=headers)]) as server:
+        tracemalloc.start()
+        try:
+            if httpx_decoding:
+                async with httpx.AsyncClient() as http:
+                    request = {"json": {"messages": []}}
+                    async with http.stream("POST", f"{server.base_url}/chat/completions", **request) as resp:
+                        size = 0
+                        async for chunk in resp.aiter_bytes():
+                            size += len(chunk)
+                            if size > MAX_RESPONSE_BYTES:
+                                break
+            else:
+                async with ChatClient("m", server.base_url, max_retries=0) as client:
+                    with contextlib.suppress(ModelError):
+                        await client.complete([{"role": "user", "content": "hi"}])
+            return tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
+
+
+def hostile_server(args: argparse.Namespace) -> None:
+    import logging
+
+    logging.getLogger("geosleuth").setLevel(logging.ERROR)  # each replaced surrogate logs a warning
+    with tempfile.TemporaryDirectory() as tmp:
+        ok, n = asyncio.run(_surrogate_runs(Path(tmp), _surrogate_script()))
+    print(f"lone surrogates (content, reasoning, tool arguments, city, country): {ok}/{n} images recorded "
+          f"and written as UTF-8; reference {n}/{n}; ratio {ok / n:.2f}")  # fmt: skip
+    held, full = asyncio.run(_held_s(args.deadline, args.drip))
+    print(
+        f"dripping reply ({args.drip:g} s a byte, {full:.0f} s in all): held {held:.2f} s under a "
+        f"{args.deadline:g} s deadline; held/deadline {held / args.deadline:.2f}"
+    )
+    bomb = _gzip_bomb(args.bomb_mib)
+    from geosleuth.agent.config import MAX_RESPONSE_BYTES
+
+    plain = json.dumps({"choices": [{"message": {"content": "x" * (MAX_RESPONSE_BYTES - 200)}}]}).encode()
+    reference = asyncio.run(_peak_read_mib(plain, None, False))
+    before = asyncio.run(_peak_read_mib(bomb, "gzip", True))
+    after = asyncio.run(_peak_read_mib(bomb, "gzip", False))
+    print(
+        f"gzip bomb ({len(bomb) // 1024} KB for {args.bomb_mib} MiB), peak traced MiB: httpx decoding "
+        f"{before:.1f}, the client {after:.1f}; a plain reply at the cap {reference:.1f}; "
+        f"client/plain {after / reference:.2f}, before/plain {before / reference:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--healthy", type=int, default=64)
@@ -243,10 +382,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=6.0, help="trajectory timeout, seconds")
     parser.add_argument("--parse-deadline", type=float, default=3.0)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--skip-starvation", action="store_true")
+    parser.add_argument("--deadline", type=float, default=2.0, help="request deadline against the drip, s")
+    parser.add_argument("--drip", type=float, default=0.1, help="seconds between the dripped bytes")
+    parser.add_argument("--bomb-mib", type=int, default=200, help="decoded size of the gzip bomb")
+    parser.add_argument("--skip-server", action="store_true")
     args = parser.parse_args()
-    starvation(args)
+    if not args.skip_starvation:
+        starvation(args)
     if not args.skip_memory:
         memory()
+    if not args.skip_server:
+        hostile_server(args)
 
 
 if __name__ == "__main__":

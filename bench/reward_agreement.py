@@ -192,6 +192,9 @@ PLACES = [
     ("Germany", "Bavaria", "Munich", ["BY"]),
     ("Australia", "Victoria", "Melbourne", ["VIC"]),
     ("Canada", "Quebec", "Montreal", ["QC"]),
+    ("United Kingdom", "England", "London", []),  # first-level units that are also country aliases
+    ("United Kingdom", "Scotland", "Glasgow", []),
+    ("United Kingdom", "Wales", "Cardiff", []),
 ]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import struct
 import warnings
 from pathlib import Path
@@ -90,7 +91,7 @@ class _errors:
             return False
         label = self.label
         if isinstance(exc, Image.DecompressionBombError):
-            raise ImageInputError(f"{label}: refused as a possible decompression bomb ({exc})") from None
+            raise ImageInputError(_bomb_message(label, bomb_pixels(exc))) from None
         if isinstance(exc, UnidentifiedImageError):
             raise ImageInputError(
                 f"{label}: not a supported image format (PNG, JPEG, WebP, GIF, TIFF, BMP, …)"
@@ -100,6 +101,32 @@ class _errors:
         if isinstance(exc, OSError | EOFError | ValueError | SyntaxError | struct.error):
             raise ImageInputError(f"{label}: image data is damaged or truncated ({exc})") from None
         return False
+
+
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+def bomb_pixels(exc: Image.DecompressionBombError) -> int | None:
+    """The pixel count Pillow's refusal names ("Image size (N pixels) exceeds limit …"), if any."""
+    found = _BOMB_PIXELS.search(str(exc))
+    return int(found.group(1)) if found else None
+
+
+def _bomb_message(label: str, pixels: int | None) -> str:
+    """Pillow refuses headers above twice its ``MAX_IMAGE_PIXELS`` (178,956,970 by default) before
+    our own check runs: say so in this module's terms, not Pillow's "DOS attack"."""
+    size = f"{pixels:,} pixels" if pixels else "more pixels than Pillow decodes"
+    limit = max_image_pixels()
+    pillow = 2 * (Image.MAX_IMAGE_PIXELS or 0)
+    if pixels is None or pixels > limit:
+        return (
+            f"{label}: image is {size}, above the {limit:,}-pixel decode limit; possible decompression "
+            f"bomb. Downscale it, or raise {MAX_PIXELS_ENV}"
+        )
+    return (
+        f"{label}: image is {size}, above the {pillow:,} pixels Pillow decodes at most, whatever "
+        f"{MAX_PIXELS_ENV} allows; downscale it"
+    )
 
 
 def _refuse(label: str, size: tuple[int, int], limit: int, reducible: bool) -> ImageInputError:

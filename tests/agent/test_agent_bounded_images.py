@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageFile
+from PIL.TiffImagePlugin import IFDRational as R
 
 import geosleuth.agent.offline as offline
 import geosleuth.agent.runner as runner
@@ -77,6 +78,27 @@ def test_invalid_gps_references_make_the_position_unusable(
     assert (info.lat, info.lon) == (None, None)
     assert info.gps_problem == problem
     assert f"GPS position: unusable ({problem})" in info.describe()
+
+
+@pytest.mark.parametrize(
+    ("lat", "lon", "problem"),
+    [
+        ((R(47, 0), R(3, 1), R(0, 1)), (8.0, 18.0, 36.0), "latitude degrees have a zero denominator (47/0)"),
+        ((47.0, 3.0, 0.0), (R(8, 1), R(0, 0), R(0, 1)), "longitude minutes have a zero denominator (0/0)"),
+        ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), "position 0, 0 (what a camera without a fix writes)"),
+        ((95.0, 0.0, 0.0), (8.0, 0.0, 0.0), "position 95, 8 is outside -90..90, -180..180"),
+    ],
+)
+def test_a_gps_value_that_is_no_position_says_why(
+    tmp_path: Path, lat: tuple[object, ...], lon: tuple[object, ...], problem: str
+) -> None:
+    exif = _gps_exif()
+    exif.get_ifd(0x8825).update({2: lat, 4: lon})
+    path = tmp_path / "zero.jpg"
+    Image.new("RGB", (32, 24), "white").save(path, exif=exif)
+    info = read_exif(None, str(path))
+    assert (info.lat, info.lon) == (None, None)
+    assert info.describe().splitlines()[0] == f"GPS position: unusable ({problem})"
 
 
 def test_valid_references_in_any_case_still_sign_the_position(tmp_path: Path) -> None:

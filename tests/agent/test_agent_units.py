@@ -55,6 +55,9 @@ def test_call_style_only_for_known_tools() -> None:
     [
         ('{"bbox_2d": [1, 2', "not valid JSON"),
         ("[1, 2, 3]", "must be a JSON object"),
+        ("just a string", 'must be a JSON object of the tool\'s parameters by name, such as {"query"'),
+        ('"just a string"', "got the text 'just a string'"),  # a JSON string is not the object expected
+        ("42", "got a number: 42"),
         ('"{\\"q\\": 1}"', None),  # double-encoded JSON is accepted
     ],
 )

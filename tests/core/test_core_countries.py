@@ -60,3 +60,28 @@ def test_republic_of_china_is_taiwan_not_the_prc():
     assert resolve_country("Republic of China") == "TW"
     assert resolve_country("People's Republic of China") == "CN"
     assert resolve_country("Hong Kong SAR") == "HK" and resolve_country("Bosnia") == "BA"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [("Ý", "IT"), ("ý", "IT"), ("Áo", "AT"), ("Úc", "AU"), ("Bỉ", "BE"), ("Roma, Ý", "IT"), ("uk", "GB"),
+     ("US", "US"), ("チリ", "CL"), ("中国", "CN"), ("タイ", "TH")],
+)  # fmt: skip
+def test_short_names_match_as_written(text, code):
+    """Vietnamese CLDR names of one or two letters (Ý = Italy, Áo = Austria, Úc = Australia,
+    Bỉ = Belgium) resolve with their accents; CJK names of two characters are unaffected."""
+    assert resolve_country(text) == code
+
+
+@pytest.mark.parametrize("text", ["y", "Y", "ao", "Ao", "uc", "bi", "Bi", "Roma, y", "Ao."])
+def test_short_names_do_not_match_through_accent_folding(text):
+    assert resolve_country(text) is None
+
+
+def test_no_short_name_in_the_tables_resolves_without_its_accents():
+    from geosleuth.core.countries import SHORT_NAME_CHARS, name_index
+
+    for key in name_index():
+        folded = normalize(key)
+        if len(folded) <= SHORT_NAME_CHARS and folded != key:
+            assert resolve_country(folded) is None, (key, folded)

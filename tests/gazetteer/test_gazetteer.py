@@ -37,6 +37,14 @@ def test_ambiguous_names_rank_by_population_and_filter_by_country(gz):
 
 
 @pytest.mark.parametrize(
+    ("query", "code"), [("y", "IT"), ("Ý", "IT"), ("bi", "BE"), ("ao", "AT"), ("uc", "AU")]
+)
+def test_a_short_country_name_folded_is_not_that_country(gz, query, code):
+    """Vietnamese "Ý" (Italy) folds to "y": a country place does not answer to such a fold."""
+    assert all(p.country_code != code or p.kind != "country" for p in gz.search(query, limit=5))
+
+
+@pytest.mark.parametrize(
     ("lat", "lon", "code"),
     [(48.8566, 2.3522, "FR"), (38.9072, -77.0369, "US"), (35.6762, 139.6503, "JP"), (-35.2809, 149.13, "AU"),
      (47.56, 7.59, "CH"),  # Basel, metres from France and Germany

@@ -102,6 +102,22 @@ def test_the_limit_is_configurable(png_12k: Path, monkeypatch: pytest.MonkeyPatc
     assert load_image(small).size == (300, 200)
 
 
+def test_a_header_beyond_pillows_own_limit_names_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pillow refuses more than 2 × 89,478,485 pixels in ``Image.open``, before our check: the
+    message is still ours (the limit and how to raise it), not Pillow's "DOS attack"."""
+    path = bomb_png(tmp_path / "225mp.png", 15000)
+    with pytest.raises(ImageInputError) as info:
+        open_image(path)
+    message = str(info.value)
+    assert "image is 225,000,000 pixels, above the 64,000,000-pixel decode limit" in message
+    assert "GEOSLEUTH_MAX_IMAGE_PIXELS" in message and "DOS" not in message
+    monkeypatch.setenv("GEOSLEUTH_MAX_IMAGE_PIXELS", "300000000")  # ours allows it, Pillow does not
+    with pytest.raises(ImageInputError, match="above the 178,956,970 pixels Pillow decodes at most"):
+        open_image(path)
+
+
 def test_jpeg_is_reduced_while_decoding(tmp_path: Path) -> None:
     path = tmp_path / "photo.jpg"
     Image.new("RGB", (4000, 3000), (10, 120, 200)).save(path, quality=80)

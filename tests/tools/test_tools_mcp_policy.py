@@ -150,3 +150,21 @@ async def test_annotations_and_output_schema() -> None:
         failed = await client.call_tool("web_search", {"query": "x"})
         assert failed.is_error and failed.structured_content["ok"] is False
         assert "GEOSLEUTH_TAVILY_API_KEY" in failed.structured_content["error"]
+
+
+async def test_a_bomb_beyond_pillows_limit_is_refused_by_size_not_as_undecodable() -> None:
+    import struct
+    import zlib
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(buffer, format="PNG")
+    data = bytearray(buffer.getvalue())
+    data[16:24] = struct.pack(">II", 15000, 15000)  # the header claims 225 M pixels
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    server = build_server(_registry(), bbox_convention=REL, policy=ImagePolicy(max_input_pixels=10_000))
+    async with Client(server) as client:
+        bomb = base64.b64encode(bytes(data)).decode()
+        out = await client.call_tool("image_zoom_in_tool", {**ZOOM_ALL, "image_base64": bomb})
+    assert out.is_error
+    assert "225,000,000 pixels; this server accepts at most 10,000" in out.content[0].text
+    assert "could not be decoded" not in out.content[0].text

@@ -99,6 +99,38 @@ def test_geovista_hierarchical_in_the_geovista_format(
     assert norm["score"] == expected / 4.0
 
 
+UK_NATIONS = {
+    "England": ("London", 51.5074, -0.1278),
+    "Scotland": ("Glasgow", 55.8642, -4.2518),
+    "Wales": ("Cardiff", 51.4816, -3.1791),
+    "Northern Ireland": ("Belfast", 54.5973, -5.9301),
+}
+
+
+@pytest.mark.parametrize(
+    ("truth_nation", "answer_nation"), [(a, b) for a in UK_NATIONS for b in UK_NATIONS if a != b]
+)
+def test_geovista_a_uk_nation_for_another_is_country_credit_only(
+    truth_nation: str, answer_nation: str
+) -> None:
+    """The released rule (``rule_based`` in GeoVista's utils_geo.py) credits the state only when
+    its name occurs as a whole term: "Glasgow, Scotland, United Kingdom" against London, England
+    names the country alone, 1 (not β = 2), though both nations are also aliases of the UK."""
+    city, lat, lon = UK_NATIONS[truth_nation]
+    truth = {
+        "lat": lat,
+        "lon": lon,
+        "levels": {"country": "United Kingdom", "admin1": truth_nation, "city": city},
+    }
+    answer_city, alat, alon = UK_NATIONS[answer_nation]
+    text = geovista_answer("United Kingdom", answer_nation, answer_city, alat, alon)
+    assert compute_score("geovista", text, truth, reward="hierarchical")["score"] == 1.0
+    released = {"name": "hierarchical", "released": True}
+    assert compute_score("geovista", text, truth, reward=released)["score"] == 1.0
+    right = geovista_answer("United Kingdom", truth_nation, answer_city, alat, alon)
+    assert compute_score("geovista", right, truth, reward="hierarchical")["score"] == 2.0  # the state: β
+
+
 def test_geovista_verifier_verdict_replaces_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, dict[str, str]]] = []
 

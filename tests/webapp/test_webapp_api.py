@@ -195,6 +195,8 @@ def test_offline_map_tiles(client: TestClient) -> None:
     assert sea.getpixel((128, 40)) == (170, 211, 223)  # the Pacific west of Mexico is water
     for bad in ("/api/tiles/6/64/0.png", "/api/tiles/13/0/0.png", "/api/tiles/2/-1/0.png"):
         assert client.get(bad).status_code == 404, bad
+    assert client.get("/api/tiles/99/0/0.png").json() == {"error": "no tile 99/0/0: zoom must be 0–12"}
+    assert client.get("/api/tiles/6/64/0.png").json()["error"].endswith("at zoom 6, x and y must be 0–63")
     assert client.get("/api/config").json()["map_max_zoom"] == 12
     assert "/static/vendor/leaflet/leaflet.js" in client.get("/").text
     assert (

@@ -17,6 +17,7 @@ Assistant turns go back with every field the server sent that the client does no
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -26,6 +27,7 @@ import random
 import re
 import ssl
 import time
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -35,6 +37,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.core.records import Usage
+from geosleuth.core.surrogates import clean_json, clean_text
 from geosleuth.deadline import start_clock
 from geosleuth.secrets import redact_json, redact_text, register_secret
 
@@ -211,10 +214,40 @@ class ChatResponse:
     latency_s: float
     model: str
     attempts: int = 1
+    replaced_surrogates: int = 0
+    """Lone surrogates replaced by U+FFFD in the reply's fields as the response was made."""
+
+    def __post_init__(self) -> None:
+        """The reply is where model text enters: every field of it leaves here as valid Unicode."""
+        cleaned = [_clean_choice(c) for c in self.choices]
+        self.choices = [c for c, _ in cleaned]
+        replaced = sum(n for _, n in cleaned)
+        if replaced:
+            log.warning("replaced %d lone surrogate(s) in the model's reply by U+FFFD", replaced)
+        self.replaced_surrogates += replaced
 
     @property
     def first(self) -> ChatChoice:
         return self.choices[0]
+
+
+def _clean_choice(choice: ChatChoice) -> tuple[ChatChoice, int]:
+    """``choice`` with lone surrogates replaced in its text, reasoning, tool calls and extras."""
+    content, replaced = clean_text(choice.content)
+    reasoning = choice.reasoning
+    if reasoning:
+        reasoning, n = clean_text(reasoning)
+        replaced += n
+    extra, n = clean_json(choice.extra)
+    replaced += n
+    calls = []
+    for call in choice.tool_calls:
+        fields, n = clean_json([call.id, call.name, call.arguments, call.extra])
+        calls.append(RawToolCall(*fields))
+        replaced += n
+    if not replaced:
+        return choice, 0
+    return replace(choice, content=content, reasoning=reasoning, tool_calls=calls, extra=extra), replaced
 
 
 def resolve_endpoint(
@@ -315,6 +348,7 @@ class ChatClient:
         self.max_backoff_s = max_backoff_s
         self.max_response_bytes = max_response_bytes
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        headers["Accept-Encoding"] = ACCEPT_ENCODING
         # httpcore's pool scans every connection on each request (quadratic at hundreds of
         # concurrent requests), so connections are spread over small pools used in turn.
         per_pool = min(SHARD_CONNECTIONS, max_connections)
@@ -338,8 +372,10 @@ class ChatClient:
     async def _post(self, body: bytes) -> httpx.Response:
         """POST through the least busy pool (the first of equals, to reuse warm connections).
 
-        The body is streamed and read only up to ``max_response_bytes`` (after decompression):
-        a server that answers with hundreds of megabytes costs that cap, not the whole reply.
+        The body is streamed and read only up to ``max_response_bytes`` (counted as it is
+        decompressed): a server that answers with hundreds of megabytes, or a small gzip of
+        them, costs that cap, not the whole reply. ``timeout_s`` bounds the whole request, not
+        each read: a server that sends a byte every few seconds cannot hold it longer.
         """
         i = min(range(len(self._pools)), key=self._in_flight.__getitem__)
         self._in_flight[i] += 1
@@ -348,11 +384,12 @@ class ChatClient:
             request = pool.build_request(
                 "POST", "/chat/completions", content=body, headers={"Content-Type": "application/json"}
             )
-            resp = await pool.send(request, stream=True)
-            try:
-                content = await _read_capped(resp, self.max_response_bytes)
-            finally:
-                await resp.aclose()
+            async with asyncio.timeout(self.timeout_s):
+                resp = await pool.send(request, stream=True)
+                try:
+                    content = await _read_capped(resp, self.max_response_bytes)
+                finally:
+                    await resp.aclose()
         finally:
             self._in_flight[i] -= 1
         headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _BODY_HEADERS]
@@ -499,10 +536,12 @@ class ChatClient:
         status, the response-size cap: not retried)."""
         try:
             resp = await self._post(body)
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
             raise _Transient(f"request timed out after {self.timeout_s:g} s", None) from None
         except httpx.TransportError as exc:
             raise _Transient(f"connection failed: {type(exc).__name__}: {exc}", None, refused=True) from None
+        except httpx.DecodingError as exc:
+            raise _Transient(f"unreadable response body ({exc})", None) from None
         status = resp.status_code
         if status == 200:
             try:
@@ -591,8 +630,18 @@ class ResponseTooLarge(ModelError):
     """The server's reply is longer than the client's cap; not retried (it would answer the same)."""
 
 
+ACCEPT_ENCODING = "gzip, deflate"
+"""The encodings `_read_capped` decompresses itself, counting the bytes as they come out."""
+_ZLIB_WBITS = {"gzip": 31, "x-gzip": 31, "deflate": 47}  # 47: zlib or gzip header, detected
+
+
 async def _read_capped(resp: httpx.Response, cap: int) -> bytes:
-    """The decoded body, or `ResponseTooLarge` as soon as it passes ``cap`` bytes."""
+    """The decoded body, or `ResponseTooLarge` as soon as it passes ``cap`` bytes.
+
+    Compressed bodies are inflated here, never more than the cap allows at a time (httpx
+    inflates each network chunk whole: 64 KB of gzip can be 64 MB). An encoding the client did
+    not ask for is refused.
+    """
 
     def too_large(seen: str) -> ResponseTooLarge:
         return ResponseTooLarge(
@@ -602,16 +651,50 @@ async def _read_capped(resp: httpx.Response, cap: int) -> bytes:
         )
 
     declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap and "content-encoding" not in resp.headers:
+    if declared.isdigit() and int(declared) > cap:
         raise too_large(f"of {int(declared):,} bytes (Content-Length)")
+    if resp.is_stream_consumed:  # built in memory, already decoded
+        if len(resp.content) > cap:
+            raise too_large(f"of {len(resp.content):,} bytes")
+        return resp.content
+    encoding = resp.headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if encoding != "identity" and encoding not in _ZLIB_WBITS:
+        raise ModelError(
+            f"HTTP {resp.status_code}: the server sent Content-Encoding {encoding!r}; "
+            f"this client asks for {ACCEPT_ENCODING} and reads nothing else",
+            resp.status_code,
+        )
+    inflater = zlib.decompressobj(_ZLIB_WBITS[encoding]) if encoding in _ZLIB_WBITS else None
     chunks: list[bytes] = []
     size = 0
-    async for chunk in resp.aiter_bytes():
-        size += len(chunk)
-        if size > cap:
-            raise too_large(f"of more than {cap:,} bytes")
-        chunks.append(chunk)
+    async for raw in resp.aiter_raw():
+        pending = raw
+        while pending:
+            if inflater is None:
+                chunk, pending = pending, b""
+            else:
+                chunk, pending = _inflate(inflater, pending, cap - size + 1)
+            size += len(chunk)
+            if size > cap:
+                raise too_large(f"of more than {cap:,} bytes{' (decompressed)' if inflater else ''}")
+            chunks.append(chunk)
+    if inflater is not None:  # what the inflater holds back (at most its 32 KB window)
+        chunks.append(inflater.flush())
+        if size + len(chunks[-1]) > cap:
+            raise too_large(f"of more than {cap:,} bytes (decompressed)")
     return b"".join(chunks)
+
+
+def _inflate(inflater: Any, data: bytes, limit: int) -> tuple[bytes, bytes]:
+    """At most ``limit`` (>= 1) bytes inflated from ``data``, and what of ``data`` is left."""
+    try:
+        out = inflater.decompress(data, limit)
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"compressed body is damaged: {exc}") from None
+    left = inflater.unconsumed_tail
+    if inflater.eof or (not out and left == data):
+        return out, b""  # the stream ended (trailing bytes are ignored, as httpx does)
+    return out, left
 
 
 def _redacted(choice: ChatChoice) -> ChatChoice:

@@ -51,6 +51,7 @@ from geosleuth.core.records import (
     Turn,
     cap_text,
 )
+from geosleuth.core.surrogates import clean_text
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.text import wrap_output
 
@@ -113,8 +114,8 @@ class AgentLoop:
             self.messages.append({"role": "user", "content": f"{user}\n\n{seen}"})
         else:
             query_ref = store.add_encoded(
-                str(Path(task.image).resolve()) if task.image else "query", prepared.data_url
-            )
+                clean_text(str(Path(task.image).resolve()))[0] if task.image else "query", prepared.data_url
+            )  # the path as recorded: a file name that is not UTF-8 keeps U+FFFD for its bad bytes
             self.messages.append(
                 {
                     "role": "user",
@@ -216,6 +217,7 @@ class AgentLoop:
             )
         except ModelError as exc:
             return self._finish(TrajectoryStatus.MODEL_ERROR, self._model_error(exc))
+        _count_replaced(self.traj, "model", resp.replaced_surrogates)
         choice, truncated = _capped_choice(resp.first, self.config.max_turn_text_chars)
         self.pending_choice = choice
         turn = Turn(
@@ -325,6 +327,7 @@ class AgentLoop:
         records = []
         observed = await asyncio.gather(*(self._observe_images(r) for r in results))
         for j, (call, result, (seen, seen_error)) in enumerate(zip(calls, results, observed, strict=True)):
+            _count_replaced(self.traj, "tools", result.replaced_surrogates)
             refs = []
             for k, img in enumerate(result.images):  # PNG + JPEG encoding off the event loop
                 refs.append(await asyncio.to_thread(self.store.add, img, f"t{turn.index}_c{j}_{k}"))
@@ -456,6 +459,14 @@ class AgentLoop:
             wrapped.append({"type": "text", "text": nudge_text})
         if wrapped:
             self.messages.append({"role": "user", "content": wrapped})
+
+
+def _count_replaced(traj: Trajectory, source: str, replaced: int) -> None:
+    """Keep, under ``metadata["replaced_surrogates"]``, how many lone surrogates each source's text
+    carried (replaced by U+FFFD where it entered: `geosleuth.core.surrogates`)."""
+    if replaced:
+        counts = traj.metadata.setdefault("replaced_surrogates", {})
+        counts[source] = counts.get(source, 0) + replaced
 
 
 def _capped_choice(choice: ChatChoice, max_chars: int) -> tuple[ChatChoice, dict[str, int]]:

@@ -35,6 +35,7 @@ from geosleuth.core.records import (
     TrajectoryStatus,
     Turn,
 )
+from geosleuth.core.surrogates import clean_text
 from geosleuth.core.text import normalize
 from geosleuth.imageio import open_work_copy
 
@@ -552,7 +553,9 @@ async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | 
     traj.messages = [
         {
             "role": "user",
-            "content": [{"type": "image_url", "image_url": {"url": str(Path(task.image).resolve())}}],
+            "content": [
+                {"type": "image_url", "image_url": {"url": clean_text(str(Path(task.image).resolve()))[0]}}
+            ],
         },
         {"role": "assistant", "content": summary},
     ]

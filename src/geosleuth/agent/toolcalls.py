@@ -75,16 +75,28 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if isinstance(raw, str) and len(raw) > MAX_ARGUMENT_CHARS:
         return None, f"arguments are too long ({len(raw):,} characters; at most {MAX_ARGUMENT_CHARS:,})"
     value = raw
-    for _ in range(2):  # some servers double-encode: "{\"bbox_2d\": …}"
+    for decoded in range(2):  # some servers double-encode: "{\"bbox_2d\": …}"
         if not isinstance(value, str):
             break
+        text = value.strip()
         try:
-            value = _lenient_json(value.strip())
+            value = _lenient_json(text)
         except ValueError as exc:
+            if decoded or not text.startswith(("{", "[", '"')):  # plain words, or a JSON string of them
+                return None, f"{EXPECTED_ARGUMENTS}, got the text {text!r:.200}"
             return None, f"arguments are not valid JSON ({exc.__class__.__name__}: {exc}): {raw!s:.200}"
     if not isinstance(value, dict):
-        return None, f"arguments must be a JSON object, got {type(value).__name__}: {raw!s:.200}"
+        return None, f"{EXPECTED_ARGUMENTS}, got {_JSON_KINDS.get(type(value), 'a value')}: {raw!s:.200}"
     return value, None
+
+
+_JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
+               type(None): "null"}  # fmt: skip
+
+
+EXPECTED_ARGUMENTS = (
+    'arguments must be a JSON object of the tool\'s parameters by name, such as {"query": "Zürich"}'
+)
 
 
 def parse_native(calls: Sequence[RawToolCall]) -> list[ParsedCall]:

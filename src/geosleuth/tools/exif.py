@@ -98,12 +98,35 @@ def _dms(value: Any, ref: Any, axis: str = "") -> float | None:
 
 
 def _gps_problem(gps: Any) -> str | None:
-    """Why the GPS block's hemisphere references cannot sign its position, or None."""
+    """Why the GPS block gives no position: a hemisphere reference that cannot sign it, or a value
+    that is no number (a rational with a zero denominator, a missing or malformed value)."""
     for axis, tag, name in (("lat", 1, "latitude"), ("lon", 3, "longitude")):
         ref = _ref(gps.get(tag))
         if ref not in HEMISPHERES[axis]:
             shown = repr(ref[:8]) if ref else "missing"
             return f"{name} reference {shown} is not {' or '.join(HEMISPHERES[axis])}"
+    for tag, name in ((2, "latitude"), (4, "longitude")):
+        problem = _value_problem(gps.get(tag))
+        if problem:
+            return f"{name} {problem}"
+    return None
+
+
+_DMS = ("degrees", "minutes", "seconds")
+
+
+def _value_problem(value: Any) -> str | None:
+    """Why a GPS coordinate value is not a number, or None."""
+    if value is None:
+        return "is missing"
+    parts = value if isinstance(value, tuple | list) else (value,)
+    if len(parts) not in (1, 3):
+        return f"has {len(parts)} parts, not degrees, minutes and seconds"
+    for label, part in zip(_DMS, parts, strict=False):
+        if getattr(part, "denominator", 1) == 0:
+            return f"{label} have a zero denominator ({getattr(part, 'numerator', '?')}/0)"
+        if _num(part) is None:
+            return f"{label} are not a number ({str(part)[:20]!r})"
     return None
 
 
@@ -139,13 +162,11 @@ def read_exif(image: Image.Image | None, path: str | None = None) -> ExifInfo:
         lat, lon = _dms(gps.get(2), gps.get(1), "lat"), _dms(gps.get(4), gps.get(3), "lon")
         if (gps.get(2) is not None or gps.get(4) is not None) and (lat is None or lon is None):
             info.gps_problem = _gps_problem(gps)
-        if (
-            lat is not None
-            and lon is not None
-            and abs(lat) <= 90
-            and abs(lon) <= 180
-            and (lat, lon) != (0.0, 0.0)
-        ):
+        if lat is not None and lon is not None and not (abs(lat) <= 90 and abs(lon) <= 180):
+            info.gps_problem = f"position {lat:g}, {lon:g} is outside -90..90, -180..180"
+        elif lat is not None and lon is not None and (lat, lon) == (0.0, 0.0):
+            info.gps_problem = "position 0, 0 (what a camera without a fix writes)"
+        elif lat is not None and lon is not None:
             info.lat, info.lon = round(lat, 7), round(lon, 7)
         alt = _num(gps.get(6))
         if alt is not None:

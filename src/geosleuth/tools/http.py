@@ -468,10 +468,14 @@ class HttpClient:
         headers: Mapping[str, str],
         timeout: float,
     ) -> Response:
-        """One try: the response, `ProviderError` for good, or `_Transient` to try again."""
+        """One try: the response, `ProviderError` for good, or `_Transient` to try again.
+
+        ``timeout`` bounds the whole try (httpx's own bounds each read: a server that sends a
+        byte every few seconds would hold it for ever)."""
         try:
-            r = await self._send(method, url, params, json_body, headers, timeout)
-        except httpx.TimeoutException:
+            async with asyncio.timeout(timeout):
+                r = await self._send(method, url, params, json_body, headers, timeout)
+        except (httpx.TimeoutException, TimeoutError):
             raise _Transient(f"timed out after {timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise _Transient(f"connection failed ({type(exc).__name__})") from None

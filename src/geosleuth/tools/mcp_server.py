@@ -31,6 +31,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
+from geosleuth.imageio import bomb_pixels
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.config import PROVIDER_TOOLS
 
@@ -122,7 +123,13 @@ def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
             return im.copy()
     except ImageRefused:
         raise
-    except (OSError, ValueError, Image.DecompressionBombError):
+    except Image.DecompressionBombError as exc:
+        pixels = bomb_pixels(exc)
+        raise ImageRefused(
+            f"the image has {f'{pixels:,}' if pixels else 'too many'} pixels; this server accepts at most "
+            f"{policy.max_input_pixels:,}"
+        ) from None
+    except (OSError, ValueError):
         raise ImageRefused("the image could not be decoded (PNG, JPEG or WebP expected)") from None
 
 

@@ -57,7 +57,17 @@ def multilingual_similarity(predicted: str, reference: str, level: str) -> float
     if len(predicted) > MAX_NAME_CHARS or len(reference) > MAX_NAME_CHARS:
         return base
     a, b = _gazetteer_keys(predicted.strip()), _gazetteer_keys(reference.strip())
-    return 1.0 if a & b else base
+    return 1.0 if _below_country(a) & _below_country(b) else base
+
+
+def _below_country(keys: frozenset[str]) -> frozenset[str]:
+    """The identities that can match below the country level: a name's sub-country places, and
+    its country only when it names nothing else. "Scotland" and "England" are each an admin-1
+    region and also, as aliases, the United Kingdom: they must not meet at the country (GeoVista's
+    rule gives Glasgow, Scotland against London, England the country alone), nor "Wales" at
+    "United Kingdom"; "香港" and "Hong Kong" still meet at Hong Kong."""
+    below = frozenset(k for k in keys if not k.startswith("country:"))
+    return below or keys
 
 
 def embedding_similarity(model: str, device: str | None = None) -> Similarity:

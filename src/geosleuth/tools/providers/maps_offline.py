@@ -208,8 +208,10 @@ class OfflineMapProvider:
         """One 256 px slippy-map tile (z/x/y, Web Mercator), for an interactive map over the same
         offline data: land, coasts, borders, a country's name on the tile holding its label point,
         and place names that fit inside the tile (labels are never cut at a tile edge)."""
-        if not 0 <= zoom <= MAX_TILE_ZOOM or not (0 <= x < 2**zoom and 0 <= y < 2**zoom):
-            raise ValueError(f"no tile {zoom}/{x}/{y}: zoom 0–{MAX_TILE_ZOOM}, x and y 0–{2**zoom - 1}")
+        if not 0 <= zoom <= MAX_TILE_ZOOM:  # checked first: 2**99 is no range to print
+            raise ValueError(f"no tile {zoom}/{x}/{y}: zoom must be 0–{MAX_TILE_ZOOM}")
+        if not (0 <= x < 2**zoom and 0 <= y < 2**zoom):
+            raise ValueError(f"no tile {zoom}/{x}/{y}: at zoom {zoom}, x and y must be 0–{2**zoom - 1}")
         style = STYLES["satellite" if kind == "satellite" else "static"]
         w = world_px(zoom)
         view = _View(
