@@ -6,6 +6,7 @@ JPEGs above the limit are reduced while decoding (``draft``: 1/2, 1/4 or 1/8 sca
 decoder never holds the full frame); formats that cannot reduce on decode (PNG, WebP, …)
 are refused above the limit with an `ImageInputError` that says so. The limit is
 ``GEOSLEUTH_MAX_IMAGE_PIXELS`` (default 64 M pixels, about 200 MB as RGB), or an argument.
+A PNG's oversized ancillary chunks (a 400 MB eXIf) are never read (`geosleuth.pngchunks`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from geosleuth.pngchunks import dropped_chunks, without_big_ancillary
 
 DEFAULT_MAX_PIXELS = 64_000_000
 MAX_PIXELS_ENV = "GEOSLEUTH_MAX_IMAGE_PIXELS"
@@ -62,13 +65,15 @@ def _open_lazy(source: Source, label: str) -> Image.Image:
             raise ImageInputError(f"{label}: not a regular file")
         if p.stat().st_size == 0:
             raise ImageInputError(f"{label}: file is empty (0 bytes)")
-        fp: str | Path | BinaryIO = p
+        with _errors(label), p.open("rb") as probe:
+            big_chunks = bool(dropped_chunks(probe))
+        fp: str | Path | BinaryIO = without_big_ancillary(p.open("rb"), label) if big_chunks else p
     elif isinstance(source, bytes):
         if not source:
             raise ImageInputError(f"{label}: file is empty (0 bytes)")
-        fp = io.BytesIO(source)
+        fp = without_big_ancillary(io.BytesIO(source), label)
     else:
-        fp = source
+        fp = without_big_ancillary(source, label)
     with _errors(label):
         return Image.open(fp)
 
@@ -229,10 +234,22 @@ def open_work_copy(
         return work
 
 
-def header_pixels(source: str | Path) -> int:
-    """Width × height from the header alone (0 when the file is not a readable image)."""
+def header_size(source: Source) -> tuple[int, int]:
+    """(width, height) from the header alone ((0, 0) when it is not a readable image)."""
     try:
-        with Image.open(source) as img:
-            return img.size[0] * img.size[1]
-    except (OSError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError):
-        return 0
+        with open_header(source) as img:
+            return img.size
+    except ImageInputError:
+        return (0, 0)
+
+
+def header_pixels(source: Source) -> int:
+    """Width × height from the header alone (0 when the file is not a readable image)."""
+    width, height = header_size(source)
+    return width * height
+
+
+def open_header(source: Source, *, label: str | None = None) -> Image.Image:
+    """The image with only its header read (oversized ancillary PNG chunks left out unread),
+    for its size, format or metadata; `ImageInputError` when it is not a readable image."""
+    return _open_lazy(source, _label(source, label))
