@@ -25,7 +25,9 @@ from geosleuth.pngchunks import dropped_chunks, without_big_ancillary
 
 DEFAULT_MAX_PIXELS = 64_000_000
 MAX_PIXELS_ENV = "GEOSLEUTH_MAX_IMAGE_PIXELS"
-_REDUCIBLE = frozenset({"JPEG", "MPO"})
+REDUCIBLE_FORMATS = frozenset({"JPEG", "MPO"})
+"""Formats decoded at a reduced scale when above the limit; others are refused there."""
+_REDUCIBLE = REDUCIBLE_FORMATS
 PROBE_DECODE_PIXELS = 4_000_000
 """`probe_image` decodes formats it cannot check otherwise (WebP, GIF, …) only up to this size."""
 

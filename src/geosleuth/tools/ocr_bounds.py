@@ -113,9 +113,8 @@ def _tiles(width: int, rows: int) -> list[tuple[int, int]]:
     if width <= TILE_SIDE:
         return [(0, width)]
     overlap = min(TILE_SIDE // 4, 4 * rows + 32)
-    step = TILE_SIDE - overlap
-    starts = list(range(0, width - TILE_SIDE, step)) + [width - TILE_SIDE]
-    return [(x0, x0 + TILE_SIDE) for x0 in starts]
+    count = math.ceil((width - overlap) / (TILE_SIDE - overlap))
+    return [(x0, x0 + TILE_SIDE) for x0 in (round(i * (width - TILE_SIDE) / (count - 1)) for i in range(count))]
 
 
 def ocr_peak_bytes(width: int, height: int) -> int:
