@@ -269,7 +269,7 @@ def mcp_serve(
     if transport == "stdio":
         anyio.run(serve_stdio, server)
     else:
-        anyio.run(lambda: serve_http(server, host=host, port=port, path=path, max_request_bytes=policy.max_request_bytes))
+        anyio.run(lambda: serve_http(server, host=host, port=port, path=path, policy=policy))
 
 
 def register(app: typer.Typer) -> None:

@@ -434,15 +434,16 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int = 8000,
     path: str = "/mcp",
-    max_request_bytes: int | None = None,
+    policy: ImagePolicy | None = None,
 ) -> None:
     """Streamable HTTP whose body limit fits the largest image the policy accepts (the SDK's own
     default, 4 MiB, let base64 images through only up to about 3 MB)."""
     import uvicorn
 
-    limit = max_request_bytes or ImagePolicy().max_request_bytes
+    policy = policy or ImagePolicy()
+    limit = policy.max_request_bytes
     app = server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=limit)
-    config = uvicorn.Config(NamedBodyLimit(app, limit), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(NamedBodyLimit(app, limit, policy.max_input_bytes), host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()
 
 
@@ -450,14 +451,13 @@ class NamedBodyLimit:
     """ASGI wrapper: the SDK answers a body over its limit with a bare 413 "Request body too
     large"; this one's body is a JSON-RPC error that names the limit and what fits in it."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, image_bytes: int) -> None:
+        self.app, self.limit, self.image_bytes = app, limit, image_bytes
 
     def body(self) -> bytes:
-        image = (self.limit - ENVELOPE_BYTES) // 4 * 3
         message = (
             f"request body larger than this server's limit of {self.limit:,} bytes: image_base64 "
-            f"carries images up to {image:,} bytes (geosleuth mcp --max-input-bytes)"
+            f"carries images up to {self.image_bytes:,} bytes (geosleuth mcp --max-input-bytes)"
         )
         return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
 

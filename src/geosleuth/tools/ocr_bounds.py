@@ -71,11 +71,10 @@ def rapid_frames(width: int, height: int) -> tuple[int, int]:
     w, h = max(1, width), max(1, height)
     if max(w, h) > READ_SIDE:
         ratio = READ_SIDE / max(w, h)
-        w, h = _round32(w * ratio), _round32(h * ratio)
+        w, h = max(1, _round32(w * ratio)), max(1, _round32(h * ratio))  # (RapidOCR fails on a 0)
     if min(w, h) < RAPID_MIN_SIDE:
         ratio = RAPID_MIN_SIDE / min(w, h)
         w, h = _round32(w * ratio), _round32(h * ratio)
-    w, h = max(w, 1), max(h, 1)
     if h <= RAPID_MIN_SIDE or w / h > RAPID_PAD_RATIO:
         padded = max(int(w / RAPID_PAD_RATIO), RAPID_MIN_SIDE) * 2
         h += 2 * int(abs(padded - h) / 2)
