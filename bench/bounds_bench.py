@@ -180,7 +180,9 @@ def mcp_child(tool: str, image: Path, parallel: int) -> None:
     async def calls() -> None:
         server = build_server(build_registry(ToolSettings(cache={"backend": "none"})))
         async with Client(server) as client:
-            results = await asyncio.gather(*(client.call_tool(tool, dict(arguments)) for _ in range(parallel)))
+            results = await asyncio.gather(
+                *(client.call_tool(tool, dict(arguments)) for _ in range(parallel))
+            )
         print("error" if any(r.is_error for r in results) else "ok", flush=True)
 
     asyncio.run(calls())
@@ -207,7 +209,14 @@ def issue_32_mcp(work: Path, skip_62mp: bool) -> None:
         return
     big = made("62mp", work / "mcp_62mp.png")
     print(row("exif_gps 62MP", mcp("exif_gps", big), "exif 2 MP", mcp("exif_gps", photo)))
-    print(row("6 zooms 62MP", mcp("image_zoom_in_tool", big, 6), "6 zooms 2MP", mcp("image_zoom_in_tool", photo, 6)))
+    print(
+        row(
+            "6 zooms 62MP",
+            mcp("image_zoom_in_tool", big, 6),
+            "6 zooms 2MP",
+            mcp("image_zoom_in_tool", photo, 6),
+        )
+    )
 
 
 def main() -> int:

@@ -16,9 +16,9 @@ import geosleuth.agent.offline as offline
 import geosleuth.agent.runner as runner
 from geosleuth.agent import AgentConfig, run_tasks
 from geosleuth.agent.memory import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate, task_memory
-from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 from geosleuth.core.records import Task, Trajectory
 from geosleuth.tools.exif import read_exif
+from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 
 def _gps_exif(lat_ref: str | None = "N", lon_ref: str | None = "E") -> Image.Exif:
@@ -161,7 +161,7 @@ def test_a_task_reserves_what_ocr_allocates_for_its_shape(tmp_path: Path) -> Non
         Image.new("RGB", size, "white").save(path)
         needs[size] = task_memory(str(path)) - size[0] * size[1] * BYTES_PER_PIXEL - TASK_OVERHEAD
     assert needs[(2000, 1)] == 0
-    assert 0 < needs[(640, 480)] and needs[(8000, 8)] < 200 * 2**20
+    assert needs[(640, 480)] > 0 and needs[(8000, 8)] < 200 * 2**20
 
 
 async def test_one_at_a_time_starts_the_images_in_the_order_given(

@@ -72,7 +72,8 @@ async def test_exif_is_read_from_the_header_and_the_pixels_never_decoded(
         assert result.structured_content["data"]["lat"] == pytest.approx(47.05)
         assert decoded == []
         zoom = await client.call_tool(
-            "image_zoom_in_tool", {"bbox_2d": [0, 0, 100, 100], "image_base64": base64.b64encode(data).decode()}
+            "image_zoom_in_tool",
+            {"bbox_2d": [0, 0, 100, 100], "image_base64": base64.b64encode(data).decode()},
         )
         assert not zoom.is_error and decoded == [1]
 
@@ -154,7 +155,9 @@ async def test_http_takes_an_image_past_the_sdks_4_mib_and_names_its_limit_when_
             refused = await http.post(url, content=body, headers=headers)
         assert refused.status_code == 413  # 4,000,000 as base64 (5,333,336) and 1 MiB of envelope
         message = refused.json()["error"]["message"]
-        assert "6,381,912 bytes" in message and "4,000,000 bytes" in message and "--max-input-bytes" in message
+        assert (
+            "6,381,912 bytes" in message and "4,000,000 bytes" in message and "--max-input-bytes" in message
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -18,11 +18,13 @@ from geosleuth.tools.ocr import DET_PIXELS, READ_SIDE, run_ocr
 from geosleuth.tools.ocr_bounds import (
     BAND_PIXELS,
     MIN_TEXT_SIDE,
-    READ_SIDE as BOUNDS_READ_SIDE,
     TILE_SIDE,
     ocr_peak_bytes,
     rapid_frames,
     strip_plan,
+)
+from geosleuth.tools.ocr_bounds import (
+    READ_SIDE as BOUNDS_READ_SIDE,
 )
 
 LATIN_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"

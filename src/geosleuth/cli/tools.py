@@ -207,7 +207,9 @@ def mcp_serve(
     ] = 64_000_000,
     max_input_bytes: Annotated[
         int,
-        typer.Option(help="Largest query image accepted, in bytes (file or decoded base64); sets the HTTP body limit."),
+        typer.Option(
+            help="Largest query image accepted, in bytes (file or decoded base64); sets the HTTP body limit."
+        ),
     ] = 30_000_000,
     bbox_convention: Annotated[
         str, typer.Option(help="Zoom boxes: absolute (pixels of the image) or relative1000.")
@@ -239,7 +241,8 @@ def mcp_serve(
         raise typer.Exit(2)
     if max_image_bytes < 1000 or max_input_pixels < 1 or max_input_bytes < 1:
         typer.echo(
-            "error: --max-image-bytes must be at least 1000, --max-input-pixels and --max-input-bytes positive",
+            "error: --max-image-bytes must be at least 1000, "
+            "--max-input-pixels and --max-input-bytes positive",
             err=True,
         )
         raise typer.Exit(2)

@@ -443,7 +443,9 @@ async def serve_http(
     policy = policy or ImagePolicy()
     limit = policy.max_request_bytes
     app = server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=limit)
-    config = uvicorn.Config(NamedBodyLimit(app, limit, policy.max_input_bytes), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        NamedBodyLimit(app, limit, policy.max_input_bytes), host=host, port=port, log_level="warning"
+    )
     await uvicorn.Server(config).serve()
 
 
@@ -459,7 +461,9 @@ class NamedBodyLimit:
             f"request body larger than this server's limit of {self.limit:,} bytes: image_base64 "
             f"carries images up to {self.image_bytes:,} bytes (geosleuth mcp --max-input-bytes)"
         )
-        return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+        ).encode()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -472,7 +476,10 @@ class NamedBodyLimit:
             if message["type"] == "http.response.start" and message["status"] == 413:
                 replaced = True
                 body = self.body()
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ]
                 await send({"type": "http.response.start", "status": 413, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
             elif not replaced:  # the SDK's own 413 body is dropped

@@ -113,7 +113,9 @@ def _tiles(width: int, rows: int) -> list[tuple[int, int]]:
         return [(0, width)]
     overlap = min(TILE_SIDE // 4, 4 * rows + 32)
     count = math.ceil((width - overlap) / (TILE_SIDE - overlap))
-    return [(x0, x0 + TILE_SIDE) for x0 in (round(i * (width - TILE_SIDE) / (count - 1)) for i in range(count))]
+    return [
+        (x0, x0 + TILE_SIDE) for x0 in (round(i * (width - TILE_SIDE) / (count - 1)) for i in range(count))
+    ]
 
 
 def ocr_peak_bytes(width: int, height: int) -> int:
