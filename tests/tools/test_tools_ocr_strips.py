@@ -4,16 +4,13 @@ line is skipped, so a 2000x1 PNG no longer costs gigabytes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from ocr_recording import LATIN_FONT, RecordingEngine, record_engine
 from PIL import Image, ImageDraw, ImageFont
 
-import geosleuth.tools.ocr as ocr
 from geosleuth.tools.ocr import DET_PIXELS, READ_SIDE, run_ocr
 from geosleuth.tools.ocr_bounds import (
     BAND_PIXELS,
@@ -26,8 +23,6 @@ from geosleuth.tools.ocr_bounds import (
 from geosleuth.tools.ocr_bounds import (
     READ_SIDE as BOUNDS_READ_SIDE,
 )
-
-LATIN_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
 
 def test_the_bounds_module_reads_at_the_ocr_modules_scale() -> None:
@@ -81,27 +76,9 @@ def test_no_shape_makes_ocr_allocate_more_than_a_band(width: int, height: int) -
             assert left_end - right_start >= min(TILE_SIDE // 4, 4 * rows)  # a word lies whole in one
 
 
-class RecordingEngine:
-    """The real RapidOCR engine, recording the size of every image it is handed."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.sizes: list[tuple[int, int]] = []
-
-    def __call__(self, array: np.ndarray) -> Any:
-        self.sizes.append((array.shape[1], array.shape[0]))
-        return self.engine(array)
-
-
 @pytest.fixture
 def recording(monkeypatch: pytest.MonkeyPatch) -> RecordingEngine:
-    pytest.importorskip("rapidocr")
-    if not Path(LATIN_FONT).is_file():
-        pytest.skip("DejaVu Sans is not installed")
-    recorder = RecordingEngine(ocr.rapidocr_engine())
-    monkeypatch.setattr(ocr, "rapidocr_engine", lambda: recorder)
-    monkeypatch.setattr(ocr, "tesseract_languages", frozenset)  # RapidOCR's reading alone
-    return recorder
+    return record_engine(monkeypatch)
 
 
 def test_a_one_pixel_strip_never_reaches_the_engine(recording: RecordingEngine) -> None:
