@@ -114,7 +114,7 @@ class _Spliced(io.RawIOBase):
 
 def without_big_ancillary(fp: BinaryIO, label: str) -> BinaryIO:
     """``fp`` itself, or a view of it without the ancillary chunks to leave out (logged)."""
-    if not fp.seekable():
+    if not getattr(fp, "seekable", lambda: False)():
         return fp
     dropped = dropped_chunks(fp)
     if not dropped:

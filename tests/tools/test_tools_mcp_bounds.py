@@ -25,7 +25,7 @@ import geosleuth.tools.mcp_server as mcp_server
 from geosleuth.memorygate import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import ToolSettings
-from geosleuth.tools.mcp_server import ImagePolicy, build_server, inspect, reservation
+from geosleuth.tools.mcp_server import ImagePolicy, build_server, read_header, reservation
 
 
 def _registry():  # type: ignore[no-untyped-def]
@@ -46,17 +46,16 @@ def _gps_exif() -> Image.Exif:
 
 def test_the_reservation_is_what_each_tool_will_decode() -> None:
     policy = ImagePolicy()
-    photo = inspect(_encoded(Image.new("RGB", (3000, 2000))), policy)
+    photo = read_header(_encoded(Image.new("RGB", (3000, 2000))), policy)
     frame = 3000 * 2000 * BYTES_PER_PIXEL
     assert reservation(photo, "exif_gps", policy) == TASK_OVERHEAD  # the header alone
     assert reservation(photo, "image_zoom_in_tool", policy) == frame + TASK_OVERHEAD
     assert reservation(photo, "ocr", policy) > frame + TASK_OVERHEAD  # OCR's own peak besides
-    strip = inspect(_encoded(Image.new("RGB", (2000, 1))), policy)
+    strip = read_header(_encoded(Image.new("RGB", (2000, 1))), policy)
     assert reservation(strip, "ocr", policy) == 2000 * BYTES_PER_PIXEL + TASK_OVERHEAD  # OCR skips it
-    jpeg = inspect(_encoded(Image.new("RGB", (4000, 3000)), "JPEG"), ImagePolicy(max_input_pixels=1_000_000))
-    assert reservation(jpeg, "image_zoom_in_tool", ImagePolicy(max_input_pixels=1_000_000)) <= (
-        1_000_000 * BYTES_PER_PIXEL + TASK_OVERHEAD
-    )
+    small = ImagePolicy(max_input_pixels=1_000_000)
+    jpeg = read_header(_encoded(Image.new("RGB", (4000, 3000)), "JPEG"), small)  # reduced while decoding
+    assert reservation(jpeg, "image_zoom_in_tool", small) <= 1_000_000 * BYTES_PER_PIXEL + TASK_OVERHEAD
 
 
 async def test_exif_is_read_from_the_header_and_the_pixels_never_decoded(

@@ -144,7 +144,7 @@ class ImageSource:
         return max(1, int(width * side)), max(1, int(height * side))
 
 
-def inspect(raw: bytes, policy: ImagePolicy) -> ImageSource:
+def read_header(raw: bytes, policy: ImagePolicy) -> ImageSource:
     """The header's size and format, checked against the pixel limit before any pixel is read."""
     try:
         with open_header(raw, label="the image") as im:
@@ -234,9 +234,9 @@ async def image_source(arguments: dict[str, Any], policy: ImagePolicy) -> ImageS
     if (data is not None and not isinstance(data, str)) or (path is not None and not isinstance(path, str)):
         raise ImageRefused("image_base64 and image_path must be strings")
     if data:
-        return await asyncio.to_thread(inspect, read_base64(data, policy), policy)
+        return await asyncio.to_thread(read_header, read_base64(data, policy), policy)
     if path:
-        return await asyncio.to_thread(inspect, await read_path(path, policy), policy)
+        return await asyncio.to_thread(read_header, await read_path(path, policy), policy)
     return ImageSource(None) if policy.default_image is not None else None
 
 
@@ -269,7 +269,7 @@ async def _default_image(policy: ImagePolicy) -> Image.Image:
     key = (policy.default_image, info.st_mtime_ns, info.st_size)
     image = _DEFAULT_IMAGES.get(key)
     if image is None:
-        source = inspect(await read_path(str(policy.default_image), policy), policy)
+        source = read_header(await read_path(str(policy.default_image), policy), policy)
         assert source.raw is not None
         image = await asyncio.to_thread(_decode, source.raw, policy)
         _DEFAULT_IMAGES.clear()
