@@ -78,16 +78,21 @@ async def test_exif_is_read_from_the_header_and_the_pixels_never_decoded(
 
 
 async def test_a_jpeg_over_the_pixel_limit_is_reduced_and_boxes_stay_in_the_files_pixels() -> None:
-    data = _encoded(Image.new("RGB", (4000, 3000), (10, 120, 200)), "JPEG", quality=80)
+    upright = _encoded(Image.new("RGB", (4000, 3000), (10, 120, 200)), "JPEG", quality=80)
+    turned = Image.Exif()
+    turned[0x0112] = 6  # shown a quarter turn clockwise: 3000 wide, 4000 high
+    portrait = _encoded(Image.new("RGB", (4000, 3000), (10, 120, 200)), "JPEG", quality=80, exif=turned)
     server = build_server(_registry(), policy=ImagePolicy(max_input_pixels=1_000_000))
+    boxes = []
     async with Client(server) as client:
-        result = await client.call_tool(
-            "image_zoom_in_tool",
-            {"bbox_2d": [2000, 1500, 4000, 3000], "image_base64": base64.b64encode(data).decode()},
-        )
-    assert not result.is_error, result.content[0].text
-    x1, y1, x2, y2 = result.structured_content["data"]["original_box"]  # in the reduced decode's pixels
-    assert (x1, y1, x2, y2) == (500, 375, 1000, 750)  # a 1/4 DCT scale: the lower-right quarter
+        for data, lower_right in ((upright, [2000, 1500, 4000, 3000]), (portrait, [1500, 2000, 3000, 4000])):
+            result = await client.call_tool(
+                "image_zoom_in_tool",
+                {"bbox_2d": lower_right, "image_base64": base64.b64encode(data).decode()},
+            )
+            assert not result.is_error, result.content[0].text
+            boxes.append(result.structured_content["data"]["original_box"])  # in the decode's pixels
+    assert boxes == [[500, 375, 1000, 750], [375, 500, 750, 1000]]  # a 1/4 DCT scale: the lower-right quarter
 
 
 async def test_concurrent_decodes_wait_for_memory(monkeypatch: pytest.MonkeyPatch) -> None:

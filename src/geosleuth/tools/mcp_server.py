@@ -251,9 +251,17 @@ async def attach_image(ctx: ToolContext, source: ImageSource, tool: str, policy:
         ctx.image_source = source.raw
     else:
         ctx.image = await asyncio.to_thread(_decode, source.raw, policy)
-    original = ctx.image.info.get("original_size", ctx.image.size) if ctx.image is not None else None
-    if ctx.image is not None and original != ctx.image.size:
-        ctx.model_size = (round(original[0] * ctx.model_scale), round(original[1] * ctx.model_scale))
+    shown = _file_frame(ctx.image) if ctx.image is not None else None
+    if shown is not None:
+        ctx.model_size = (round(shown[0] * ctx.model_scale), round(shown[1] * ctx.model_scale))
+
+
+def _file_frame(image: Image.Image) -> tuple[int, int] | None:
+    """The file's (width, height) as shown (turned as its EXIF says) when the decode was reduced."""
+    if image.info.get("decode_scale", 1.0) >= 1.0:
+        return None
+    width, height = image.info["original_size"]
+    return (width, height) if (image.width >= image.height) == (width >= height) else (height, width)
 
 
 _DEFAULT_IMAGES: dict[tuple[Path, int, int], Image.Image] = {}
