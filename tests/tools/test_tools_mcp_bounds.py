@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +26,7 @@ import geosleuth.tools.mcp_server as mcp_server
 from geosleuth.memorygate import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import ToolSettings
-from geosleuth.tools.mcp_server import ImagePolicy, build_server, read_header, reservation
+from geosleuth.tools.mcp_server import ImagePolicy, build_server, image_source, read_header, reservation
 
 
 def _registry():  # type: ignore[no-untyped-def]
@@ -56,6 +57,16 @@ def test_the_reservation_is_what_each_tool_will_decode() -> None:
     small = ImagePolicy(max_input_pixels=1_000_000)
     jpeg = read_header(_encoded(Image.new("RGB", (4000, 3000)), "JPEG"), small)  # reduced while decoding
     assert reservation(jpeg, "image_zoom_in_tool", small) <= 1_000_000 * BYTES_PER_PIXEL + TASK_OVERHEAD
+
+
+async def test_the_servers_own_image_is_counted_as_each_calls_frame(tmp_path: Path) -> None:
+    path = tmp_path / "query.png"
+    Image.new("RGB", (300, 200)).save(path)
+    policy = ImagePolicy(default_image=path)
+    source = await image_source({}, policy)
+    assert source is not None and source.raw is None  # decoded once by the server, kept
+    assert reservation(source, "image_zoom_in_tool", policy) == 300 * 200 * BYTES_PER_PIXEL + TASK_OVERHEAD
+    assert reservation(source, "exif_gps", policy) == TASK_OVERHEAD
 
 
 async def test_exif_is_read_from_the_header_and_the_pixels_never_decoded(

@@ -31,7 +31,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
-from geosleuth.imageio import REDUCIBLE_FORMATS, ImageInputError, open_header, open_image
+from geosleuth.imageio import REDUCIBLE_FORMATS, ImageInputError, header_size, open_header, open_image
 from geosleuth.memorygate import image_bytes, memory_gate
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.config import PROVIDER_TOOLS
@@ -126,8 +126,9 @@ HEADER_ONLY_TOOLS = frozenset({"exif_gps"})
 
 @dataclass(frozen=True)
 class ImageSource:
-    """The image a call names, read but not decoded: its bytes (None: the server's --image) and
-    the size and format its header gives."""
+    """The image a call names, read but not decoded: its bytes (None: the server's --image,
+    decoded once and kept, still counted as each call's frame) and the size and format its
+    header gives."""
 
     raw: bytes | None
     size: tuple[int, int] = (0, 0)
@@ -136,8 +137,6 @@ class ImageSource:
     def frame(self, policy: ImagePolicy) -> tuple[int, int]:
         """The size the bounded decode gives (a JPEG above the limit is reduced while decoding)."""
         width, height = self.size
-        if self.raw is None:
-            return (0, 0)  # the --image, decoded once and kept
         if width * height <= policy.max_input_pixels:
             return self.size
         side = (policy.max_input_pixels / (width * height)) ** 0.5
@@ -168,8 +167,8 @@ def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
 
 
 def reservation(source: ImageSource, tool: str, policy: ImagePolicy) -> int:
-    """Bytes a call reserves from the server's memory gate: the frame it decodes (none for a
-    header-only tool or the already decoded --image) and, for OCR, what OCR allocates."""
+    """Bytes a call reserves from the server's memory gate: the frame it decodes or holds (none
+    for a header-only tool) and, for OCR, what OCR allocates."""
     width, height = (0, 0) if tool in HEADER_ONLY_TOOLS else source.frame(policy)
     return image_bytes(width, height, ocr_peak_bytes(width, height) if tool == "ocr" else 0)
 
@@ -237,7 +236,9 @@ async def image_source(arguments: dict[str, Any], policy: ImagePolicy) -> ImageS
         return await asyncio.to_thread(read_header, read_base64(data, policy), policy)
     if path:
         return await asyncio.to_thread(read_header, await read_path(path, policy), policy)
-    return ImageSource(None) if policy.default_image is not None else None
+    if policy.default_image is None:
+        return None
+    return ImageSource(None, await asyncio.to_thread(header_size, policy.default_image))
 
 
 async def attach_image(ctx: ToolContext, source: ImageSource, tool: str, policy: ImagePolicy) -> None:
