@@ -10,9 +10,10 @@
      - clean: no adversarial sample (the reference),
      - workers: the adversarial sample, parsing in worker processes (what the agent does),
      - thread: the adversarial sample, parsing in a thread (the pre-fix behaviour).
-2. Memory: peak RSS of a fresh process opening the issue's 12000 × 12000 PNG (420 KB) and a
-   12000 × 9000 JPEG, the pre-fix way (full decode, EXIF copy, resize) and through
-   `load_image` (PNG refused before decoding, JPEG reduced while decoding); ratio after / before.
+2. Memory: peak RSS of a fresh process opening the issue's 12000 × 12000 PNG (420 KB), a
+   12000 × 9000 JPEG and issue 32's 64 × 64 PNG with a 400 MB eXIf chunk (a sparse file), the
+   pre-fix way (full decode, EXIF copy, resize) and through `load_image` (PNG refused before
+   decoding, JPEG reduced while decoding, the oversized chunk left out unread); ratio after / before.
 
 3. A hostile model server (issue 32): replies whose JSON carries lone surrogates (``\\ud800`` in the
    content, reasoning, tool arguments, city, country) must all be recorded and written as UTF-8
@@ -32,6 +33,7 @@ import asyncio
 import contextlib
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
@@ -222,6 +224,23 @@ def blank_png(path: Path, width: int, height: int) -> Path:
     return path
 
 
+def exif_chunk_png(path: Path, size: int = 400_000_000) -> Path:
+    """A valid 64 × 64 PNG with an eXIf chunk of ``size`` bytes before its pixels (a TIFF header,
+    then zeros: a hole on disk)."""
+    pixels = zlib.compress(b"".join(b"\x00" + b"\x1e\x5a\x96" * 64 for _ in range(64)))
+    head = b"MM\x00\x2a\x00\x00\x00\x08"
+    crc, zeros, left = zlib.crc32(b"eXIf" + head), bytes(1 << 20), size - len(head)
+    while left:
+        crc = zlib.crc32(zeros[: min(left, len(zeros))], crc)
+        left -= min(left, len(zeros))
+    with path.open("wb") as out:
+        out.write(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 64, 8, 2, 0, 0, 0)))
+        out.write(struct.pack(">I", size) + b"eXIf" + head)
+        out.seek(size - len(head), io.SEEK_CUR)
+        out.write(struct.pack(">I", crc) + _chunk(b"IDAT", pixels) + _chunk(b"IEND", b""))
+    return path
+
+
 def peak_mib(code: str, path: Path) -> tuple[float, str]:
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     base, peak, outcome = out.stdout.split()
@@ -236,8 +255,10 @@ def memory() -> None:
         subprocess.run([sys.executable, "-c", make], check=True)
         print("memory: peak RSS above the imports, fresh process per figure")
         print(f"{'image':32} {'before MiB':>11} {'after MiB':>10} {'after/before':>13}  outcome after")
+        exif = exif_chunk_png(Path(tmp) / "exif400.png")
         for name, path in ((f"PNG 12000x12000 ({png.stat().st_size // 1024} KB)", png),
-                           (f"JPEG 12000x9000 ({jpeg.stat().st_size // 1024} KB)", jpeg)):  # fmt: skip
+                           (f"JPEG 12000x9000 ({jpeg.stat().st_size // 1024} KB)", jpeg),
+                           ("PNG 64x64 + 400 MB eXIf", exif)):  # fmt: skip
             before, _ = peak_mib(BEFORE, path)
             after, outcome = peak_mib(AFTER, path)
             print(f"{name:32} {before:>11.0f} {after:>10.0f} {after / before:>13.3f}  {outcome}")

@@ -7,7 +7,17 @@ bytes it wrote under ``--out``), printed beside the same figures for a normal in
   12 MB answer (under the 16 MB response cap: stored cut to the per-turn text cap) and a
   100 MB answer (over the response cap: the turn fails naming the cap, reading stops there);
 - the offline pipeline (no model) on a 2 MP photo and on a 62 MP PNG (a few hundred KB on
-  disk, just under the 64 M-pixel decode limit).
+  disk, just under the 64 M-pixel decode limit);
+- issue 32's shapes through the offline pipeline, against the 2 MP photo: a 2000x1 PNG (81 bytes,
+  2.86 GB before: RapidOCR padded it to 60000x15000 at full size) and an 8000x8 PNG (930 MB
+  before), and a 64x64 PNG carrying a 400 MB eXIf chunk (1.2 GB before; a sparse file here)
+  against the same PNG without it;
+- issue 32's MCP cases, one in-process server and client per figure (``--mcp``), against the
+  same calls on the 2 MP photo: ``exif_gps`` on the 62 MP PNG as ``image_base64`` (~550 MB
+  before: decoded in full), six parallel zooms on it (2.53 GB before; now each decode reserves
+  its frame from a memory gate over half the available memory, so on a large host all six may
+  still run at once, each without the former second copy), and ``ocr`` on the 2000x1 PNG
+  (3.0 GB before).
 
 A child's peak includes its own children: the 2 MP "photo" is noise, where RapidOCR finds
 unsure lines, so Tesseract re-reads it with every installed script's data (with the 24 that
@@ -18,7 +28,7 @@ the box-reduced decode, 358 MiB after (the decode's own peak).
 The scripted server and the test images are made in helper processes: a child's peak RSS
 starts from its parent's, so the measuring process stays small.
 
-Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp]``
+Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp] [--skip-issue-32]``
 """
 
 from __future__ import annotations
@@ -86,7 +96,15 @@ def serve(size: int) -> None:
 
 def make(kind: str, path: Path) -> None:
     rng = np.random.default_rng(0)
-    if kind == "photo":
+    if kind in STRIPS:
+        Image.new("RGB", STRIPS[kind], (200, 200, 200)).save(path)
+    elif kind == "64px":
+        Image.new("RGB", (64, 64), (30, 90, 150)).save(path)
+    elif kind == "exif400":
+        from adversarial_bench import exif_chunk_png  # this folder is on the path of a script
+
+        exif_chunk_png(path)
+    elif kind == "photo":
         Image.fromarray(rng.integers(0, 255, (480, 640, 3), dtype=np.uint8)).save(path, quality=85)
     elif kind == "2mp":
         Image.fromarray(rng.integers(0, 255, (1200, 1700, 3), dtype=np.uint8)).save(path, quality=90)
@@ -130,12 +148,88 @@ def big_images(work: Path, skip_62mp: bool) -> None:
     print(row("62 MP PNG", locate(big, work / "out_62mp"), "2 MP photo", normal))
 
 
+STRIPS = {"2000x1": (2000, 1), "8000x8": (8000, 8)}
+
+
+def issue_32_locate(work: Path) -> None:
+    print("issue 32, offline pipeline (no model):")
+    normal = locate(made("2mp", work / "ref_2mp.jpg"), work / "ref_out_2mp")
+    for name in STRIPS:
+        run = locate(made(name, work / f"{name}.png"), work / f"out_{name}")
+        print(row(f"{name} PNG", run, "2 MP photo", normal))
+    plain = locate(made("64px", work / "64px.png"), work / "out_64px")
+    exif = locate(made("exif400", work / "exif400.png"), work / "out_exif400")
+    print(row("400 MB eXIf", exif, "same w/o it", plain))
+
+
+def mcp_child(tool: str, image: Path, parallel: int) -> None:
+    """One MCP server and client in this process: ``parallel`` calls of ``tool`` on ``image``."""
+    import asyncio
+    import base64
+
+    from mcp import Client
+
+    from geosleuth.tools import build_registry
+    from geosleuth.tools.config import ToolSettings
+    from geosleuth.tools.mcp_server import build_server
+
+    arguments = {"image_base64": base64.b64encode(image.read_bytes()).decode()}
+    if tool == "image_zoom_in_tool":
+        arguments["bbox_2d"] = [0, 0, 100, 100]
+
+    async def calls() -> None:
+        server = build_server(build_registry(ToolSettings(cache={"backend": "none"})))
+        async with Client(server) as client:
+            results = await asyncio.gather(
+                *(client.call_tool(tool, dict(arguments)) for _ in range(parallel))
+            )
+        print("error" if any(r.is_error for r in results) else "ok", flush=True)
+
+    asyncio.run(calls())
+
+
+def mcp(tool: str, image: Path, parallel: int = 1) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS MiB, 0, status) of one ``--mcp`` child."""
+    start = time.perf_counter()
+    proc = helper("--mcp", tool, str(image), str(parallel))
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    stdout = proc.stdout.read()
+    _, _, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - start, usage.ru_maxrss / 1024, 0, stdout.strip() or "no output"
+
+
+def issue_32_mcp(work: Path, skip_62mp: bool) -> None:
+    print("issue 32, MCP (image_base64, in-process server and client):")
+    photo = made("2mp", work / "mcp_2mp.jpg")
+    strip = made("2000x1", work / "mcp_2000x1.png")
+    print(row("ocr 2000x1", mcp("ocr", strip), "ocr 2 MP", mcp("ocr", photo)))
+    if skip_62mp:
+        print("  62 MP PNG skipped (--skip-62mp)")
+        return
+    big = made("62mp", work / "mcp_62mp.png")
+    print(row("exif_gps 62MP", mcp("exif_gps", big), "exif 2 MP", mcp("exif_gps", photo)))
+    print(
+        row(
+            "6 zooms 62MP",
+            mcp("image_zoom_in_tool", big, 6),
+            "6 zooms 2MP",
+            mcp("image_zoom_in_tool", photo, 6),
+        )
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-62mp", action="store_true")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--skip-issue-32", action="store_true")
     parser.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--mcp", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.mcp:
+        mcp_child(args.mcp[0], Path(args.mcp[1]), int(args.mcp[2]))
+        return 0
     if args.serve is not None:
         serve(args.serve)
         return 0
@@ -146,6 +240,9 @@ def main() -> int:
         work = Path(tmp)
         model_replies(work)
         big_images(work, args.skip_62mp)
+        if not args.skip_issue_32:
+            issue_32_locate(work)
+            issue_32_mcp(work, args.skip_62mp)
     return 0
 
 

@@ -6,6 +6,7 @@ JPEGs above the limit are reduced while decoding (``draft``: 1/2, 1/4 or 1/8 sca
 decoder never holds the full frame); formats that cannot reduce on decode (PNG, WebP, …)
 are refused above the limit with an `ImageInputError` that says so. The limit is
 ``GEOSLEUTH_MAX_IMAGE_PIXELS`` (default 64 M pixels, about 200 MB as RGB), or an argument.
+A PNG's oversized ancillary chunks (a 400 MB eXIf) are never read (`geosleuth.pngchunks`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from typing import BinaryIO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from geosleuth.pngchunks import dropped_chunks, without_big_ancillary
+
 DEFAULT_MAX_PIXELS = 64_000_000
 MAX_PIXELS_ENV = "GEOSLEUTH_MAX_IMAGE_PIXELS"
-_REDUCIBLE = frozenset({"JPEG", "MPO"})
+REDUCIBLE_FORMATS = frozenset({"JPEG", "MPO"})
+"""Formats decoded at a reduced scale when above the limit; others are refused there."""
+_REDUCIBLE = REDUCIBLE_FORMATS
 PROBE_DECODE_PIXELS = 4_000_000
 """`probe_image` decodes formats it cannot check otherwise (WebP, GIF, …) only up to this size."""
 
@@ -32,6 +37,15 @@ Source = str | Path | bytes | BinaryIO
 
 class ImageInputError(ValueError):
     """An image that cannot be used; the message names it and the reason."""
+
+
+class ImageTooLarge(ImageInputError):
+    """A header above Pillow's own ceiling (a possible decompression bomb); ``pixels`` is the
+    count Pillow named, when it named one, so a caller can refuse it by its size."""
+
+    def __init__(self, message: str, pixels: int | None) -> None:
+        super().__init__(message)
+        self.pixels = pixels
 
 
 def max_image_pixels(override: int | None = None) -> int:
@@ -63,13 +77,15 @@ def _open_lazy(source: Source, label: str) -> Image.Image:
             raise ImageInputError(f"{label}: not a regular file")
         if p.stat().st_size == 0:
             raise ImageInputError(f"{label}: file is empty (0 bytes)")
-        fp: str | Path | BinaryIO = p
+        with _errors(label), p.open("rb") as probe:
+            big_chunks = bool(dropped_chunks(probe))
+        fp: str | Path | BinaryIO = without_big_ancillary(p.open("rb"), label) if big_chunks else p
     elif isinstance(source, bytes):
         if not source:
             raise ImageInputError(f"{label}: file is empty (0 bytes)")
-        fp = io.BytesIO(source)
+        fp = without_big_ancillary(io.BytesIO(source), label)
     else:
-        fp = source
+        fp = without_big_ancillary(source, label)
     with _errors(label):
         return Image.open(fp)
 
@@ -91,7 +107,8 @@ class _errors:
             return False
         label = self.label
         if isinstance(exc, Image.DecompressionBombError):
-            raise ImageInputError(_bomb_message(label, bomb_pixels(exc))) from None
+            pixels = bomb_pixels(exc)
+            raise ImageTooLarge(_bomb_message(label, pixels), pixels) from None
         if isinstance(exc, UnidentifiedImageError):
             raise ImageInputError(
                 f"{label}: not a supported image format (PNG, JPEG, WebP, GIF, TIFF, BMP, …)"
@@ -256,10 +273,22 @@ def open_work_copy(
         return work
 
 
-def header_pixels(source: str | Path) -> int:
-    """Width × height from the header alone (0 when the file is not a readable image)."""
+def header_size(source: Source) -> tuple[int, int]:
+    """(width, height) from the header alone ((0, 0) when it is not a readable image)."""
     try:
-        with Image.open(source) as img:
-            return img.size[0] * img.size[1]
-    except (OSError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError):
-        return 0
+        with open_header(source) as img:
+            return img.size
+    except ImageInputError:
+        return (0, 0)
+
+
+def header_pixels(source: Source) -> int:
+    """Width × height from the header alone (0 when the file is not a readable image)."""
+    width, height = header_size(source)
+    return width * height
+
+
+def open_header(source: Source, *, label: str | None = None) -> Image.Image:
+    """The image with only its header read (oversized ancillary PNG chunks left out unread),
+    for its size, format or metadata; `ImageInputError` when it is not a readable image."""
+    return _open_lazy(source, _label(source, label))

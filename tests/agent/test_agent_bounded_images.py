@@ -19,6 +19,7 @@ from geosleuth.agent import AgentConfig, run_tasks
 from geosleuth.agent.memory import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate, task_memory
 from geosleuth.core.records import Task, Trajectory
 from geosleuth.tools.exif import read_exif
+from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 
 def _gps_exif(lat_ref: str | None = "N", lon_ref: str | None = "E") -> Image.Exif:
@@ -155,7 +156,7 @@ async def test_locate_on_a_folder_sizes_its_concurrency_by_memory(
         paths.append(tmp_path / f"p{i}.png")
         Image.new("RGB", (2000, 1500), (i, i, i)).save(paths[-1])
     need = task_memory(str(paths[0]))
-    assert need == 2000 * 1500 * BYTES_PER_PIXEL + TASK_OVERHEAD
+    assert need == 2000 * 1500 * BYTES_PER_PIXEL + TASK_OVERHEAD + ocr_peak_bytes(2000, 1500)
     monkeypatch.setattr(runner, "memory_gate", lambda: MemoryGate(2 * need + 1))  # room for two
     running = peak = 0
 
@@ -171,6 +172,18 @@ async def test_locate_on_a_folder_sizes_its_concurrency_by_memory(
     tasks = [Task(id=p.stem, image=str(p)) for p in paths]
     out = await run_tasks(tasks, AgentConfig(), concurrency=8)
     assert [t.sample_id for t in out] == [p.stem for p in paths] and peak == 2
+
+
+def test_a_task_reserves_what_ocr_allocates_for_its_shape(tmp_path: Path) -> None:
+    """The reservation follows OCR's real peak, not the pixel count: a 2000x1 strip is skipped by
+    OCR (it once cost 2.9 GB), a long thin one is read in tiles of one band's cost."""
+    needs = {}
+    for size in ((2000, 1), (8000, 8), (640, 480)):
+        path = tmp_path / f"{size[0]}x{size[1]}.png"
+        Image.new("RGB", size, "white").save(path)
+        needs[size] = task_memory(str(path)) - size[0] * size[1] * BYTES_PER_PIXEL - TASK_OVERHEAD
+    assert needs[(2000, 1)] == 0
+    assert needs[(640, 480)] > 0 and needs[(8000, 8)] < 200 * 2**20
 
 
 async def test_one_at_a_time_starts_the_images_in_the_order_given(

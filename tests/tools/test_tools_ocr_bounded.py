@@ -8,17 +8,15 @@ import platform
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ocr_recording import LATIN_FONT, RecordingEngine, record_engine
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 import geosleuth.tools.ocr as ocr
 from geosleuth.imageio import open_work_copy
 from geosleuth.tools.ocr import BAND_OVERLAP, DET_PIXELS, READ_SIDE, detector_bands, run_ocr
-
-LATIN_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
 
 @settings(max_examples=60, deadline=None)
@@ -32,27 +30,9 @@ def test_detector_bands_cover_every_row_within_the_pixel_budget(width: int, heig
         assert above_bottom - below_top >= BAND_OVERLAP  # a line this tall lies whole in one band
 
 
-class RecordingEngine:
-    """The real RapidOCR engine, recording the size of every image it is handed."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.sizes: list[tuple[int, int]] = []
-
-    def __call__(self, array: np.ndarray) -> Any:
-        self.sizes.append((array.shape[1], array.shape[0]))
-        return self.engine(array)
-
-
 @pytest.fixture
 def recording(monkeypatch: pytest.MonkeyPatch) -> RecordingEngine:
-    pytest.importorskip("rapidocr")
-    if not Path(LATIN_FONT).is_file():
-        pytest.skip("DejaVu Sans is not installed")
-    recorder = RecordingEngine(ocr.rapidocr_engine())
-    monkeypatch.setattr(ocr, "rapidocr_engine", lambda: recorder)
-    monkeypatch.setattr(ocr, "tesseract_languages", frozenset)  # RapidOCR's reading alone
-    return recorder
+    return record_engine(monkeypatch)
 
 
 def test_text_on_a_large_photo_is_read_with_every_detector_call_bounded(recording: RecordingEngine) -> None:

@@ -1,82 +1,22 @@
-"""How many images may be in flight at once, by memory rather than by a fixed count.
+"""The memory one `locate` task reserves before it starts (`geosleuth.memorygate` holds the gate).
 
-A 62 MP PNG is 182 KB on disk and about 250 MB once decoded; eight of them at the default
-concurrency need gigabytes. Each task reserves an estimate from its image header (pixels ×
-`BYTES_PER_PIXEL` plus `TASK_OVERHEAD`) out of a budget of half the memory available when
-the batch starts; a task waits while the others hold the budget, and one task larger than the
-whole budget still runs, alone.
+The estimate comes from the image header: the decoded frame, a fixed overhead, and what OCR
+allocates for an image of that shape (`tools.ocr_bounds.ocr_peak_bytes`; RapidOCR's own
+pre-processing once took 2.9 GB for a 2000x1 strip, whatever its pixel count said).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-from pathlib import Path
-
-from geosleuth.imageio import header_pixels
-
-BYTES_PER_PIXEL = 4  # the decoded frame (RGB or RGBA) a task holds or passes through
-TASK_OVERHEAD = 64 * 2**20  # resized copies, OCR tensors, encoded images
-BUDGET_SHARE = 0.5
-FALLBACK_AVAILABLE = 4 * 2**30
-
-
-def available_memory() -> int:
-    """Bytes the system can give without swapping (``MemAvailable``), or a conservative guess."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return FALLBACK_AVAILABLE
+from geosleuth.imageio import header_size
+from geosleuth.memorygate import BYTES_PER_PIXEL as BYTES_PER_PIXEL
+from geosleuth.memorygate import TASK_OVERHEAD as TASK_OVERHEAD
+from geosleuth.memorygate import MemoryGate as MemoryGate
+from geosleuth.memorygate import image_bytes
+from geosleuth.memorygate import memory_gate as memory_gate
+from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 
 def task_memory(image: str | None) -> int:
     """The bytes one task on ``image`` is expected to need at its peak."""
-    pixels = header_pixels(image) if image else 0
-    return pixels * BYTES_PER_PIXEL + TASK_OVERHEAD
-
-
-class MemoryGate:
-    """A weighted semaphore over bytes: ``async with gate.hold(n)`` waits until ``n`` fits."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = max(1, budget)
-        self.used = 0
-        self.holders = 0
-        self._changed = asyncio.Condition()
-
-    def hold(self, amount: int) -> _Hold:
-        return _Hold(self, amount)
-
-    async def _acquire(self, amount: int) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.holders == 0 or self.used + amount <= self.budget)
-            self.used += amount
-            self.holders += 1
-
-    async def _release(self, amount: int) -> None:
-        async with self._changed:
-            self.used -= amount
-            self.holders -= 1
-            self._changed.notify_all()
-
-
-class _Hold:
-    def __init__(self, gate: MemoryGate, amount: int) -> None:
-        self.gate, self.amount = gate, amount
-
-    async def __aenter__(self) -> None:
-        await self.gate._acquire(self.amount)
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.gate._release(self.amount)
-
-
-def memory_gate() -> MemoryGate:
-    """A gate over `BUDGET_SHARE` of the memory available now."""
-    return MemoryGate(int(available_memory() * BUDGET_SHARE))
+    width, height = header_size(image) if image else (0, 0)
+    return image_bytes(width, height, ocr_peak_bytes(width, height))

@@ -205,6 +205,12 @@ def mcp_serve(
     max_input_pixels: Annotated[
         int, typer.Option(help="Largest query image accepted, in pixels.")
     ] = 64_000_000,
+    max_input_bytes: Annotated[
+        int,
+        typer.Option(
+            help="Largest query image accepted, in bytes (file or decoded base64); sets the HTTP body limit."
+        ),
+    ] = 30_000_000,
     bbox_convention: Annotated[
         str, typer.Option(help="Zoom boxes: absolute (pixels of the image) or relative1000.")
     ] = "absolute",
@@ -233,8 +239,12 @@ def mcp_serve(
     if image_format not in {"jpeg", "webp"}:
         typer.echo("error: --image-format must be jpeg or webp", err=True)
         raise typer.Exit(2)
-    if max_image_bytes < 1000 or max_input_pixels < 1:
-        typer.echo("error: --max-image-bytes must be at least 1000 and --max-input-pixels positive", err=True)
+    if max_image_bytes < 1000 or max_input_pixels < 1 or max_input_bytes < 1:
+        typer.echo(
+            "error: --max-image-bytes must be at least 1000, "
+            "--max-input-pixels and --max-input-bytes positive",
+            err=True,
+        )
         raise typer.Exit(2)
     if image is not None and not image.is_file():
         typer.echo(f"error: image not found: {image}", err=True)
@@ -256,12 +266,13 @@ def mcp_serve(
         output_format=image_format,  # type: ignore[arg-type]
         max_output_bytes=max_image_bytes,
         max_input_pixels=max_input_pixels,
+        max_input_bytes=max_input_bytes,
     )
     server = build_server(registry, bbox_convention=bbox_convention, policy=policy)
     if transport == "stdio":
         anyio.run(serve_stdio, server)
     else:
-        anyio.run(lambda: serve_http(server, host=host, port=port, path=path))
+        anyio.run(lambda: serve_http(server, host=host, port=port, path=path, policy=policy))
 
 
 def register(app: typer.Typer) -> None:

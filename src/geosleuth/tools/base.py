@@ -36,6 +36,7 @@ class ToolContext:
 
     image: Image.Image | None = None  # the query image at original resolution
     image_path: str | None = None
+    image_source: bytes | None = None  # the encoded image when it has no path (MCP image_base64)
     model_scale: float = 1.0  # size of the image the model saw / original size
     model_size: tuple[int, int] | None = None  # exact (width, height) the model saw; wins over the scale
     bbox_convention: BBoxConvention = "absolute"

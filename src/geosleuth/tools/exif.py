@@ -10,6 +10,7 @@ continent.
 
 from __future__ import annotations
 
+import io
 import math
 import struct
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 from PIL import Image
 from pydantic import BaseModel
+
+from geosleuth.imageio import ImageInputError, open_header
 
 GPS_IFD = 0x8825
 EXIF_IFD = 0x8769
@@ -137,13 +140,14 @@ def _text(value: Any) -> str | None:
     return value or None
 
 
-def read_exif(image: Image.Image | None, path: str | None = None) -> ExifInfo:
-    """EXIF of the original file when available (headers only), else of the in-memory image."""
+def read_exif(image: Image.Image | None, path: str | bytes | None = None) -> ExifInfo:
+    """EXIF of the original file (a path, or its bytes) when available, headers only; else of the
+    in-memory image."""
     exif = None
     if path:
         try:
             exif = exif_from_headers(path)
-        except (OSError, ValueError, SyntaxError, struct.error):
+        except (ImageInputError, OSError, ValueError, SyntaxError, struct.error):
             exif = None
     if (exif is None or not len(exif)) and image is not None:
         exif = image.getexif()
@@ -182,24 +186,25 @@ MAX_EXIF_CHUNK = 1 << 20
 """An eXIf chunk larger than this is not read (EXIF blocks are kilobytes; JPEG's APP1 caps at 64 KB)."""
 
 
-def exif_from_headers(path: str | Path) -> Image.Exif:
-    """The file's EXIF, read without decoding pixels.
+def exif_from_headers(source: str | Path | bytes) -> Image.Exif:
+    """The EXIF of a file (its path or its bytes), read without decoding pixels.
 
     JPEG, WebP and TIFF keep EXIF in headers Pillow parses on open; a PNG's eXIf chunk may come
     after the image data, where Pillow would decode the whole image to reach it, so the PNG's
-    chunks are walked instead (each skipped by its length).
+    chunks are walked instead (each skipped by its length). Oversized ancillary chunks are never
+    read (`geosleuth.pngchunks`).
     """
-    with Image.open(path) as im:
+    with open_header(source, label="the query image") as im:
         if im.format == "PNG" and "exif" not in im.info:
-            data = _png_exif_chunk(Path(path))
+            data = _png_exif_chunk(source)
             if data is not None:
                 im.info["exif"] = data
             return Image.Image.getexif(im)  # the base reader: never loads the pixels
         return im.getexif()
 
 
-def _png_exif_chunk(path: Path) -> bytes | None:
-    with path.open("rb") as fp:
+def _png_exif_chunk(source: str | Path | bytes) -> bytes | None:
+    with io.BytesIO(source) if isinstance(source, bytes) else Path(source).open("rb") as fp:
         if fp.read(8) != b"\x89PNG\r\n\x1a\n":
             return None
         while True:

@@ -31,9 +31,11 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
-from geosleuth.imageio import bomb_pixels
+from geosleuth.imageio import REDUCIBLE_FORMATS, ImageInputError, ImageTooLarge, header_size, open_header, open_image
+from geosleuth.memorygate import image_bytes, memory_gate
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.config import PROVIDER_TOOLS
+from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,10 @@ schemas onto a single-type dialect, such as Gemini's, reject them), a descriptio
 OPAQUE_PATH_ERROR = "image_path is not a readable image file under the server's image directories"
 
 
+ENVELOPE_BYTES = 1 << 20
+"""Room in an HTTP request body, beside the image, for the JSON-RPC envelope and other arguments."""
+
+
 @dataclass(frozen=True)
 class ImagePolicy:
     """How images enter and leave the server."""
@@ -95,6 +101,11 @@ class ImagePolicy:
     resolved_roots: tuple[Path, ...] = field(init=False, default=())
     resolved_default: Path | None = field(init=False, default=None)
 
+    @property
+    def max_request_bytes(self) -> int:
+        """The HTTP request body limit: an image of `max_input_bytes` as base64, plus the envelope."""
+        return -(-self.max_input_bytes // 3) * 4 + ENVELOPE_BYTES
+
     def __post_init__(self) -> None:
         """Resolve the paths once, not on every image argument."""
         object.__setattr__(self, "resolved_roots", tuple(Path(os.path.realpath(r)) for r in self.roots))
@@ -109,28 +120,62 @@ class ImageRefused(Exception):
     """An image argument was refused; the message is safe to return to the client."""
 
 
-def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
-    """Decode with the pixel count checked from the header, before any pixel is read."""
+HEADER_ONLY_TOOLS = frozenset({"exif_gps"})
+"""Tools that read only the image's header (EXIF): the pixels are never decoded for them."""
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """The image a call names, read but not decoded: its bytes (None: the server's --image,
+    decoded once and kept, still counted as each call's frame) and the size and format its
+    header gives."""
+
+    raw: bytes | None
+    size: tuple[int, int] = (0, 0)
+    format: str = ""
+
+    def frame(self, policy: ImagePolicy) -> tuple[int, int]:
+        """The size the bounded decode gives (a JPEG above the limit is reduced while decoding)."""
+        width, height = self.size
+        if width * height <= policy.max_input_pixels:
+            return self.size
+        side = (policy.max_input_pixels / (width * height)) ** 0.5
+        return max(1, int(width * side)), max(1, int(height * side))
+
+
+def read_header(raw: bytes, policy: ImagePolicy) -> ImageSource:
+    """The header's size and format, checked against the pixel limit before any pixel is read."""
     try:
-        with Image.open(io.BytesIO(raw)) as im:
-            width, height = im.size
-            if width * height > policy.max_input_pixels:
-                raise ImageRefused(
-                    f"the image has {width}x{height} pixels; this server accepts at most "
-                    f"{policy.max_input_pixels:,}"
-                )
-            im.load()
-            return im.copy()
-    except ImageRefused:
-        raise
-    except Image.DecompressionBombError as exc:
-        pixels = bomb_pixels(exc)
+        with open_header(raw, label="the image") as im:
+            (width, height), fmt = im.size, str(im.format)
+    except ImageTooLarge as exc:
         raise ImageRefused(
-            f"the image has {f'{pixels:,}' if pixels else 'too many'} pixels; this server accepts at most "
-            f"{policy.max_input_pixels:,}"
+            f"the image has {f'{exc.pixels:,}' if exc.pixels else 'too many'} pixels; this server accepts "
+            f"at most {policy.max_input_pixels:,}"
         ) from None
-    except (OSError, ValueError):
-        raise ImageRefused("the image could not be decoded (PNG, JPEG or WebP expected)") from None
+    except ImageInputError as exc:
+        raise ImageRefused(f"the image could not be decoded (PNG, JPEG or WebP expected): {exc}") from None
+    if width * height > policy.max_input_pixels and fmt not in REDUCIBLE_FORMATS:
+        raise ImageRefused(
+            f"the image has {width}x{height} pixels; this server accepts at most {policy.max_input_pixels:,}"
+        )
+    return ImageSource(raw, (width, height), fmt)
+
+
+def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
+    """Decode within the pixel limit: a JPEG above it comes back reduced (``info["original_size"]``
+    keeps the file's size), anything else above it was refused from the header."""
+    try:
+        return open_image(raw, policy.max_input_pixels, label="the image")
+    except ImageInputError as exc:
+        raise ImageRefused(f"the image could not be decoded (PNG, JPEG or WebP expected): {exc}") from None
+
+
+def reservation(source: ImageSource, tool: str, policy: ImagePolicy) -> int:
+    """Bytes a call reserves from the server's memory gate: the frame it decodes or holds (none
+    for a header-only tool) and, for OCR, what OCR allocates."""
+    width, height = (0, 0) if tool in HEADER_ONLY_TOOLS else source.frame(policy)
+    return image_bytes(width, height, ocr_peak_bytes(width, height) if tool == "ocr" else 0)
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:
@@ -165,42 +210,64 @@ def _allowed(path: str, policy: ImagePolicy) -> Path:
     raise ImageRefused(OPAQUE_PATH_ERROR)
 
 
-async def load_path(path: str, policy: ImagePolicy) -> Image.Image:
-    """An image from a path the policy allows, read off the event loop with a timeout."""
+async def read_path(path: str, policy: ImagePolicy) -> bytes:
+    """The bytes of a file the policy allows, read off the event loop with a timeout."""
     try:
         real = _allowed(path, policy)
-        raw = await asyncio.wait_for(
+        return await asyncio.wait_for(
             asyncio.to_thread(_read_regular_file, real, policy.max_input_bytes), policy.open_timeout_s
         )
     except (OSError, TimeoutError, ValueError) as exc:
         log.info("image_path refused: %s", type(exc).__name__)
         raise ImageRefused(OPAQUE_PATH_ERROR) from None
-    return await asyncio.to_thread(_decode, raw, policy)
 
 
-async def load_base64(data: str, policy: ImagePolicy) -> Image.Image:
+def read_base64(data: str, policy: ImagePolicy) -> bytes:
     if len(data) > policy.max_input_bytes * 4 // 3 + 4:
         raise ImageRefused(f"image_base64 is larger than {policy.max_input_bytes:,} bytes")
     try:
-        raw = base64.b64decode(data, validate=True)
+        return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise ImageRefused("image_base64 is not valid base64") from None
-    return await asyncio.to_thread(_decode, raw, policy)
 
 
-async def image_context(arguments: dict[str, Any], policy: ImagePolicy, ctx: ToolContext) -> ToolContext:
-    """Pop the image arguments and attach the query image they name (or the default one)."""
+async def image_source(arguments: dict[str, Any], policy: ImagePolicy) -> ImageSource | None:
+    """Pop the image arguments and read (not decode) the image they name, or the default one."""
     path = arguments.pop("image_path", None)
     data = arguments.pop("image_base64", None)
     if (data is not None and not isinstance(data, str)) or (path is not None and not isinstance(path, str)):
         raise ImageRefused("image_base64 and image_path must be strings")
     if data:
-        ctx.image = await load_base64(data, policy)
-    elif path:
-        ctx.image = await load_path(path, policy)
-    elif policy.default_image is not None:
-        ctx.image = await _default_image(policy)
-    return ctx
+        return await asyncio.to_thread(read_header, read_base64(data, policy), policy)
+    if path:
+        return await asyncio.to_thread(read_header, await read_path(path, policy), policy)
+    if policy.default_image is None:
+        return None
+    return ImageSource(None, await asyncio.to_thread(header_size, policy.default_image))
+
+
+async def attach_image(ctx: ToolContext, source: ImageSource, tool: str, policy: ImagePolicy) -> None:
+    """Give the tool the image: its bytes alone to a header-only tool, else the bounded decode. A
+    JPEG reduced while decoding keeps the client's frame: boxes stay in the file's pixels."""
+    if source.raw is None:
+        ctx.image_path = str(policy.default_image)  # the operator's own file: EXIF from its header
+        if tool not in HEADER_ONLY_TOOLS:
+            ctx.image = await _default_image(policy)
+    elif tool in HEADER_ONLY_TOOLS:
+        ctx.image_source = source.raw
+    else:
+        ctx.image = await asyncio.to_thread(_decode, source.raw, policy)
+    shown = _file_frame(ctx.image) if ctx.image is not None else None
+    if shown is not None:
+        ctx.model_size = (round(shown[0] * ctx.model_scale), round(shown[1] * ctx.model_scale))
+
+
+def _file_frame(image: Image.Image) -> tuple[int, int] | None:
+    """The file's (width, height) as shown (turned as its EXIF says) when the decode was reduced."""
+    if image.info.get("decode_scale", 1.0) >= 1.0:
+        return None
+    width, height = image.info["original_size"]
+    return (width, height) if (image.width >= image.height) == (width >= height) else (height, width)
 
 
 _DEFAULT_IMAGES: dict[tuple[Path, int, int], Image.Image] = {}
@@ -216,7 +283,9 @@ async def _default_image(policy: ImagePolicy) -> Image.Image:
     key = (policy.default_image, info.st_mtime_ns, info.st_size)
     image = _DEFAULT_IMAGES.get(key)
     if image is None:
-        image = await load_path(str(policy.default_image), policy)
+        source = read_header(await read_path(str(policy.default_image), policy), policy)
+        assert source.raw is not None
+        image = await asyncio.to_thread(_decode, source.raw, policy)
         _DEFAULT_IMAGES.clear()
         _DEFAULT_IMAGES[key] = image
     return image
@@ -335,17 +404,22 @@ def build_server(
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
 
+    gate = memory_gate()  # concurrent decodes and OCR bounded by memory, as `locate` bounds them
+
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         tool = registry.get(params.name)
-        ctx = None
-        if tool is not None and tool.wants_context:
-            ctx = ToolContext(model_scale=model_scale, bbox_convention=bbox_convention)  # type: ignore[arg-type]
-            try:
-                await image_context(arguments, policy, ctx)
-            except ImageRefused as exc:
-                return to_call_result(ToolResult.failure(str(exc)), policy)
-        return to_call_result(await registry.call(params.name, arguments, ctx), policy)
+        if tool is None or not tool.wants_context:
+            return to_call_result(await registry.call(params.name, arguments, None), policy)
+        ctx = ToolContext(model_scale=model_scale, bbox_convention=bbox_convention)  # type: ignore[arg-type]
+        try:
+            source = await image_source(arguments, policy)
+            async with gate.hold(reservation(source or ImageSource(None), params.name, policy)):
+                if source is not None:
+                    await attach_image(ctx, source, params.name, policy)
+                return to_call_result(await registry.call(params.name, arguments, ctx), policy)
+        except ImageRefused as exc:
+            return to_call_result(ToolResult.failure(str(exc)), policy)
 
     from geosleuth import __version__
 
@@ -369,9 +443,60 @@ async def serve_stdio(server: Server) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp") -> None:
+async def serve_http(
+    server: Server,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    policy: ImagePolicy | None = None,
+) -> None:
+    """Streamable HTTP whose body limit fits the largest image the policy accepts (the SDK's own
+    default, 4 MiB, let base64 images through only up to about 3 MB)."""
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    policy = policy or ImagePolicy()
+    limit = policy.max_request_bytes
+    app = server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=limit)
+    config = uvicorn.Config(
+        NamedBodyLimit(app, limit, policy.max_input_bytes), host=host, port=port, log_level="warning"
+    )
     await uvicorn.Server(config).serve()
+
+
+class NamedBodyLimit:
+    """ASGI wrapper: the SDK answers a body over its limit with a bare 413 "Request body too
+    large"; this one's body is a JSON-RPC error that names the limit and what fits in it."""
+
+    def __init__(self, app: Any, limit: int, image_bytes: int) -> None:
+        self.app, self.limit, self.image_bytes = app, limit, image_bytes
+
+    def body(self) -> bytes:
+        message = (
+            f"request body larger than this server's limit of {self.limit:,} bytes: image_base64 "
+            f"carries images up to {self.image_bytes:,} bytes (geosleuth mcp --max-input-bytes)"
+        )
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+        ).encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def named(message: dict[str, Any]) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                replaced = True
+                body = self.body()
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ]
+                await send({"type": "http.response.start", "status": 413, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+            elif not replaced:  # the SDK's own 413 body is dropped
+                await send(message)
+
+        await self.app(scope, receive, named)

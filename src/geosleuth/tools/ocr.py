@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from geosleuth.core.text import script_of
 from geosleuth.tools.base import BBoxConvention, ToolError
 from geosleuth.tools.clues import Clue, LanguageGuess, country_votes, detect_language, extract_clues
+from geosleuth.tools.ocr_bounds import read_strip, strip_plan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,12 @@ def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
 
     The image is read at most `READ_SIDE` px on its long side (where RapidOCR itself would
     read it) in overlapping horizontal bands, so small text is detected at that full scale; an
-    overview at `OVERVIEW_SIDE` px finds the text too tall for a band."""
+    overview at `OVERVIEW_SIDE` px finds the text too tall for a band. A strip wider than 8:1,
+    which RapidOCR would pad at full size (gigabytes for a 2000x1 image), is read in bounded
+    tiles or skipped (`tools.ocr_bounds`)."""
+    strip = strip_plan(*image.size)
+    if strip is not None:
+        return read_strip(image, strip, _rapidocr_call)
     scale = min(1.0, READ_SIDE / max(image.size))
     work = image if image.mode == "RGB" else image.convert("RGB")
     if scale < 1.0:

@@ -415,7 +415,8 @@ def _build_tools(runtime: ToolRuntime) -> list[Tool]:
         """
         from geosleuth.tools.exif import read_exif
 
-        info = read_exif(query_image(ctx), ctx.image_path)
+        header = ctx.image_path or ctx.image_source  # read from the header alone, never decoded
+        info = read_exif(ctx.image if ctx.image is not None or header else query_image(ctx), header)
         return ToolResult(text=info.describe(), data=info.model_dump(exclude_none=True))
 
     def ocr(ctx: ToolContext, region: list[float] | None = None) -> ToolResult:
