@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
 from geosleuth.eval.runner import (
+    ProgressFn,
     RunAborted,
     RunFn,
     RunStats,
@@ -135,30 +136,55 @@ class NoWorkerLeft(RunAborted):
 
 
 class _Dispatch:
-    """Runs one batch to completion across lost workers: retry on the same worker once it is
-    back, else on another shard's live worker; stop the run only when no worker is left."""
+    """Runs one batch to completion across lost workers. A lost worker's batch goes at once to
+    another live worker while the lost one recovers in the background (Ray restarts it on a
+    live node); once back it takes its own shard's batches again. Only when every worker is
+    gone for good does a batch find no worker (`NoWorkerLeft`)."""
 
     def __init__(self, executor: BatchExecutor, n_shards: int, stats: RunStats) -> None:
         self.executor = executor
         self.n_shards = n_shards
         self.stats = stats
+        self.recovering: dict[int, asyncio.Task[None]] = {}
         self.gone: set[int] = set()  # workers that did not come back
         self.turn = 0
 
-    def _worker_for(self, home: int) -> int | None:
-        if home not in self.gone:
-            return home
-        live = [i for i in range(self.n_shards) if i not in self.gone]
-        if not live:
-            return None
-        self.turn += 1
-        return live[self.turn % len(live)]
+    def _lose(self, worker: int) -> None:
+        if worker not in self.recovering and worker not in self.gone:
+            self.recovering[worker] = asyncio.create_task(self._recover(worker))
+
+    async def _recover(self, worker: int) -> None:
+        try:
+            back = await self.executor.recover(worker)
+        except Exception as exc:  # a recovery that breaks is one that failed
+            log.warning("worker %d could not be recovered: %s", worker, exc)
+            back = False
+        finally:
+            del self.recovering[worker]
+        if back:
+            log.info("worker %d is back", worker)
+        else:
+            self.gone.add(worker)
+            log.warning("worker %d did not come back; the live workers take its batches", worker)
+
+    async def _worker_for(self, home: int) -> int | None:
+        while True:
+            down = self.gone | set(self.recovering)
+            if home not in down:
+                return home
+            live = [i for i in range(self.n_shards) if i not in down]
+            if live:
+                self.turn += 1
+                return live[self.turn % len(live)]
+            if not self.recovering:
+                return None
+            await asyncio.wait(list(self.recovering.values()), return_when=asyncio.FIRST_COMPLETED)
 
     async def run(self, home: int, tasks: list[Task]) -> list[Trajectory]:
         """The batch's trajectories; raises `NoWorkerLeft` when no worker can run it."""
         attempts = 0
         while True:
-            worker = self._worker_for(home)
+            worker = await self._worker_for(home)
             if worker is None:
                 raise NoWorkerLeft(
                     f"every one of the {self.n_shards} worker(s) was lost and none came back: "
@@ -172,11 +198,16 @@ class _Dispatch:
                     return lost_batch(tasks, f"worker lost {attempts} times running this batch: {exc}")
                 self.stats.batches_retried += 1
                 log.warning("worker %d lost (%s); its batch of %d runs again", worker, exc, len(tasks))
-                if worker not in self.gone and not await self.executor.recover(worker):
-                    self.gone.add(worker)
-                    log.warning("worker %d did not come back; its batches go to the live workers", worker)
+                self._lose(worker)
             except Exception as exc:  # the worker answered with an error: re-running would repeat it
                 return lost_batch(tasks, f"worker {worker} failed: {type(exc).__name__}: {exc}")
+
+    async def close(self) -> None:
+        """Stop waiting for workers the run no longer needs."""
+        waiting = list(self.recovering.values())
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
 
 
 async def run_sharded(
@@ -187,6 +218,7 @@ async def run_sharded(
     *,
     batch_size: int = DEFAULT_BATCH,
     retry_failed: bool = False,
+    on_result: ProgressFn | None = None,
 ) -> RunStats:
     """Dispatch pending samples shard by shard and merge results into one durable log."""
     stats = RunStats(total=len(samples))
@@ -224,8 +256,13 @@ async def run_sharded(
                     stats.failed += trajectory.status != TrajectoryStatus.OK
                     key = trajectory.status.value
                     stats.statuses[key] = stats.statuses.get(key, 0) + 1
+                    if on_result is not None:
+                        on_result(trajectory, stats)
 
-        await asyncio.gather(*(drive(i) for i in range(n_shards)))
+        try:
+            await asyncio.gather(*(drive(i) for i in range(n_shards)))
+        finally:
+            await dispatch.close()
         if aborted:
             raise aborted[0]
     finally:

@@ -20,7 +20,7 @@ from typing import Any
 
 from geosleuth.core.records import Sample, Task, Trajectory
 from geosleuth.eval.backends import DEFAULT_BATCH, WorkerLost, run_batch, run_sharded
-from geosleuth.eval.runner import RunFn, RunStats
+from geosleuth.eval.runner import ProgressFn, RunFn, RunStats
 from geosleuth.eval.store import TrajectoryStore
 
 DEFAULT_RESTART_WAIT_S = 120.0
@@ -179,6 +179,7 @@ class RayBackend:
         concurrency: int,
         timeout_s: float | None,
         retry_failed: bool = False,
+        on_result: ProgressFn | None = None,
     ) -> RunStats:
         """Run the pending ``samples`` into ``run_dir``; shard i runs on ``run_fns[i]``."""
         try:
@@ -195,5 +196,11 @@ class RayBackend:
         )
         store = TrajectoryStore(run_dir)
         return await run_sharded(
-            samples, executor, store, len(run_fns), batch_size=self.batch_size, retry_failed=retry_failed
+            samples,
+            executor,
+            store,
+            len(run_fns),
+            batch_size=self.batch_size,
+            retry_failed=retry_failed,
+            on_result=on_result,
         )

@@ -279,6 +279,7 @@ async def execute(
             concurrency=config.concurrency,
             timeout_s=config.timeout_s,
             retry_failed=retry_failed,
+            on_result=on_result,
         )
     run_fn = build_run_fn(config, prepared.run_dir)
     return await run_samples(

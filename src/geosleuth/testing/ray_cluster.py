@@ -7,7 +7,7 @@ end exactly those, by pid::
 
     with LocalRayCluster(nodes=2) as cluster:
         run("geosleuth eval … --backend ray --ray-address", cluster.address, env=cluster.env)
-        cluster.kill_node(1)  # SIGKILL that node's raylet: the node dies as on a preemption
+        cluster.kill_node(1)  # SIGKILL that node's raylet and its workers: a lost machine
 
 Node death is noticed after ``health_check_s`` (Ray's default is about 30 s; short here).
 """
@@ -139,8 +139,16 @@ class LocalRayCluster:
         raise LookupError(f"no raylet for node {index}")
 
     def kill_node(self, index: int) -> None:
-        """SIGKILL node ``index``'s raylet: its workers go with it, as when a machine is lost."""
-        os.kill(self.raylet_pid(index), signal.SIGKILL)
+        """SIGKILL node ``index``'s raylet and every process it started (its workers and their
+        children), as when the machine is lost: nothing of the node answers any more."""
+        import psutil
+
+        raylet = psutil.Process(self.raylet_pid(index))
+        family = [raylet, *raylet.children(recursive=True)]
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(family, timeout=5)
 
     def stop(self) -> None:
         """End every process of this cluster (by pid: SIGTERM, then SIGKILL) and remove its files."""
