@@ -176,7 +176,7 @@ def eval_command(
     ] = None,
     ray_restart_wait: Annotated[
         float | None,
-        typer.Option(help="Seconds a lost Ray actor may take to come back before other actors take its batches."),
+        typer.Option(help="Seconds a lost Ray actor may take to come back before the run gives up on it."),
     ] = None,
     shards: Annotated[int | None, typer.Option(help="Ray shards (default: one per endpoint or CPU).")] = None,
     shard: Annotated[

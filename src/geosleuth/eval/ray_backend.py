@@ -3,16 +3,18 @@
 Each shard is one actor created with the ``SPREAD`` strategy (so shards do not pile onto one
 node) and ``max_restarts=-1`` (Ray brings an actor whose node died back on a live node). Its
 in-flight batch fails with a Ray actor error, which becomes `WorkerLost`: the dispatcher in
-`geosleuth.eval.backends` waits for the actor to be back and runs the batch again, or hands it
-to another shard's actor. Ray's own task retries stay off (``max_task_retries=0``) so that the
-driver sees, counts and records every retry once. ``resources`` pins the actors to the nodes
-that advertise a custom resource (``ray start --resources '{"geosleuth": 8}'``).
+`geosleuth.eval.backends` runs the batch again on another shard's actor at once and gives the
+lost actor its shard back once `RayExecutor.recover` sees it restarted. Ray's own task retries
+stay off (``max_task_retries=0``) so that the driver sees, counts and records every retry once.
+``resources`` pins the actors to the nodes that advertise a custom resource
+(``ray start --resources '{"geosleuth": 100}'``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ from geosleuth.eval.store import TrajectoryStore
 
 DEFAULT_RESTART_WAIT_S = 120.0
 """How long a lost actor may take to come back (node death detection plus a restart elsewhere)
-before its batches go to the other shards' actors."""
+before it is given up on; meanwhile the other shards' actors take its batches."""
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +89,18 @@ def connect(address: str | None) -> None:
 
     if ray.is_initialized():
         return
+    if address is not None:  # the driver's C++ client would warn once a second while it retries
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+    same_auth = (
+        "every node and this shell need the same RAY_AUTH_MODE (and, for token, the same token): "
+        "docs/evaluation.md, 'Start Ray'"
+    )
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     except AuthenticationError as exc:
-        raise ValueError(
-            f"cannot join the Ray cluster at {address}: {exc.message}. Start every node and this "
-            "driver with the same RAY_AUTH_MODE (docs/evaluation.md, 'Start Ray')"
-        ) from None
+        raise ValueError(f"cannot join the Ray cluster at {address}: {exc.message}; {same_auth}") from None
     except ConnectionError as exc:
-        raise ValueError(f"cannot join the Ray cluster at {address}: {exc}") from None
+        raise ValueError(f"cannot join the Ray cluster at {address}: {exc} (is it up? {same_auth})") from None
     _route_cluster_errors_to_log()
 
 
