@@ -39,7 +39,9 @@ def make_dataset(folder: Path, n: int) -> Path:
     (folder / "images").mkdir(parents=True)
     rows = ["id,image,lat,lon,country"]
     for i in range(n):
-        Image.new("RGB", (64, 48), (i % 256, (7 * i) % 256, (13 * i) % 256)).save(folder / "images" / f"{i}.jpg")
+        Image.new("RGB", (64, 48), (i % 256, (7 * i) % 256, (13 * i) % 256)).save(
+            folder / "images" / f"{i}.jpg"
+        )
         rows.append(f"s{i:04d},{i}.jpg,{-60 + (i * 0.7) % 120:.3f},{-170 + (i * 2.3) % 340:.3f},FR")
     (folder / "data.csv").write_text("\n".join(rows) + "\n")
     return folder
@@ -63,7 +65,9 @@ def run(command: list[str], env: dict[str, str], kill=None) -> tuple[dict, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--samples", type=int, default=96)
     parser.add_argument("--latency", type=float, default=0.25)
     parser.add_argument("--concurrency", type=int, default=2, help="per Ray actor")
@@ -73,15 +77,29 @@ def main() -> None:
         raise SystemExit(why)
     shards = 2
     answer = json.dumps({"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"})
-    with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(default=delay(args.latency, reply(answer))) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOpenAIServer(default=delay(args.latency, reply(answer))) as server,
+    ):
         root = Path(tmp)
         data = make_dataset(root / "data", args.samples)
-        agent = ["--model", "fake-vlm", "-p", "direct", "--base-url", server.base_url, "--no-report", "--json"]
+        agent = [
+            "--base-url",
+            server.base_url,
+            "--model",
+            "fake-vlm",
+            "-p",
+            "direct",
+            "--no-report",
+            "--json",
+        ]
 
         def eval_command(out: str, *extra: str) -> list[str]:
             return [GEOSLEUTH, "eval", str(data), "--out", str(root / out), *agent, *extra]
 
-        local, local_wall = run(eval_command("local", "--concurrency", str(shards * args.concurrency)), dict(os.environ))
+        local, local_wall = run(
+            eval_command("local", "--concurrency", str(shards * args.concurrency)), dict(os.environ)
+        )
         with LocalRayCluster(nodes=2, cpus=1) as cluster:
             ray_args = ["--backend", "ray", "--ray-address", cluster.address, "--shards", str(shards)]
             ray_args += ["--concurrency", str(args.concurrency), "--ray-batch-size", str(args.batch)]
@@ -100,7 +118,10 @@ def main() -> None:
         assert stats["done"] == n and stats["failed"] == 0, (name, stats)
     rate = {name: n / stats["wall_s"] for name, stats in (("local", local), ("ray", clean), ("kill", killed))}
     print(f"{n} samples, {args.latency:g} s per model request, {shards * args.concurrency} in flight")
-    print(f"local backend:        {rate['local']:7.1f} samples/s  (run {local['wall_s']:.1f} s, command {local_wall:.1f} s)")
+    print(
+        f"local backend:        {rate['local']:7.1f} samples/s"
+        f"  (run {local['wall_s']:.1f} s, command {local_wall:.1f} s)"
+    )
     print(
         f"ray, 2 nodes:         {rate['ray']:7.1f} samples/s  = {rate['ray'] / rate['local']:.2f}x local"
         f"  (run {clean['wall_s']:.1f} s, command {clean_wall:.1f} s with ray.init)"
@@ -110,7 +131,8 @@ def main() -> None:
         f" {killed['batches_retried']} batch(es) run again, every sample once"
     )
     lost = killed["wall_s"] - clean["wall_s"]
-    print(f"wall time lost to the node's death: {lost:.1f} s = {killed['wall_s'] / clean['wall_s']:.2f}x the clean ray run")
+    ratio = killed["wall_s"] / clean["wall_s"]
+    print(f"wall time lost to the node's death: {lost:.1f} s = {ratio:.2f}x the clean ray run")
 
 
 if __name__ == "__main__":

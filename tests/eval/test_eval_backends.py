@@ -135,7 +135,9 @@ async def test_a_lost_workers_batch_runs_again_elsewhere_and_it_takes_its_shard_
     moved = {t.id for batch in plan_batches(samples, 3, 5)[1][:2] for t in batch}
     assert {records[i].model for i in moved} <= {"http://node0:8000/v1", "http://node2:8000/v1"}
     assert all(
-        r.model == f"http://node{shard_of(r.sample_id, 3)}:8000/v1" for r in records.values() if r.sample_id not in moved
+        r.model == f"http://node{shard_of(r.sample_id, 3)}:8000/v1"
+        for r in records.values()
+        if r.sample_id not in moved
     )
 
 
@@ -145,7 +147,12 @@ async def test_a_worker_that_never_comes_back_hands_its_batches_to_live_ones(tmp
     executor = LosingExecutor(fns, concurrency=4, timeout_s=None, gone=[2])
     seen: list[str] = []
     stats = await run_sharded(
-        samples, executor, TrajectoryStore(tmp_path), 3, batch_size=5, on_result=lambda t, s: seen.append(t.sample_id)
+        samples,
+        executor,
+        TrajectoryStore(tmp_path),
+        3,
+        batch_size=5,
+        on_result=lambda t, s: seen.append(t.sample_id),
     )
     records = _once_and_ok(tmp_path, samples)
     assert sorted(seen) == sorted(records)  # the progress bar hears of each sample once

@@ -75,7 +75,9 @@ def test_a_node_killed_mid_run_loses_no_sample(tmp_path: Path) -> None:
                 *["--ray-batch-size", "4", "--ray-restart-wait", "60", "--json"],
             ]
             env = {**cluster.env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-            driver = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            driver = subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
             try:
                 log = run_dir / "trajectories.jsonl"
                 started = wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 4, 90)

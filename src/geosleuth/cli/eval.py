@@ -304,7 +304,11 @@ def eval_command(
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are saved; re-run the same command to resume", err=True)
         raise typer.Exit(130) from None
-    retried = f", {stats.batches_retried} batch(es) run again after losing their worker" if stats.batches_retried else ""
+    retried = (
+        f", {stats.batches_retried} batch(es) run again after losing their worker"
+        if stats.batches_retried
+        else ""
+    )
     typer.echo(
         f"ran {stats.done} sample(s) in {stats.wall_s:.1f} s "
         f"({stats.skipped} already done, {stats.failed} failed{retried})",

@@ -17,8 +17,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
 from geosleuth.eval.runner import (
@@ -116,7 +115,7 @@ class InProcessExecutor:
 
 
 def lost_batch(tasks: Sequence[Task], error: str) -> list[Trajectory]:
-    """Records for a batch no worker could finish: failed, so they count wrong and retry-failed re-runs them."""
+    """Records for a batch no worker could finish: failed, counted wrong, re-run by retry-failed."""
     now = time.time()
     return [
         Trajectory(

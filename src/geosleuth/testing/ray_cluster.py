@@ -112,7 +112,9 @@ class LocalRayCluster:
         ]
         done = subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"ray start (node {index}) failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+            raise RuntimeError(
+                f"ray start (node {index}) failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            )
         self.node_manager_ports.append(node_manager_port)
 
     def _processes(self) -> list:  # type: ignore[type-arg]
