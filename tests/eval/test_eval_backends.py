@@ -197,6 +197,7 @@ def test_local_ray_cluster_matches_local_backend(tmp_path: Path, monkeypatch: py
     plan["tokyo"] = {"raise": "down"}
     monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # Ray 2.60's ray.init() would write ~/.ray/auth_token
     runner = CliRunner()
     common = ["--agent-fn", "eval_fake_agent:planned", "--no-report"]
     local = runner.invoke(app, ["eval", str(data), "--out", str(tmp_path / "local"), *common])
