@@ -166,7 +166,7 @@ async def test_the_run_stops_resumable_only_when_no_worker_is_left(tmp_path: Pat
     samples = _samples(40)
     fns = [_endpoint_fn(f"http://node{i}:8000/v1") for i in range(2)]
     executor = LosingExecutor(fns, concurrency=2, timeout_s=None, gone=[0, 1])
-    with pytest.raises(NoWorkerLeft, match="no node is left"):
+    with pytest.raises(NoWorkerLeft, match="no Ray node is left"):
         await run_sharded(samples, executor, TrajectoryStore(tmp_path), 2, batch_size=4)
     assert TrajectoryStore(tmp_path).load() == {}  # nothing recorded as failed: all pending
     stats = await run_sharded(samples, InProcessExecutor(fns, 2, None), TrajectoryStore(tmp_path), 2)

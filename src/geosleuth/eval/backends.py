@@ -187,7 +187,7 @@ class _Dispatch:
             if worker is None:
                 raise NoWorkerLeft(
                     f"every one of the {self.n_shards} worker(s) was lost and none came back: "
-                    "no node is left to run the remaining samples"
+                    "no Ray node is left to run the remaining samples (start or add nodes)"
                 )
             try:
                 return await self.executor.run(worker, tasks)
