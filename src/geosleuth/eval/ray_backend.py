@@ -1,7 +1,8 @@
 """``--backend ray``: shard workers as Ray actors, spread over the nodes, surviving node loss.
 
-Each shard is one actor created with the ``SPREAD`` strategy (so shards do not pile onto one
-node) and ``max_restarts=-1`` (Ray brings an actor whose node died back on a live node). Its
+Each shard is one actor, placed round robin over the alive nodes that can host it (soft node
+affinity: Ray's ``SPREAD`` alone is best effort and was seen to put every shard on one node)
+and created with ``max_restarts=-1`` (Ray brings an actor whose node died back on a live node). Its
 in-flight batch fails with a Ray actor error, which becomes `WorkerLost`: the dispatcher in
 `geosleuth.eval.backends` runs the batch again on another shard's actor at once and gives the
 lost actor its shard back once `RayExecutor.recover` sees it restarted. Ray's own task retries
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +64,24 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _placements(n: int, resources: Mapping[str, float]) -> list[Any]:
+    """A scheduling strategy per actor: shard i on the i-th (mod N) alive node with room for one,
+    softly, so that a restart after that node's loss goes to any live node; ``SPREAD`` when no
+    node qualifies (an autoscaler may still bring one)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    need = {"CPU": 1.0, **resources}  # an actor needs 1 CPU to be placed (0 once running)
+    nodes = sorted(
+        node["NodeID"]
+        for node in ray.nodes()
+        if node.get("Alive") and all(node.get("Resources", {}).get(k, 0) >= v for k, v in need.items())
+    )
+    if not nodes:
+        return ["SPREAD"] * n
+    return [NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) for i in range(n)]
+
+
 def _route_cluster_errors_to_log() -> None:
     """Ray prints every error the cluster pushes to drivers on stdout: a dead raylet's last log
     lines come as some 36 lines of ``[state-dump]`` internals. Send them to this module's logger
@@ -89,8 +107,6 @@ def connect(address: str | None) -> None:
 
     if ray.is_initialized():
         return
-    if address is not None:  # the driver's C++ client would warn once a second while it retries
-        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     same_auth = (
         "every node and this shell need the same RAY_AUTH_MODE (and, for token, the same token): "
         "docs/evaluation.md, 'Start Ray'"
@@ -105,7 +121,8 @@ def connect(address: str | None) -> None:
 
 
 class RayExecutor:
-    """One restartable, spread Ray actor per shard; batches travel as JSON (tasks out, trajectories back)."""
+    """One restartable Ray actor per shard, spread over the nodes; batches travel as JSON (tasks
+    out, trajectories back)."""
 
     def __init__(
         self,
@@ -122,11 +139,14 @@ class RayExecutor:
         connect(address)
         self.lost = _lost_errors()
         self.restart_wait_s = restart_wait_s
-        options: dict[str, Any] = {"scheduling_strategy": "SPREAD", "max_restarts": -1, "max_task_retries": 0}
+        options: dict[str, Any] = {"max_restarts": -1, "max_task_retries": 0}
         if resources:
             options["resources"] = dict(resources)
-        actor = ray.remote(_RayShardWorker).options(**options)
-        self.actors: list[Any] = [actor.remote(fn, concurrency, timeout_s) for fn in run_fns]
+        actor = ray.remote(_RayShardWorker)
+        self.actors: list[Any] = [
+            actor.options(scheduling_strategy=where, **options).remote(fn, concurrency, timeout_s)
+            for fn, where in zip(run_fns, _placements(len(run_fns), resources or {}), strict=True)
+        ]
 
     async def run(self, shard: int, tasks: list[Task]) -> list[Trajectory]:
         payload = [t.model_dump_json() for t in tasks]
