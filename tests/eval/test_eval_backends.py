@@ -217,3 +217,17 @@ def test_local_ray_cluster_matches_local_backend(tmp_path: Path, monkeypatch: py
         summaries.append(json.loads(result.output))
     assert summaries[0]["metrics"] == summaries[1]["metrics"]
     assert summaries[1]["status_counts"] == {"model_error": 1, "ok": 7}
+
+
+def test_ray_pinning_and_batch_flags_are_checked_before_the_run(tmp_path: Path) -> None:
+    from geosleuth.eval.config import resolve_config
+
+    runner = CliRunner()
+    out = tmp_path / "run"
+    ray = ["eval", "x.csv", "--out", str(out), "--backend", "ray"]
+    bad = runner.invoke(app, [*ray, "--ray-resource", "gpu"])
+    assert bad.exit_code == 2 and "NAME=AMOUNT" in bad.output and not out.exists()
+    zero = runner.invoke(app, [*ray, "--ray-batch-size", "0"])
+    assert zero.exit_code == 2 and "ray_batch_size" in zero.output
+    config = resolve_config({"dataset": "d", "out": "o", "ray_resources": {"eval_node": 0.5}}, {})
+    assert config.ray_resources == {"eval_node": 0.5} and config.ray_batch_size == 32
