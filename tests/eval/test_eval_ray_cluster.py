@@ -4,7 +4,8 @@ The nodes are started with ``ray start --head`` and ``ray start --address`` on 1
 ``RAY_AUTH_MODE=disabled`` on every node (the private-cluster way of docs/evaluation.md). The
 run goes through the CLI and the built-in agent against the fake OpenAI server, slowed per
 request so that SIGKILLing the worker node's raylet lands mid-run. Afterwards the whole run
-must hold: every sample answered exactly once, no torn line, the metrics of a local run.
+must hold: every sample answered exactly once, no torn line, the metrics of a local run; and
+Ray's dump of the dead raylet's log stays out of the driver's output (stdout is the JSON).
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ def test_a_node_killed_mid_run_loses_no_sample(tmp_path: Path) -> None:
                 log = run_dir / "trajectories.jsonl"
                 started = wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 4, 90)
                 assert started, "the run wrote nothing within 90 s"
-                cluster.kill_node(1)
+                cluster.kill_raylet(1)  # its agent then pushes the raylet's last log lines to us
                 out, err = driver.communicate(timeout=120)
+                agent_log = cluster.root / "1" / "session_latest" / "logs" / "dashboard_agent.log"
+                assert "Raylet is terminated" in agent_log.read_text()  # Ray did push its dump to us
             finally:
                 if driver.poll() is None:
                     driver.kill()

@@ -7,7 +7,7 @@ end exactly those, by pid::
 
     with LocalRayCluster(nodes=2) as cluster:
         run("geosleuth eval … --backend ray --ray-address", cluster.address, env=cluster.env)
-        cluster.kill_node(1)  # SIGKILL that node's raylet and its workers: a lost machine
+        cluster.kill_node(1)  # SIGKILL node 1's raylet and all it started: a lost machine
 
 Node death is noticed after ``health_check_s`` (Ray's default is about 30 s; short here).
 """
@@ -139,6 +139,11 @@ class LocalRayCluster:
                 if cmdline and cmdline[0].endswith("raylet") and flag in cmdline:
                     return int(proc.pid)
         raise LookupError(f"no raylet for node {index}")
+
+    def kill_raylet(self, index: int) -> None:
+        """SIGKILL node ``index``'s raylet alone: its workers notice and exit, and its agent
+        publishes the raylet's last log lines to every driver, as when a raylet crashes."""
+        os.kill(self.raylet_pid(index), signal.SIGKILL)
 
     def kill_node(self, index: int) -> None:
         """SIGKILL node ``index``'s raylet and every process it started (its workers and their
