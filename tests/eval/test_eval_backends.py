@@ -231,3 +231,17 @@ def test_ray_pinning_and_batch_flags_are_checked_before_the_run(tmp_path: Path) 
     assert zero.exit_code == 2 and "ray_batch_size" in zero.output
     config = resolve_config({"dataset": "d", "out": "o", "ray_resources": {"eval_node": 0.5}}, {})
     assert config.ray_resources == {"eval_node": 0.5} and config.ray_batch_size == 32
+
+
+def test_shard_actors_go_round_robin_to_the_alive_nodes_that_can_host_them() -> None:
+    from geosleuth.eval.ray_backend import hosts
+
+    nodes = [  # shaped like ray.nodes(): a 0-CPU head, a pinned worker, a dead one, a plain one
+        {"NodeID": "head", "Alive": True, "Resources": {"CPU": 0.0, "memory": 1e9}},
+        {"NodeID": "w2", "Alive": True, "Resources": {"CPU": 8.0, "geosleuth": 100.0}},
+        {"NodeID": "w0", "Alive": False, "Resources": {"CPU": 8.0, "geosleuth": 100.0}},
+        {"NodeID": "w1", "Alive": True, "Resources": {"CPU": 1.0}},
+    ]
+    assert hosts(nodes, {}) == ["w1", "w2"]
+    assert hosts(nodes, {"geosleuth": 1.0}) == ["w2"]
+    assert hosts(nodes, {"geosleuth": 101.0}) == [] and hosts(nodes, {"gpu_node": 1.0}) == []

@@ -164,7 +164,7 @@ class _Dispatch:
             log.info("worker %d is back", worker)
         else:
             self.gone.add(worker)
-            log.warning("worker %d did not come back; the live workers take its batches", worker)
+            log.warning("worker %d did not come back; it is given up on", worker)
 
     async def _worker_for(self, home: int) -> int | None:
         while True:

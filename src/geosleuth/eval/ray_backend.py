@@ -64,22 +64,46 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _needs(resources: Mapping[str, float]) -> dict[str, float]:
+    return {"CPU": 1.0, **resources}  # an actor needs 1 CPU to be placed (0 once running)
+
+
+def hosts(nodes: Sequence[Mapping[str, Any]], resources: Mapping[str, float]) -> list[str]:
+    """Ids of the alive nodes (``ray.nodes()`` entries) with room for one actor, in a stable order."""
+    need = _needs(resources)
+    return sorted(
+        str(node["NodeID"])
+        for node in nodes
+        if node.get("Alive") and all(node.get("Resources", {}).get(k, 0) >= v for k, v in need.items())
+    )
+
+
+def _schedulable(resources: Mapping[str, float]) -> dict[str, float]:
+    """A node's resources without the memory figures and ``node:`` labels Ray adds to each."""
+    return {k: v for k, v in resources.items() if "memory" not in k and not k.startswith("node:")}
+
+
 def _placements(n: int, resources: Mapping[str, float]) -> list[Any]:
-    """A scheduling strategy per actor: shard i on the i-th (mod N) alive node with room for one,
-    softly, so that a restart after that node's loss goes to any live node; ``SPREAD`` when no
-    node qualifies (an autoscaler may still bring one)."""
+    """A scheduling strategy per actor: shard i on the i-th (mod N) host, softly, so that a
+    restart after that node's loss goes to any live node. No host at all is an error: the
+    actors would wait forever for a node with those resources."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    need = {"CPU": 1.0, **resources}  # an actor needs 1 CPU to be placed (0 once running)
-    nodes = sorted(
-        node["NodeID"]
-        for node in ray.nodes()
-        if node.get("Alive") and all(node.get("Resources", {}).get(k, 0) >= v for k, v in need.items())
-    )
-    if not nodes:
-        return ["SPREAD"] * n
-    return [NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) for i in range(n)]
+    nodes = ray.nodes()
+    ids = hosts(nodes, resources)
+    if not ids:
+        offered = "; ".join(
+            f"{node.get('NodeManagerAddress', '?')} has {_schedulable(node.get('Resources', {}))}"
+            for node in nodes
+            if node.get("Alive")
+        )
+        raise ValueError(
+            f"no alive Ray node can host a shard actor, which needs {_needs(resources)} "
+            f"({offered or 'none is alive'}); "
+            "start nodes with a CPU and the --resources the actors are pinned to"
+        )
+    return [NodeAffinitySchedulingStrategy(ids[i % len(ids)], soft=True) for i in range(n)]
 
 
 def _route_cluster_errors_to_log() -> None:
