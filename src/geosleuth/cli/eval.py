@@ -53,13 +53,14 @@ def _resources(values: list[str] | None) -> dict[str, float] | None:
         return None
     resources = {}
     for value in values:
-        name, sep, amount = value.partition("=")
+        name, sep, amount = (part.strip() for part in value.partition("="))
         try:
-            resources[name.strip()] = float(amount)
+            number = float(amount)
         except ValueError:
-            sep = ""
-        if not sep or not name.strip():
+            number = None
+        if not sep or not name or number is None:
             raise ValueError(f"--ray-resource must look like NAME=AMOUNT (e.g. geosleuth=1), got {value!r}")
+        resources[name] = number
     return resources
 
 
