@@ -47,6 +47,23 @@ def _split_list(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()] if value else None
 
 
+def _resources(values: list[str] | None) -> dict[str, float] | None:
+    """``NAME=AMOUNT`` pairs as Ray's ``resources`` mapping."""
+    if not values:
+        return None
+    resources = {}
+    for value in values:
+        name, sep, amount = (part.strip() for part in value.partition("="))
+        try:
+            number = float(amount)
+        except ValueError:
+            number = None
+        if not sep or not name or number is None:
+            raise ValueError(f"--ray-resource must look like NAME=AMOUNT (e.g. geosleuth=1), got {value!r}")
+        resources[name] = number
+    return resources
+
+
 def _judge_settings(model: str | None, base_url: str | None, key_env: str | None, tasks: str | None) -> Any:
     if not model:
         if tasks or base_url:
@@ -153,6 +170,15 @@ def eval_command(
     breakdown: Annotated[list[str] | None, typer.Option(help="Extra breakdown field (repeatable).")] = None,
     backend: Annotated[str | None, typer.Option(help="local or ray.")] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address.")] = None,
+    ray_batch_size: Annotated[int | None, typer.Option(help="Samples per batch sent to a Ray actor.")] = None,
+    ray_resource: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=AMOUNT of a custom Ray resource each actor needs (pins actors; repeatable)."),
+    ] = None,
+    ray_restart_wait: Annotated[
+        float | None,
+        typer.Option(help="Seconds a lost Ray actor may take to come back before the run gives up on it."),
+    ] = None,
     shards: Annotated[int | None, typer.Option(help="Ray shards (default: one per endpoint or CPU).")] = None,
     shard: Annotated[
         str | None,
@@ -223,6 +249,9 @@ def eval_command(
             "breakdowns": breakdown or None,
             "backend": backend,
             "ray_address": ray_address,
+            "ray_batch_size": ray_batch_size,
+            "ray_resources": _resources(ray_resource),
+            "ray_restart_wait_s": ray_restart_wait,
             "shards": shards,
             "shard": shard,
             "agent_fn": agent_fn,
@@ -276,9 +305,14 @@ def eval_command(
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are saved; re-run the same command to resume", err=True)
         raise typer.Exit(130) from None
+    retried = (
+        f", {stats.batches_retried} batch(es) run again after losing their worker"
+        if stats.batches_retried
+        else ""
+    )
     typer.echo(
         f"ran {stats.done} sample(s) in {stats.wall_s:.1f} s "
-        f"({stats.skipped} already done, {stats.failed} failed)",
+        f"({stats.skipped} already done, {stats.failed} failed{retried})",
         err=True,
     )
     try:

@@ -95,6 +95,9 @@ class EvalConfig(BaseModel):
     timeout_s: float | None = None
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+    ray_batch_size: int = Field(default=32, ge=1)  # samples per batch sent to an actor
+    ray_resources: dict[str, float] = Field(default_factory=dict)  # custom resources pinning the actors
+    ray_restart_wait_s: float = Field(default=120.0, gt=0)  # a lost actor's time to come back
     shards: int | None = None
     endpoints: list[str] = Field(default_factory=list)  # one base_url per Ray shard, round robin
     shard: str | None = None  # "I/N": this job runs shard I of N (job arrays without Ray), see merge

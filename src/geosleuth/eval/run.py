@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Task, Trajectory
-from geosleuth.eval.backends import RayBackend, shard_of
+from geosleuth.eval.backends import shard_of
 from geosleuth.eval.config import (
     SAMPLES,
     SHARD_POSITIONS,
@@ -264,13 +264,22 @@ async def execute(
         endpoints = config.endpoints or [config.base_url]
         n = config.shards or len(endpoints)
         run_fns = [build_run_fn(config, prepared.run_dir, endpoints[i % len(endpoints)]) for i in range(n)]
-        return await RayBackend(config.ray_address).run(
+        from geosleuth.eval.ray_backend import RayBackend
+
+        backend = RayBackend(
+            config.ray_address,
+            config.ray_batch_size,
+            resources=config.ray_resources,
+            restart_wait_s=config.ray_restart_wait_s,
+        )
+        return await backend.run(
             prepared.samples,
             prepared.run_dir,
             run_fns,
             concurrency=config.concurrency,
             timeout_s=config.timeout_s,
             retry_failed=retry_failed,
+            on_result=on_result,
         )
     run_fn = build_run_fn(config, prepared.run_dir)
     return await run_samples(

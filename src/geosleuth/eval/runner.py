@@ -30,6 +30,7 @@ class RunStats:
     total: int = 0
     skipped: int = 0  # already finished in the run directory
     retried: int = 0  # failed records moved aside by retry-failed
+    batches_retried: int = 0  # scale-out batches run again because their worker was lost
     done: int = 0
     failed: int = 0
     wall_s: float = 0.0
