@@ -330,10 +330,9 @@ def osv5m_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
         ("city", "city"),
     ):
         value = row.get(key)
-        unique = row.get(f"unique_{key}")
-        if value in (None, "") and unique not in (None, "", "NaN"):
-            value = str(unique).split("_")[-1]  # the hub's unique_*: the name after the last "_"
-        if value not in (None, ""):
+        if value in (None, ""):
+            value = _unique_name(row.get(f"unique_{key}"))
+        if value not in (None, "", "NaN"):
             labels[level] = str(value)
     skip = {"id", "latitude", "longitude", "country", "region", "sub-region", "city"}
     return Sample(
@@ -346,6 +345,16 @@ def osv5m_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
         data_source="osv5m",
         metadata={k: v for k, v in row.items() if k not in skip},
     )
+
+
+def _unique_name(unique: Any) -> str | None:
+    """The level's own name in the hub's ``unique_*`` value: its first part, as the release joins
+    them from the left (``city_sub-region_region_country``: ``Waitangi_NaN_Chatham Islands_NZ``);
+    ``NaN`` there means the release has no name at that level."""
+    if unique in (None, ""):
+        return None
+    name = str(unique).split("_", 1)[0].strip()
+    return None if name in ("", "NaN", "nan") else name
 
 
 def geobench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:

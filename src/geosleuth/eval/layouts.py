@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geosleuth.scoring.columns import PLACES365_2018_HEADER
+from geosleuth.textrows import csv_records
+
 Rows = Callable[[], Iterator[dict[str, Any]]]
 
 MAX_INFO_BYTES = 512 * 1024 * 1024
@@ -22,21 +25,6 @@ MAX_INFO_BYTES = 512 * 1024 * 1024
 
 MAX_LINE_CHARS = 1 << 20
 """Cap on one ``info.txt`` line (YFCC100M lines are a few hundred characters)."""
-
-PLACES365_2018_HEADER = (
-    "IMG_ID",
-    "AUTHOR",
-    "LON",
-    "LAT",
-    "S3_Label",
-    "S16_Label",
-    "S365_Label",
-    "Prob_indoor",
-    "Prob_natural",
-    "Prob_urban",
-)
-"""GeoEstimation's 2018 ``im2gps*_places365.csv`` header: the values are latitude, longitude, but
-the names say LON, LAT (fixed on 2020-02-17, "latitude and longitude were confused")."""
 
 MP16_LEVELS = ("neighbourhood", "city", "county", "state", "region", "country", "continent")
 
@@ -133,9 +121,8 @@ def info_txt_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 def swapped_places365_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The 2018 header names LON, LAT where the values are latitude, longitude: read them by position."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        for row in csv.DictReader(handle):
-            yield {**row, "LAT": row.get("LON"), "LON": row.get("LAT")}
+    for _, row, problem in csv_records(path):
+        yield {"__error__": problem} if row is None else {**row, "LAT": row.get("LON"), "LON": row.get("LAT")}
 
 
 # ----------------------------------------------------------------------------- detection

@@ -33,7 +33,9 @@ from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import PLACE_LEVELS, ParseStatus, Prediction
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.scoring.checks import language_warning, misalignment_warning
+from geosleuth.scoring.columns import missing_columns, renamed
 from geosleuth.scoring.io import (
+    InputRow,
     ScoreInputError,
     Truth,
     field_value,
@@ -896,6 +898,7 @@ def score_file(
     verifier: VerifierFn | None = None,
     keep_rows: bool = True,
     judge: Any = None,
+    columns: Mapping[str, str] | None = None,
 ) -> FileScore:
     """Score one prediction file in one streaming pass.
 
@@ -903,7 +906,13 @@ def score_file(
     per-row columns ``FileScore.iter_rows`` prints; without it memory per row is a few dozen bytes.
     ``verifier`` (GeoVista) replaces the level rule with a model's verdict, as the released code does.
     ``judge`` is handed to a protocol's own file scorer (WhereBench's released LLM judge).
+    ``columns`` ({file column: reader key}, see ``scoring.columns.parse_columns``) names the
+    columns of a file whose names the reader does not know.
     """
+    if protocol.file_scorer and columns:
+        raise ScoreInputError(
+            f"--columns does not apply to {protocol.name}, which reads its own released files"
+        )
     if protocol.file_scorer:  # a benchmark with its own rules (WhereBench), named as a plugin path
         module, _, function = protocol.file_scorer.partition(":")
         scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
@@ -917,8 +926,9 @@ def score_file(
     name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []
+    read_notes: list[str] = []
     if truth_path is not None:
-        truth, truth_problems = truth_index(truth_path, keep_fields=by is not None)
+        truth, truth_problems = truth_index(truth_path, keep_fields=by is not None, notes=read_notes)
     if protocol.geocode and geocoder is None:
         geocoder = default_geocoder()
     if (
@@ -932,7 +942,9 @@ def score_file(
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
-    rows = iter_rows(path)
+    rows = iter_rows(path, read_notes)
+    if columns:
+        rows = _mapped(rows, columns, name)
     while block := list(islice(rows, PARSE_BLOCK)):
         parsed = [
             None if raw.data is None else prediction_from_row(raw.data, protocol, geocoder) for raw in block
@@ -956,7 +968,7 @@ def score_file(
     arrays, notes = _arrays(acc, protocol, keep_rows)
     score = summarize(arrays, protocol)
     problems = _merged_problems([truth_problems, acc.duplicates, missing_problem, acc.row_problems])
-    score.warnings = _warnings(path, acc, arrays, problems, notes)
+    score.warnings = _warnings(path, acc, arrays, problems, [*read_notes, *notes])
     if by and acc.groups is not None:
         score.groups = _groups(acc.groups, arrays, protocol)
         if set(score.groups) == {MISSING_GROUP}:
@@ -973,6 +985,23 @@ def score_file(
             acc.problem_at,
         )
     return FileScore(name, protocol.name, score, arrays if keep_rows else None, columns)
+
+
+def _mapped(rows: Iterator[InputRow], columns: Mapping[str, str], name: str) -> Iterator[InputRow]:
+    """Rows with ``--columns`` applied; a mapped column the file lacks stops at the first row."""
+    checked = False
+    for raw in rows:
+        if raw.data is not None:
+            if not checked:
+                missing = missing_columns(raw.data, columns)
+                if missing:
+                    raise ScoreInputError(
+                        f"{name}: --columns names {', '.join(map(repr, missing))}, not a column of this "
+                        f"file (it has {', '.join(list(raw.data)[:30])})"
+                    )
+                checked = True
+            raw.data = renamed(raw.data, columns)
+        yield raw
 
 
 def _row_truth(
@@ -1052,8 +1081,11 @@ def _name_level_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: Scoring
     raw = {lv: acc.text_hit[lv].array() for lv in present}
     implied = M.imply_coarser(raw, order=present)
     notes: list[str] = []
+    choice_only = acc.any_choice and bool(acc.choice_scored.array().all())
     for metric, lv in protocol.text_levels:
         if lv not in implied:
+            if not choice_only:  # multiple-choice items have no place names to compare
+                notes.append(f"{metric}: no row has a label for {lv}, so the metric is not available")
             continue
         has_label = acc.text_scored[lv].array()
         arrays.hits[metric] = implied[lv]
@@ -1072,7 +1104,12 @@ def _name_level_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: Scoring
 def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringProtocol) -> list[str]:
     """Level hits as published (rows with a final answer) and over every row; same for distances."""
     has_response = acc.has_response.array()
+    notes: list[str] = []
     for metric, lv in protocol.text_levels:
+        finer = GV.LEVELS[GV.LEVELS.index(lv) :]  # a correct city credits state and country
+        if not any(acc.text_seen[f] for f in finer):
+            notes.append(_unlabelled(arrays, metric, " or ".join(finer), acc.n, f"all_{metric}"))
+            continue
         hits = acc.text_hit[lv].array()
         arrays.hits[metric] = hits
         arrays.scored[metric] = has_response
@@ -1084,7 +1121,6 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
             name = M.threshold_name(t)
             arrays.hits[f"all_{name}"] = arrays.hits[name]
             arrays.scored[name] = published
-    notes: list[str] = []
     lines = acc.line.array()
     no_answer = np.flatnonzero(~has_response)
     no_point = (
@@ -1115,6 +1151,15 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
                 f"GeoVista's rule (it folds text to ASCII); --protocol default matches them by alias"
             )
     return notes
+
+
+def _unlabelled(arrays: ScoreArrays, metric: str, levels: str, n: int, *also: str) -> str:
+    """A level metric the data has no labels for: defined on no row, so null (never 0), and why."""
+    for name in (metric, *also):
+        arrays.hits[name] = np.zeros(n, dtype=bool)
+        arrays.scored[name] = np.zeros(n, dtype=bool)
+    names = " / ".join((metric, *also))
+    return f"{names}: no row has a label for {levels}, so the metric is not available (null), not 0"
 
 
 def _line_list(lines: NDArray[np.int32]) -> str:
