@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +16,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+import geosleuth.scoring.jsonstream as jsonstream
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
@@ -28,6 +28,7 @@ from geosleuth.scoring.columns import (
     merged_pairs,
     prefixed_pairs,
 )
+from geosleuth.scoring.jsonstream import Item, array_items, wrapped_items, wrapped_list
 from geosleuth.scoring.peers import at_released_point, zero_out_of_range
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.rows import InputRow, ScoreInputError
@@ -102,15 +103,15 @@ class Truth:
 MAX_LINE_CHARS = 32 * 1024 * 1024
 """A JSONL line longer than this (in bytes) is one failed row (read in bounded memory, never parsed)."""
 _BOM = b"\xef\xbb\xbf"
-_ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, after surrogateescape
 
 
 def iter_rows(path: Path, notes: list[str] | None = None) -> Iterator[InputRow]:
     """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk);
     ``notes`` gets what was read differently or left out (a CSV's trailing summary block).
 
-    A JSON array or a pretty-printed JSON object is one document and is read whole. Text is
-    decoded row by row: a row with bytes that are not UTF-8 is one failed row, not a failed file.
+    A JSON array or a pretty-printed JSON object is split into its items as it streams
+    (``scoring.jsonstream``), each parsed alone. Text is decoded row by row: a row with bytes
+    that are not UTF-8 is one failed row, not a failed file.
     """
     if not path.exists():
         raise ScoreInputError(f"{path}: no such file")
@@ -128,7 +129,9 @@ def iter_rows(path: Path, notes: list[str] | None = None) -> Iterator[InputRow]:
             with _open(path) as handle:
                 yield from read_table(path, handle, delimiter, notes)
         elif head[0] == "[":
-            yield from _read_json_array(path, _read_text(path))
+            yield from _item_rows(path, array_items(path))
+        elif not _one_object(head) and (wrapped := _document(path)) is not False:
+            yield from _document_rows(path, wrapped)
         else:
             yield from _read_jsonl(path, head[0])
     except OSError as exc:
@@ -156,22 +159,6 @@ def _head(path: Path) -> str:
                 return stripped
 
 
-def _read_text(path: Path) -> str:
-    """A whole document; bytes that are not UTF-8 survive as lone surrogates (`_not_utf8`)."""
-    with _open(path) as handle:
-        return handle.read().decode("utf-8", "surrogateescape")
-
-
-def _not_utf8(path: Path, where: str, text: str) -> str | None:
-    """The failed-row message when ``text`` holds bytes that were not UTF-8, else None."""
-    bad = _ESCAPED.search(text)
-    if bad is None:
-        return None
-    return (
-        f"{path}:{where}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})"
-    )
-
-
 def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
     """Lines split on ``\n`` only (U+2028 is valid inside JSON); ``None`` for an over-long line."""
     while True:
@@ -191,6 +178,12 @@ def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
 def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     if raw is None:
         return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} bytes")
+    return _object_row(f"{path}:{number}", number, raw)
+
+
+def _object_row(where: str, number: int, raw: bytes, byte_named: bool = False) -> InputRow:
+    """One JSON object's bytes as a row; a bad one is a failed row whose message starts ``where``.
+    ``byte_named``: a non-UTF-8 error names the byte (as for items of a JSON document)."""
     try:
         fast = orjson.loads(raw)  # ~3x the standard reader on rows of model output
     except orjson.JSONDecodeError:
@@ -201,16 +194,29 @@ def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return InputRow(number, None, f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+        at = f"byte 0x{raw[exc.start]:02x}" if byte_named else exc.reason
+        return InputRow(number, None, f"{where}: not UTF-8 text ({at} at byte {exc.start})")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})")
+        return InputRow(number, None, f"{where}: not valid JSON ({exc.msg})")
     except RecursionError:
-        return InputRow(number, None, f"{path}:{number}: not valid JSON (nested too deeply)")
+        return InputRow(number, None, f"{where}: not valid JSON (nested too deeply)")
     if not isinstance(obj, dict):
-        return InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+        return InputRow(number, None, f"{where}: expected a JSON object, got {type(obj).__name__}")
     return InputRow(number, obj)
+
+
+def _item_rows(path: Path, items: Iterator[Item]) -> Iterator[InputRow]:
+    """Rows of a JSON document's list, one item at a time (each item fails alone)."""
+    for item in items:
+        where = f"{path}:item {item.number}"
+        if type(item.value) is dict and not _maybe_huge_integer(item.value):
+            yield InputRow(item.number, item.value)
+        elif item.raw is None:
+            yield InputRow(item.number, None, f"{where}: longer than {jsonstream.MAX_ITEM_BYTES:,} bytes")
+        else:
+            yield _object_row(where, item.number, item.raw, byte_named=True)
 
 
 _HUGE = 2.0**63
@@ -253,7 +259,7 @@ def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
             yield row
     if pending:
         if first_char == "{":
-            yield from _read_single_object(path, _read_text(path))
+            yield from _read_single_object(path)
             return
         first = pending[0]
         raise ScoreInputError(
@@ -261,46 +267,38 @@ def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
         )
 
 
-def _read_single_object(path: Path, text: str) -> list[InputRow]:
+def _one_object(line: str) -> bool:
+    """Whether a line is a whole JSON object (the first line of JSON Lines)."""
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _document(path: Path) -> tuple[int, int] | None | bool:
+    """A file whose first line is no whole object: the list of rows it wraps when it is one JSON
+    object (see ``wrapped_list``), False when it is not (JSON Lines with a bad first line)."""
+    try:
+        return wrapped_list(path)
+    except ScoreInputError:
+        return False
+
+
+def _read_single_object(path: Path) -> Iterator[InputRow]:
     """A pretty-printed JSON file holding one object (or an object wrapping a list of rows)."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
-    if not isinstance(obj, dict):
-        raise ScoreInputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
-    lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
-    if len(lists) == 1:
-        return _items(path, lists[0], not _ESCAPED.search(text))
-    problem = _not_utf8(path, "1", text)
-    return [InputRow(1, None, problem) if problem else InputRow(1, obj)]
+    yield from _document_rows(path, wrapped_list(path))
 
 
-def _read_json_array(path: Path, text: str) -> list[InputRow]:
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
-    if not isinstance(items, list):
-        raise ScoreInputError(f"{path}: expected a JSON array, got {type(items).__name__}")
-    return _items(path, items, not _ESCAPED.search(text))
-
-
-def _items(path: Path, items: list[Any], clean: bool) -> list[InputRow]:
-    """Rows of a JSON document's list; when its text had bytes that were not UTF-8 (``clean``
-    false), the items that hold them are failed rows."""
-    rows = []
-    for i, item in enumerate(items, start=1):
-        if not isinstance(item, dict):
-            rows.append(InputRow(i, None, f"{path}: item {i} is not a JSON object"))
-            continue
-        problem = None if clean else _not_utf8(path, f"item {i}", json.dumps(item, ensure_ascii=False))
-        rows.append(InputRow(i, None, problem) if problem else InputRow(i, item))
-    return rows
+def _document_rows(path: Path, wrapped: tuple[int, int] | None) -> Iterator[InputRow]:
+    """The rows of a JSON object: those of the list it wraps, else the object itself."""
+    if wrapped is not None:
+        yield from _item_rows(path, wrapped_items(path, *wrapped))
+        return
+    if path.stat().st_size > jsonstream.MAX_ITEM_BYTES:
+        yield InputRow(1, None, f"{path}:item 1: longer than {jsonstream.MAX_ITEM_BYTES:,} bytes")
+        return
+    with _open(path) as handle:
+        yield _object_row(f"{path}:item 1", 1, handle.read(), byte_named=True)
 
 
 def _csv_delimiter(header: str) -> str:
