@@ -85,7 +85,7 @@ def coordinate_level_metrics(
         return {}
     from dataclasses import replace
 
-    from geosleuth.scoring.engine import arrays_from_coordinates, default_reverse
+    from geosleuth.scoring.vectorised import arrays_from_coordinates, default_reverse
 
     try:
         reverse = default_reverse(protocol)
