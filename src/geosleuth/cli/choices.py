@@ -31,7 +31,7 @@ DATASET_FORMATS = (
     "generic", "im2gps3k", "yfcc4k", "osv5m", "mp16pro", "greval", "geobench", "mapbench",
     "wherecountry", "wherestreet", "hf",
 )  # fmt: skip
-"""eval.datasets.FORMATS."""
+"""eval.adapters.FORMATS."""
 JUDGE_TASKS = ("levels", "path", "clues", "shapley")  # eval.config.JUDGE_TASKS
 
 

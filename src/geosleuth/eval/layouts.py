@@ -1,6 +1,6 @@
 """The standard benchmarks' files as they are distributed, recognised by name and shape.
 
-Each layout turns its files into plain rows for a row adapter of ``eval.datasets`` and names
+Each layout turns its files into plain rows for a row adapter of ``eval.adapters`` and names
 itself, so ``geosleuth datasets validate`` can say which one it found. Nothing here reads an
 image or goes online; a file that is not the layout it looks like yields error rows, which the
 loader reports as bad rows.
@@ -38,7 +38,7 @@ class Layout:
     """One distributed benchmark layout found on disk."""
 
     name: str  # shown by `datasets validate`
-    format: str  # the row adapter of eval.datasets
+    format: str  # the row adapter of eval.adapters
     table: Path  # the file the rows come from
     images: Path | None = None  # the image folder the layout implies (None: the loader's default)
     rows: Rows | None = None  # None: the table is an ordinary CSV / TSV / JSON / JSONL file
