@@ -17,20 +17,10 @@ from geosleuth.eval.images import ImageResolver
 from geosleuth.eval.rows import DatasetError
 
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
 ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "panoID", "BVID", "index", "idx")
-
-
 IMAGE_KEYS = ("image", "image_path", "img_path", "img", "file", "filename", "file_name", "path")
-
-
 LAT_KEYS = ("lat", "latitude", "LAT", "Latitude", "gps_lat")
-
-
 LON_KEYS = ("lon", "lng", "longitude", "LON", "Longitude", "gps_lon", "long")
-
-
 LEVEL_ALIASES: dict[str, tuple[str, ...]] = {
     "country": ("country", "nation", "country_name"),
     "admin1": ("admin1", "province_or_state", "province", "state", "region"),

@@ -7,12 +7,8 @@ import zipfile
 from pathlib import Path
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
-
-
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
 """Cap on one image taken out of a zip part."""
-
-
 ID_STEM_SUFFIXES: tuple[str, ...] = ("_panoramic",)
 """Image names a release adds to a row id (WhereCountry's ``<panoID>_panoramic.jpg``)."""
 

@@ -14,16 +14,10 @@ from numpy.typing import NDArray
 
 CHUNK = 16_384
 """Rows buffered as Python values before they become NumPy columns and are scored."""
-
-
 FILTER_BITS = 1 << 25
 """Slots of the duplicate-id filter (4 MiB): at a million ids about 3 % of lookups search the chunks."""
-
-
 SHOWN = 10
 """Problems and line numbers listed in warnings before a count of the rest."""
-
-
 LANGUAGE_SAMPLE = 2_000
 """Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
 

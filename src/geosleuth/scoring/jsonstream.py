@@ -233,14 +233,20 @@ def _open(path: Path) -> BinaryIO:
     return handle
 
 
+def _opened(path: Path, handle: BinaryIO, opening: str, what: str) -> tuple[_Scanner, int]:
+    """A scanner over the file and the position of its first byte, which must be ``opening``."""
+    scanner = _Scanner(path, _Window(handle, handle.tell()))
+    start = scanner.w.space(scanner.w.base)
+    if scanner.w.byte(start) != ord(opening):
+        raise scanner.fail(start, f"expected {what}")
+    return scanner, start
+
+
 def array_items(path: Path) -> Iterator[Item]:
     """The items of a file that is one JSON array."""
     with _open(path) as handle:
-        scanner = _Scanner(path, _Window(handle, handle.tell()))
+        scanner, start = _opened(path, handle, "[", "a JSON array")
         w = scanner.w
-        start = w.space(w.base)
-        if w.byte(start) != ord("["):
-            raise scanner.fail(start, "expected a JSON array")
         yield from scanner.items(start)
         extra = w.space(scanner.end)
         if w.byte(extra) is not None:
@@ -254,11 +260,8 @@ def wrapped_list(path: Path) -> tuple[int, int] | None:
     a list (the object itself is then one row)."""
     found: list[tuple[int, int]] = []
     with _open(path) as handle:
-        scanner = _Scanner(path, _Window(handle, handle.tell()))
+        scanner, pos = _opened(path, handle, "{", "a JSON object")
         w = scanner.w
-        pos = w.space(w.base)
-        if w.byte(pos) != ord("{"):
-            raise scanner.fail(pos, "expected a JSON object")
         pos = w.space(pos + 1)
         while w.byte(pos) != ord("}"):
             key_end, _ = scanner.value_end(pos)

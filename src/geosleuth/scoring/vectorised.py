@@ -22,11 +22,8 @@ from geosleuth.scoring.results import Score, ScoreArrays
 
 ReverseFn = Callable[[NDArray[np.float64], NDArray[np.float64]], Mapping[str, ArrayLike]]
 """``(lats, lons) -> {key: array}``: the gazetteer's ``reverse_batch`` / ``reverse_geocoder_batch``."""
-
-
 N_BOOT = 1000
-
-
+"""Bootstrap resamples behind each 95 % interval."""
 VECTOR_CHUNK = 65_536
 """Rows per vectorised step when scoring whole arrays (distances, reverse geocoding)."""
 
