@@ -18,6 +18,9 @@ bytes it wrote under ``--out``), printed beside the same figures for a normal in
   its frame from a memory gate over half the available memory, so on a large host all six may
   still run at once, each without the former second copy), and ``ocr`` on the 2000x1 PNG
   (3.0 GB before).
+- ``geosleuth score`` (issue 32) on a 100 MB JSON array of prediction rows and on an object
+  wrapping the same list, against the same rows as JSON Lines (streamed line by line), and a
+  depth-100k item among them that must fail that row alone.
 
 A child's peak includes its own children: the 2 MP "photo" is noise, where RapidOCR finds
 unsure lines, so Tesseract re-reads it with every installed script's data (with the 24 that
@@ -28,7 +31,7 @@ the box-reduced decode, 358 MiB after (the decode's own peak).
 The scripted server and the test images are made in helper processes: a child's peak RSS
 starts from its parent's, so the measuring process stays small.
 
-Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp] [--skip-issue-32]``
+Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp] [--skip-issue-32] [--only-score]``
 """
 
 from __future__ import annotations
@@ -69,6 +72,59 @@ def locate(image: Path, out: Path, *extra: str) -> tuple[float, float, int, str]
     return wall, usage.ru_maxrss / 1024, size, status
 
 
+def score(path: Path) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS MiB, rows scored, what became of the deep row) of one ``score`` child."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-c", "from geosleuth.cli.app import main; main()", "score", str(path)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [*cmd, "--protocol", "twm", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    stdout = proc.stdout.read() if proc.stdout else ""
+    _, _, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    try:
+        payload = json.loads(stdout)
+        n = payload["n"]
+        deep = "failed alone" if any("nested too deeply" in w for w in payload["warnings"]) else ""
+    except (ValueError, KeyError):
+        n, deep = 0, "the whole file failed"
+    return wall, usage.ru_maxrss / 1024, n, deep
+
+
+def score_documents(work: Path) -> None:
+    """100 MB of rows as one JSON array, as an object wrapping them, and as JSON Lines."""
+    made("score-docs", work)
+    size = (work / "rows.json").stat().st_size / 2**20
+    count = sum(1 for _ in (work / "rows.jsonl").open())
+    print(f"score --protocol twm ({count:,} rows, {size:.0f} MiB; one row nested 100k deep):")
+    lines = score(work / "rows.jsonl")
+    for name in ("rows.json", "wrapped.json"):
+        ours = score(work / name)
+        print(
+            f"  {name:<14} {ours[1]:5.0f} MiB peak, {ours[0]:5.1f} s, {ours[2]:,} rows, deep row: "
+            f"{ours[3] or 'NOT reported'} | JSON Lines {lines[1]:5.0f} MiB, "
+            f"{lines[0]:5.1f} s | {ours[1] / lines[1]:5.2f}x RSS, {ours[0] / lines[0]:5.2f}x time"
+        )
+
+
+def make_score_documents(work: Path) -> None:
+    row_text = json.dumps(
+        {"index": 0, "ground_truth": {"lat": 47.05, "lon": 8.31}, "solution_str": "x" * 900 + ANSWER}
+    )
+    count = 100_000_000 // (len(row_text) + 2)
+    deep = '{"index": -1, "solution_str": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    rows = [row_text.replace('"index": 0', f'"index": {i}', 1) for i in range(count)]
+    rows[count // 2] = deep
+    (work / "rows.jsonl").write_text("\n".join(rows) + "\n")
+    (work / "rows.json").write_text("[\n" + ",\n".join(rows) + "\n]\n")
+    (work / "wrapped.json").write_text('{"model": "m", "results": [\n' + ",\n".join(rows) + "\n]}\n")
+
+
 def row(
     name: str, ours: tuple[float, float, int, str], ref_name: str, ref: tuple[float, float, int, str]
 ) -> str:
@@ -96,7 +152,9 @@ def serve(size: int) -> None:
 
 def make(kind: str, path: Path) -> None:
     rng = np.random.default_rng(0)
-    if kind in STRIPS:
+    if kind == "score-docs":
+        make_score_documents(path)
+    elif kind in STRIPS:
         Image.new("RGB", STRIPS[kind], (200, 200, 200)).save(path)
     elif kind == "64px":
         Image.new("RGB", (64, 64), (30, 90, 150)).save(path)
@@ -222,6 +280,7 @@ def issue_32_mcp(work: Path, skip_62mp: bool) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-62mp", action="store_true")
+    parser.add_argument("--only-score", action="store_true", help="Only the score figures.")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--skip-issue-32", action="store_true")
     parser.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
@@ -238,11 +297,13 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="bounds_bench_") as tmp:
         work = Path(tmp)
-        model_replies(work)
-        big_images(work, args.skip_62mp)
-        if not args.skip_issue_32:
-            issue_32_locate(work)
-            issue_32_mcp(work, args.skip_62mp)
+        if not args.only_score:
+            model_replies(work)
+            big_images(work, args.skip_62mp)
+            if not args.skip_issue_32:
+                issue_32_locate(work)
+                issue_32_mcp(work, args.skip_62mp)
+        score_documents(work)
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -29,7 +30,8 @@ def text_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
 
 def csv_records(path: Path, delimiter: str = ",") -> Iterator[tuple[int, dict[str, str] | None, str | None]]:
     """``(line number, record, None)`` per CSV record, or ``(number, None, why)`` when a line of
-    the record is not UTF-8 (its bytes are kept as lone surrogates while the record is split)."""
+    the record is not UTF-8 (its bytes are kept as lone surrogates while the record is split) or
+    the record has more or fewer fields than the header (its values would land under the wrong names)."""
     bad: set[int] = set()
 
     def lines() -> Iterator[str]:
@@ -50,6 +52,20 @@ def csv_records(path: Path, delimiter: str = ",") -> Iterator[tuple[int, dict[st
     for record in reader:
         if bad and any(n in bad for n in range(first, reader.line_num + 1)):
             yield reader.line_num, None, f"line {reader.line_num} is not UTF-8 text"
+        elif None in record or None in record.values():
+            fields, width = _field_count(record), len(reader.fieldnames or ())
+            yield (
+                reader.line_num,
+                None,
+                f"line {reader.line_num} has {fields} fields where the header has {width}",
+            )
         else:
             yield reader.line_num, record, None
         first = reader.line_num + 1
+
+
+def _field_count(record: dict[str | None, Any]) -> int:
+    """Fields the line had: the reader fills missing ones with None and files extra ones under None."""
+    extra = record.get(None)
+    named = sum(1 for k, v in record.items() if k is not None and v is not None)
+    return named + (len(extra) if isinstance(extra, list) else 0)

@@ -178,10 +178,10 @@ def _hub_row(sample_id: str) -> list[str]:
         "Grenoble",
         "3",
         "8",
-        "FR",
-        "FR_Auvergne-Rhône-Alpes",
-        "FR_Auvergne-Rhône-Alpes_Isère",
-        "FR_Auvergne-Rhône-Alpes_Isère_Grenoble",
+        "FR",  # the released unique_* join names from the left: city_sub-region_region_country
+        "Auvergne-Rhône-Alpes_FR",
+        "Isère_Auvergne-Rhône-Alpes_FR",
+        "Grenoble_Isère_Auvergne-Rhône-Alpes_FR",
     ]
 
 
@@ -213,6 +213,50 @@ def test_osv5m_hub_unique_columns_alone_give_the_labels(tmp_path: Path) -> None:
         "admin2": "Isère",
         "city": "Grenoble",
     }
+
+
+def test_osv5m_unique_values_split_from_the_left_in_the_released_order(tmp_path: Path) -> None:
+    """``unique_city`` is ``city_sub-region_region_country``; ``NaN`` marks a level the release lacks."""
+    header = [
+        "id",
+        "latitude",
+        "longitude",
+        "unique_country",
+        "unique_region",
+        "unique_sub-region",
+        "unique_city",
+    ]
+    row = [
+        "7",
+        "-43.95",
+        "-176.56",
+        "NZ",
+        "Chatham Islands_NZ",
+        "NaN_Chatham Islands_NZ",
+        "Waitangi_NaN_Chatham Islands_NZ",
+    ]
+    table = write_csv(tmp_path / "test.csv", header, [row])
+    make_image(tmp_path / "images" / "test" / "7.jpg", 5)
+    code, out = validate(table)
+    assert code == 0, out
+    (sample,) = load_dataset(table).samples
+    assert sample.labels == {"country": "NZ", "admin1": "Chatham Islands", "city": "Waitangi"}
+
+
+def test_osv5m_row_with_a_field_missing_is_a_bad_row_not_shifted_labels(tmp_path: Path) -> None:
+    short = _hub_row("202")
+    del short[4]  # "FR" gone: every later value would move one column to the left
+    table = write_csv(
+        tmp_path / "test.csv", HUB_COLUMNS, [_hub_row("101"), short, [*_hub_row("303"), "extra"]]
+    )
+    for sid in ("101", "202", "303"):
+        make_image(tmp_path / "images" / "test" / f"{sid}.jpg", 5)
+    code, out = validate(table)
+    assert code == 1
+    assert f"row 2: line 3 has {len(HUB_COLUMNS) - 1} fields where the header has {len(HUB_COLUMNS)}" in out
+    assert f"row 3: line 4 has {len(HUB_COLUMNS) + 1} fields where the header has {len(HUB_COLUMNS)}" in out
+    assert "1 valid sample(s), 2 problem(s)" in out
+    assert [s.id for s in load_dataset(table).samples] == ["101"]
 
 
 def test_osv5m_hub_images_in_the_released_zip_parts(tmp_path: Path) -> None:

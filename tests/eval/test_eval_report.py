@@ -282,3 +282,18 @@ def test_large_runs_list_the_worst_samples_and_thin_the_map(
     assert table.count("<tr><td>") == 3 and "The 3 worst of 8 samples" in index
     assert len(list((tmp / "samples").glob("*.html"))) == 3
     assert index.count('class="truth"') == 4 and "One sample in 2 (4 of 8) is drawn." in index
+
+
+def test_a_level_no_sample_is_labelled_with_is_a_note_not_a_zero(planned_run: tuple[Path, dict]) -> None:
+    """The dataset has country and city labels but no state: `report` says so instead of 0 %."""
+    run_dir, _ = planned_run
+    result = CliRunner().invoke(
+        app, ["report", str(run_dir), "--protocol", "geovista", "--no-html", "--no-plots"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert "admin1_acc" not in summary["metrics"] and summary["metrics"]["city_acc"]["value"] == 25.0
+    (note,) = summary["notes"]
+    assert note.startswith("admin1_acc (acc_state of --protocol geovista): no sample has a admin1 label")
+    assert f"Note: {note}." in (run_dir / "summary.md").read_text()
+    assert f"note: {note}" in result.output

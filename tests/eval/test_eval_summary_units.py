@@ -8,7 +8,7 @@ import pytest
 from geosleuth.core.records import Prediction, Sample, Trajectory
 from geosleuth.eval.scores import protocol_for, score_run
 from geosleuth.eval.summary import coordinate_level_metrics
-from geosleuth.scoring import engine
+from geosleuth.scoring import vectorised
 from geosleuth.scoring.protocols import get_protocol
 
 
@@ -35,7 +35,7 @@ TRAJ = {
 
 
 def test_coordinate_levels_from_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "default_reverse", lambda protocol: fake_reverse)
+    monkeypatch.setattr(vectorised, "default_reverse", lambda protocol: fake_reverse)
     default = get_protocol("default")
     out = coordinate_level_metrics(score_run(SAMPLES, TRAJ, default), default)
     assert out["acc_country"]["value"] == pytest.approx(2 / 3, abs=1e-6)
@@ -51,7 +51,7 @@ def test_coordinate_levels_report_a_missing_geocoder(monkeypatch: pytest.MonkeyP
     def missing(protocol):  # type: ignore[no-untyped-def]
         raise ImportError("no gazetteer")
 
-    monkeypatch.setattr(engine, "default_reverse", missing)
+    monkeypatch.setattr(vectorised, "default_reverse", missing)
     default = get_protocol("default")
     assert (
         "no gazetteer" in coordinate_level_metrics(score_run(SAMPLES, TRAJ, default), default)["unavailable"]

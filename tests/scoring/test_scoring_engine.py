@@ -512,7 +512,7 @@ def test_arbitrary_files_never_traceback(tmp_path: Path, lines: list[str], suffi
 
 def test_duplicate_ids_found_across_frozen_chunks_and_filter() -> None:
     """Ids repeated far apart (past several frozen chunks) are reported against their first line."""
-    from geosleuth.scoring import engine as E
+    from geosleuth.scoring import columnstore as E
 
     rng = np.random.default_rng(0)
     ids = [str(x) for x in rng.integers(0, 3 * E.CHUNK, 4 * E.CHUNK)]
@@ -524,7 +524,7 @@ def test_duplicate_ids_found_across_frozen_chunks_and_filter() -> None:
         else:
             first[sid] = line
     reports: list[tuple[str, int, int]] = []
-    seen = E._DuplicateIds(lambda s, n, f: reports.append((s, n, f)))
+    seen = E.DuplicateIds(lambda s, n, f: reports.append((s, n, f)))
     for line, sid in enumerate(ids, start=1):
         seen.add(sid, line)
     seen.flush()
@@ -536,16 +536,16 @@ def test_language_sample_reservoir_is_uniform_and_exact_when_small() -> None:
     """Algorithm L keeps every pair until the sample is full, then each of n pairs with chance k/n."""
     import random
 
-    from geosleuth.scoring.engine import _Reservoir
+    from geosleuth.scoring.columnstore import Reservoir
 
-    small = _Reservoir(size=5)
+    small = Reservoir(size=5)
     for i in range(4):
         small.add((str(i), "t"))
     assert small.items == [(str(i), "t") for i in range(4)]
     n, k, trials = 200, 10, 3000
     counts = [0] * n
     for seed in range(trials):
-        r = _Reservoir(size=k)
+        r = Reservoir(size=k)
         r.rng = random.Random(seed)
         for i in range(n):
             r.add((str(i), "t"))
@@ -562,7 +562,7 @@ def test_language_sample_reservoir_is_uniform_and_exact_when_small() -> None:
 @given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.booleans()), max_size=60))
 def test_duplicate_ids_match_a_dict_whatever_the_chunk_boundaries(rows: list[tuple[str, bool]]) -> None:
     """Flushing at any row (a chunk boundary) reports exactly what one dict over all rows would."""
-    from geosleuth.scoring import engine as E
+    from geosleuth.scoring import columnstore as E
 
     first: dict[str, int] = {}
     expected = []
@@ -572,7 +572,7 @@ def test_duplicate_ids_match_a_dict_whatever_the_chunk_boundaries(rows: list[tup
         else:
             first.setdefault(sid, line)
     reports: list[tuple[str, int, int]] = []
-    seen = E._DuplicateIds(lambda s, n, f: reports.append((s, n, f)))
+    seen = E.DuplicateIds(lambda s, n, f: reports.append((s, n, f)))
     for line, (sid, boundary) in enumerate(rows, start=1):
         seen.add(sid, line)
         if boundary:

@@ -267,7 +267,7 @@ def test_g3_and_georanker_result_tables_score_as_released(tmp_path: Path) -> Non
 
 def test_g3_rules_hold_for_coordinate_arrays_too() -> None:
     """The path evaluation and harness integrations use: NaN is no answer, placed at (0, 0) as released."""
-    from geosleuth.scoring.engine import score_coordinates
+    from geosleuth.scoring.vectorised import score_coordinates
 
     nan = float("nan")
     score = score_coordinates([nan, 95.0], [nan, 10.0], [0.0, 0.0], [0.0, 10.0], get_protocol("g3"))

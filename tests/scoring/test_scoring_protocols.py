@@ -331,9 +331,10 @@ def _column_rows(n: int) -> list[dict[str, Any]]:
 
 def test_memory_per_row_is_a_few_dozen_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond the chunk in flight, peak allocation grows by compact columns only (no row objects)."""
-    from geosleuth.scoring import engine
+    from geosleuth.scoring import columnstore, engine
 
     monkeypatch.setattr(engine, "CHUNK", 1_000)
+    monkeypatch.setattr(columnstore, "CHUNK", 1_000)
     monkeypatch.setattr(engine, "MISALIGNMENT_WINDOW", 1_000)
     peaks = []
     for n in (4_000, 12_000):

@@ -14,13 +14,24 @@ from pathlib import Path
 NOT_STYLES = frozenset({"common", "verifier", "observer"})  # prompt files that are not styles
 PROVIDERS = ("auto", "generic", "openai", "gemini", "deepseek")  # AgentConfig.provider
 TOOL_CALLING = ("native", "text")  # AgentConfig.tool_calling
-PROTOCOLS = ("twm", "osv5m", "spotagent", "geovista", "wherebench", "geoclip", "g3", "pigeon", "default")
+PROTOCOLS = (
+    "twm",
+    "osv5m",
+    "spotagent",
+    "geovista",
+    "wherebench",
+    "geoclip",
+    "g3",
+    "pigeon",
+    "geoestimation",
+    "default",
+)
 """scoring.protocols.PROTOCOLS (importing it for `score --help` would load NumPy)."""
 DATASET_FORMATS = (
     "generic", "im2gps3k", "yfcc4k", "osv5m", "mp16pro", "greval", "geobench", "mapbench",
     "wherecountry", "wherestreet", "hf",
 )  # fmt: skip
-"""eval.datasets.FORMATS."""
+"""eval.adapters.FORMATS."""
 JUDGE_TASKS = ("levels", "path", "clues", "shapley")  # eval.config.JUDGE_TASKS
 
 

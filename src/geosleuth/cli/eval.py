@@ -94,6 +94,8 @@ def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
         f"{summary['n_finished']}/{summary['n_samples']} finished, {summary['n_failed']} failed/missing"
     )
     typer.echo("  ".join(parts))
+    for note in summary.get("notes") or ():
+        typer.echo(f"note: {note}", err=True)
     typer.echo(f"report: {run_dir / 'summary.md'}  html: {run_dir / 'html' / 'index.html'}")
 
 

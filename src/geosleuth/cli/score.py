@@ -68,6 +68,15 @@ def score(
     rows: Annotated[
         Path | None, typer.Option("--rows", help="Also write per-row results here (.csv or .jsonl).")
     ] = None,
+    columns: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--columns",
+            help="Name the columns of a file the reader does not know: NAME=COLUMN pairs, comma-separated "
+            "(NAME: id, pred_lat, pred_lon, true_lat, true_lon, text, country, admin1, admin2, city), "
+            "e.g. --columns pred_lat=y_lat,pred_lon=y_lon.",
+        ),
+    ] = None,
     verifier_model: Annotated[
         str | None,
         typer.Option(
@@ -105,6 +114,7 @@ def score(
 
     from geosleuth.core.metrics import resolve_thresholds
     from geosleuth.scoring import ScoreInputError, get_protocol, score_file
+    from geosleuth.scoring.columns import parse_columns
 
     if protocol_short is not None:
         typer.echo("warning: -p for --protocol is deprecated (-p means --prompt elsewhere)", err=True)
@@ -118,6 +128,7 @@ def score(
         chosen = get_protocol(protocol)
         if thresholds:
             chosen = replace(chosen, thresholds=resolve_thresholds(thresholds))
+        mapping = parse_columns(columns)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -143,6 +154,7 @@ def score(
                         verifier=verifier,
                         keep_rows=rows is not None,
                         judge=judge,
+                        columns=mapping,
                     )
                 )
             except ScoreInputError as exc:

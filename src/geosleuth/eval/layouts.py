@@ -1,6 +1,6 @@
 """The standard benchmarks' files as they are distributed, recognised by name and shape.
 
-Each layout turns its files into plain rows for a row adapter of ``eval.datasets`` and names
+Each layout turns its files into plain rows for a row adapter of ``eval.adapters`` and names
 itself, so ``geosleuth datasets validate`` can say which one it found. Nothing here reads an
 image or goes online; a file that is not the layout it looks like yields error rows, which the
 loader reports as bad rows.
@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geosleuth.scoring.columns import PLACES365_2018_HEADER
+from geosleuth.textrows import csv_records
+
 Rows = Callable[[], Iterator[dict[str, Any]]]
 
 MAX_INFO_BYTES = 512 * 1024 * 1024
@@ -22,21 +25,6 @@ MAX_INFO_BYTES = 512 * 1024 * 1024
 
 MAX_LINE_CHARS = 1 << 20
 """Cap on one ``info.txt`` line (YFCC100M lines are a few hundred characters)."""
-
-PLACES365_2018_HEADER = (
-    "IMG_ID",
-    "AUTHOR",
-    "LON",
-    "LAT",
-    "S3_Label",
-    "S16_Label",
-    "S365_Label",
-    "Prob_indoor",
-    "Prob_natural",
-    "Prob_urban",
-)
-"""GeoEstimation's 2018 ``im2gps*_places365.csv`` header: the values are latitude, longitude, but
-the names say LON, LAT (fixed on 2020-02-17, "latitude and longitude were confused")."""
 
 MP16_LEVELS = ("neighbourhood", "city", "county", "state", "region", "country", "continent")
 
@@ -50,7 +38,7 @@ class Layout:
     """One distributed benchmark layout found on disk."""
 
     name: str  # shown by `datasets validate`
-    format: str  # the row adapter of eval.datasets
+    format: str  # the row adapter of eval.adapters
     table: Path  # the file the rows come from
     images: Path | None = None  # the image folder the layout implies (None: the loader's default)
     rows: Rows | None = None  # None: the table is an ordinary CSV / TSV / JSON / JSONL file
@@ -133,9 +121,8 @@ def info_txt_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 def swapped_places365_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The 2018 header names LON, LAT where the values are latitude, longitude: read them by position."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        for row in csv.DictReader(handle):
-            yield {**row, "LAT": row.get("LON"), "LON": row.get("LAT")}
+    for _, row, problem in csv_records(path):
+        yield {"__error__": problem} if row is None else {**row, "LAT": row.get("LON"), "LON": row.get("LAT")}
 
 
 # ----------------------------------------------------------------------------- detection

@@ -113,6 +113,7 @@ def markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| {name} (%, reverse-geocoded) | {_metric_cell(metric)} |")
         else:
             lines += ["", f"Coordinate levels: {metric}."]
+    lines += [f"\nNote: {note}." for note in summary.get("notes") or ()]
     for judge, values in summary.get("judges", {}).items():
         shown = ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
         lines += ["", f"Judge `{judge}`: {shown} (accuracies and scores in %)."]

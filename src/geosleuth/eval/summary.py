@@ -85,7 +85,7 @@ def coordinate_level_metrics(
         return {}
     from dataclasses import replace
 
-    from geosleuth.scoring.engine import arrays_from_coordinates, default_reverse
+    from geosleuth.scoring.vectorised import arrays_from_coordinates, default_reverse
 
     try:
         reverse = default_reverse(protocol)
@@ -450,10 +450,22 @@ def _summary_fractions(
         "multi_sample": multi_sample_metrics(rows, protocol),
         "tools": tool_metrics(trajectories, prices or {}),
         "calibration": calibration(rows, protocol),
+        "notes": unlabelled_level_notes(rows, protocol),
         "breakdowns": breakdowns(
             rows, protocol, [*dict.fromkeys([*DEFAULT_BREAKDOWNS, *fields, *dataset_columns(rows)])]
         ),
     }
+
+
+def unlabelled_level_notes(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> list[str]:
+    """Why a level the protocol scores has no figure: no sample carries that label (never a 0)."""
+    labelled = {lv for r in rows for lv, v in r.labels.items() if v}
+    return [
+        f"{lv}_acc ({metric} of --protocol {protocol.name}): no sample has a {lv} label, so it is not "
+        "reported (not available, never 0)"
+        for metric, lv in protocol.text_levels
+        if lv not in labelled and any(r.answer_type != "choice" for r in rows)
+    ]
 
 
 def dataset_columns(rows: Sequence[ScoreRow]) -> list[str]:

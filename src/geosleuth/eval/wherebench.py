@@ -22,9 +22,9 @@ from geosleuth.core import metrics, wherebench
 from geosleuth.core.parsing import parse_answer, wherecountry_choice
 from geosleuth.core.records import Prediction, Sample
 from geosleuth.eval.scores import sample_distance
-from geosleuth.scoring.engine import FileScore, Score
 from geosleuth.scoring.io import TEXT_KEYS, ScoreInputError, iter_rows, row_id
 from geosleuth.scoring.protocols import ScoringProtocol
+from geosleuth.scoring.results import FileScore, Score
 
 if TYPE_CHECKING:
     from geosleuth.eval.wherebench_judge import WhereBenchJudge

@@ -6,10 +6,8 @@ name; a bad row is kept, marked with a problem naming its line, and later counte
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,15 +16,29 @@ from typing import Any, BinaryIO
 
 import orjson
 
+import geosleuth.scoring.jsonstream as jsonstream
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
 from geosleuth.core.surrogates import clean_json
 from geosleuth.plugins import load_callable
+from geosleuth.scoring.columns import (
+    PLACES365_2018_HEADER,
+    PRED_PREFIXES,
+    TRUTH_PREFIXES,
+    merged_pairs,
+    prefixed_pairs,
+)
+from geosleuth.scoring.jsonstream import Item, array_items, wrapped_items, wrapped_list
 from geosleuth.scoring.peers import at_released_point, zero_out_of_range
 from geosleuth.scoring.protocols import ScoringProtocol
+from geosleuth.scoring.rows import InputRow, ScoreInputError
+from geosleuth.scoring.tables import read_table
 
-ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
+NESTED_ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
+ID_KEYS = (*NESTED_ID_KEYS, "img_id", "IMG_ID", "image")
+"""A row's id: the first of these present (``img_id`` / ``IMG_ID`` / ``image``: GeoEstimation's results
+and the IM2GPS / YFCC truth files); inside a ground-truth object only the first group counts."""
 TEXT_KEYS = (
     "solution_str",
     "response",
@@ -39,22 +51,31 @@ TEXT_KEYS = (
     "final_answer",
     "text",
 )
-PRED_COORD_KEYS = (
-    ("pred_lat", "pred_lon"),
-    ("predicted_lat", "predicted_lon"),
-    ("lat_pred", "lon_pred"),
-    ("pred_latitude", "pred_longitude"),
-    ("LAT_pred", "LON_pred"),  # G3's and GeoRanker's result tables
+PRED_COORD_KEYS = merged_pairs(
+    (
+        ("pred_lat", "pred_lon"),
+        ("predicted_lat", "predicted_lon"),
+        ("lat_pred", "lon_pred"),
+        ("pred_latitude", "pred_longitude"),
+        ("LAT_pred", "LON_pred"),  # G3's and GeoRanker's result tables
+    ),
+    prefixed_pairs(PRED_PREFIXES),  # GeoEstimation's predicted_lat / predicted_long, …
 )
-TRUTH_COORD_KEYS = (
-    ("true_lat", "true_lon"),
-    ("gt_lat", "gt_lon"),
-    ("lat_true", "lon_true"),
-    ("truth_lat", "truth_lon"),
-    ("target_lat", "target_lon"),
-    ("lat_gt", "lon_gt"),
+"""Predicted coordinate columns, lower case: a row's keys match them case-insensitively."""
+TRUTH_COORD_KEYS = merged_pairs(
+    (
+        ("true_lat", "true_lon"),
+        ("gt_lat", "gt_lon"),
+        ("lat_true", "lon_true"),
+        ("truth_lat", "truth_lon"),
+        ("target_lat", "target_lon"),
+        ("lat_gt", "lon_gt"),
+    ),
+    prefixed_pairs(TRUTH_PREFIXES),  # GeoEstimation's gt_lat / gt_long, …
 )
-PLAIN_COORD_KEYS = (("lat", "lon"), ("latitude", "longitude"), ("lat", "lng"), ("LAT", "LON"))
+PLAIN_COORD_KEYS = merged_pairs(
+    (("lat", "lon"), ("latitude", "longitude"), ("lat", "lng")), prefixed_pairs(("",))
+)
 TRUTH_DICT_KEYS = ("ground_truth", "gt", "truth", "target", "reference", "label", "sample")
 LABEL_KEYS: dict[str, tuple[str, ...]] = {
     "country": ("country", "country_code", "true_country", "gt_country"),
@@ -62,19 +83,6 @@ LABEL_KEYS: dict[str, tuple[str, ...]] = {
     "admin2": ("admin2", "county", "area", "district", "true_area"),
     "city": ("city", "true_city", "gt_city"),
 }
-
-
-class ScoreInputError(Exception):
-    """A problem that stops scoring a file (the message names the file)."""
-
-
-@dataclass(slots=True)
-class InputRow:
-    """One record of an input file, with its 1-based line (or item) number."""
-
-    line: int
-    data: dict[str, Any] | None
-    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -96,14 +104,15 @@ class Truth:
 MAX_LINE_CHARS = 32 * 1024 * 1024
 """A JSONL line longer than this (in bytes) is one failed row (read in bounded memory, never parsed)."""
 _BOM = b"\xef\xbb\xbf"
-_ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, after surrogateescape
 
 
-def iter_rows(path: Path) -> Iterator[InputRow]:
-    """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk).
+def iter_rows(path: Path, notes: list[str] | None = None) -> Iterator[InputRow]:
+    """Records of a JSONL / JSON / CSV file, one at a time (JSONL and CSV stream from disk);
+    ``notes`` gets what was read differently or left out (a CSV's trailing summary block).
 
-    A JSON array or a pretty-printed JSON object is one document and is read whole. Text is
-    decoded row by row: a row with bytes that are not UTF-8 is one failed row, not a failed file.
+    A JSON array or a pretty-printed JSON object is split into its items as it streams
+    (``scoring.jsonstream``), each parsed alone. Text is decoded row by row: a row with bytes
+    that are not UTF-8 is one failed row, not a failed file.
     """
     if not path.exists():
         raise ScoreInputError(f"{path}: no such file")
@@ -118,9 +127,12 @@ def iter_rows(path: Path) -> Iterator[InputRow]:
             suffix not in (".json", ".jsonl", ".ndjson") and head[0] not in "[{"
         ):
             delimiter = "\t" if suffix == ".tsv" else _csv_delimiter(head)
-            yield from _read_csv(path, delimiter)
+            with _open(path) as handle:
+                yield from read_table(path, handle, delimiter, notes)
         elif head[0] == "[":
-            yield from _read_json_array(path, _read_text(path))
+            yield from _item_rows(path, array_items(path))
+        elif not _one_object(head) and (wrapped := _document(path)) is not False:
+            yield from _document_rows(path, wrapped)
         else:
             yield from _read_jsonl(path, head[0])
     except OSError as exc:
@@ -148,22 +160,6 @@ def _head(path: Path) -> str:
                 return stripped
 
 
-def _read_text(path: Path) -> str:
-    """A whole document; bytes that are not UTF-8 survive as lone surrogates (`_not_utf8`)."""
-    with _open(path) as handle:
-        return handle.read().decode("utf-8", "surrogateescape")
-
-
-def _not_utf8(path: Path, where: str, text: str) -> str | None:
-    """The failed-row message when ``text`` holds bytes that were not UTF-8, else None."""
-    bad = _ESCAPED.search(text)
-    if bad is None:
-        return None
-    return (
-        f"{path}:{where}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})"
-    )
-
-
 def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
     """Lines split on ``\n`` only (U+2028 is valid inside JSON); ``None`` for an over-long line."""
     while True:
@@ -183,6 +179,12 @@ def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
 def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     if raw is None:
         return InputRow(number, None, f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} bytes")
+    return _object_row(f"{path}:{number}", number, raw)
+
+
+def _object_row(where: str, number: int, raw: bytes, byte_named: bool = False) -> InputRow:
+    """One JSON object's bytes as a row; a bad one is a failed row whose message starts ``where``.
+    ``byte_named``: a non-UTF-8 error names the byte (as for items of a JSON document)."""
     try:
         fast = orjson.loads(raw)  # ~3x the standard reader on rows of model output
     except orjson.JSONDecodeError:
@@ -193,16 +195,29 @@ def _jsonl_row(path: Path, number: int, raw: bytes | None) -> InputRow:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return InputRow(number, None, f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+        at = f"byte 0x{raw[exc.start]:02x}" if byte_named else exc.reason
+        return InputRow(number, None, f"{where}: not UTF-8 text ({at} at byte {exc.start})")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return InputRow(number, None, f"{path}:{number}: not valid JSON ({exc.msg})")
+        return InputRow(number, None, f"{where}: not valid JSON ({exc.msg})")
     except RecursionError:
-        return InputRow(number, None, f"{path}:{number}: not valid JSON (nested too deeply)")
+        return InputRow(number, None, f"{where}: not valid JSON (nested too deeply)")
     if not isinstance(obj, dict):
-        return InputRow(number, None, f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+        return InputRow(number, None, f"{where}: expected a JSON object, got {type(obj).__name__}")
     return InputRow(number, clean_json(obj)[0])  # a "\ud800" escape (orjson refuses it) becomes U+FFFD
+
+
+def _item_rows(path: Path, items: Iterator[Item]) -> Iterator[InputRow]:
+    """Rows of a JSON document's list, one item at a time (each item fails alone)."""
+    for item in items:
+        where = f"{path}:item {item.number}"
+        if type(item.value) is dict and not _maybe_huge_integer(item.value):
+            yield InputRow(item.number, clean_json(item.value)[0])
+        elif item.raw is None:
+            yield InputRow(item.number, None, f"{where}: longer than {jsonstream.MAX_ITEM_BYTES:,} bytes")
+        else:
+            yield _object_row(where, item.number, item.raw, byte_named=True)
 
 
 _HUGE = 2.0**63
@@ -245,7 +260,7 @@ def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
             yield row
     if pending:
         if first_char == "{":
-            yield from _read_single_object(path, _read_text(path))
+            yield from _read_single_object(path)
             return
         first = pending[0]
         raise ScoreInputError(
@@ -253,46 +268,38 @@ def _read_jsonl(path: Path, first_char: str) -> Iterator[InputRow]:
         )
 
 
-def _read_single_object(path: Path, text: str) -> list[InputRow]:
+def _one_object(line: str) -> bool:
+    """Whether a line is a whole JSON object (the first line of JSON Lines)."""
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _document(path: Path) -> tuple[int, int] | None | bool:
+    """A file whose first line is no whole object: the list of rows it wraps when it is one JSON
+    object (see ``wrapped_list``), False when it is not (JSON Lines with a bad first line)."""
+    try:
+        return wrapped_list(path)
+    except ScoreInputError:
+        return False
+
+
+def _read_single_object(path: Path) -> Iterator[InputRow]:
     """A pretty-printed JSON file holding one object (or an object wrapping a list of rows)."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
-    if not isinstance(obj, dict):
-        raise ScoreInputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
-    lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
-    if len(lists) == 1:
-        return _items(path, lists[0], not _ESCAPED.search(text))
-    problem = _not_utf8(path, "1", text)
-    return [InputRow(1, None, problem) if problem else InputRow(1, obj)]
+    yield from _document_rows(path, wrapped_list(path))
 
 
-def _read_json_array(path: Path, text: str) -> list[InputRow]:
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ScoreInputError(f"{path}: not valid JSON (nested too deeply)") from None
-    if not isinstance(items, list):
-        raise ScoreInputError(f"{path}: expected a JSON array, got {type(items).__name__}")
-    return _items(path, items, not _ESCAPED.search(text))
-
-
-def _items(path: Path, items: list[Any], clean: bool) -> list[InputRow]:
-    """Rows of a JSON document's list; when its text had bytes that were not UTF-8 (``clean``
-    false), the items that hold them are failed rows."""
-    rows = []
-    for i, item in enumerate(items, start=1):
-        if not isinstance(item, dict):
-            rows.append(InputRow(i, None, f"{path}: item {i} is not a JSON object"))
-            continue
-        problem = None if clean else _not_utf8(path, f"item {i}", json.dumps(item, ensure_ascii=False))
-        rows.append(InputRow(i, None, problem) if problem else InputRow(i, item))
-    return rows
+def _document_rows(path: Path, wrapped: tuple[int, int] | None) -> Iterator[InputRow]:
+    """The rows of a JSON object: those of the list it wraps, else the object itself."""
+    if wrapped is not None:
+        yield from _item_rows(path, wrapped_items(path, *wrapped))
+        return
+    if path.stat().st_size > jsonstream.MAX_ITEM_BYTES:
+        yield InputRow(1, None, f"{path}:item 1: longer than {jsonstream.MAX_ITEM_BYTES:,} bytes")
+        return
+    with _open(path) as handle:
+        yield _object_row(f"{path}:item 1", 1, handle.read(), byte_named=True)
 
 
 def _csv_delimiter(header: str) -> str:
@@ -301,38 +308,6 @@ def _csv_delimiter(header: str) -> str:
     if "," in header:
         return ","
     return next((d for d in (";", "\t", "|") if d in header), ",")
-
-
-def _decoded_lines(handle: BinaryIO, bad: set[int]) -> Iterator[str]:
-    """Each physical line decoded on its own; the numbers of lines that were not UTF-8 go to ``bad``
-    (their bytes survive as lone surrogates, so the CSV reader still sees where fields end)."""
-    for number, raw in enumerate(handle, start=1):
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError:
-            bad.add(number)
-            yield raw.decode("utf-8", "surrogateescape")
-
-
-def _read_csv(path: Path, delimiter: str) -> Iterator[InputRow]:
-    bad: set[int] = set()
-    with _open(path) as handle:
-        reader = csv.DictReader(_decoded_lines(handle, bad), delimiter=delimiter)
-        try:
-            if not reader.fieldnames or len(reader.fieldnames) < 2:
-                raise ScoreInputError(f"{path}: neither JSON Lines nor a CSV file with a header row")
-            if bad:
-                raise ScoreInputError(f"{path}:1: the header row is not UTF-8 text")
-            first = reader.line_num + 1
-            for record in reader:
-                if bad and any(n in bad for n in range(first, reader.line_num + 1)):
-                    yield InputRow(reader.line_num, None, f"{path}:{reader.line_num}: not UTF-8 text")
-                else:
-                    clean = {k: (None if v == "" else v) for k, v in record.items() if k is not None}
-                    yield InputRow(reader.line_num, clean)
-                first = reader.line_num + 1
-        except csv.Error as exc:
-            raise ScoreInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
 # --- field extraction -----------------------------------------------------------------------
@@ -346,7 +321,7 @@ def row_id(data: dict[str, Any]) -> str | None:
             return str(value).strip()
     truth = _truth_dict(data)
     if truth is not None:
-        for key in ID_KEYS:
+        for key in NESTED_ID_KEYS:
             if truth.get(key) not in (None, ""):
                 return str(truth[key]).strip()
     return None
@@ -391,12 +366,13 @@ def _coord_keys(data: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> tupl
             return plan  # type: ignore[return-value]
     partial: tuple[str, str] | None = None
     found: tuple[str, str] | None = None
+    names = {k.lower(): k for k in data if isinstance(k, str)}  # "LAT", "Latitude" read as "lat"
     for lat_key, lon_key in keys:
-        has_lat, has_lon = lat_key in data, lon_key in data
+        has_lat, has_lon = lat_key in names, lon_key in names
         if has_lat != has_lon:
-            partial = partial or (lat_key, lon_key)
+            partial = partial or (names.get(lat_key, lat_key), names.get(lon_key, lon_key))
         elif has_lat:
-            found = (lat_key, lon_key)
+            found = (names[lat_key], names[lon_key])
             break
     plan = found or partial
     if small and len(_COORD_PLANS) < _SHAPES_CACHED and _short_keys(data):
@@ -552,30 +528,43 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool, with_labels: bool =
     return Truth(lat, lon, labels, {}, problem, _choice_answer(data))
 
 
-def truth_index(path: Path, keep_fields: bool = True) -> tuple[dict[str, Truth], list[str]]:
+def truth_index(
+    path: Path, keep_fields: bool = True, notes: list[str] | None = None
+) -> tuple[dict[str, Truth], list[str]]:
     """A dataset file's ground truth by sample id, plus problems found while reading it.
 
     The file is streamed; ``keep_fields=False`` keeps only coordinates, labels and answers per
-    sample (the dataset's other columns are needed only to group rows with ``--by``).
+    sample (the dataset's other columns are needed only to group rows with ``--by``). The
+    released IM2GPS / YFCC truth files (``IMG_ID, AUTHOR, LAT, LON, …``) are read as they are,
+    GeoEstimation's 2018 header with its swapped LON / LAT names included (``notes`` says so).
     """
     index: dict[str, Truth] = {}
     problems: list[str] = []
     empty = True
-    for row in iter_rows(path):
+    swapped: bool | None = None
+    for row in iter_rows(path, notes):
         empty = False
         if row.data is None:
             problems.append(row.error or f"{path}:{row.line}: unreadable")
             continue
-        sid = row_id(row.data)
+        if swapped is None:
+            swapped = tuple(row.data)[: len(PLACES365_2018_HEADER)] == PLACES365_2018_HEADER
+            if swapped and notes is not None:
+                notes.append(
+                    f"{path}: GeoEstimation's 2018 header names the columns LON, LAT where the values are "
+                    "latitude, longitude; read by position"
+                )
+        data = {**row.data, "LAT": row.data["LON"], "LON": row.data["LAT"]} if swapped else row.data
+        sid = row_id(data)
         if sid is None:
             problems.append(f"{path}:{row.line}: ground-truth row has no id")
             continue
-        truth = truth_from_row(row.data, plain_coords=True)
+        truth = truth_from_row(data, plain_coords=True)
         if truth is None:
             truth = Truth(problem="ground-truth row has no coordinates")
         if truth.problem:
             truth.problem = f"{path}:{row.line}: {truth.problem}"
-        truth.fields = {**row.data, **truth.fields} if keep_fields else {}
+        truth.fields = {**data, **truth.fields} if keep_fields else {}
         if sid in index:
             problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
             continue
@@ -623,14 +612,14 @@ def prediction_from_row(
 
 def _raw_pair(data: dict[str, Any]) -> tuple[float, float] | None:
     """The predicted coordinate columns as numbers, in range or not (None when absent or not numbers)."""
-    for lat_key, lon_key in PRED_COORD_KEYS:
-        if lat_key in data and lon_key in data:
-            try:
-                lat, lon = _number(data.get(lat_key)), _number(data.get(lon_key))
-            except ValueError:
-                return None
-            return None if lat is None or lon is None else (lat, lon)
-    return None
+    pair = _coord_keys(data, PRED_COORD_KEYS)
+    if pair is None or not all(k in data for k in pair):
+        return None
+    try:
+        lat, lon = _number(data.get(pair[0])), _number(data.get(pair[1]))
+    except ValueError:
+        return None
+    return None if lat is None or lon is None else (lat, lon)
 
 
 def _prediction_from_row(

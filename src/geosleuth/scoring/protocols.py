@@ -152,6 +152,15 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             coord_levels=(("acc_country", "country_code"),),
         ),
         ScoringProtocol(
+            name="geoestimation",
+            description="GeoEstimation (Müller-Budack et al. 2018; classification/utils_global.py): "
+            "coordinates as given, haversine R = 6371 km; Acc@1/25/200/750/2500 km counted as d <= k; "
+            "mean km (its 'mean deviation')",
+            radius_km=6371.0,
+            thresholds=THRESHOLD_PRESETS["classic"],
+            strict_threshold=False,
+        ),
+        ScoringProtocol(
             name="default",
             description="robust parsing with geocoding; every threshold preset, GeoGuessr and GeoScore, "
             "levels from reverse-geocoded coordinates and from answer text",

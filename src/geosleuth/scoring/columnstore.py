@@ -1,0 +1,212 @@
+"""Column stores the scorer reduces rows into: growing NumPy columns, interned strings, capped
+message lists, a duplicate-id finder and a reservoir sample, each in bounded memory per row."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+CHUNK = 16_384
+"""Rows buffered as Python values before they become NumPy columns and are scored."""
+FILTER_BITS = 1 << 25
+"""Slots of the duplicate-id filter (4 MiB): at a million ids about 3 % of lookups search the chunks."""
+SHOWN = 10
+"""Problems and line numbers listed in warnings before a count of the rest."""
+LANGUAGE_SAMPLE = 2_000
+"""Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
+
+
+class Growing:
+    """A column appended in Python lists and frozen into NumPy chunks (compact, amortised)."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+        self.buffer: list[Any] = []  # one list for the column's life: callers may bind its append
+        self.chunks: list[NDArray[Any]] = []
+
+    def append(self, value: Any) -> None:
+        self.buffer.append(value)
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.chunks.append(np.array(self.buffer, dtype=self.dtype))
+            self.buffer.clear()
+
+    def array(self) -> NDArray[Any]:
+        self.flush()
+        if not self.chunks:
+            return np.zeros(0, dtype=self.dtype)
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0]
+
+
+class Interned:
+    """Strings as int32 codes into one table (repeated labels and group names cost 4 bytes)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+        self.table: list[str] = [""]
+        self.column = Growing(np.int32)
+
+    def append(self, value: str | None) -> None:
+        key = value or ""
+        code = self.codes.get(key)
+        if code is None:
+            code = self.codes[key] = len(self.table)
+            self.table.append(key)
+        self.column.append(code)
+
+    def values(self) -> NDArray[np.object_]:
+        return np.array(self.table, dtype=object)[self.column.array()]
+
+
+class Capped:
+    """The first few messages of a kind and how many there were."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.count = 0
+
+    def add(self, message: str) -> None:
+        self.count += 1
+        if len(self.items) < SHOWN:
+            self.items.append(message)
+
+
+def merged_problems(groups: Sequence[Capped | list[str]]) -> list[str]:
+    """The first ten problems across kinds, in order, then a count of the rest."""
+    shown: list[str] = []
+    total = 0
+    for g in groups:
+        items, count = (g, len(g)) if isinstance(g, list) else (g.items, g.count)
+        total += count
+        shown.extend(items[: max(0, SHOWN - len(shown))])
+    if total > SHOWN:
+        shown.append(f"… and {total - SHOWN} more")
+    return shown
+
+
+class DuplicateIds:
+    """Duplicate ids found in bounded memory: 64-bit hashes in sorted NumPy chunks, not a dict.
+
+    Rows are buffered and checked a chunk at a time, vectorised: against the earlier chunks
+    (a one-bit-per-slot filter, then a binary search in each sorted chunk) and within the chunk
+    (a stable sort). Duplicates are reported in row order, each with the line of its first sighting.
+    """
+
+    def __init__(self, report: Callable[[str, int, int], None]) -> None:
+        self.report = report
+        self.sorted: list[tuple[NDArray[np.int64], NDArray[np.int32]]] = []
+        self.sids: list[str] = []
+        self.lines: list[int] = []
+        # one bit per hash slot, set for frozen ids: most rows skip the sorted chunks altogether
+        self.filter = np.zeros(FILTER_BITS // 8, dtype=np.uint8)
+
+    def add(self, sid: str, line: int) -> None:
+        self.sids.append(sid)
+        self.lines.append(line)
+        if len(self.sids) >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Check the buffered rows, report their duplicates and freeze their new ids."""
+        if not self.sids:
+            return
+        sids, self.sids = self.sids, []
+        keys = np.fromiter(map(hash, sids), dtype=np.int64, count=len(sids))
+        lines = np.array(self.lines, dtype=np.int32)
+        self.lines = []
+        first = self._frozen_lines(keys)  # 0 where the id was not seen in an earlier chunk
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.ones(ordered.size, dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        run_first = lines[order][np.maximum.accumulate(np.where(starts, np.arange(ordered.size), 0))]
+        within = np.empty_like(lines)
+        within[order] = np.where(starts, 0, run_first)  # a repeat inside this chunk: its run's first line
+        first = np.where(first > 0, first, within)
+        for i in np.flatnonzero(first > 0):
+            self.report(sids[i], int(lines[i]), int(first[i]))
+        new = order[starts]
+        new = new[first[new] == 0]
+        self._freeze(keys[new], lines[new])
+
+    def _frozen_lines(self, keys: NDArray[np.int64]) -> NDArray[np.int32]:
+        out = np.zeros(keys.size, dtype=np.int32)
+        slots = keys & (FILTER_BITS - 1)
+        maybe = np.flatnonzero((self.filter[slots >> 3] >> (slots & 7)) & 1)
+        for frozen_keys, frozen_lines in self.sorted:
+            if not maybe.size:
+                break
+            at = np.minimum(np.searchsorted(frozen_keys, keys[maybe]), frozen_keys.size - 1)
+            hit = frozen_keys[at] == keys[maybe]
+            out[maybe[hit]] = frozen_lines[at[hit]]
+            maybe = maybe[~hit]
+        return out
+
+    def _freeze(self, keys: NDArray[np.int64], lines: NDArray[np.int32]) -> None:
+        if not keys.size:
+            return
+        order = np.argsort(keys, kind="stable")
+        self.sorted.append((keys[order], lines[order]))
+        slots = keys & (FILTER_BITS - 1)
+        np.bitwise_or.at(self.filter, slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8))
+        while len(self.sorted) > 1 and self.sorted[-1][0].size >= self.sorted[-2][0].size:
+            (k1, l1), (k2, l2) = self.sorted[-2], self.sorted.pop()  # merge like a binary counter
+            keys, lines = np.concatenate([k1, k2]), np.concatenate([l1, l2])
+            order = np.argsort(keys, kind="stable")
+            self.sorted[-1] = (keys[order], lines[order])
+
+    def contains(self, sid: str) -> bool:
+        return bool(self.contains_all([sid])[0])
+
+    def contains_all(self, sids: Sequence[str]) -> NDArray[np.bool_]:
+        """Which of ``sids`` were added, in one vectorised pass (a dataset of 10^6 ids included)."""
+        self.flush()
+        keys = np.fromiter(map(hash, sids), dtype=np.int64, count=len(sids))
+        return self._frozen_lines(keys) > 0
+
+
+class Reservoir:
+    """A seeded uniform sample of (predicted, truth) name pairs for the language warning.
+
+    Li's Algorithm L: the gap to the next replacement is drawn directly, so past the first
+    ``size`` pairs a pair costs a comparison, not a random draw (O(size·log(n/size)) draws).
+    """
+
+    def __init__(self, size: int = LANGUAGE_SAMPLE) -> None:
+        self.size = size
+        self.items: list[tuple[str, str]] = []
+        self.seen = 0
+        self.rng = random.Random(0)
+        self.weight = 1.0
+        self.next = size  # index (0-based count) of the next pair that replaces one in the sample
+
+    def add(self, pair: tuple[str, str]) -> None:
+        i = self.seen
+        self.seen += 1
+        if i != self.next and i >= self.size:
+            return  # most pairs: no replacement until the drawn gap has passed
+        if i < self.size:
+            self.items.append(pair)
+            if self.seen == self.size:
+                self._skip()
+        elif i == self.next:
+            self.items[self.rng.randrange(self.size)] = pair
+            self._skip()
+
+    def _skip(self) -> None:
+        rng = self.rng
+        self.weight *= math.exp(math.log(1.0 - rng.random()) / self.size)
+        if 0.0 < self.weight < 1.0:
+            gap = math.floor(math.log(1.0 - rng.random()) / math.log1p(-self.weight))
+        else:  # float edge cases: W = 1 replaces the next pair, W = 0 never replaces again
+            gap = 0 if self.weight >= 1.0 else sys.maxsize
+        self.next += gap + 1 if self.seen > self.size else gap
