@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from importlib.metadata import entry_points
 from pathlib import Path
-
-import subprocess
 
 import pytest
 from harness_helpers import ROOT, defined, photo_script, run_python, score_cli
@@ -167,12 +166,13 @@ def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tm
     lost.mkdir()
     (lost / "data.csv").write_text((photo_dataset / "data.csv").read_text().replace(".png", ".jpg"))
     data = "dataset=" + str(photo_dataset)
+    mismatch = "'{}' answers in a format protocol '{}' cannot read".format
     for args, message in (
         (["-T", "dataset=" + str(tmp_path / "missing")], "dataset not found"),
         (["-T", data, "-T", "protocol=nope"], "unknown protocol 'nope'"),
         # GeoVista's <answer> lines are not TWM's JSON: every answer would score 0
-        (["-T", data, "-T", "protocol=twm", "-T", "prompt=geovista"], "'geovista' answers in a format protocol 'twm' cannot read"),
-        (["-T", data, "-T", "protocol=spotagent", "-T", "prompt=direct"], "'direct' answers in a format protocol 'spotagent'"),
+        (["-T", data, "-T", "protocol=twm", "-T", "prompt=geovista"], mismatch("geovista", "twm")),
+        (["-T", data, "-T", "protocol=spotagent", "-T", "prompt=direct"], mismatch("direct", "spotagent")),
         (["-T", "dataset=" + str(lost)], "none of the 3 image(s)"),
     ):  # fmt: skip
         done = run_python(
@@ -279,7 +279,9 @@ def _inspect_cli(
     """`inspect eval geosleuth/geolocation ARGS` from the shell, and the figures its log holds."""
     logs = tmp_path / "logs"
     command = ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--max-samples", "1"]
-    done = run_python(".inspect-deps", [*command, "--log-dir", str(logs), "--display", "plain"], tmp_path, env)
+    done = run_python(
+        ".inspect-deps", [*command, "--log-dir", str(logs), "--display", "plain"], tmp_path, env
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     (log,) = logs.glob("*.eval")
     dumped = run_python(".inspect-deps", ["-m", "inspect_ai", "log", "dump", str(log)], tmp_path)
@@ -312,7 +314,9 @@ def test_openai_api_provider_against_a_local_server(photo_dataset: Path, tmp_pat
         assert system["role"] == "system"
         text = system["content"] if isinstance(system["content"], str) else system["content"][0]["text"]
         assert ("map tools" in text) is tools  # Thinking with Map's prompt, not GeoVista's
-        assert sorted(t["function"]["name"] for t in request.json.get("tools", [])) == (sorted(TWM_TOOLS) if tools else [])
+        assert sorted(t["function"]["name"] for t in request.json.get("tools", [])) == (
+            sorted(TWM_TOOLS) if tools else []
+        )
     assert figures == pytest.approx(defined(score_cli(BY_ID, photo_dataset / "data.csv", "twm", tmp_path)))
     assert figures["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
     assert "empty sample set" not in done.stdout + done.stderr
@@ -328,7 +332,9 @@ def test_figures_the_data_does_not_define_are_left_out_with_a_note(tmp_path: Pat
     folder = tmp_path / "bare"
     (folder / "images").mkdir(parents=True)
     rows = ["id,image,lat,lon"]
-    for i, (sid, lat, lon, _, _) in enumerate([("paris", 48.8566, 2.3522, "", ""), ("tokyo", 35.6812, 139.7671, "", "")]):
+    for i, (sid, lat, lon, _, _) in enumerate(
+        [("paris", 48.8566, 2.3522, "", ""), ("tokyo", 35.6812, 139.7671, "", "")]
+    ):
         Image.new("RGB", (32, 32), (40 * i, 120, 200)).save(folder / "images" / f"{sid}.png")
         rows.append(f"{sid},{sid}.png,{lat},{lon}")
     (folder / "data.csv").write_text("\n".join(rows) + "\n")
@@ -340,7 +346,9 @@ def test_figures_the_data_does_not_define_are_left_out_with_a_note(tmp_path: Pat
     args = ["-T", f"dataset={folder}", "-T", "protocol=geovista", "--model", "geosleuth_scripted/model"]
     wide = {"COLUMNS": "1000"}  # the console logs the note on one line
     done, figures = _inspect_cli(args, tmp_path, {**env, **wide, "PYTHONPATH_EXTRA": str(plugin.parent)})
-    expected = score_cli({"paris": "no idea", "tokyo": "no idea either"}, folder / "data.csv", "geovista", tmp_path)
+    expected = score_cli(
+        {"paris": "no idea", "tokyo": "no idea either"}, folder / "data.csv", "geovista", tmp_path
+    )
     undefined = sorted(k for k, v in expected.items() if v is None)
     assert {"acc@3km", "median_km"} <= set(undefined)  # as published: no row kept
     assert figures == pytest.approx(defined(expected))

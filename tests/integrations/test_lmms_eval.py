@@ -172,7 +172,11 @@ def _results(out: Path) -> dict[str, dict[str, Any]]:
     """The figures of each task in the results file lmms-eval wrote (``,none`` filter, no stderr)."""
     (results_file,) = out.rglob("*_results.json")
     return {
-        task: {k.removesuffix(",none"): v for k, v in figures.items() if k.endswith(",none") and "_stderr" not in k}
+        task: {
+            k.removesuffix(",none"): v
+            for k, v in figures.items()
+            if k.endswith(",none") and "_stderr" not in k
+        }
         for task, figures in json.loads(results_file.read_text())["results"].items()
     }
 
@@ -214,9 +218,10 @@ def test_lmms_eval_cli_refuses_what_cannot_be_scored(photo_dataset: Path, tmp_pa
     lost.mkdir()
     (lost / "data.csv").write_text((photo_dataset / "data.csv").read_text().replace(".png", ".jpg"))
     env = {"GEOSLEUTH_DATASET": str(photo_dataset)}
+    mismatch = "'geovista' answers in a format protocol 'twm' cannot read"
     with FakeOpenAIServer(photo_script(ANSWERS)) as server:
         for extra, message in (
-            ({"GEOSLEUTH_PROTOCOL": "twm", "GEOSLEUTH_PROMPT": "geovista"}, "'geovista' answers in a format protocol 'twm' cannot read"),
+            ({"GEOSLEUTH_PROTOCOL": "twm", "GEOSLEUTH_PROMPT": "geovista"}, mismatch),
             ({"GEOSLEUTH_DATASET": str(lost)}, "none of the 3 image(s)"),
         ):  # fmt: skip
             done = _lmms_cli(tmp_path, server.base_url, "fake-vlm", "geosleuth_generic", {**env, **extra})
@@ -237,7 +242,11 @@ def test_lmms_eval_cli_chat_model_against_llama_cpp(photo_dataset: Path, tmp_pat
     request is answered, and whatever the tiny model says is scored as `geosleuth score` scores it."""
     with LlamaCppServer() as server:
         done = _lmms_cli(
-            tmp_path, server.base_url, MODEL_ALIAS, "geosleuth_generic", {"GEOSLEUTH_DATASET": str(photo_dataset)}
+            tmp_path,
+            server.base_url,
+            MODEL_ALIAS,
+            "geosleuth_generic",
+            {"GEOSLEUTH_DATASET": str(photo_dataset)},
         )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     (samples_file,) = (tmp_path / "out").rglob("*_samples_geosleuth_generic.jsonl")

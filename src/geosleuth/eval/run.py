@@ -23,10 +23,10 @@ from geosleuth.eval.config import (
     write_manifest,
 )
 from geosleuth.eval.datasets import Dataset, DatasetError, detect_format, load_dataset
-from geosleuth.eval.scores import protocol_for
-from geosleuth.eval.styles import choose_style
 from geosleuth.eval.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
+from geosleuth.eval.scores import protocol_for
 from geosleuth.eval.store import RunDirError, write_atomic
+from geosleuth.eval.styles import choose_style
 from geosleuth.plugins import load_callable
 
 

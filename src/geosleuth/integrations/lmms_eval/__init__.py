@@ -118,7 +118,9 @@ class GeolocationTask(ConfigurableTask):
         fmt = str(meta.get("format", "auto"))
         self.protocol = os.environ.get("GEOSLEUTH_PROTOCOL") or str(meta.get("protocol", "default"))
         get_protocol(self.protocol)
-        config["lmms_eval_specific_kwargs"] = _with_style(config.get("lmms_eval_specific_kwargs"), self.protocol)
+        config["lmms_eval_specific_kwargs"] = _with_style(
+            config.get("lmms_eval_specific_kwargs"), self.protocol
+        )
         self.source = dataset_location(fmt)
         loaded = load_dataset(self.source, format=fmt, split=meta.get("split"))
         if not loaded.samples:
@@ -155,7 +157,9 @@ def _with_style(specific: Any, protocol: str) -> dict[str, Any]:
         model: {
             **(kwargs or {}),
             "prompt_style": choose_style(
-                os.environ.get("GEOSLEUTH_PROMPT") or (kwargs or {}).get("prompt_style"), protocol, tools=False
+                os.environ.get("GEOSLEUTH_PROMPT") or (kwargs or {}).get("prompt_style"),
+                protocol,
+                tools=False,
             ),
         }
         for model, kwargs in blocks.items()
@@ -231,7 +235,9 @@ def doc_to_messages(
     kwargs = lmms_eval_specific_kwargs or {}
     system, user = _prompts(doc, kwargs)
     content: list[dict[str, Any]] = [{"type": "image", "url": image} for image in doc_to_visual(doc)]
-    content.append({"type": "text", "text": f"{kwargs.get('pre_prompt', '')}{user}{kwargs.get('post_prompt', '')}"})
+    content.append(
+        {"type": "text", "text": f"{kwargs.get('pre_prompt', '')}{user}{kwargs.get('post_prompt', '')}"}
+    )
     return [
         {"role": "system", "content": [{"type": "text", "text": system}]},
         {"role": "user", "content": content},
