@@ -22,7 +22,7 @@ from geosleuth.agent.prompting import load_style
 from geosleuth.cli.app import app
 from geosleuth.eval.datasets import ADAPTERS
 from geosleuth.integrations import lmms_eval_tasks_folder
-from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, llamacpp_unavailable
+from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, llamacpp_unavailable, reply
 from geosleuth.testing.llamacpp import MODEL_ALIAS, free_port
 
 DEPS = ROOT / ".lmms-deps"
@@ -255,3 +255,23 @@ def test_lmms_eval_cli_chat_model_against_llama_cpp(photo_dataset: Path, tmp_pat
     assert len(answers) == 3 and not any(a.startswith("[LMMS_EVAL_REQUEST_FAILED") for a in answers.values())
     expected = defined(score_cli(answers, photo_dataset / "data.csv", "default", tmp_path))
     assert _results(tmp_path / "out")["geosleuth_generic"] == pytest.approx(expected)
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_lmms_eval_reports_undefined_figures_as_null_with_a_note(photo_dataset: Path, tmp_path: Path) -> None:
+    """Under GeoVista's protocol with answers its released code drops: each figure `geosleuth
+    score` reports as null is null in lmms-eval's results (N/A in its table), never 0, and the run
+    says which; every other figure equals the CLI's."""
+    with FakeOpenAIServer(default=reply("no idea")) as server:
+        env = {"GEOSLEUTH_DATASET": str(photo_dataset), "GEOSLEUTH_PROTOCOL": "geovista"}
+        done = _lmms_cli(tmp_path, server.base_url, "fake-vlm", "geosleuth_generic", env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    expected = score_cli(dict.fromkeys(BY_ID, "no idea"), photo_dataset / "data.csv", "geovista", tmp_path)
+    undefined = sorted(k for k, v in expected.items() if v is None)
+    assert {"acc@3km", "median_km"} <= set(undefined)  # as published: no row kept
+    got = _results(tmp_path / "out")["geosleuth_generic"]
+    assert {k: v for k, v in got.items() if v is not None} == pytest.approx(defined(expected))
+    assert sorted(k for k, v in got.items() if v is None) == undefined
+    note = next(line for line in done.stderr.splitlines() if "not reported" in line)
+    assert sorted(note.removeprefix("geosleuth: ").split(" not reported")[0].split(", ")) == undefined
