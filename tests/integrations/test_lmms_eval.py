@@ -184,8 +184,8 @@ def _results(out: Path) -> dict[str, dict[str, Any]]:
 @needs_lmms
 def test_lmms_eval_cli_chat_model_against_a_local_server(photo_dataset: Path, tmp_path: Path) -> None:
     """lmms-eval's own `openai` chat model against a local OpenAI-compatible server: every request
-    is a chat completion with the prompt style's system turn and the photo (the server answers by
-    the photo it sees), and the figures in lmms-eval's results file equal `geosleuth score`'s, under
+    is a chat completion with the photo and the prompt style's text (the server answers by the
+    photo it sees), and the figures in lmms-eval's results file equal `geosleuth score`'s, under
     generic (protocol default) and mapbench (protocol twm, which reads the direct style's JSON)."""
     with FakeOpenAIServer(photo_script(ANSWERS)) as server:
         done = _lmms_cli(
@@ -197,9 +197,9 @@ def test_lmms_eval_cli_chat_model_against_a_local_server(photo_dataset: Path, tm
     assert len(requests) == 6 and {r.path for r in requests} == {"/v1/chat/completions"}
     direct = load_style("direct").system.split("\n")[0]
     for request in requests:
-        system, user = request.messages
-        assert system["role"] == "system" and system["content"][0]["text"].startswith(direct)
-        assert [p["type"] for p in user["content"]] == ["image_url", "text"]
+        (user,) = request.messages
+        assert user["role"] == "user" and [p["type"] for p in user["content"]] == ["image_url", "text"]
+        assert user["content"][1]["text"].startswith(direct)
         assert request.json["model"] == "fake-vlm"
     got = _results(tmp_path / "out")
     for task, protocol in (("geosleuth_generic", "default"), ("geosleuth_mapbench", "twm")):
@@ -251,7 +251,12 @@ def test_lmms_eval_cli_chat_model_against_llama_cpp(photo_dataset: Path, tmp_pat
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     (samples_file,) = (tmp_path / "out").rglob("*_samples_geosleuth_generic.jsonl")
     rows = [json.loads(line) for line in samples_file.read_text().splitlines() if line.strip()]
-    answers = {json.loads(r["target"])["id"]: r["resps"][0][0] for r in rows}
+    answers = {  # one answer a document; lmms-eval's log keeps it as filtered_resps (a list or not)
+        json.loads(r["target"])["id"]: r["filtered_resps"][0]
+        if isinstance(r["filtered_resps"], list)
+        else r["filtered_resps"]
+        for r in rows
+    }
     assert len(answers) == 3 and not any(a.startswith("[LMMS_EVAL_REQUEST_FAILED") for a in answers.values())
     expected = defined(score_cli(answers, photo_dataset / "data.csv", "default", tmp_path))
     assert _results(tmp_path / "out")["geosleuth_generic"] == pytest.approx(expected)

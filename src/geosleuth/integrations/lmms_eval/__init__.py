@@ -13,8 +13,9 @@ metrics are those ``geosleuth score --protocol`` prints for the dataset: ``proce
 keeps each answer with its ground truth, and every metric's aggregation scores all answers once
 with the scoring engine. A figure the data does not define is reported as null (N/A), with a
 logged note. It runs with lmms-eval's simple models (the photo and the prompt text) and its chat
-models (``openai``, ``vllm``, ``sglang``, the Qwen-VL classes: ``doc_to_messages``, a system
-and a user turn).
+models (``openai``, ``vllm``, ``sglang``, the Qwen-VL classes: ``doc_to_messages``, one user
+turn with the photo and the same text; servers such as llama.cpp's refuse a system turn in the
+list form lmms-eval sends).
 
 lmms-eval's CLI logs an exception raised while it evaluates and exits 0; a task that cannot run
 (no dataset, no image, a style the protocol cannot read) or a run whose every request failed
@@ -221,33 +222,22 @@ def doc_to_visual(doc: dict[str, Any]) -> list[Image.Image]:
 
 
 def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> str:
-    """For simple models: the prompt style's system and user text as one prompt."""
+    """The prompt style's system and user text as one prompt."""
     kwargs = lmms_eval_specific_kwargs or {}
-    system, user = _prompts(doc, kwargs)
+    style = load_style(str(kwargs.get("prompt_style") or "direct"))
+    task = GeoTask.model_validate_json(doc["task"])
+    system, user = build_prompts(style, task, [], style.tool_calling, style.bbox_convention, (0, 0))
     return f"{kwargs.get('pre_prompt', '')}{system}\n\n{user}{kwargs.get('post_prompt', '')}"
 
 
 def doc_to_messages(
     doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """For chat models: the style's system turn, then a user turn with the photo (when it could be
-    read) and the question, in lmms-eval's message format."""
-    kwargs = lmms_eval_specific_kwargs or {}
-    system, user = _prompts(doc, kwargs)
+    """For chat models: one user turn, the photo (when it could be read) and the simple models'
+    prompt, in lmms-eval's message format."""
     content: list[dict[str, Any]] = [{"type": "image", "url": image} for image in doc_to_visual(doc)]
-    content.append(
-        {"type": "text", "text": f"{kwargs.get('pre_prompt', '')}{user}{kwargs.get('post_prompt', '')}"}
-    )
-    return [
-        {"role": "system", "content": [{"type": "text", "text": system}]},
-        {"role": "user", "content": content},
-    ]
-
-
-def _prompts(doc: dict[str, Any], kwargs: dict[str, Any]) -> tuple[str, str]:
-    style = load_style(str(kwargs.get("prompt_style") or "direct"))
-    task = GeoTask.model_validate_json(doc["task"])
-    return build_prompts(style, task, [], style.tool_calling, style.bbox_convention, (0, 0))
+    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
+    return [{"role": "user", "content": content}]
 
 
 def doc_to_target(doc: dict[str, Any]) -> str:
