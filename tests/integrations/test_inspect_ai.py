@@ -1,4 +1,5 @@
-"""inspect_ai runs geosleuth's geolocation task through its own eval loop, with its mockllm model.
+"""inspect_ai runs geosleuth's geolocation task through its own eval loop, with its mockllm model
+and, from its CLI, with its own openai-api provider against a local OpenAI-compatible server.
 
 inspect_ai pins python-dateutil < 3 (through botocore), which the shared venv cannot take, so
 scripts/test.sh installs it without dependencies into .inspect-deps and these tests run inspect in

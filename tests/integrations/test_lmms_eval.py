@@ -1,9 +1,11 @@
-"""lmms-eval runs geosleuth's shipped tasks through its own evaluator with a tiny local model.
+"""lmms-eval runs geosleuth's shipped tasks through its own evaluator and CLI: with a tiny simple
+model, and with its built-in `openai` chat model against local OpenAI-compatible servers.
 
 lmms-eval 0.7 pins torch 2.14 and needs filelock 3.x, which the shared venv cannot take, so
 scripts/test.sh installs it without dependencies into .lmms-deps and these tests run it in a
-subprocess with that folder on PYTHONPATH. The model is registered in lmms-eval's model registry
-and reads each photo lmms-eval hands it through the task's doc_to_visual.
+subprocess with that folder on PYTHONPATH. The simple model is registered in lmms-eval's model
+registry and reads each photo lmms-eval hands it through the task's doc_to_visual; the fake
+server answers by the photo each chat request carries.
 """
 
 from __future__ import annotations
