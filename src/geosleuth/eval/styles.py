@@ -62,7 +62,7 @@ def check_style(style: str, protocol: str) -> None:
     raise StyleMismatch(
         f"prompt style {style!r} answers in a format protocol {protocol!r} cannot read "
         f"(every answer would score 0): use prompt style {' or '.join(fitting)} with protocol "
-        f"{protocol!r}, or score {style!r} with protocol {' or '.join(others)}"
+        f"{protocol!r}, or score {style!r} answers with one of the protocols {', '.join(others)}"
     )
 
 

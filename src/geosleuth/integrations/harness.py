@@ -63,7 +63,7 @@ def metrics(result: FileScore) -> dict[str, float | None]:
 
 def defined(figures: Mapping[str, float | None], warnings: Sequence[str] = ()) -> dict[str, float]:
     """The figures the data defines. One it does not (``None``: no label at that level, no row
-    kept) is left out, never reported as 0, and a note saying so is logged once per run."""
+    kept) is left out, never reported as 0, and a note saying so is logged (once a process)."""
     missing = tuple(name for name, value in figures.items() if value is None)
     if missing and missing not in _noted:
         _noted.add(missing)
