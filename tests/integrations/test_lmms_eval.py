@@ -1,25 +1,31 @@
-"""lmms-eval runs geosleuth's shipped tasks through its own evaluator with a tiny local model.
+"""lmms-eval runs geosleuth's shipped tasks through its own evaluator and CLI: with a tiny simple
+model, and with its built-in `openai` chat model against local OpenAI-compatible servers.
 
 lmms-eval 0.7 pins torch 2.14 and needs filelock 3.x, which the shared venv cannot take, so
 scripts/test.sh installs it without dependencies into .lmms-deps and these tests run it in a
-subprocess with that folder on PYTHONPATH. The model is registered in lmms-eval's model registry
-and reads each photo lmms-eval hands it through the task's doc_to_visual.
+subprocess with that folder on PYTHONPATH. The simple model is registered in lmms-eval's model
+registry and reads each photo lmms-eval hands it through the task's doc_to_visual; the fake
+server answers by the photo each chat request carries.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from harness_helpers import ROOT, run_python
+from harness_helpers import ROOT, defined, photo_script, run_python, score_cli
 from typer.testing import CliRunner
 
+from geosleuth.agent.prompting import load_style
 from geosleuth.cli.app import app
 from geosleuth.eval.datasets import ADAPTERS
 from geosleuth.integrations import lmms_eval_tasks_folder
+from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, llamacpp_unavailable, reply
+from geosleuth.testing.llamacpp import MODEL_ALIAS, free_port
 
 DEPS = ROOT / ".lmms-deps"
 TASKS = lmms_eval_tasks_folder()
@@ -68,14 +74,6 @@ def test_cli_prints_the_include_path() -> None:
     assert {"geosleuth", "geosleuth_generic", "geosleuth_osv5m"} <= set(lines[1:])
 
 
-def _score_cli(tmp_path: Path, truth: Path, protocol: str) -> dict[str, float]:
-    preds = tmp_path / f"preds-{protocol}.jsonl"
-    preds.write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in BY_ID.items()))
-    cli = CliRunner().invoke(app, ["score", str(preds), "--truth", str(truth), "-p", protocol, "-f", "json"])
-    assert cli.exit_code == 0, cli.output
-    return {k: v for k, v in json.loads(cli.stdout)["metrics"].items() if v is not None}
-
-
 @needs_lmms
 def test_lmms_eval_evaluator_scores_like_geosleuth_score(photo_dataset: Path, tmp_path: Path) -> None:
     """generic (protocol default) and mapbench (protocol twm) on the same photos: every metric
@@ -99,7 +97,7 @@ def test_lmms_eval_evaluator_scores_like_geosleuth_score(photo_dataset: Path, tm
     ):
         got = {k.removesuffix(",none"): v for k, v in out["results"][task].items() if k.endswith(",none")}
         got = {k: v for k, v in got.items() if "_stderr" not in k}
-        expected = _score_cli(tmp_path, photo_dataset / "data.csv", protocol)
+        expected = defined(score_cli(BY_ID, photo_dataset / "data.csv", protocol, tmp_path))
         assert got == pytest.approx(expected), task
         assert got["acc@25km"] == pytest.approx(acc25, abs=0.01)  # "cannot say" is wrong under both
         seen = {json.loads(s["target"])["id"]: s["resps"][0][0] for s in out["samples"][task]}
@@ -160,3 +158,127 @@ def test_lmms_eval_cli_with_include_path_on_an_im2gps3k_folder(tmp_path: Path) -
     assert got["osv5m"]["acc@25km"] == pytest.approx(50.0)
     assert {"acc_region", "acc_area", "geoguessr"} <= set(got["osv5m"])
     assert "acc@2km" not in got["osv5m"] and "acc_region" not in got["default"]
+
+
+def _lmms_cli(
+    tmp_path: Path, base_url: str, model: str, tasks: str, env: dict[str, str], out: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`lmms-eval --model openai` (its built-in chat model) against ``base_url``, samples logged."""
+    args = ["-m", "lmms_eval", "--model", "openai", "--tasks", tasks, "--include_path", str(TASKS)]
+    args += ["--model_args", f"model={model},base_url={base_url},api_key=unused,max_retries=1,timeout=120"]
+    args += ["--batch_size", "1", "--output_path", str(out or tmp_path / "out"), "--log_samples"]
+    return run_python(".lmms-deps", args, tmp_path, env)
+
+
+def _results(out: Path) -> dict[str, dict[str, Any]]:
+    """The figures of each task in the results file lmms-eval wrote (``,none`` filter, no stderr)."""
+    (results_file,) = out.rglob("*_results.json")
+    return {
+        task: {
+            k.removesuffix(",none"): v
+            for k, v in figures.items()
+            if k.endswith(",none") and "_stderr" not in k
+        }
+        for task, figures in json.loads(results_file.read_text())["results"].items()
+    }
+
+
+@needs_lmms
+def test_lmms_eval_cli_chat_model_against_a_local_server(photo_dataset: Path, tmp_path: Path) -> None:
+    """lmms-eval's own `openai` chat model against a local OpenAI-compatible server: every request
+    is a chat completion with the photo and the prompt style's text (the server answers by the
+    photo it sees), and the figures in lmms-eval's results file equal `geosleuth score`'s, under
+    generic (protocol default) and mapbench (protocol twm, which reads the direct style's JSON)."""
+    with FakeOpenAIServer(photo_script(ANSWERS)) as server:
+        done = _lmms_cli(
+            tmp_path, server.base_url, "fake-vlm", "geosleuth_generic,geosleuth_mapbench",
+            {"GEOSLEUTH_DATASET": str(photo_dataset)},
+        )  # fmt: skip
+        requests = server.requests
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert len(requests) == 6 and {r.path for r in requests} == {"/v1/chat/completions"}
+    direct = load_style("direct").system.split("\n")[0]
+    for request in requests:
+        (user,) = request.messages
+        assert user["role"] == "user" and [p["type"] for p in user["content"]] == ["image_url", "text"]
+        assert user["content"][1]["text"].startswith(direct)
+        assert request.json["model"] == "fake-vlm"
+    got = _results(tmp_path / "out")
+    for task, protocol in (("geosleuth_generic", "default"), ("geosleuth_mapbench", "twm")):
+        expected = defined(score_cli(BY_ID, photo_dataset / "data.csv", protocol, tmp_path))
+        assert got[task] == pytest.approx(expected), task
+    assert got["geosleuth_mapbench"]["acc@25km"] == pytest.approx(100 / 3, abs=0.01)  # Paris only
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_lmms_eval_cli_refuses_what_cannot_be_scored(photo_dataset: Path, tmp_path: Path) -> None:
+    """Through the lmms-eval CLI, each with a non-zero exit and no request to the model: a prompt
+    style whose answer the protocol cannot read (named both), a dataset none of whose images
+    exists; and, once requests are sent, a server that answers none of them."""
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    (lost / "data.csv").write_text((photo_dataset / "data.csv").read_text().replace(".png", ".jpg"))
+    env = {"GEOSLEUTH_DATASET": str(photo_dataset)}
+    mismatch = "'geovista' answers in a format protocol 'twm' cannot read"
+    with FakeOpenAIServer(photo_script(ANSWERS)) as server:
+        for extra, message in (
+            ({"GEOSLEUTH_PROTOCOL": "twm", "GEOSLEUTH_PROMPT": "geovista"}, mismatch),
+            ({"GEOSLEUTH_DATASET": str(lost)}, "none of the 3 image(s)"),
+        ):  # fmt: skip
+            done = _lmms_cli(tmp_path, server.base_url, "fake-vlm", "geosleuth_generic", {**env, **extra})
+            assert done.returncode != 0, extra
+            assert message in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
+        assert server.requests == []
+    down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    done = _lmms_cli(tmp_path, down, "fake-vlm", "geosleuth_generic", env)
+    assert done.returncode != 0
+    assert "all 3 model request(s) failed" in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
+
+
+@needs_lmms
+@pytest.mark.slow
+@pytest.mark.skipif(llamacpp_unavailable() is not None, reason=str(llamacpp_unavailable()))
+def test_lmms_eval_cli_chat_model_against_llama_cpp(photo_dataset: Path, tmp_path: Path) -> None:
+    """The same chat model against a real OpenAI-compatible server (llama.cpp, SmolLM2-135M): every
+    request is answered, and whatever the tiny model says is scored as `geosleuth score` scores it."""
+    with LlamaCppServer() as server:
+        done = _lmms_cli(
+            tmp_path,
+            server.base_url,
+            MODEL_ALIAS,
+            "geosleuth_generic",
+            {"GEOSLEUTH_DATASET": str(photo_dataset)},
+        )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (samples_file,) = (tmp_path / "out").rglob("*_samples_geosleuth_generic.jsonl")
+    rows = [json.loads(line) for line in samples_file.read_text().splitlines() if line.strip()]
+    answers = {  # one answer a document; lmms-eval's log keeps it as filtered_resps (a list or not)
+        json.loads(r["target"])["id"]: r["filtered_resps"][0]
+        if isinstance(r["filtered_resps"], list)
+        else r["filtered_resps"]
+        for r in rows
+    }
+    assert len(answers) == 3 and not any(a.startswith("[LMMS_EVAL_REQUEST_FAILED") for a in answers.values())
+    expected = defined(score_cli(answers, photo_dataset / "data.csv", "default", tmp_path))
+    assert _results(tmp_path / "out")["geosleuth_generic"] == pytest.approx(expected)
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_lmms_eval_reports_undefined_figures_as_null_with_a_note(photo_dataset: Path, tmp_path: Path) -> None:
+    """Under GeoVista's protocol with answers its released code drops: each figure `geosleuth
+    score` reports as null is null in lmms-eval's results (N/A in its table), never 0, and the run
+    says which; every other figure equals the CLI's."""
+    with FakeOpenAIServer(default=reply("no idea")) as server:
+        env = {"GEOSLEUTH_DATASET": str(photo_dataset), "GEOSLEUTH_PROTOCOL": "geovista"}
+        done = _lmms_cli(tmp_path, server.base_url, "fake-vlm", "geosleuth_generic", env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    expected = score_cli(dict.fromkeys(BY_ID, "no idea"), photo_dataset / "data.csv", "geovista", tmp_path)
+    undefined = sorted(k for k, v in expected.items() if v is None)
+    assert {"acc@3km", "median_km"} <= set(undefined)  # as published: no row kept
+    got = _results(tmp_path / "out")["geosleuth_generic"]
+    assert {k: v for k, v in got.items() if v is not None} == pytest.approx(defined(expected))
+    assert sorted(k for k, v in got.items() if v is None) == undefined
+    note = next(line for line in done.stderr.splitlines() if "not reported" in line)
+    assert sorted(note.removeprefix("geosleuth: ").split(" not reported")[0].split(", ")) == undefined

@@ -32,6 +32,7 @@ class PromptStyle(BaseModel):
     max_turns: int = 8
     max_tool_calls: int | None = None
     protocol: str | None = None
+    answer_example: str = ""  # a final answer in the style's format (which protocols can read it)
     system: str
     user: str
 

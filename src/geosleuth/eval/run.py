@@ -24,7 +24,9 @@ from geosleuth.eval.config import (
 )
 from geosleuth.eval.datasets import Dataset, DatasetError, detect_format, load_dataset
 from geosleuth.eval.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
+from geosleuth.eval.scores import protocol_for
 from geosleuth.eval.store import RunDirError, write_atomic
+from geosleuth.eval.styles import choose_style
 from geosleuth.plugins import load_callable
 
 
@@ -192,6 +194,7 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     if not samples:
         raise DatasetError(f"{config.dataset}: no valid samples")
     preflight(config, dataset, samples)
+    config = with_style(config, samples)
     run_dir = Path(config.out).expanduser()
     positions: list[int] | None = None
     if config.shard_spec is not None:
@@ -225,14 +228,7 @@ def preflight(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -
     ``--format`` that reads less ground truth than the layout its columns show (coordinates or
     place labels left in ``metadata``) would score the run against nothing.
     """
-    selected = {s.id for s in samples}
-    missing = [m for m in dataset.missing_images if m.sample_id in selected]
-    if missing and len(missing) == len(selected):
-        shown = "\n  ".join(str(m) for m in missing[:5])
-        raise DatasetError(
-            f"none of the {len(selected)} image(s) of {config.dataset} exists:\n  {shown}\n"
-            "point --images at the image folder (`geosleuth datasets validate` lists every row)"
-        )
+    check_images(dataset, samples)
     if config.format in (None, "auto") or dataset.format == "hf":
         return
     try:
@@ -247,6 +243,29 @@ def preflight(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -
             f"--format {dataset.format} reads less ground truth from {config.dataset} than its columns "
             f"hold (they look like --format {detected}: {_ground_truth(other.samples)} coordinate pairs "
             f"and labels against {_ground_truth(dataset.samples)}); drop --format to auto-detect"
+        )
+
+
+def with_style(config: EvalConfig, samples: Sequence[Sample]) -> EvalConfig:
+    """The config with the prompt style the run's protocol can read: the protocol's own style
+    when none is given (``--protocol twm``: Thinking with Map); a style it cannot read stops here."""
+    if config.agent_fn or not config.model:  # the offline pipeline and a custom agent have no style
+        return config
+    given = config.prompt or config.agent.get("prompt_style")
+    style = choose_style(given, protocol_for(config.protocol, samples).name, tools=True)
+    return config if given else config.model_copy(update={"prompt": style})
+
+
+def check_images(dataset: Dataset, samples: Sequence[Sample], option: str = "--images FOLDER") -> None:
+    """Refuse a run none of whose images exists: a wrong image folder, not a benchmark of failures
+    (``option`` is how the caller's user points at the folder). Some missing: those samples fail."""
+    selected = {s.id for s in samples}
+    missing = [m for m in dataset.missing_images if m.sample_id in selected]
+    if missing and len(missing) == len(selected):
+        shown = "\n  ".join(str(m) for m in missing[:5])
+        raise DatasetError(
+            f"none of the {len(selected)} image(s) of {dataset.source} exists:\n  {shown}\n"
+            f"point {option} at the image folder (`geosleuth datasets validate` lists every row)"
         )
 
 

@@ -9,9 +9,9 @@ level rules, and an unparseable answer counts as wrong instead of leaving the de
 from __future__ import annotations
 
 import json
-import math
+import logging
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,9 @@ from typing import Any
 from geosleuth.core.records import Sample
 from geosleuth.scoring import FileScore, get_protocol, score_file
 from geosleuth.scoring.protocols import ScoringProtocol
+
+log = logging.getLogger(__name__)
+_noted: set[tuple[str, ...]] = set()
 
 
 @dataclass(frozen=True)
@@ -58,17 +61,24 @@ def metrics(result: FileScore) -> dict[str, float | None]:
     return dict(result.score.to_dict(include_warnings=False)["metrics"])
 
 
+def defined(figures: Mapping[str, float | None], warnings: Sequence[str] = ()) -> dict[str, float]:
+    """The figures the data defines. One it does not (``None``: no label at that level, no row
+    kept) is left out, never reported as 0, and a note saying so is logged (once a process)."""
+    missing = tuple(name for name, value in figures.items() if value is None)
+    if missing and missing not in _noted:
+        _noted.add(missing)
+        said = [w for w in warnings if any(name.split("@")[0] in w for name in missing)]
+        why = "; ".join(said) or "no sample carries what they need, e.g. place-name labels at that level"
+        log.warning("geosleuth: %s not reported: the data does not define them (%s)", ", ".join(missing), why)
+    return {name: float(value) for name, value in figures.items() if value is not None}
+
+
 def row_result(result: FileScore, sample_id: str) -> dict[str, Any]:
     """One sample's per-row record (distance, status, hits), as ``geosleuth score --rows`` writes it."""
     for record in result.iter_rows():
         if record.get("id") == sample_id:
             return record
     raise KeyError(f"no scored row for sample {sample_id!r}")
-
-
-def finite(value: float | None) -> float:
-    """A metric value as a float, NaN where the data did not define it."""
-    return math.nan if value is None else float(value)
 
 
 def _prediction_row(answered: Answered) -> dict[str, Any]:

@@ -57,7 +57,9 @@ from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
 from geosleuth.eval.datasets import Dataset, load_dataset
-from geosleuth.integrations.harness import Answered, metrics, row_result, score_answers, truth_record
+from geosleuth.eval.run import check_images
+from geosleuth.eval.styles import choose_style
+from geosleuth.integrations.harness import Answered, defined, row_result, score_answers, truth_record
 from geosleuth.scoring import get_protocol
 
 META = "geosleuth"
@@ -78,15 +80,18 @@ def geolocation(
 ) -> Task:
     """Geolocate every image of ``dataset`` (any layout ``geosleuth datasets validate`` reads).
 
-    ``prompt`` is a geosleuth prompt style (default ``direct``, or ``geovista`` with tools);
-    ``tools=True`` runs the agent loop with the style's tools (or ``tool_names``, comma-separated)
-    for at most ``max_turns`` turns; ``protocol`` is any ``geosleuth score`` protocol.
+    ``prompt`` is a geosleuth prompt style (default: the protocol's own style where it has one
+    and the run uses tools, else ``direct``, or ``geovista`` with tools); ``tools=True`` runs the
+    agent loop with the style's tools (or ``tool_names``, comma-separated) for at most
+    ``max_turns`` turns; ``protocol`` is any ``geosleuth score`` protocol. A style whose answers
+    the protocol cannot read, or a dataset none of whose images exists, stops before the run.
     """
     get_protocol(protocol)  # an unknown protocol fails before the run, with the valid names
-    style_name = prompt or ("geovista" if tools else "direct")
+    style_name = choose_style(prompt, protocol, tools)
     loaded = load_dataset(dataset, format=format, images=images, split=split)
     if not loaded.samples:
         raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
+    check_images(loaded, loaded.samples, "-T images=FOLDER")
     if tools:
         config = AgentConfig(
             model="inspect",
@@ -190,19 +195,19 @@ def protocol_metrics(protocol: str, source: str | None = None) -> Metric:
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
+        if not scores:  # inspect asks for the shape of an empty run: there is none to report
+            return {}
         epochs = [_responses(s.score) for s in scores]
         runs = [
-            metrics(
-                score_answers([Answered(truth, answers[e]) for truth, answers in epochs], protocol, source)
-            )
+            score_answers([Answered(truth, answers[e]) for truth, answers in epochs], protocol, source).score
             for e in range(min(len(answers) for _, answers in epochs))
         ]
-        out: dict[str, float] = {}
-        for name in runs[0]:
-            values = [v for run in runs if (v := run.get(name)) is not None]
-            if values:
-                out[name] = sum(values) / len(values)
-        return out
+        figures = [run.to_dict()["metrics"] for run in runs]
+        out: dict[str, float | None] = {}
+        for name in figures[0]:
+            values = [v for run in figures if (v := run.get(name)) is not None]
+            out[name] = sum(values) / len(values) if values else None
+        return defined(out, runs[0].warnings)
 
     return compute
 
