@@ -43,25 +43,6 @@ def _os_error(exc: OSError) -> str:
     return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
 
 
-def _split_list(value: str | None) -> list[str] | None:
-    return [part.strip() for part in value.split(",") if part.strip()] if value else None
-
-
-def _judge_settings(model: str | None, base_url: str | None, key_env: str | None, tasks: str | None) -> Any:
-    if not model:
-        if tasks or base_url:
-            raise ValueError("--judges / --judge-base-url need --judge-model")
-        return None
-    from geosleuth.eval.config import JudgeSettings
-
-    values: dict[str, Any] = {"model": model, "api_key_env": key_env}
-    if base_url:
-        values["base_url"] = base_url
-    if tasks:
-        values["tasks"] = _split_list(tasks)
-    return JudgeSettings.model_validate({k: v for k, v in values.items() if v is not None})
-
-
 def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
     metrics = summary.get("metrics", {})
     parts = []
@@ -175,11 +156,13 @@ def eval_command(
     """Run the agent over a benchmark into a resumable run directory, then report."""
     from geosleuth.eval.config import (
         ConfigError,
+        judge_settings,
         parse_shard,
         read_config_file,
         read_manifest,
         resolve_config,
         shard_dir,
+        split_list,
     )
     from geosleuth.eval.datasets import DatasetError
     from geosleuth.eval.run import execute, prepare_run
@@ -200,7 +183,7 @@ def eval_command(
             "base_url": base_url,
             "api_key_env": api_key_env,
             "prompt": prompt,
-            "tools": _split_list(tools),
+            "tools": split_list(tools),
             "samples": samples,
             "verifier": verifier,
             "max_turns": max_turns,
@@ -228,7 +211,7 @@ def eval_command(
             "agent_fn": agent_fn,
             "skip_invalid": skip_invalid or None,
             "report": None if report else False,
-            "judge": _judge_settings(judge_model, judge_base_url, judge_api_key_env, judges),
+            "judge": judge_settings(judge_model, judge_base_url, judge_api_key_env, judges),
         }
         cfg = resolve_config(file_values, flags)
         prepared = prepare_run(cfg)
@@ -336,11 +319,12 @@ def report_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Metrics, tool-use statistics, plots and the HTML report of a run directory."""
+    from geosleuth.eval.config import judge_settings
     from geosleuth.eval.report import write_report
     from geosleuth.eval.store import RunDirError
 
     try:
-        settings = _judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
+        settings = judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
         if settings is not None:
             _run_judges(run_dir, settings)
         summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots)

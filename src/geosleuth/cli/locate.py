@@ -99,22 +99,22 @@ def locate(
     """Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image."""
     from pydantic import ValidationError
 
-    from geosleuth.agent import AgentConfig, load_style
+    from geosleuth.api.locate import agent_config
 
     try:
-        config = AgentConfig(
-            model=model,
+        config = agent_config(
+            model,
             base_url=base_url,
             api_key_env=api_key_env,
-            prompt_style=prompt,
-            tools=[t.strip() for t in tools.split(",") if t.strip()] if tools is not None else None,
+            prompt=prompt,
+            tools=tools,
             samples=samples,
-            verifier_model=verifier,
+            verifier=verifier,
             max_turns=max_turns,
             temperature=temperature,
             tool_calling=tool_calling,
-            offline_use_ocr=not no_ocr,
-            geocode_answers=geocode,
+            no_ocr=no_ocr,
+            geocode=geocode,
             resize_factor=resize_factor,
             observer=observer,
             observer_base_url=observer_base_url,
@@ -122,12 +122,6 @@ def locate(
             reasoning_effort=reasoning_effort,
             max_tokens=max_tokens,
         )
-        if model is not None:
-            load_style(prompt)
-        elif observer is not None:
-            raise ValueError("--observer describes the image to a text-only --model: give --model too")
-        elif samples > 1:
-            raise ValueError("--samples and --verifier need --model (the offline pipeline is deterministic)")
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: {_first_error(exc)}", err=True)
         raise typer.Exit(2) from None

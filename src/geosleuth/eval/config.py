@@ -168,6 +168,27 @@ def resolve_config(file_values: dict[str, Any], flags: dict[str, Any]) -> EvalCo
         raise ConfigError(f"invalid eval config: {problems}") from exc
 
 
+def split_list(value: str | None) -> list[str] | None:
+    """A comma-separated option (``--tools a,b``) as a list; ``None`` when nothing is named."""
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def judge_settings(
+    model: str | None, base_url: str | None, key_env: str | None, tasks: str | None
+) -> JudgeSettings | None:
+    """The judges of ``--judge-model`` and its companions; ``None`` when no judge model is named."""
+    if not model:
+        if tasks or base_url:
+            raise ValueError("--judges / --judge-base-url need --judge-model")
+        return None
+    values: dict[str, Any] = {"model": model, "api_key_env": key_env}
+    if base_url:
+        values["base_url"] = base_url
+    if tasks:
+        values["tasks"] = split_list(tasks)
+    return JudgeSettings.model_validate({k: v for k, v in values.items() if v is not None})
+
+
 def redact(value: Any, key: str = "") -> Any:
     """Copy of a JSON-like value with secret-looking entries replaced (``*_env`` names are kept)."""
     if isinstance(value, dict):
