@@ -235,7 +235,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = (), runtime: Any = None) -> None:
         self._tools: dict[str, Tool] = {}
-        self.runtime = runtime  # shared providers, cache and settings (tools.registry.ToolRuntime)
+        self.runtime = runtime  # shared providers, cache and settings (tools.runtime.ToolRuntime)
         for t in tools:
             self.register(t)
 
