@@ -35,7 +35,7 @@ from geosleuth.core import rewards as core
 from geosleuth.core.countries import country_name
 from geosleuth.core.records import Prediction
 from geosleuth.core.rewards import SEMANTIC_ALPHAS, SEMANTIC_LEVELS
-from geosleuth.training.reward_registry import escape_example
+from geosleuth.training.rollouts import escape_example
 
 log = logging.getLogger(__name__)
 

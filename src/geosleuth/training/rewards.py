@@ -41,20 +41,22 @@ from geosleuth.training.reading import (
     truth_semantic,
 )
 from geosleuth.training.reward_registry import (
-    ACC_THRESHOLDS_KM,
     DISTANCE_REWARDS,
     LEVEL_REWARDS,
-    MISS_DISTANCE_KM,
     REGISTRY,
     REWARD_NAMES,
-    ConsistencyFn,
-    RewardBatch,
     RewardDef,
     RewardSpec,
+    score_rollouts,
+)
+from geosleuth.training.rollouts import (
+    ACC_THRESHOLDS_KM,
+    MISS_DISTANCE_KM,
+    ConsistencyFn,
+    RewardBatch,
     Rollouts,
     Verifier,
     acc_key,
-    score_rollouts,
 )
 from geosleuth.training.truth import GroundTruth
 
