@@ -11,7 +11,7 @@ import pytest
 
 from geosleuth.training.reward_registry import REGISTRY, REGISTRY_ENTRIES, RewardSpec
 from geosleuth.training.reward_scorers import annealed_tau
-from geosleuth.training.rewards import REWARD_NAMES, score_texts
+from geosleuth.training.rollout_scoring import REWARD_NAMES, score_texts
 from geosleuth.training.trl_reward import make_reward_func
 
 TRUTH = {

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosleuth.training.reward_registry import DISTANCE_REWARDS, RewardSpec
-from geosleuth.training.rewards import score_distance_one, score_texts
+from geosleuth.training.rollout_scoring import score_distance_one, score_texts
 
 
 @dataclass(frozen=True)

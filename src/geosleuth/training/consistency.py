@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.core.countries import country_name
 from geosleuth.core.records import Prediction
-from geosleuth.core.rewards import SEMANTIC_ALPHAS, SEMANTIC_LEVELS
+from geosleuth.core.reward_math import SEMANTIC_ALPHAS, SEMANTIC_LEVELS
 from geosleuth.training.rollouts import escape_example
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def reasoning_text(rollout: str) -> str:
 
 def chain_of_thought(rollout: str) -> dict[str, tuple[str, str]] | None:
     """GeoAgent's JSON chain of thought: level -> (Reasoning, Conclusion), or None if absent."""
-    from geosleuth.training.rewards import strip_tool_blocks
+    from geosleuth.training.rollout_scoring import strip_tool_blocks
 
     own = strip_tool_blocks(rollout[:MAX_ROLLOUT_CHARS])
     starts = [m.end() for m in _THINK.finditer(own)] or [0]
@@ -187,7 +187,7 @@ def _prompt(level: str, reasoning: str, context: Mapping[str, str]) -> str:
 
 def level_queries(rollout: str, pred: Prediction | None = None) -> list[LevelQuery]:
     """A request per level the model concluded; that level's and finer conclusions are masked."""
-    from geosleuth.training.rewards import parse_rollout, rollout_levels
+    from geosleuth.training.rollout_scoring import parse_rollout, rollout_levels
 
     chain = chain_of_thought(rollout)
     if pred is None:

@@ -15,7 +15,7 @@ import logging
 import re
 from typing import Any
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.core.countries import resolve_country
 from geosleuth.core.parsing import final_own_turn, parse_answer, without_tool_output
 from geosleuth.core.records import Prediction

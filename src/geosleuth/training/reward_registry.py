@@ -7,9 +7,9 @@ paper's reward is one new entry in `REGISTRY`; "``released=true`` works for ever
 checked over the registry (tests/training/test_training_reward_registry.py).
 
 A scorer (`training.reward_scorers`) takes the resolved parameters and a `Rollouts` batch and
-returns a `RewardBatch` (both in `training.rollouts`). Per-rollout problems (no answer, an answer that cannot be geocoded, a verifier that failed)
-are collected in `BatchLog` and logged once per batch (count plus an escaped example); the
-detail of each rollout is at DEBUG.
+returns a `RewardBatch` (both in `training.rollouts`). Per-rollout problems (no answer, an
+answer that cannot be geocoded, a verifier that failed) are collected in `BatchLog` and logged
+once per batch (count plus an escaped example); the detail of each rollout is at DEBUG.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.training.reward_scorers import (
     _score_annealed,
     _score_combined,

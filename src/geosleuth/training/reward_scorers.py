@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geosleuth.core import released as rel
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
 from geosleuth.training import reading as rd

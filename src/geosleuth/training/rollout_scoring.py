@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
