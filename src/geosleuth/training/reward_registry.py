@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from geosleuth.core import reward_math as core
+from geosleuth.core import reward_math
 from geosleuth.training.reward_scorers import (
     _score_annealed,
     _score_combined,
@@ -132,7 +132,7 @@ REGISTRY_ENTRIES: tuple[RewardDef, ...] = (
         params={"tau_km": 200.0, "max_km": None, **_GEOCODE_PARAMS},
         score_paper=_score_spatial,
         released_source=f"{_GEOAGENT_ORM}:GeoScoreAccuracy",
-        released_params={"max_km": core.GEOAGENT_SPATIAL_MAX_KM},
+        released_params={"max_km": reward_math.GEOAGENT_SPATIAL_MAX_KM},
         score_released=_score_spatial_released,
         released_note="first <answer> (else JSON FinalAnswer) geocoded; exp(−10·d/2000), 0 from 2000 km",
         distance=True,
@@ -184,14 +184,14 @@ REGISTRY_ENTRIES: tuple[RewardDef, ...] = (
         params={
             "tau_km": 200.0,
             "max_km": None,
-            "weights": core.COMBINED_WEIGHTS,
+            "weights": reward_math.COMBINED_WEIGHTS,
             "gating": None,
             **_GEOCODE_PARAMS,
             **_SIMILARITY_PARAMS,
         },
         score_paper=_score_combined,
         released_source=f"{_GEOAGENT_ORM}:GeoScoreAccuracy+TripleFieldAccuracy+ThinkAnswerConsistency",
-        released_params={"max_km": core.GEOAGENT_SPATIAL_MAX_KM},
+        released_params={"max_km": reward_math.GEOAGENT_SPATIAL_MAX_KM},
         score_released=_score_combined_released,
         released_note="the released R_spa and R_sem readings (R_con: the judge's own released option)",
         aliases=("combined",),

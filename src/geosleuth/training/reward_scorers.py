@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from geosleuth.core import released as rel
-from geosleuth.core import reward_math as core
+from geosleuth.core import released, reward_math
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
-from geosleuth.training import reading as rd
+from geosleuth.training import reading
 from geosleuth.training.rollouts import RewardBatch, Rollouts, Verifier
 from geosleuth.training.truth import GroundTruth
 
@@ -40,18 +39,18 @@ def read_coordinates(
     preds: list[Prediction | None] = []
     given = batch._preds  # parsed by the caller (`score_predictions`): read those
     for i, text in enumerate(batch.texts):
-        hit = rd.fast_coordinates(text) if given is None else None
+        hit = reading.fast_coordinates(text) if given is None else None
         if hit is not None:
             lat[i], lon[i] = hit
             parsed[i] = True
             preds.append(None)
             continue
-        pred = given[i] if given is not None else rd.parse_rollout(text)
-        parsed[i] = rd.answered(pred)
+        pred = given[i] if given is not None else reading.parse_rollout(text)
+        parsed[i] = reading.answered(pred)
         if pred.has_coords:
             lat[i], lon[i] = pred.lat, pred.lon
         preds.append(pred)
-    tl = np.array([rd.truth_latlon(t) for t in batch.raw_truths], dtype=np.float64).reshape(n, 2)
+    tl = np.array([reading.truth_latlon(t) for t in batch.raw_truths], dtype=np.float64).reshape(n, 2)
     d = np.asarray(haversine_km(lat, lon, tl[:, 0], tl[:, 1], radius_km=radius_km), dtype=np.float64)
     return d, parsed, preds
 
@@ -72,7 +71,7 @@ def geocode_missing(
     from geosleuth.training.geocoding import shared_geocoder
 
     geocoder = shared_geocoder(params.get("tool_settings"))
-    hits = geocoder.geocode_many([[levels[i].get(k) for k in core.SEMANTIC_LEVELS] for i in todo])
+    hits = geocoder.geocode_many([[levels[i].get(k) for k in reward_math.SEMANTIC_LEVELS] for i in todo])
     out = d.copy()
     for i, hit in zip(todo, hits, strict=True):
         if hit is None:
@@ -80,7 +79,7 @@ def geocode_missing(
                 "could not be geocoded (R_spa = 0)", i, "; ".join(v for v in levels[i].values() if v)
             )
             continue
-        tlat, tlon = rd.truth_latlon(batch.raw_truths[i])
+        tlat, tlon = reading.truth_latlon(batch.raw_truths[i])
         out[i] = float(haversine_km(hit[0], hit[1], tlat, tlon, radius_km=radius_km))
     return out
 
@@ -99,7 +98,7 @@ def _finish(
 
 def _score_step(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     d, parsed, preds = read_coordinates(batch, EARTH_RADIUS_KM)
-    return _finish(batch, core.step_reward(d), d, parsed, preds)
+    return _finish(batch, reward_math.step_reward(d), d, parsed, preds)
 
 
 def _score_step_released(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
@@ -109,19 +108,19 @@ def _score_step_released(params: Mapping[str, Any], batch: Rollouts) -> RewardBa
     d = np.full(n, np.nan)
     parsed = np.zeros(n, dtype=bool)
     for i, (text, truth) in enumerate(zip(batch.texts, batch.raw_truths, strict=True)):
-        answer = rel.twm_answer(text or "")
-        tlat, tlon = rd.truth_latlon(truth)
-        metres = rel.twm_distance_m(answer, tlat, tlon)
+        answer = released.twm_answer(text or "")
+        tlat, tlon = reading.truth_latlon(truth)
+        metres = released.twm_distance_m(answer, tlat, tlon)
         parsed[i] = answer is not None
-        scores[i] = rel.twm_step_score(metres)
-        if metres != rel.TWM_MISS_M:
+        scores[i] = released.twm_step_score(metres)
+        if metres != released.TWM_MISS_M:
             d[i] = metres / 1000.0
     return _finish(batch, scores, d, parsed, [None] * n)
 
 
 def _score_piecewise(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     d, parsed, preds = read_coordinates(batch, EARTH_RADIUS_KM)
-    return _finish(batch, core.piecewise_linear_reward(d), d, parsed, preds)
+    return _finish(batch, reward_math.piecewise_linear_reward(d), d, parsed, preds)
 
 
 def _tau(params: Mapping[str, Any], key: str = "tau_km") -> float:
@@ -137,13 +136,13 @@ def _max_km(params: Mapping[str, Any]) -> float | None:
 
 def spatial_distances(params: Mapping[str, Any], batch: Rollouts) -> tuple[NDArray, NDArray, list]:
     """GeoAgent R_spa's distance (paper reading): coordinates, else the geocoded answer; R = 6371."""
-    d, parsed, preds = read_coordinates(batch, rel.GEOAGENT_RADIUS_KM)
+    d, parsed, preds = read_coordinates(batch, released.GEOAGENT_RADIUS_KM)
     if np.isnan(d).any():
         levels = [  # a rollout without a parse had its coordinates read by the fast path
-            rd.rollout_levels(x, pr) if pr is not None else {}
+            reading.rollout_levels(x, pr) if pr is not None else {}
             for x, pr in zip(batch.texts, preds, strict=True)
         ]
-        d = geocode_missing(params, batch, d, levels, rel.GEOAGENT_RADIUS_KM)
+        d = geocode_missing(params, batch, d, levels, released.GEOAGENT_RADIUS_KM)
         parsed |= np.array([bool(lv and any(lv.values())) for lv in levels], dtype=bool)
     return d, parsed, preds
 
@@ -153,16 +152,18 @@ def spatial_distances_released(params: Mapping[str, Any], batch: Rollouts) -> tu
     n = len(batch)
     levels: list[dict[str, str | None]] = []
     for text in batch.texts:
-        answer = rel.geoagent_spatial_answer(text or "")
-        fields = rel.geoagent_fields(answer or "", core.MAX_NAME_CHARS)
-        levels.append(dict(zip(core.SEMANTIC_LEVELS, (f or None for f in fields), strict=True)))
-    d = geocode_missing(params, batch, np.full(n, np.nan), levels, rel.GEOAGENT_RADIUS_KM)
+        answer = released.geoagent_spatial_answer(text or "")
+        fields = released.geoagent_fields(answer or "", reward_math.MAX_NAME_CHARS)
+        levels.append(dict(zip(reward_math.SEMANTIC_LEVELS, (f or None for f in fields), strict=True)))
+    d = geocode_missing(params, batch, np.full(n, np.nan), levels, released.GEOAGENT_RADIUS_KM)
     parsed = np.array([any(lv.values()) for lv in levels], dtype=bool)
     return d, parsed, [None] * n
 
 
 def _spatial(params: Mapping[str, Any], d: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.asarray(core.spatial_reward(d, tau_km=_tau(params), max_km=_max_km(params)), dtype=np.float64)
+    return np.asarray(
+        reward_math.spatial_reward(d, tau_km=_tau(params), max_km=_max_km(params)), dtype=np.float64
+    )
 
 
 def _score_spatial(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
@@ -192,7 +193,7 @@ def _score_annealed(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     if batch.step is None:
         _warn_no_step_once()
     d, parsed, preds = spatial_distances(params, batch)
-    scores = core.spatial_reward(d, tau_km=tau)
+    scores = reward_math.spatial_reward(d, tau_km=tau)
     return _finish(batch, scores, d, parsed, preds)
 
 
@@ -205,7 +206,7 @@ def _warn_no_step_once() -> None:
     )
 
 
-def _similarity(params: Mapping[str, Any]) -> core.Similarity:
+def _similarity(params: Mapping[str, Any]) -> reward_math.Similarity:
     from geosleuth.training.similarity import resolve_similarity
 
     return resolve_similarity(params.get("similarity"), params.get("similarity_model"))
@@ -232,7 +233,7 @@ def _verdicts(verdict: Any) -> tuple[bool, bool, bool]:
 
 def _hierarchical_values(params: Mapping[str, Any], ok: NDArray[np.bool_]) -> NDArray[np.float64]:
     return np.asarray(
-        core.hierarchical_reward(
+        reward_math.hierarchical_reward(
             ok[:, 0], ok[:, 1], ok[:, 2], beta=float(params["beta"]), normalize=bool(params["normalize"])
         ),
         dtype=np.float64,
@@ -245,26 +246,26 @@ def _truth_levels(t: GroundTruth) -> dict[str, str | None]:
 
 def hierarchy_answer_text(text: str | None) -> str:
     """The text GeoVista's rule reads in paper mode: the answer block, else the final own turn."""
-    content = rd.answer_content(text)
+    content = reading.answer_content(text)
     if content is not None:
         return content
-    return rd.final_own_turn(rd.own_text(text))
+    return reading.final_own_turn(reading.own_text(text))
 
 
 def _names_level(answer_norm: str, levels: Sequence[str | None], refs: Sequence[str | None], j: int) -> bool:
     """GeoVista's whole-term rule for level ``j``. A name the answer gives at another level, and
     that is right there, is taken out first: "State: Lucerne, City: Emmen" names the state
     Lucerne, not the city of the same name."""
-    term = rel.geovista_normalize(refs[j])
+    term = released.geovista_normalize(refs[j])
     if not term:
         return False
-    own = rel.geovista_normalize(levels[j])
+    own = released.geovista_normalize(levels[j])
     for k, value in enumerate(levels):
-        other = rel.geovista_normalize(value)
-        explained = rel.geovista_contains(other, rel.geovista_normalize(refs[k]))
-        if k != j and other and other != own and explained and rel.geovista_contains(other, term):
+        other = released.geovista_normalize(value)
+        explained = released.geovista_contains(other, released.geovista_normalize(refs[k]))
+        if k != j and other and other != own and explained and released.geovista_contains(other, term):
             answer_norm = _remove_term(answer_norm, other)
-    return rel.geovista_contains(answer_norm, term)
+    return released.geovista_contains(answer_norm, term)
 
 
 def _remove_term(text_norm: str, term_norm: str) -> str:
@@ -300,19 +301,22 @@ def _score_hierarchical(params: Mapping[str, Any], batch: Rollouts) -> RewardBat
     for i, (p, t, text) in enumerate(zip(preds, truths, batch.texts, strict=True)):
         if verifier is not None:
             try:
-                ok[i] = _verdicts(verifier(rd.answer_content(text) or "", dict(t.levels)))
+                ok[i] = _verdicts(verifier(reading.answer_content(text) or "", dict(t.levels)))
             except Exception as exc:  # noqa: BLE001 - a failed verdict is a wrong answer, logged
                 batch.log.note(f"had a failed verifier call, scored 0 ({type(exc).__name__})", i, str(exc))
             continue
-        answer = rel.geovista_normalize(hierarchy_answer_text(text))
-        levels = rd.hierarchy_levels(text, p)
+        answer = released.geovista_normalize(hierarchy_answer_text(text))
+        levels = reading.hierarchy_levels(text, p)
         refs = (t.levels.get("country"), t.levels.get("admin1"), t.levels.get("city"))
         for j, (name, pv, rv) in enumerate(zip(("country", "admin1", "city"), levels, refs, strict=True)):
             named = _names_level(answer, levels, refs, j)
-            ok[i, j] = named or (bool(pv and rv) and core._clamped(sim, pv, rv, name) >= thr)
+            ok[i, j] = named or (bool(pv and rv) and reward_math._clamped(sim, pv, rv, name) >= thr)
         ok[i] = (ok[i].any(), ok[i, 1] or ok[i, 2], ok[i, 2])
     parsed = np.array(
-        [rd.answered(p) or bool(rd.answer_content(x)) for p, x in zip(preds, batch.texts, strict=True)]
+        [
+            reading.answered(p) or bool(reading.answer_content(x))
+            for p, x in zip(preds, batch.texts, strict=True)
+        ]
     )
     d = _pred_distances(preds, truths)
     return _finish(batch, _hierarchical_values(params, ok), d, parsed, preds)
@@ -325,8 +329,8 @@ def _score_hierarchical_released(params: Mapping[str, Any], batch: Rollouts) -> 
     truths = batch.truths()
     ok = np.zeros((len(batch), 3), dtype=bool)
     for i, (t, text) in enumerate(zip(truths, batch.texts, strict=True)):
-        last = rel.geovista_last_turn(text or "")
-        rule = rel.geovista_rule(last, _truth_levels(t))
+        last = released.geovista_last_turn(text or "")
+        rule = released.geovista_rule(last, _truth_levels(t))
         if verifier is not None:
             try:
                 c, s, y = _verdicts(verifier(last, dict(t.levels)))
@@ -335,7 +339,7 @@ def _score_hierarchical_released(params: Mapping[str, Any], batch: Rollouts) -> 
                 batch.log.note(f"had a failed verifier call, rule used ({type(exc).__name__})", i, str(exc))
         ok[i] = rule
     n = len(batch)
-    parsed = np.array([bool(rel.geovista_last_turn(x or "")) for x in batch.texts], dtype=bool)
+    parsed = np.array([bool(released.geovista_last_turn(x or "")) for x in batch.texts], dtype=bool)
     return _finish(batch, _hierarchical_values(params, ok), np.full(n, np.nan), parsed, [None] * n)
 
 
@@ -354,9 +358,9 @@ def semantic_values(params: Mapping[str, Any], batch: Rollouts) -> NDArray[np.fl
     sim = _similarity(params)
     out = np.zeros(len(batch), dtype=np.float64)
     for i, (p, t, x) in enumerate(zip(batch.preds(), batch.truths(), batch.texts, strict=True)):
-        ga = rd.geoagent_levels(x)
-        readings = [ga] if ga is not None else core.semantic_readings(p)
-        out[i] = core.best_semantic_reward(readings, rd.truth_semantic(t), sim, gating=gating)
+        ga = reading.geoagent_levels(x)
+        readings = [ga] if ga is not None else reward_math.semantic_readings(p)
+        out[i] = reward_math.best_semantic_reward(readings, reading.truth_semantic(t), sim, gating=gating)
     return out
 
 
@@ -366,18 +370,20 @@ def semantic_values_released(params: Mapping[str, Any], batch: Rollouts) -> NDAr
     sim = _similarity(params)
     out = np.zeros(len(batch), dtype=np.float64)
     for i, (t, x) in enumerate(zip(batch.truths(), batch.texts, strict=True)):
-        fields = rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""), core.MAX_NAME_CHARS)
+        fields = released.geoagent_fields(
+            released.geoagent_semantic_answer(x or ""), reward_math.MAX_NAME_CHARS
+        )
         if not fields[0]:
             continue
-        levels = dict(zip(core.SEMANTIC_LEVELS, (f or None for f in fields), strict=True))
-        out[i] = core.semantic_reward(levels, rd.truth_semantic(t), sim, gating=gating)
+        levels = dict(zip(reward_math.SEMANTIC_LEVELS, (f or None for f in fields), strict=True))
+        out[i] = reward_math.semantic_reward(levels, reading.truth_semantic(t), sim, gating=gating)
     return out
 
 
 def _levels_parsed(batch: Rollouts) -> NDArray[np.bool_]:
     return np.array(
         [
-            rd.answered(p) or rd.geoagent_levels(x) is not None
+            reading.answered(p) or reading.geoagent_levels(x) is not None
             for p, x in zip(batch.preds(), batch.texts, strict=True)
         ],
         dtype=bool,
@@ -396,7 +402,11 @@ def _score_semantic_released(params: Mapping[str, Any], batch: Rollouts) -> Rewa
     n = len(batch)
     parsed = np.array(
         [
-            bool(rel.geoagent_fields(rel.geoagent_semantic_answer(x or ""), core.MAX_NAME_CHARS)[0])
+            bool(
+                released.geoagent_fields(
+                    released.geoagent_semantic_answer(x or ""), reward_math.MAX_NAME_CHARS
+                )[0]
+            )
             for x in batch.texts
         ]
     )
@@ -415,7 +425,7 @@ def _score_combined(params: Mapping[str, Any], batch: Rollouts) -> RewardBatch:
     """GeoAgent R = 1.5·R_spa + 1.0·R_sem + 0.5·R_con (R_con from the consistency judge, else 0)."""
     _tau(params)
     d, parsed, _ = spatial_distances(params, batch)
-    scores = core.combined_reward(
+    scores = reward_math.combined_reward(
         _spatial(params, d), semantic_values(params, batch), _consistency(batch), tuple(params["weights"])
     )
     return _finish(batch, scores, d, parsed | _levels_parsed(batch), batch.preds())
@@ -425,5 +435,7 @@ def _score_combined_released(params: Mapping[str, Any], batch: Rollouts) -> Rewa
     _tau(params)
     d, parsed, _ = spatial_distances_released(params, batch)
     sem = semantic_values_released(params, batch)
-    scores = core.combined_reward(_spatial(params, d), sem, _consistency(batch), tuple(params["weights"]))
+    scores = reward_math.combined_reward(
+        _spatial(params, d), sem, _consistency(batch), tuple(params["weights"])
+    )
     return _finish(batch, scores, d, parsed, [None] * len(batch))

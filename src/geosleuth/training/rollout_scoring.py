@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from geosleuth.core import reward_math as core
+from geosleuth.core import reward_math
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
@@ -136,7 +136,7 @@ def score_predictions(
 
 
 _BOUNDARIES_KM: tuple[float, ...] = tuple(
-    sorted({*ACC_THRESHOLDS_KM, *core.STEP_THRESHOLDS_KM, *core.PIECEWISE_KNOTS_KM})
+    sorted({*ACC_THRESHOLDS_KM, *reward_math.STEP_THRESHOLDS_KM, *reward_math.PIECEWISE_KNOTS_KM})
 )
 
 
@@ -162,14 +162,14 @@ def _distance_one(
 
 
 def _step_one(d: float) -> float:
-    """`core.step_reward` for one finite distance (same thresholds, same strict ``<``)."""
-    i = bisect.bisect_right(core.STEP_THRESHOLDS_KM, d)
-    return core.STEP_VALUES[i] if i < len(core.STEP_VALUES) else 0.0
+    """`reward_math.step_reward` for one finite distance (same thresholds, same strict ``<``)."""
+    i = bisect.bisect_right(reward_math.STEP_THRESHOLDS_KM, d)
+    return reward_math.STEP_VALUES[i] if i < len(reward_math.STEP_VALUES) else 0.0
 
 
 def _piecewise_one(d: float) -> float:
-    """`core.piecewise_linear_reward` for one finite distance, with `np.interp`'s arithmetic."""
-    xs, ys = core.PIECEWISE_KNOTS_KM, core.PIECEWISE_VALUES
+    """`reward_math.piecewise_linear_reward` for one finite distance, with `np.interp`'s arithmetic."""
+    xs, ys = reward_math.PIECEWISE_KNOTS_KM, reward_math.PIECEWISE_VALUES
     if d >= xs[-1]:
         return 0.0
     if d < xs[0]:

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geosleuth.core.records import Prediction
-from geosleuth.training import reading as rd
+from geosleuth.training import reading
 from geosleuth.training.truth import GroundTruth, parse_ground_truth
 
 log = logging.getLogger("geosleuth.training.rewards")
@@ -163,7 +163,7 @@ class Rollouts:
     def preds(self) -> list[Prediction]:
         """The robust parse of every rollout (once per batch)."""
         if self._preds is None:
-            self._preds = [rd.parse_rollout(t) for t in self.texts]
+            self._preds = [reading.parse_rollout(t) for t in self.texts]
         return self._preds
 
     def set_preds(self, preds: Sequence[Prediction]) -> None:
