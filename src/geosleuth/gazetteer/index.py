@@ -63,8 +63,8 @@ over the very points of the tree breaks ties between identical points as the tre
 place-name columns with their string bounds. This file names the SciPy
 version and the arrays; each is ``small_search.<name>.npy`` beside it, memory-mapped when read."""
 _RANKED_TREES = ("sphere", "big", "vertices")
-_RG_TEXT = ("name", "admin1", "admin2", "cc")
-_FEW_ROWS = 512  # up to this many rows of a name column are decoded alone (see `Gazetteer._rg_take`)
+_CITY_TEXT = ("name", "admin1", "admin2", "cc")
+_FEW_ROWS = 512  # up to this many rows of a name column are decoded alone (see `Gazetteer._city_text_at`)
 
 _BOUNDED_SEARCH_KM = 50.0  # points this close to a place search large places within a bound
 _RETRY_PLACES = 8  # places searched for one in the polygon's country, near a border
@@ -581,7 +581,7 @@ class Gazetteer:
 
     # -- reverse -----------------------------------------------------------------------------
     @cached_property
-    def _rg(self) -> dict[str, NDArray[Any]]:
+    def _cities(self) -> dict[str, NDArray[Any]]:
         arrays = np.load(self.data_dir / "rg.npz")
         out: dict[str, NDArray[Any]] = {"lat": arrays["lat"], "lon": arrays["lon"]}
         for col in ("name", "admin1", "admin2", "cc"):
@@ -589,26 +589,26 @@ class Gazetteer:
         return out
 
     @cached_property
-    def _rg_text(self) -> dict[str, NDArray[Any]]:
+    def _city_text(self) -> dict[str, NDArray[Any]]:
         """Name columns with "" appended: index -1 (no place) reads as no name, in one take."""
-        return {c: np.append(self._rg[c], np.array([""], dtype=object)) for c in _RG_TEXT}
+        return {c: np.append(self._cities[c], np.array([""], dtype=object)) for c in _CITY_TEXT}
 
     @cached_property
-    def _rg_packed(self) -> dict[str, tuple[NDArray[np.uint8], NDArray[np.intp]]]:
+    def _city_text_packed(self) -> dict[str, tuple[NDArray[np.uint8], NDArray[np.intp]]]:
         """Each packed name column and its string bounds (the newlines, and one past each end):
         a few rows are read without unpacking a column (a small batch needs ~20 of 144,563).
         Saved beside the trees (`SMALL_SEARCH`, memory-mapped), else found here."""
         saved = self._small_search
-        if all(f"rg_{col}" in saved for col in _RG_TEXT):
-            return {col: (saved[f"rg_{col}"], saved[f"rg_{col}_bounds"]) for col in _RG_TEXT}
+        if all(f"rg_{col}" in saved for col in _CITY_TEXT):
+            return {col: (saved[f"rg_{col}"], saved[f"rg_{col}_bounds"]) for col in _CITY_TEXT}
         arrays = np.load(self.data_dir / "rg.npz")
-        return {col: _packed_bounds(arrays[col]) for col in _RG_TEXT}
+        return {col: _packed_bounds(arrays[col]) for col in _CITY_TEXT}
 
-    def _rg_take(self, col: str, index: NDArray[np.int64]) -> NDArray[Any]:
-        """``_rg[col][index]`` with "" at index -1 (no place); a few rows are decoded alone."""
-        if "_rg" in self.__dict__ or index.size > _FEW_ROWS:
-            return self._rg_text[col][index]
-        buf, bounds = self._rg_packed[col]
+    def _city_text_at(self, col: str, index: NDArray[np.int64]) -> NDArray[Any]:
+        """``_cities[col][index]`` with "" at index -1 (no place); a few rows are decoded alone."""
+        if "_cities" in self.__dict__ or index.size > _FEW_ROWS:
+            return self._city_text[col][index]
+        buf, bounds = self._city_text_packed[col]
         out = np.full(index.shape, "", dtype=object)
         for pos, i in np.ndenumerate(index):
             if i >= 0:
@@ -616,53 +616,53 @@ class Gazetteer:
         return out
 
     @cached_property
-    def _rg_latlon_tree(self):  # type: ignore[no-untyped-def]
+    def _city_degree_tree(self):  # type: ignore[no-untyped-def]
         saved = self._saved_trees.get("latlon")
-        return saved if saved is not None else _kd_tree(np.column_stack([self._rg["lat"], self._rg["lon"]]))
+        return saved if saved is not None else _kd_tree(np.column_stack([self._cities["lat"], self._cities["lon"]]))
 
     @cached_property
-    def _rg_reach(self) -> NDArray[np.float64]:
+    def _city_reach_km(self) -> NDArray[np.float64]:
         """How far (km) a place's pull extends: half the radius of a disc at 5,000 people/km², ≤ 15 km."""
         path = self.data_dir / "rg_population.npy"
-        population = np.load(path) if path.exists() else np.zeros(self._rg["lat"].size)
+        population = np.load(path) if path.exists() else np.zeros(self._cities["lat"].size)
         return 0.5 * np.minimum(np.sqrt(population / (np.pi * 5000.0)), 30.0)
 
     @cached_property
-    def _rg_big_index(self) -> NDArray[np.int64]:
+    def _big_city_index(self) -> NDArray[np.int64]:
         """Places of 100,000 people or more: the only ones whose reach can beat a nearer place."""
-        return np.flatnonzero(self._rg_reach >= 0.5 * np.sqrt(100_000 / (np.pi * 5000.0)))
+        return np.flatnonzero(self._city_reach_km >= 0.5 * np.sqrt(100_000 / (np.pi * 5000.0)))
 
     @cached_property
-    def _rg_big_near_km(self) -> NDArray[np.float64]:
+    def _big_city_near_km(self) -> NDArray[np.float64]:
         """Per place, the distance to the nearest large place (0 for a large place itself)."""
         saved = self._saved_trees.get("big_near_km")
         if saved is not None:
             return saved  # type: ignore[no-any-return]
-        vectors = to_unit_vectors(self._rg["lat"], self._rg["lon"])
-        chord, _ = self._rg_big_tree.query(vectors, k=1, workers=-1)
+        vectors = to_unit_vectors(self._cities["lat"], self._cities["lon"])
+        chord, _ = self._big_city_tree.query(vectors, k=1, workers=-1)
         return chord_to_km(chord) * (1 - 1e-9)  # rounded down: the test that uses it must not skip
 
     @cached_property
-    def _rg_big_tree(self):  # type: ignore[no-untyped-def]
+    def _big_city_tree(self):  # type: ignore[no-untyped-def]
         saved = self._saved_trees.get("big")
         if saved is not None:
             return saved
-        idx = self._rg_big_index
-        return _kd_tree(to_unit_vectors(self._rg["lat"][idx], self._rg["lon"][idx]))
+        idx = self._big_city_index
+        return _kd_tree(to_unit_vectors(self._cities["lat"][idx], self._cities["lon"][idx]))
 
     @cached_property
-    def _rg_sphere_tree(self):  # type: ignore[no-untyped-def]
+    def _city_tree(self):  # type: ignore[no-untyped-def]
         saved = self._saved_trees.get("sphere")
-        return saved if saved is not None else _kd_tree(to_unit_vectors(self._rg["lat"], self._rg["lon"]))
+        return saved if saved is not None else _kd_tree(to_unit_vectors(self._cities["lat"], self._cities["lon"]))
 
     @cached_property
-    def _rg_unit(self) -> NDArray[np.float64]:
+    def _city_unit(self) -> NDArray[np.float64]:
         """Every place on the unit sphere: the sphere tree's points, for brute-force searches."""
-        return self._tree_points("sphere", lambda: to_unit_vectors(self._rg["lat"], self._rg["lon"]))
+        return self._tree_points("sphere", lambda: to_unit_vectors(self._cities["lat"], self._cities["lon"]))
 
     @cached_property
-    def _rg_big_unit(self) -> NDArray[np.float64]:
-        return self._tree_points("big", lambda: self._rg_unit[self._rg_big_index])
+    def _big_city_unit(self) -> NDArray[np.float64]:
+        return self._tree_points("big", lambda: self._city_unit[self._big_city_index])
 
     @cached_property
     def _vertex_unit(self) -> NDArray[np.float64]:
@@ -690,33 +690,33 @@ class Gazetteer:
     def _sphere_query(
         self, vectors: NDArray[np.float64], k: int
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-        """``_rg_sphere_tree.query(vectors, k)``; a small batch first tries brute force (same answer)."""
-        if self._brute_force(len(vectors), "_rg_sphere_tree"):
-            hit = brute_nearest(self._rg_unit, vectors, k, rank=self._small_search.get("sphere"))
+        """``_city_tree.query(vectors, k)``; a small batch first tries brute force (same answer)."""
+        if self._brute_force(len(vectors), "_city_tree"):
+            hit = brute_nearest(self._city_unit, vectors, k, rank=self._small_search.get("sphere"))
             if hit is not None:
                 return hit
-        return self._rg_sphere_tree.query(vectors, k=k, workers=-1)  # type: ignore[no-any-return]
+        return self._city_tree.query(vectors, k=k, workers=-1)  # type: ignore[no-any-return]
 
     def _big_query(
         self, vectors: NDArray[np.float64], limit: float
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-        """``_rg_big_tree.query`` within ``limit``; a small batch first tries brute force (same answer)."""
-        if self._brute_force(len(vectors), "_rg_big_tree"):
-            hit = brute_nearest(self._rg_big_unit, vectors, 1, limit, rank=self._small_search.get("big"))
+        """``_big_city_tree.query`` within ``limit``; a small batch first tries brute force (same answer)."""
+        if self._brute_force(len(vectors), "_big_city_tree"):
+            hit = brute_nearest(self._big_city_unit, vectors, 1, limit, rank=self._small_search.get("big"))
             if hit is not None:
                 return hit
-        return self._rg_big_tree.query(  # type: ignore[no-any-return]
+        return self._big_city_tree.query(  # type: ignore[no-any-return]
             vectors, k=1, distance_upper_bound=limit, workers=-1
         )
 
     def _big_near_km_of(self, index: NDArray[np.int64]) -> NDArray[np.float64]:
-        """``_rg_big_near_km[index]``, computed for a few places as the saved array was."""
-        if "_rg_big_near_km" not in self.__dict__ and self._brute_force(index.size, "_rg_big_tree"):
-            queries, rank = self._rg_unit[index], self._small_search.get("big")
-            hit = brute_nearest(self._rg_big_unit, queries, 1, rank=rank)
+        """``_big_city_near_km[index]``, computed for a few places as the saved array was."""
+        if "_big_city_near_km" not in self.__dict__ and self._brute_force(index.size, "_big_city_tree"):
+            queries, rank = self._city_unit[index], self._small_search.get("big")
+            hit = brute_nearest(self._big_city_unit, queries, 1, rank=rank)
             if hit is not None:
                 return chord_to_km(hit[0]) * (1 - 1e-9)  # type: ignore[no-any-return]
-        return self._rg_big_near_km[index]
+        return self._big_city_near_km[index]
 
     def _vertex_query(self, vectors: NDArray[np.float64]) -> NDArray[np.int64]:
         """The nearest outline vertex of each point (``_vertex_tree``; brute force for a few)."""
@@ -737,10 +737,10 @@ class Gazetteer:
         ok = np.isfinite(la) & np.isfinite(lo)
         idx = np.zeros(la.shape, dtype=np.int64)
         if ok.any():
-            _, idx[ok] = self._rg_latlon_tree.query(np.column_stack([la[ok], lo[ok]]), k=1)
+            _, idx[ok] = self._city_degree_tree.query(np.column_stack([la[ok], lo[ok]]), k=1)
         out = {
-            "city": self._rg["name"][idx], "admin2": self._rg["admin2"][idx],
-            "admin1": self._rg["admin1"][idx], "country_code": self._rg["cc"][idx],
+            "city": self._cities["name"][idx], "admin2": self._cities["admin2"][idx],
+            "admin1": self._cities["admin1"][idx], "country_code": self._cities["cc"][idx],
         }  # fmt: skip
         for col in out.values():
             col[~ok] = ""
@@ -861,8 +861,8 @@ class Gazetteer:
         import shapely
 
         trees = {
-            "sphere": self._rg_sphere_tree, "big": self._rg_big_tree, "latlon": self._rg_latlon_tree,
-            "vertices": self._vertex_tree, "big_near_km": self._rg_big_near_km,
+            "sphere": self._city_tree, "big": self._big_city_tree, "latlon": self._city_degree_tree,
+            "vertices": self._vertex_tree, "big_near_km": self._big_city_near_km,
         }  # fmt: skip
         tmp = self.data_dir / f"{SAVED_TREES}.tmp{os.getpid()}"
         with tmp.open("wb") as fh:
@@ -874,7 +874,7 @@ class Gazetteer:
         grid = np.load(self.data_dir / "country_grid.npz")
         saved_arrays["grid_cells"], saved_arrays["grid_blocks"] = grid["cells"], grid["blocks"]
         rg = np.load(self.data_dir / "rg.npz")
-        for col in _RG_TEXT:
+        for col in _CITY_TEXT:
             saved_arrays[f"rg_{col}"], saved_arrays[f"rg_{col}_bounds"] = _packed_bounds(rg[col])
         wkb = self._pieces_wkb
         saved_arrays["tile_wkb"] = np.frombuffer(b"".join(wkb), dtype=np.uint8)
@@ -1059,7 +1059,7 @@ class Gazetteer:
         """Country by polygon; admin-1/admin-2/city from the GeoNames place that the point belongs to.
 
         That is the nearest place in the polygon's country, except that a large city within
-        its reach (see `_rg_reach`) wins over a nearer suburb. Points are processed in
+        its reach (see `_city_reach_km`) wins over a nearer suburb. Points are processed in
         1-degree cell order (neighbours walk the same KD-tree and grid paths, about a third
         faster on large batches); the place indices come back in the caller's order and the
         name columns are built once, in that order.
@@ -1073,7 +1073,7 @@ class Gazetteer:
             back = np.empty_like(order)
             back[order] = np.arange(order.size)
             codes, on_land, chosen, dist = (part[back] for part in sorted_parts)
-        city, admin1, admin2 = (self._rg_take(c, chosen) for c in ("name", "admin1", "admin2"))
+        city, admin1, admin2 = (self._city_text_at(c, chosen) for c in ("name", "admin1", "admin2"))
         return {
             "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
             "city_distance_km": chord_to_km(dist), "on_land": on_land,
@@ -1100,19 +1100,19 @@ class Gazetteer:
         wanted = codes[ok]
         # Near a border the nearest place may lie across it: look further for one in the
         # polygon's country, keeping the nearest place when none of the k is.
-        chosen_cc = self._rg_take("cc", chosen)
+        chosen_cc = self._city_text_at("cc", chosen)
         retry = np.flatnonzero((chosen_cc != wanted) & (wanted != ""))
         if retry.size:
             d_k, i_k = self._sphere_query(vectors[retry], k=_RETRY_PLACES)
-            effective = chord_to_km(d_k) - self._rg_reach[i_k]
-            effective[self._rg_take("cc", i_k) != wanted[retry][:, None]] = np.inf
+            effective = chord_to_km(d_k) - self._city_reach_km[i_k]
+            effective[self._city_text_at("cc", i_k) != wanted[retry][:, None]] = np.inf
             pick = np.where(np.isfinite(effective).any(axis=1), effective.argmin(axis=1), 0)
             rows = np.arange(retry.size)
             chosen[retry], dist[retry] = i_k[rows, pick], d_k[rows, pick]
         chosen_all[ok], dist_all[ok] = chosen, dist
         fill = ok.copy()
         fill[ok] = wanted == ""  # territory without a code: fall back to the place's country
-        codes[fill] = self._rg_take("cc", chosen)[wanted == ""]
+        codes[fill] = self._city_text_at("cc", chosen)[wanted == ""]
         return codes, on_land, chosen_all, dist_all
 
     def _nearest_places(self, vectors: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -1121,7 +1121,7 @@ class Gazetteer:
         be farther than a suburb's)."""
         dist, chosen = self._sphere_query(vectors, k=1)
         big_dist, big = self._nearest_big(vectors, chord_to_km(dist), chosen)
-        swap = chord_to_km(big_dist) - self._rg_reach[big] < chord_to_km(dist) - self._rg_reach[chosen]
+        swap = chord_to_km(big_dist) - self._city_reach_km[big] < chord_to_km(dist) - self._city_reach_km[chosen]
         swap &= np.isfinite(big_dist)
         chosen[swap], dist[swap] = big[swap], big_dist[swap]
         return dist, chosen
@@ -1139,9 +1139,9 @@ class Gazetteer:
         index = np.zeros(nearest_km.size, dtype=np.int64)
         # a large place b beats place p (at d from the point) only if |point - b| < d + reach(b), and
         # |point - b| >= |p - b| - d: no large place within 2d + max reach of p means none can
-        maybe = self._big_near_km_of(nearest_index) < 2 * nearest_km + self._rg_reach.max()
+        maybe = self._big_near_km_of(nearest_index) < 2 * nearest_km + self._city_reach_km.max()
         near = nearest_km <= _BOUNDED_SEARCH_KM
-        bound = 2 * np.sin((_BOUNDED_SEARCH_KM + self._rg_reach.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
+        bound = 2 * np.sin((_BOUNDED_SEARCH_KM + self._city_reach_km.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
         for rows, limit in (
             (np.flatnonzero(maybe & near), float(bound)),
             (np.flatnonzero(maybe & ~near), np.inf),
@@ -1150,7 +1150,7 @@ class Gazetteer:
                 d, i = self._big_query(vectors[rows], limit)
                 found = np.isfinite(d)
                 dist[rows[found]], index[rows[found]] = d[found], i[found]
-        return dist, self._rg_big_index[index]
+        return dist, self._big_city_index[index]
 
     def reverse(self, lat: float, lon: float) -> ReversePlace:
         """What is at one point (country, admin levels, nearest town)."""
