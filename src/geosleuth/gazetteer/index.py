@@ -618,7 +618,11 @@ class Gazetteer:
     @cached_property
     def _city_degree_tree(self):  # type: ignore[no-untyped-def]
         saved = self._saved_trees.get("latlon")
-        return saved if saved is not None else _kd_tree(np.column_stack([self._cities["lat"], self._cities["lon"]]))
+        return (
+            saved
+            if saved is not None
+            else _kd_tree(np.column_stack([self._cities["lat"], self._cities["lon"]]))
+        )
 
     @cached_property
     def _city_reach_km(self) -> NDArray[np.float64]:
@@ -653,7 +657,11 @@ class Gazetteer:
     @cached_property
     def _city_tree(self):  # type: ignore[no-untyped-def]
         saved = self._saved_trees.get("sphere")
-        return saved if saved is not None else _kd_tree(to_unit_vectors(self._cities["lat"], self._cities["lon"]))
+        return (
+            saved
+            if saved is not None
+            else _kd_tree(to_unit_vectors(self._cities["lat"], self._cities["lon"]))
+        )
 
     @cached_property
     def _city_unit(self) -> NDArray[np.float64]:
@@ -1121,7 +1129,9 @@ class Gazetteer:
         be farther than a suburb's)."""
         dist, chosen = self._sphere_query(vectors, k=1)
         big_dist, big = self._nearest_big(vectors, chord_to_km(dist), chosen)
-        swap = chord_to_km(big_dist) - self._city_reach_km[big] < chord_to_km(dist) - self._city_reach_km[chosen]
+        swap = (
+            chord_to_km(big_dist) - self._city_reach_km[big] < chord_to_km(dist) - self._city_reach_km[chosen]
+        )
         swap &= np.isfinite(big_dist)
         chosen[swap], dist[swap] = big[swap], big_dist[swap]
         return dist, chosen
@@ -1141,7 +1151,9 @@ class Gazetteer:
         # |point - b| >= |p - b| - d: no large place within 2d + max reach of p means none can
         maybe = self._big_near_km_of(nearest_index) < 2 * nearest_km + self._city_reach_km.max()
         near = nearest_km <= _BOUNDED_SEARCH_KM
-        bound = 2 * np.sin((_BOUNDED_SEARCH_KM + self._city_reach_km.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
+        bound = (
+            2 * np.sin((_BOUNDED_SEARCH_KM + self._city_reach_km.max()) / (2 * EARTH_RADIUS_KM)) * (1 + 1e-9)
+        )
         for rows, limit in (
             (np.flatnonzero(maybe & near), float(bound)),
             (np.flatnonzero(maybe & ~near), np.inf),
