@@ -12,8 +12,9 @@ import pytest
 
 from geosleuth.core.geo import to_unit_vectors
 from geosleuth.gazetteer import get_gazetteer
-from geosleuth.gazetteer.index import SMALL_SEARCH, Gazetteer, _tree_rank
+from geosleuth.gazetteer.index import SMALL_SEARCH, Gazetteer
 from geosleuth.gazetteer.nearest import BRUTE_FORCE_POINTS, brute_nearest
+from geosleuth.gazetteer.saved import tree_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,7 @@ def test_brute_force_answers_as_the_tree(gazetteer: Gazetteer, name: str, k: int
     tree = getattr(gazetteer, attribute)
     points, rank = gazetteer._small_search[f"{name}_points"].T, gazetteer._small_search[name]
     np.testing.assert_array_equal(points, tree.data)
-    np.testing.assert_array_equal(rank, _tree_rank(tree))
+    np.testing.assert_array_equal(rank, tree_rank(tree))
     queries = _queries(points, np.random.default_rng(7), 100)
     answered = 0
     for start in range(0, len(queries), BRUTE_FORCE_POINTS):
@@ -72,7 +73,7 @@ def test_ties_between_identical_points_follow_the_tree() -> None:
     base = rng.integers(-3, 4, (400, 3)).astype(float)  # a small lattice: many duplicates and ties
     data = np.concatenate([base, base[rng.integers(0, 400, 400)]])
     tree = cKDTree(data)
-    rank = _tree_rank(tree)
+    rank = tree_rank(tree)
     queries = np.concatenate([data[:200], rng.uniform(-3, 3, (200, 3))])
     resolved = 0
     for q in queries:
