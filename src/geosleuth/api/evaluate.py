@@ -8,16 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosleuth.eval.config import judge_settings, read_config_file, resolve_config, split_list
+from geosleuth.eval.config import config_flags, read_config_file, resolve_config
 from geosleuth.eval.judges import run_judges
 from geosleuth.eval.report import write_report
 from geosleuth.eval.run import execute, prepare_run, read_samples
 from geosleuth.eval.runner import RunStats
 from geosleuth.eval.store import load_run_trajectories
-
-CLI_FIELDS: Mapping[str, str] = {"timeout": "timeout_s", "breakdown": "breakdowns"}
-"""`geosleuth eval` options whose config field has another name."""
-JUDGE_OPTIONS = ("judge_model", "judge_base_url", "judge_api_key_env", "judges")
 
 
 @dataclass(frozen=True)
@@ -49,12 +45,10 @@ def evaluate(
     finished samples are read back, not run again. Bad settings or data raise before the first
     request (`ValueError`, `geosleuth.eval.datasets.DatasetError`, `geosleuth.eval.config.ConfigError`).
     """
-    judge = judge_settings(*(options.pop(name, None) for name in JUDGE_OPTIONS))
-    if isinstance(options.get("tools"), str):
-        options["tools"] = split_list(options["tools"])
-    flags = {CLI_FIELDS.get(k, k): v for k, v in options.items()}
-    flags.update(dataset=None if dataset is None else str(dataset), out=str(out), model=model)
-    flags.update(base_url=base_url, judge=judge)
+    dataset = None if dataset is None else str(dataset)
+    flags = config_flags(
+        {**options, "dataset": dataset, "out": str(out), "model": model, "base_url": base_url}
+    )
     file_values = read_config_file(Path(config)) if config is not None else {}
     prepared = prepare_run(resolve_config(file_values, flags))
     stats = asyncio.run(execute(prepared, retry_failed=retry_failed))

@@ -15,13 +15,23 @@ import typer
 
 from geosleuth.cli.choices import DATASET_FORMATS, JUDGE_TASKS
 from geosleuth.cli.options import (
-    API_KEY_ENV_HELP,
     JSON_HELP,
-    PROVIDER_HELP,
-    RESIZE_HELP,
-    STYLE_HELP,
-    TOOL_CALLING_HELP,
-    TOOLS_HELP,
+    ApiKeyEnvOpt,
+    BaseUrlOpt,
+    MaxTokensOpt,
+    MaxTurnsOpt,
+    ModelOpt,
+    ObserverOpt,
+    ObserverUrlOpt,
+    PromptOpt,
+    ProviderOpt,
+    ReasoningEffortOpt,
+    ResizeFactorOpt,
+    SamplesOpt,
+    TemperatureOpt,
+    ToolCallingOpt,
+    ToolsOpt,
+    VerifierOpt,
 )
 
 FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(DATASET_FORMATS)}."
@@ -30,6 +40,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 JudgeKeyEnvOpt = Annotated[
     str | None, typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")
 ]
+
+NOT_CONFIG = frozenset({"resume", "retry_failed", "config", "as_json"})
+"""`eval` flags that steer this invocation rather than set the run's config."""
 
 datasets_app = typer.Typer(help="Inspect benchmark datasets.", no_args_is_help=True)
 
@@ -80,36 +93,22 @@ def eval_command(
         str | None, typer.Argument(help="Dataset file or folder (omit with --resume).")
     ] = None,
     out: Annotated[str | None, typer.Option("--out", "-o", help="Run directory.")] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model name at the OpenAI-compatible endpoint.")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help=API_KEY_ENV_HELP)] = None,
-    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help=STYLE_HELP)] = None,
-    tools: Annotated[str | None, typer.Option(help=TOOLS_HELP)] = None,
-    samples: Annotated[
-        int | None, typer.Option("--samples", "-n", help="Trajectories per image (N).")
-    ] = None,
-    verifier: Annotated[
-        str | None, typer.Option(help="Verifier model that aggregates N trajectories.")
-    ] = None,
-    max_turns: Annotated[int | None, typer.Option(help="Maximum agent turns.")] = None,
-    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = None,
-    tool_calling: Annotated[str | None, typer.Option(help=TOOL_CALLING_HELP)] = None,
-    resize_factor: Annotated[int | None, typer.Option(min=0, help=RESIZE_HELP)] = None,
-    observer: Annotated[
-        str | None,
-        typer.Option(
-            help="For a text-only --model: 'offline' (the offline clue pipeline describes each image) "
-            "or a vision model that describes it; image tools then answer in text."
-        ),
-    ] = None,
-    observer_base_url: Annotated[str | None, typer.Option(help="Base URL of the observer model.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Completion token limit per model turn.")] = None,
-    reasoning_effort: Annotated[
-        str | None, typer.Option(help="reasoning_effort for reasoning models (sent where accepted).")
-    ] = None,
-    provider: Annotated[str | None, typer.Option(help=PROVIDER_HELP)] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    prompt: PromptOpt = None,
+    tools: ToolsOpt = None,
+    samples: SamplesOpt = None,
+    verifier: VerifierOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    temperature: TemperatureOpt = None,
+    tool_calling: ToolCallingOpt = None,
+    resize_factor: ResizeFactorOpt = None,
+    observer: ObserverOpt = None,
+    observer_base_url: ObserverUrlOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    reasoning_effort: ReasoningEffortOpt = None,
+    provider: ProviderOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
     timeout: Annotated[
@@ -154,15 +153,15 @@ def eval_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""
+    given = dict(locals())  # every flag by its name: eval.config.config_flags maps them to the config
     from geosleuth.eval.config import (
         ConfigError,
-        judge_settings,
+        config_flags,
         parse_shard,
         read_config_file,
         read_manifest,
         resolve_config,
         shard_dir,
-        split_list,
     )
     from geosleuth.eval.datasets import DatasetError
     from geosleuth.eval.run import execute, prepare_run
@@ -176,43 +175,7 @@ def eval_command(
                 _fail("--resume without a dataset needs --out RUN_DIR")
             run_dir = shard_dir(Path(out), *parse_shard(shard)) if shard else Path(out)
             file_values = {**read_manifest(run_dir)["config"], **file_values}
-        flags = {
-            "dataset": dataset,
-            "out": out,
-            "model": model,
-            "base_url": base_url,
-            "api_key_env": api_key_env,
-            "prompt": prompt,
-            "tools": split_list(tools),
-            "samples": samples,
-            "verifier": verifier,
-            "max_turns": max_turns,
-            "temperature": temperature,
-            "tool_calling": tool_calling,
-            "resize_factor": resize_factor,
-            "observer": observer,
-            "observer_base_url": observer_base_url,
-            "max_tokens": max_tokens,
-            "reasoning_effort": reasoning_effort,
-            "provider": provider,
-            "concurrency": concurrency,
-            "limit": limit,
-            "timeout_s": timeout,
-            "format": format,
-            "images": images,
-            "split": split,
-            "seed": seed,
-            "protocol": protocol,
-            "breakdowns": breakdown or None,
-            "backend": backend,
-            "ray_address": ray_address,
-            "shards": shards,
-            "shard": shard,
-            "agent_fn": agent_fn,
-            "skip_invalid": skip_invalid or None,
-            "report": None if report else False,
-            "judge": judge_settings(judge_model, judge_base_url, judge_api_key_env, judges),
-        }
+        flags = config_flags({k: v for k, v in given.items() if k not in NOT_CONFIG})
         cfg = resolve_config(file_values, flags)
         prepared = prepare_run(cfg)
     except (ConfigError, DatasetError, RunDirError, ValueError) as exc:

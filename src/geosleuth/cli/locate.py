@@ -10,10 +10,10 @@ import typer
 
 from geosleuth.cli.options import (
     JSON_HELP,
-    TOOLS_HELP,
     ApiKeyEnvOpt,
     BaseUrlOpt,
     MaxTokensOpt,
+    MaxTurnsOpt,
     ModelOpt,
     ObserverOpt,
     ObserverUrlOpt,
@@ -21,8 +21,11 @@ from geosleuth.cli.options import (
     ProviderOpt,
     ReasoningEffortOpt,
     ResizeFactorOpt,
+    SamplesOpt,
     TemperatureOpt,
     ToolCallingOpt,
+    ToolsOpt,
+    VerifierOpt,
 )
 
 if TYPE_CHECKING:
@@ -57,16 +60,11 @@ def locate(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
-    tools: Annotated[str | None, typer.Option("--tools", help=TOOLS_HELP)] = None,
+    tools: ToolsOpt = None,
     prompt: PromptOpt = "geovista",
-    samples: Annotated[
-        int, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image.")
-    ] = 1,
-    verifier: Annotated[
-        str | None,
-        typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
-    ] = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")] = None,
+    samples: SamplesOpt = 1,
+    verifier: VerifierOpt = None,
+    max_turns: MaxTurnsOpt = None,
     temperature: TemperatureOpt = None,
     tool_calling: ToolCallingOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,

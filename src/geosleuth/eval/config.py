@@ -12,6 +12,7 @@ import platform
 import re
 import time
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -187,6 +188,29 @@ def judge_settings(
     if tasks:
         values["tasks"] = split_list(tasks)
     return JudgeSettings.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+FLAG_FIELDS: Mapping[str, str] = {"timeout": "timeout_s", "breakdown": "breakdowns"}
+"""Flags of `geosleuth eval` (options of `geosleuth.evaluate`) whose config field has another name."""
+DEFAULT_MEANS_UNSET: Mapping[str, Any] = {"skip_invalid": False, "report": True, "breakdown": []}
+"""Flags whose default value leaves the config file's setting as it is."""
+JUDGE_FLAGS = ("judge_model", "judge_base_url", "judge_api_key_env", "judges")
+
+
+def config_flags(options: Mapping[str, Any]) -> dict[str, Any]:
+    """EvalConfig fields from `geosleuth eval`'s flags by their names; ``None`` where not given,
+    so that `resolve_config` keeps the config file's value."""
+    values = dict(options)
+    judge = judge_settings(*(values.pop(name, None) for name in JUDGE_FLAGS))
+    flags = {
+        FLAG_FIELDS.get(name, name): None
+        if name in DEFAULT_MEANS_UNSET and value == DEFAULT_MEANS_UNSET[name]
+        else value
+        for name, value in values.items()
+    }
+    if isinstance(flags.get("tools"), str):
+        flags["tools"] = split_list(flags["tools"])
+    return {**flags, "judge": judge}
 
 
 def redact(value: Any, key: str = "") -> Any:
