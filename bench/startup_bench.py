@@ -84,6 +84,18 @@ def import_figure(runs: int) -> str:
     )
 
 
+def metadata_figure(runs: int) -> str:
+    """Why `__version__` is a literal: the `importlib.metadata` look-up beside `python -c pass`."""
+    python = sys.executable
+    floor_wall, _ = measure([python, "-c", "pass"], runs)
+    code = "import importlib.metadata as m; m.version('geosleuth')"
+    wall, _ = measure([python, "-c", code], runs)
+    return (
+        f"importlib.metadata.version('geosleuth'): +{(wall - floor_wall) * 1e3:.1f} ms wall over "
+        f"python -c pass ({wall / floor_wall:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -92,6 +104,7 @@ def main() -> None:
     print(f"start-up, best of {args.runs} runs ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     print("\n".join(help_figures(args.runs)))
     print(import_figure(args.runs))
+    print(metadata_figure(args.runs))
 
 
 if __name__ == "__main__":

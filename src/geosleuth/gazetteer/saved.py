@@ -97,8 +97,9 @@ class SavedParts:
     def _saved_trees(self) -> dict[str, Any]:
         """The KD-trees (and derived arrays) `save_trees` wrote at build time, if this SciPy wrote them.
 
-        Loading a tree copies its arrays (~10x faster than building it) and gives the very tree
-        building would: same points, same deterministic construction, so the same neighbours and ties.
+        Loading a tree copies its arrays (a fraction of building it: bench/gazetteer_bench.py) and
+        gives the very tree building would: same points, same deterministic construction, so the
+        same neighbours and ties.
         """
         path = self.data_dir / SAVED_TREES
         if not path.exists():
@@ -118,7 +119,7 @@ class SavedParts:
         path = self.data_dir / SMALL_SEARCH
         if not path.exists():
             return {}
-        import scipy  # the package alone (~10 ms), not scipy.spatial
+        import scipy  # the package alone, not scipy.spatial (bench/gazetteer_bench.py times both)
 
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("scipy") != scipy.__version__:

@@ -143,7 +143,8 @@ _BOUNDARIES_KM: tuple[float, ...] = tuple(
 def _distance_one(
     lat: float, lon: float, tlat: float, tlon: float, radius_km: float = EARTH_RADIUS_KM
 ) -> float:
-    """Haversine with `math` (NumPy per call costs ~15 µs); NumPy decides near a threshold.
+    """Haversine with `math` (a NumPy call per rollout costs more: bench/reward_bench.py); NumPy
+    decides near a threshold.
 
     `math` and NumPy's SIMD functions can differ in the last bit; close to a reward or Acc@k
     threshold the distance is recomputed exactly as the batch path does, so that flags and
