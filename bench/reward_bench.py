@@ -277,6 +277,27 @@ def bench_judge(rollouts: int, concurrency: int) -> None:
     )
 
 
+def bench_scalar_distance(n: int = 20_000) -> None:
+    """One rollout's distance: `math` (verl's per-rollout path) beside a NumPy call for one pair."""
+    from geosleuth.core.geo import haversine_km
+    from geosleuth.training.rollout_scoring import _distance_one
+
+    rng = np.random.default_rng(5)
+    pairs = rng.uniform(-60, 60, (n, 4)).tolist()
+    t = time.perf_counter()
+    for lat, lon, tlat, tlon in pairs:
+        _distance_one(lat, lon, tlat, tlon)
+    scalar = (time.perf_counter() - t) / n
+    t = time.perf_counter()
+    for lat, lon, tlat, tlon in pairs:
+        haversine_km(lat, lon, tlat, tlon)
+    numpy_call = (time.perf_counter() - t) / n
+    print(
+        f"one distance: math {scalar * 1e6:.2f} us, NumPy call {numpy_call * 1e6:.2f} us "
+        f"(math takes {scalar / numpy_call:.2f}x the NumPy call)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=100_000)
@@ -284,6 +305,7 @@ def main() -> None:
     parser.add_argument("--judge-rollouts", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
+    bench_scalar_distance()
     bench_rewards(args.n)
     bench_verl_manager(args.verl_n)
     bench_judge(args.judge_rollouts, args.concurrency)

@@ -5,7 +5,9 @@
 Each figure is the best of N runs (start-up noise only ever adds time), measured in this run
 next to its references: `python -c pass` (the floor) and `python -c "import typer"` (the
 framework the CLI is built on). Targets: `geosleuth --help` < 150 ms wall (issue 13); every
-`--help`, subcommands included, within 1.5x of `import typer` (issue 24), in CPU and in wall time.
+`--help`, subcommands included, within 1.5x of `import typer` (issue 24), in CPU and in wall time;
+`import geosleuth` (the flat Python API, every name imported lazily) within 2x `python -c pass`
+(issue 30).
 """
 
 from __future__ import annotations
@@ -69,6 +71,31 @@ def help_figures(runs: int) -> list[str]:
     return out
 
 
+def import_figure(runs: int) -> str:
+    """`import geosleuth` beside `python -c pass`, measured in this call."""
+    python = sys.executable
+    floor_wall, floor_cpu = measure([python, "-c", "pass"], runs)
+    wall, cpu = measure([python, "-c", "import geosleuth"], runs)
+    worst = max(wall / floor_wall, cpu / floor_cpu)
+    return (
+        f"import geosleuth: {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU; python -c pass: "
+        f"{floor_wall * 1e3:.1f} ms, {floor_cpu * 1e3:.1f} ms: {wall / floor_wall:.2f}x wall, "
+        f"{cpu / floor_cpu:.2f}x CPU (target <= 2x): {'met' if worst <= 2 else 'NOT met'}"
+    )
+
+
+def metadata_figure(runs: int) -> str:
+    """Why `__version__` is a literal: the `importlib.metadata` look-up beside `python -c pass`."""
+    python = sys.executable
+    floor_wall, _ = measure([python, "-c", "pass"], runs)
+    code = "import importlib.metadata as m; m.version('geosleuth')"
+    wall, _ = measure([python, "-c", code], runs)
+    return (
+        f"importlib.metadata.version('geosleuth'): +{(wall - floor_wall) * 1e3:.1f} ms wall over "
+        f"python -c pass ({wall / floor_wall:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -76,6 +103,8 @@ def main() -> None:
     print(compile_geosleuth())
     print(f"start-up, best of {args.runs} runs ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     print("\n".join(help_figures(args.runs)))
+    print(import_figure(args.runs))
+    print(metadata_figure(args.runs))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ NEEDS_YOUR_DATA = {  # command -> what a user must bring first
 FRAGMENTS = {  # inline code in prose that names an option of a command, not a command to run
     "geosleuth score --protocol wherebench",
     "geosleuth data export-verl --reward hierarchical",
+    "geosleuth score --json",
 }
 
 

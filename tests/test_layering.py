@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("geosleuth.scoring",),
     ("geosleuth.eval",),
     ("geosleuth.training", "geosleuth.webapp", "geosleuth.testing", "geosleuth.integrations"),
+    ("geosleuth.api",),
     ("geosleuth.cli",),
 )
 """Low to high: a module may import its own layer and the layers below it."""
@@ -99,6 +100,30 @@ def test_no_import_cycles() -> None:
         if v not in index:
             visit(v)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_package_facade_is_lazy_and_no_module_reaches_up_through_it() -> None:
+    """``geosleuth/__init__.py`` names the flat API by module path and imports it on first use: its
+    targets may sit in any layer, so no module of the package may import a facade name back from
+    ``geosleuth`` (that would be an upward import the graph above cannot see)."""
+    import geosleuth
+
+    modules = _modules()
+    assert set(geosleuth.EXPORTS.values()) <= set(modules)
+    facade = set(geosleuth.EXPORTS)
+    reached = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "geosleuth" and node.level == 0:
+                reached += [f"{name}: from geosleuth import {a.name}" for a in node.names if a.name in facade]
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "geosleuth"
+                and node.attr in facade
+            ):
+                reached.append(f"{name}: geosleuth.{node.attr}")
+    assert not reached, "modules that import the facade:\n" + "\n".join(reached)
 
 
 def test_the_checks_see_a_violation() -> None:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from geosleuth.core import rewards as R
+from geosleuth.core import reward_math as R
 from geosleuth.core.parsing import parse_answer
 
 

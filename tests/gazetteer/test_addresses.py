@@ -307,10 +307,10 @@ def test_large_reverse_batches_match_small_ones_and_the_unbounded_search(gz):
         assert (values.tolist() == joined.tolist()) or np.array_equal(values, joined, equal_nan=True), key
     ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90)
     vectors = to_unit_vectors(lat[ok], lon[ok])
-    dist, chosen = gz._rg_sphere_tree.query(vectors, k=1)
-    big_dist, big_i = gz._rg_big_tree.query(vectors, k=1)
-    big_i = gz._rg_big_index[big_i]
-    reach = gz._rg_reach
+    dist, chosen = gz._city_tree.query(vectors, k=1)
+    big_dist, big_i = gz._big_city_tree.query(vectors, k=1)
+    big_i = gz._big_city_index[big_i]
+    reach = gz._city_reach_km
     swap = chord_to_km(big_dist) - reach[big_i] < chord_to_km(dist) - reach[chosen]
     expected = np.where(swap, big_i, chosen)
     assert gz._nearest_places(vectors)[1].tolist() == expected.tolist()

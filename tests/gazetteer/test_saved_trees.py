@@ -37,7 +37,7 @@ def _points(gazetteer: Gazetteer) -> tuple[np.ndarray, np.ndarray]:
     rounded coordinates (grid lines) and the GeoCLIP gallery when the shared fixtures are there."""
     rng = np.random.default_rng(24)
     lat, lon = [rng.uniform(-90, 90, 20_000)], [rng.uniform(-180, 180, 20_000)]
-    rg_lat, rg_lon = gazetteer._rg["lat"], gazetteer._rg["lon"]
+    rg_lat, rg_lon = gazetteer._cities["lat"], gazetteer._cities["lon"]
     pick = rng.integers(0, rg_lat.size, 20_000)
     lat += [rg_lat[pick], (rg_lat[pick] + rg_lat[pick[::-1]]) / 2, np.round(rg_lat[pick], 1)]
     lon += [rg_lon[pick], (rg_lon[pick] + rg_lon[pick[::-1]]) / 2, np.round(rg_lon[pick], 1)]
@@ -56,8 +56,8 @@ def test_saved_trees_answer_as_built_ones(saved: Gazetteer, built: Gazetteer) ->
     mine, theirs = saved.reverse_geocoder_batch(lat, lon), built.reverse_geocoder_batch(lat, lon)
     for key in mine:
         np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
-    np.testing.assert_array_equal(saved._rg_big_near_km, built._rg_big_near_km)
-    for name in ("_rg_sphere_tree", "_rg_big_tree", "_rg_latlon_tree", "_vertex_tree"):
+    np.testing.assert_array_equal(saved._big_city_near_km, built._big_city_near_km)
+    for name in ("_city_tree", "_big_city_tree", "_city_degree_tree", "_vertex_tree"):
         a, b = getattr(saved, name), getattr(built, name)
         np.testing.assert_array_equal(a.indices, b.indices, err_msg=name)  # the same tree, node for node
         np.testing.assert_array_equal(a.data, b.data, err_msg=name)

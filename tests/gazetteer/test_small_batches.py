@@ -12,8 +12,9 @@ import pytest
 
 from geosleuth.core.geo import to_unit_vectors
 from geosleuth.gazetteer import get_gazetteer
-from geosleuth.gazetteer.index import SMALL_SEARCH, Gazetteer, _tree_rank
+from geosleuth.gazetteer.index import SMALL_SEARCH, Gazetteer
 from geosleuth.gazetteer.nearest import BRUTE_FORCE_POINTS, brute_nearest
+from geosleuth.gazetteer.saved import tree_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,11 +45,11 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "k", "bound"), CASES)
 def test_brute_force_answers_as_the_tree(gazetteer: Gazetteer, name: str, k: int, bound: float) -> None:
-    attribute = {"sphere": "_rg_sphere_tree", "big": "_rg_big_tree", "vertices": "_vertex_tree"}[name]
+    attribute = {"sphere": "_city_tree", "big": "_big_city_tree", "vertices": "_vertex_tree"}[name]
     tree = getattr(gazetteer, attribute)
     points, rank = gazetteer._small_search[f"{name}_points"].T, gazetteer._small_search[name]
     np.testing.assert_array_equal(points, tree.data)
-    np.testing.assert_array_equal(rank, _tree_rank(tree))
+    np.testing.assert_array_equal(rank, tree_rank(tree))
     queries = _queries(points, np.random.default_rng(7), 100)
     answered = 0
     for start in range(0, len(queries), BRUTE_FORCE_POINTS):
@@ -72,7 +73,7 @@ def test_ties_between_identical_points_follow_the_tree() -> None:
     base = rng.integers(-3, 4, (400, 3)).astype(float)  # a small lattice: many duplicates and ties
     data = np.concatenate([base, base[rng.integers(0, 400, 400)]])
     tree = cKDTree(data)
-    rank = _tree_rank(tree)
+    rank = tree_rank(tree)
     queries = np.concatenate([data[:200], rng.uniform(-3, 3, (200, 3))])
     resolved = 0
     for q in queries:
@@ -92,16 +93,16 @@ def _reverse(gazetteer: Gazetteer, lat: np.ndarray, lon: np.ndarray, brute: bool
     fresh = Gazetteer(gazetteer.data_dir)
     if not brute:  # every search goes to the trees, every name to the unpacked columns
         fresh.__dict__["_brute_left"] = -1
-        assert fresh._rg is not None and fresh._tile_tree is not None
+        assert fresh._cities is not None and fresh._tile_tree is not None
     out = fresh.reverse_batch(lat, lon)
     if brute:
-        assert "_rg" not in fresh.__dict__
+        assert "_cities" not in fresh.__dict__
     return out
 
 
 def test_small_reverse_batches_answer_as_the_trees(gazetteer: Gazetteer) -> None:
     rng = np.random.default_rng(11)
-    rg_lat, rg_lon = gazetteer._rg["lat"], gazetteer._rg["lon"]
+    rg_lat, rg_lon = gazetteer._cities["lat"], gazetteer._cities["lon"]
     for size in (1, 2, 5, 10, 20, BRUTE_FORCE_POINTS):
         pick = rng.integers(0, rg_lat.size, size)
         cases = [
@@ -134,7 +135,7 @@ def test_few_tile_hits_are_the_tile_tree_hits(gazetteer: Gazetteer) -> None:
     import shapely
 
     rng = np.random.default_rng(5)
-    rg_lat, rg_lon = gazetteer._rg["lat"], gazetteer._rg["lon"]
+    rg_lat, rg_lon = gazetteer._cities["lat"], gazetteer._cities["lon"]
     pick = rng.integers(0, rg_lat.size, 300)
     lat = np.concatenate([np.round(rg_lat[pick], 1), np.round(rg_lat[pick])])
     lon = np.concatenate([np.round(rg_lon[pick], 1), np.round(rg_lon[pick])])
@@ -171,13 +172,13 @@ def test_small_search_of_another_scipy_is_ignored(gazetteer: Gazetteer, tmp_path
 
 def test_a_few_name_rows_are_the_unpacked_columns(gazetteer: Gazetteer) -> None:
     rng = np.random.default_rng(2)
-    n = gazetteer._rg["lat"].size
+    n = gazetteer._cities["lat"].size
     index = np.concatenate([[-1, 0, n - 1], rng.integers(0, n, 200)])
     fresh = Gazetteer(gazetteer.data_dir)
     for col in ("name", "admin1", "admin2", "cc"):
-        few = fresh._rg_take(col, index)
-        assert list(few) == ["" if i < 0 else gazetteer._rg[col][i] for i in index], col
-    assert "_rg" not in fresh.__dict__
+        few = fresh._city_text_at(col, index)
+        assert list(few) == ["" if i < 0 else gazetteer._cities[col][i] for i in index], col
+    assert "_cities" not in fresh.__dict__
 
 
 def test_a_small_score_imports_no_scipy_spatial(gazetteer: Gazetteer, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.testing.fake_openai import FakeOpenAIServer, delay, error, reply
 from geosleuth.training.consistency import (
     ConsistencyJudge,
@@ -23,7 +23,7 @@ from geosleuth.training.consistency import (
     level_queries,
     reasoning_text,
 )
-from geosleuth.training.rewards import score_texts
+from geosleuth.training.rollout_scoring import score_texts
 
 
 def sigma(x: float) -> float:

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from geosleuth.agent.prompting import build_prompts, load_style
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.core.records import Task
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 from geosleuth.training.consistency import ConsistencyJudge, JudgeConfig
-from geosleuth.training.rewards import _piecewise_one, geoagent_levels, score_texts
+from geosleuth.training.rollout_scoring import _piecewise_one, geoagent_levels, score_texts
 from geosleuth.training.verl_reward import compute_score
 
 PARIS = (48.85341, 2.3488)  # the offline gazetteer's Paris (GeoNames 2988507)

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geosleuth.core import released as rel
-from geosleuth.training.rewards import geoagent_levels, score_texts
+from geosleuth.training.rollout_scoring import geoagent_levels, score_texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the released transcriptions
 from released_geoagent import three_fields

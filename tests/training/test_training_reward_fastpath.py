@@ -14,9 +14,9 @@ import random
 import numpy as np
 import pytest
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math as core
 from geosleuth.core.geo import destination, haversine_km
-from geosleuth.training.rewards import (
+from geosleuth.training.rollout_scoring import (
     ACC_THRESHOLDS_KM,
     RewardSpec,
     _distance_one,

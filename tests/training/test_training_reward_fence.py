@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geosleuth.training.rewards import (
+from geosleuth.training.rollout_scoring import (
     answer_content,
     fast_coordinates,
     geoagent_levels,

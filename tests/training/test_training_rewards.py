@@ -10,7 +10,13 @@ import pytest
 
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
-from geosleuth.training.rewards import ACC_THRESHOLDS_KM, RewardSpec, acc_key, fast_coordinates, score_texts
+from geosleuth.training.rollout_scoring import (
+    ACC_THRESHOLDS_KM,
+    RewardSpec,
+    acc_key,
+    fast_coordinates,
+    score_texts,
+)
 from geosleuth.training.swift_reward import GeoORM
 from geosleuth.training.trl_reward import AsyncGeoRewardFunc, GeoRewardFunc, make_reward_func
 from geosleuth.training.truth import GroundTruth, completion_text, parse_ground_truth

@@ -15,13 +15,23 @@ import typer
 
 from geosleuth.cli.choices import DATASET_FORMATS, JUDGE_TASKS
 from geosleuth.cli.options import (
-    API_KEY_ENV_HELP,
     JSON_HELP,
-    PROVIDER_HELP,
-    RESIZE_HELP,
-    STYLE_HELP,
-    TOOL_CALLING_HELP,
-    TOOLS_HELP,
+    ApiKeyEnvOpt,
+    BaseUrlOpt,
+    MaxTokensOpt,
+    MaxTurnsOpt,
+    ModelOpt,
+    ObserverOpt,
+    ObserverUrlOpt,
+    PromptOpt,
+    ProviderOpt,
+    ReasoningEffortOpt,
+    ResizeFactorOpt,
+    SamplesOpt,
+    TemperatureOpt,
+    ToolCallingOpt,
+    ToolsOpt,
+    VerifierOpt,
 )
 
 FORMAT_HELP = f"Dataset format: auto (from the columns) | {' | '.join(DATASET_FORMATS)}."
@@ -30,6 +40,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 JudgeKeyEnvOpt = Annotated[
     str | None, typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")
 ]
+
+NOT_CONFIG = frozenset({"resume", "retry_failed", "config", "as_json"})
+"""`eval` flags that steer this invocation rather than set the run's config."""
 
 datasets_app = typer.Typer(help="Inspect benchmark datasets.", no_args_is_help=True)
 
@@ -41,42 +54,6 @@ def _fail(message: str, code: int = 2) -> None:
 
 def _os_error(exc: OSError) -> str:
     return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
-
-
-def _split_list(value: str | None) -> list[str] | None:
-    return [part.strip() for part in value.split(",") if part.strip()] if value else None
-
-
-def _resources(values: list[str] | None) -> dict[str, float] | None:
-    """``NAME=AMOUNT`` pairs as Ray's ``resources`` mapping."""
-    if not values:
-        return None
-    resources = {}
-    for value in values:
-        name, sep, amount = (part.strip() for part in value.partition("="))
-        try:
-            number = float(amount)
-        except ValueError:
-            number = None
-        if not sep or not name or number is None:
-            raise ValueError(f"--ray-resource must look like NAME=AMOUNT (e.g. geosleuth=1), got {value!r}")
-        resources[name] = number
-    return resources
-
-
-def _judge_settings(model: str | None, base_url: str | None, key_env: str | None, tasks: str | None) -> Any:
-    if not model:
-        if tasks or base_url:
-            raise ValueError("--judges / --judge-base-url need --judge-model")
-        return None
-    from geosleuth.eval.config import JudgeSettings
-
-    values: dict[str, Any] = {"model": model, "api_key_env": key_env}
-    if base_url:
-        values["base_url"] = base_url
-    if tasks:
-        values["tasks"] = _split_list(tasks)
-    return JudgeSettings.model_validate({k: v for k, v in values.items() if v is not None})
 
 
 def _print_headline(summary: dict[str, Any], run_dir: Path) -> None:
@@ -118,36 +95,22 @@ def eval_command(
         str | None, typer.Argument(help="Dataset file or folder (omit with --resume).")
     ] = None,
     out: Annotated[str | None, typer.Option("--out", "-o", help="Run directory.")] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model name at the OpenAI-compatible endpoint.")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help=API_KEY_ENV_HELP)] = None,
-    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help=STYLE_HELP)] = None,
-    tools: Annotated[str | None, typer.Option(help=TOOLS_HELP)] = None,
-    samples: Annotated[
-        int | None, typer.Option("--samples", "-n", help="Trajectories per image (N).")
-    ] = None,
-    verifier: Annotated[
-        str | None, typer.Option(help="Verifier model that aggregates N trajectories.")
-    ] = None,
-    max_turns: Annotated[int | None, typer.Option(help="Maximum agent turns.")] = None,
-    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = None,
-    tool_calling: Annotated[str | None, typer.Option(help=TOOL_CALLING_HELP)] = None,
-    resize_factor: Annotated[int | None, typer.Option(min=0, help=RESIZE_HELP)] = None,
-    observer: Annotated[
-        str | None,
-        typer.Option(
-            help="For a text-only --model: 'offline' (the offline clue pipeline describes each image) "
-            "or a vision model that describes it; image tools then answer in text."
-        ),
-    ] = None,
-    observer_base_url: Annotated[str | None, typer.Option(help="Base URL of the observer model.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Completion token limit per model turn.")] = None,
-    reasoning_effort: Annotated[
-        str | None, typer.Option(help="reasoning_effort for reasoning models (sent where accepted).")
-    ] = None,
-    provider: Annotated[str | None, typer.Option(help=PROVIDER_HELP)] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    prompt: PromptOpt = None,
+    tools: ToolsOpt = None,
+    samples: SamplesOpt = None,
+    verifier: VerifierOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    temperature: TemperatureOpt = None,
+    tool_calling: ToolCallingOpt = None,
+    resize_factor: ResizeFactorOpt = None,
+    observer: ObserverOpt = None,
+    observer_base_url: ObserverUrlOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    reasoning_effort: ReasoningEffortOpt = None,
+    provider: ProviderOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
     timeout: Annotated[
@@ -201,8 +164,10 @@ def eval_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""
+    given = dict(locals())  # every flag by its name: eval.config.config_flags maps them to the config
     from geosleuth.eval.config import (
         ConfigError,
+        config_flags,
         parse_shard,
         read_config_file,
         read_manifest,
@@ -221,46 +186,7 @@ def eval_command(
                 _fail("--resume without a dataset needs --out RUN_DIR")
             run_dir = shard_dir(Path(out), *parse_shard(shard)) if shard else Path(out)
             file_values = {**read_manifest(run_dir)["config"], **file_values}
-        flags = {
-            "dataset": dataset,
-            "out": out,
-            "model": model,
-            "base_url": base_url,
-            "api_key_env": api_key_env,
-            "prompt": prompt,
-            "tools": _split_list(tools),
-            "samples": samples,
-            "verifier": verifier,
-            "max_turns": max_turns,
-            "temperature": temperature,
-            "tool_calling": tool_calling,
-            "resize_factor": resize_factor,
-            "observer": observer,
-            "observer_base_url": observer_base_url,
-            "max_tokens": max_tokens,
-            "reasoning_effort": reasoning_effort,
-            "provider": provider,
-            "concurrency": concurrency,
-            "limit": limit,
-            "timeout_s": timeout,
-            "format": format,
-            "images": images,
-            "split": split,
-            "seed": seed,
-            "protocol": protocol,
-            "breakdowns": breakdown or None,
-            "backend": backend,
-            "ray_address": ray_address,
-            "ray_batch_size": ray_batch_size,
-            "ray_resources": _resources(ray_resource),
-            "ray_restart_wait_s": ray_restart_wait,
-            "shards": shards,
-            "shard": shard,
-            "agent_fn": agent_fn,
-            "skip_invalid": skip_invalid or None,
-            "report": None if report else False,
-            "judge": _judge_settings(judge_model, judge_base_url, judge_api_key_env, judges),
-        }
+        flags = config_flags({k: v for k, v in given.items() if k not in NOT_CONFIG})
         cfg = resolve_config(file_values, flags)
         prepared = prepare_run(cfg)
     except (ConfigError, DatasetError, RunDirError, ValueError) as exc:
@@ -372,11 +298,12 @@ def report_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Metrics, tool-use statistics, plots and the HTML report of a run directory."""
+    from geosleuth.eval.config import judge_settings
     from geosleuth.eval.report import write_report
     from geosleuth.eval.store import RunDirError
 
     try:
-        settings = _judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
+        settings = judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
         if settings is not None:
             _run_judges(run_dir, settings)
         summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots)

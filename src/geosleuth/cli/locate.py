@@ -10,10 +10,10 @@ import typer
 
 from geosleuth.cli.options import (
     JSON_HELP,
-    TOOLS_HELP,
     ApiKeyEnvOpt,
     BaseUrlOpt,
     MaxTokensOpt,
+    MaxTurnsOpt,
     ModelOpt,
     ObserverOpt,
     ObserverUrlOpt,
@@ -21,8 +21,11 @@ from geosleuth.cli.options import (
     ProviderOpt,
     ReasoningEffortOpt,
     ResizeFactorOpt,
+    SamplesOpt,
     TemperatureOpt,
     ToolCallingOpt,
+    ToolsOpt,
+    VerifierOpt,
 )
 
 if TYPE_CHECKING:
@@ -57,16 +60,11 @@ def locate(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
-    tools: Annotated[str | None, typer.Option("--tools", help=TOOLS_HELP)] = None,
+    tools: ToolsOpt = None,
     prompt: PromptOpt = "geovista",
-    samples: Annotated[
-        int, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image.")
-    ] = 1,
-    verifier: Annotated[
-        str | None,
-        typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
-    ] = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")] = None,
+    samples: SamplesOpt = 1,
+    verifier: VerifierOpt = None,
+    max_turns: MaxTurnsOpt = None,
     temperature: TemperatureOpt = None,
     tool_calling: ToolCallingOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -108,38 +106,30 @@ def locate(
     """Locate IMAGE(s): answer, address, confidence, evidence and a short trace per image."""
     from pydantic import ValidationError
 
-    from geosleuth.agent import AgentConfig, load_style
+    from geosleuth.api.locate import agent_config
 
     try:
-        config = AgentConfig(
-            model=model,
+        config = agent_config(
+            model,
             base_url=base_url,
             api_key_env=api_key_env,
-            prompt_style=prompt,
-            tools=[t.strip() for t in tools.split(",") if t.strip()] if tools is not None else None,
+            prompt=prompt,
+            tools=tools,
             samples=samples,
-            verifier_model=verifier,
+            verifier=verifier,
             max_turns=max_turns,
             temperature=temperature,
             tool_calling=tool_calling,
-            offline_use_ocr=not no_ocr,
-            geocode_answers=geocode,
+            no_ocr=no_ocr,
+            geocode=geocode,
             resize_factor=resize_factor,
             observer=observer,
             observer_base_url=observer_base_url,
             provider=provider,
             reasoning_effort=reasoning_effort,
             max_tokens=max_tokens,
-            **_timeouts(timeout),
+            timeout=timeout,
         )
-        if model is not None:
-            load_style(prompt)
-        elif observer is not None:
-            raise ValueError("--observer describes the image to a text-only --model: give --model too")
-        elif samples > 1:
-            raise ValueError("--samples and --verifier need --model (the offline pipeline is deterministic)")
-        elif timeout is not None:
-            raise ValueError("--timeout bounds the model's turns: give --model too")
     except (ValidationError, ValueError) as exc:
         typer.echo(f"error: {_first_error(exc)}", err=True)
         raise typer.Exit(2) from None
@@ -163,16 +153,6 @@ def locate(
         _print(images, trajectories, out)
     if trajectories and all(t.status in FAILED for t in trajectories):
         raise typer.Exit(1)
-
-
-def _timeouts(timeout: float | None) -> dict[str, float]:
-    """``--timeout`` bounds each image's run and, when shorter than the default, each request."""
-    if timeout is None:
-        return {}
-    from geosleuth.agent.config import AgentConfig
-
-    request = AgentConfig.model_fields["request_timeout_s"].default
-    return {"timeout_s": timeout, "request_timeout_s": min(timeout, request)}
 
 
 def _note_default_endpoint(base_url: str | None, api_key_env: str) -> None:

@@ -49,16 +49,16 @@ ObserverUrlOpt = Annotated[
         "--observer-base-url", help="OpenAI-compatible base URL of the observer (default --base-url)."
     ),
 ]
-ProviderOpt = Annotated[str, typer.Option("--provider", help=PROVIDER_HELP)]
-PromptOpt = Annotated[str, typer.Option("--prompt", "-p", help=STYLE_HELP)]
-ApiKeyEnvOpt = Annotated[str, typer.Option("--api-key-env", help=API_KEY_ENV_HELP)]
+ProviderOpt = Annotated[str | None, typer.Option("--provider", help=PROVIDER_HELP)]
+PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", help=STYLE_HELP)]
+ApiKeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help=API_KEY_ENV_HELP)]
 AlwaysJsonOpt = Annotated[
     bool,
     typer.Option("--json", help="Print JSON: this command always does; --json is accepted as everywhere."),
 ]
 ToolCallingOpt = Annotated[str | None, typer.Option("--tool-calling", help=TOOL_CALLING_HELP)]
 TemperatureOpt = Annotated[float | None, typer.Option("--temperature", min=0, help="Sampling temperature.")]
-ResizeFactorOpt = Annotated[int, typer.Option("--resize-factor", min=0, help=RESIZE_HELP)]
+ResizeFactorOpt = Annotated[int | None, typer.Option("--resize-factor", min=0, help=RESIZE_HELP)]
 ReasoningEffortOpt = Annotated[
     str | None,
     typer.Option("--reasoning-effort", help="reasoning_effort for reasoning models (sent where accepted)."),
@@ -66,3 +66,12 @@ ReasoningEffortOpt = Annotated[
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-tokens", min=1, help="Completion token limit per model turn.")
 ]
+ToolsOpt = Annotated[str | None, typer.Option("--tools", help=TOOLS_HELP)]
+SamplesOpt = Annotated[
+    int | None, typer.Option("--samples", "-n", min=1, help="Parallel trajectories per image (N).")
+]
+VerifierOpt = Annotated[
+    str | None,
+    typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
+]
+MaxTurnsOpt = Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")]

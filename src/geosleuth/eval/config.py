@@ -12,6 +12,7 @@ import platform
 import re
 import time
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -169,6 +170,74 @@ def resolve_config(file_values: dict[str, Any], flags: dict[str, Any]) -> EvalCo
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid eval config: {problems}") from exc
+
+
+def split_list(value: str | None) -> list[str] | None:
+    """A comma-separated option (``--tools a,b``) as a list; ``None`` when nothing is named."""
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def judge_settings(
+    model: str | None, base_url: str | None, key_env: str | None, tasks: str | None
+) -> JudgeSettings | None:
+    """The judges of ``--judge-model`` and its companions; ``None`` when no judge model is named."""
+    if not model:
+        if tasks or base_url:
+            raise ValueError("--judges / --judge-base-url need --judge-model")
+        return None
+    values: dict[str, Any] = {"model": model, "api_key_env": key_env}
+    if base_url:
+        values["base_url"] = base_url
+    if tasks:
+        values["tasks"] = split_list(tasks)
+    return JudgeSettings.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+FLAG_FIELDS: Mapping[str, str] = {
+    "timeout": "timeout_s",
+    "breakdown": "breakdowns",
+    "ray_resource": "ray_resources",
+    "ray_restart_wait": "ray_restart_wait_s",
+}
+"""Flags of `geosleuth eval` (options of `geosleuth.evaluate`) whose config field has another name."""
+DEFAULT_MEANS_UNSET: Mapping[str, Any] = {"skip_invalid": False, "report": True, "breakdown": []}
+"""Flags whose default value leaves the config file's setting as it is."""
+JUDGE_FLAGS = ("judge_model", "judge_base_url", "judge_api_key_env", "judges")
+
+
+def config_flags(options: Mapping[str, Any]) -> dict[str, Any]:
+    """EvalConfig fields from `geosleuth eval`'s flags by their names; ``None`` where not given,
+    so that `resolve_config` keeps the config file's value."""
+    values = dict(options)
+    judge = judge_settings(*(values.pop(name, None) for name in JUDGE_FLAGS))
+    flags = {
+        FLAG_FIELDS.get(name, name): None
+        if name in DEFAULT_MEANS_UNSET and value == DEFAULT_MEANS_UNSET[name]
+        else value
+        for name, value in values.items()
+    }
+    if isinstance(flags.get("tools"), str):
+        flags["tools"] = split_list(flags["tools"])
+    if isinstance(flags.get("ray_resources"), list | tuple):
+        flags["ray_resources"] = ray_resources(flags["ray_resources"])
+    return {**flags, "judge": judge}
+
+
+def ray_resources(values: list[str] | tuple[str, ...]) -> dict[str, float] | None:
+    """``NAME=AMOUNT`` pairs (``--ray-resource``) as Ray's ``resources`` mapping."""
+    if not values:
+        return None
+    resources = {}
+    for value in values:
+        name, sep, amount = (part.strip() for part in value.partition("="))
+        try:
+            number = float(amount)
+        except ValueError:
+            number = None
+        if not sep or not name or number is None:
+            raise ValueError(f"--ray-resource must look like NAME=AMOUNT (e.g. geosleuth=1), got {value!r}")
+        resources[name] = number
+    return resources
 
 
 def redact(value: Any, key: str = "") -> Any:

@@ -184,12 +184,7 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         checked_agent_settings(config)
     dataset = load_dataset(config.dataset, config.format, config.images, seed=config.seed, split=config.split)
     if dataset.problems and not config.skip_invalid:
-        shown = "\n  ".join(str(p) for p in dataset.problems[:20])
-        more = f"\n  … and {len(dataset.problems) - 20} more" if len(dataset.problems) > 20 else ""
-        raise DatasetError(
-            f"{len(dataset.problems)} bad row(s) in {config.dataset}:\n  {shown}{more}\n"
-            "fix them or pass --skip-invalid to evaluate the valid rows only"
-        )
+        raise bad_rows_error(dataset, config.dataset, "pass --skip-invalid to evaluate the valid rows only")
     samples = dataset.samples[: config.limit] if config.limit is not None else dataset.samples
     if not samples:
         raise DatasetError(f"{config.dataset}: no valid samples")
@@ -219,6 +214,15 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
     return PreparedRun(config, run_dir, dataset, samples)
+
+
+def bad_rows_error(dataset: Dataset, source: str | Path, remedy: str, shown: int = 20) -> DatasetError:
+    """The error for a dataset with bad rows: the first ``shown`` named, then a count."""
+    listed = "\n  ".join(str(p) for p in dataset.problems[:shown])
+    more = f"\n  … and {len(dataset.problems) - shown} more" if len(dataset.problems) > shown else ""
+    return DatasetError(
+        f"{len(dataset.problems)} bad row(s) in {source}:\n  {listed}{more}\nfix them or {remedy}"
+    )
 
 
 def preflight(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -> None:

@@ -1,7 +1,8 @@
 """Nearest neighbours of a few points by brute force, answering exactly as SciPy's ``cKDTree``.
 
-A small batch (a 10-row file) pays more for ``import scipy.spatial`` (~200 ms) and loading the
-saved trees than for comparing its points with every stored point. The answer must be the
+A small batch (a 10-row file) pays more for ``import scipy.spatial`` and loading the saved trees
+than for comparing its points with every stored point (bench/gazetteer_bench.py measures all
+three). The answer must be the
 tree's, ties included, so the search gives up (returns ``None``, and the caller asks the tree)
 wherever the tree could answer otherwise:
 

@@ -8,6 +8,7 @@ signature; arguments from the model are validated against it, and a bad call bec
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import logging
 import re
@@ -68,6 +69,8 @@ class ToolResult:
 
 
 ToolFn = Callable[..., Any]
+BOUND_PARAMS = frozenset({"runtime"})
+"""Parameters a registry fills (its shared providers, cache and settings: `Tool.bind`), never the model."""
 
 _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
@@ -124,12 +127,17 @@ class Tool:
         summary, arg_docs = _parse_docstring(fn.__doc__ or "")
         self.description = description or summary
         self.wants_context = False
+        self.needs: tuple[str, ...] = ()  # bound parameters the function takes
+        self.bound: dict[str, Any] = {}
         hints = get_type_hints(fn, include_extras=True)
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(fn).parameters.items():
             annotation = hints.get(pname, Any)
             if annotation is ToolContext or pname == "ctx":
                 self.wants_context = True
+                continue
+            if pname in BOUND_PARAMS:
+                self.needs += (pname,)
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
@@ -140,6 +148,15 @@ class Tool:
         schema.setdefault("properties", {})
         schema.setdefault("required", [])
         self.parameters: dict[str, Any] = schema
+
+    def bind(self, **values: Any) -> Tool:
+        """This tool with its bound parameters filled (``runtime=``): what a registry holds."""
+        unknown = set(values) - set(self.needs)
+        if unknown:
+            raise TypeError(f"{self.name} takes no bound parameter {', '.join(sorted(unknown))}")
+        bound = copy.copy(self)
+        bound.bound = {**self.bound, **values}
+        return bound
 
     def schema(self) -> dict[str, Any]:
         """OpenAI function-calling declaration."""
@@ -168,6 +185,10 @@ class Tool:
         start = time.perf_counter()
         try:
             kwargs = self.validate(arguments)
+            missing = [name for name in self.needs if name not in self.bound]
+            if missing:
+                raise ToolError(f"{self.name} is not bound to a registry (missing {', '.join(missing)})")
+            kwargs.update(self.bound)
             if self.wants_context:
                 kwargs["ctx"] = ctx or ToolContext()
             if inspect.iscoroutinefunction(self.fn):
@@ -227,7 +248,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = (), runtime: Any = None) -> None:
         self._tools: dict[str, Tool] = {}
-        self.runtime = runtime  # shared providers, cache and settings (tools.registry.ToolRuntime)
+        self.runtime = runtime  # shared providers, cache and settings (tools.runtime.ToolRuntime)
         for t in tools:
             self.register(t)
 

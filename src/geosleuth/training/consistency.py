@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math
 from geosleuth.core.countries import country_name
 from geosleuth.core.records import Prediction
-from geosleuth.core.rewards import SEMANTIC_ALPHAS, SEMANTIC_LEVELS
-from geosleuth.training.reward_registry import escape_example
+from geosleuth.core.reward_math import SEMANTIC_ALPHAS, SEMANTIC_LEVELS
+from geosleuth.training.rollouts import escape_example
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,10 @@ class JudgeConfig:
     match_threshold: float = 0.8
     reference: Literal["truth", "own"] | None = None  # default: truth (paper); released: own
     exact_match: bool | None = None  # default: multilingual similarity; released: exact
-    length_lambda: float = core.CONSISTENCY_LAMBDA
-    length_mu: float = core.CONSISTENCY_MU
-    length_min_chars: float = core.CONSISTENCY_LENGTH_RANGE[0]
-    length_max_chars: float = core.CONSISTENCY_LENGTH_RANGE[1]
+    length_lambda: float = reward_math.CONSISTENCY_LAMBDA
+    length_mu: float = reward_math.CONSISTENCY_MU
+    length_min_chars: float = reward_math.CONSISTENCY_LENGTH_RANGE[0]
+    length_max_chars: float = reward_math.CONSISTENCY_LENGTH_RANGE[1]
     length_hard_cutoff: bool | None = None  # default: plain sigmoid (paper); released: 0 / 1 outside
     released: bool = False
     cache_size: int = 100_000
@@ -100,7 +100,7 @@ class JudgeConfig:
 
     def weight(self, length: float) -> float:
         """pᵢ of Eq. 9 for a reasoning of ``length`` characters."""
-        return core.length_weight(
+        return reward_math.length_weight(
             length,
             self.length_lambda,
             self.length_mu,
@@ -134,7 +134,7 @@ def reasoning_text(rollout: str) -> str:
 
 def chain_of_thought(rollout: str) -> dict[str, tuple[str, str]] | None:
     """GeoAgent's JSON chain of thought: level -> (Reasoning, Conclusion), or None if absent."""
-    from geosleuth.training.rewards import strip_tool_blocks
+    from geosleuth.training.rollout_scoring import strip_tool_blocks
 
     own = strip_tool_blocks(rollout[:MAX_ROLLOUT_CHARS])
     starts = [m.end() for m in _THINK.finditer(own)] or [0]
@@ -187,7 +187,7 @@ def _prompt(level: str, reasoning: str, context: Mapping[str, str]) -> str:
 
 def level_queries(rollout: str, pred: Prediction | None = None) -> list[LevelQuery]:
     """A request per level the model concluded; that level's and finer conclusions are masked."""
-    from geosleuth.training.rewards import parse_rollout, rollout_levels
+    from geosleuth.training.rollout_scoring import parse_rollout, rollout_levels
 
     chain = chain_of_thought(rollout)
     if pred is None:
@@ -357,7 +357,7 @@ class ConsistencyJudge:
             matches[query.level] = self._matches(answer or "", query, refs)
         result.matches = {q.level: matches[q.level] for q in plan}
         result.length_weights = {q.level: self.config.weight(lengths[q.level]) for q in plan}
-        result.score = core.consistency_reward(
+        result.score = reward_math.consistency_reward(
             [matches[lv] for lv in SEMANTIC_LEVELS],
             [lengths[lv] for lv in SEMANTIC_LEVELS],
             SEMANTIC_ALPHAS,

@@ -15,7 +15,7 @@ import logging
 import re
 from typing import Any
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math
 from geosleuth.core.countries import resolve_country
 from geosleuth.core.parsing import final_own_turn, parse_answer, without_tool_output
 from geosleuth.core.records import Prediction
@@ -159,7 +159,7 @@ def parse_rollout(text: str | None) -> Prediction:
 
 def rollout_levels(text: str | None, pred: Prediction | None) -> dict[str, str | None]:
     """Country / region / precise place of a rollout: GeoAgent's answer form, else the parsed fields."""
-    return geoagent_levels(text) or core.semantic_levels(pred)
+    return geoagent_levels(text) or reward_math.semantic_levels(pred)
 
 
 def truth_semantic(truth: GroundTruth) -> dict[str, str | None]:

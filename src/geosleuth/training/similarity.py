@@ -16,7 +16,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from geosleuth.core.rewards import Similarity, default_similarity
+from geosleuth.core.reward_math import Similarity, default_similarity
 from geosleuth.core.text import normalize, strip_generic
 from geosleuth.plugins import load_callable
 

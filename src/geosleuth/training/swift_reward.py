@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping, Sequence
 from typing import Any, ClassVar
 
-from geosleuth.training.rewards import REWARD_NAMES, ConsistencyFn, RewardSpec, score_texts
+from geosleuth.training.rollout_scoring import REWARD_NAMES, ConsistencyFn, RewardSpec, score_texts
 from geosleuth.training.truth import completion_text
 
 

@@ -142,7 +142,7 @@ def tool_method(tool: Tool) -> Any:
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: dict[str, Any] = {}
     for pname, param in inspect.signature(tool.fn).parameters.items():
-        if pname == "ctx" or hints.get(pname) is ToolContext:
+        if pname not in tool.args_model.model_fields:  # the context and bound parameters
             continue
         annotations[pname] = hints.get(pname, Any)
         params.append(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from geosleuth.core.records import LEVELS
-from geosleuth.training.rewards import ConsistencyFn, RewardBatch, RewardSpec, score_texts
+from geosleuth.training.rollout_scoring import ConsistencyFn, RewardBatch, RewardSpec, score_texts
 from geosleuth.training.truth import completion_text, tool_call_count
 
 MetricLogger = Callable[[str, float], None]

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from geosleuth.training.rewards import (
+from geosleuth.training.rollout_scoring import (
     DISTANCE_REWARDS,
     ConsistencyFn,
     RewardSpec,

@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from geosleuth.core import rewards as core
+from geosleuth.core import reward_math
 from geosleuth.core.geo import EARTH_RADIUS_KM, haversine_km
 from geosleuth.core.records import Prediction
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
@@ -41,20 +41,22 @@ from geosleuth.training.reading import (
     truth_semantic,
 )
 from geosleuth.training.reward_registry import (
-    ACC_THRESHOLDS_KM,
     DISTANCE_REWARDS,
     LEVEL_REWARDS,
-    MISS_DISTANCE_KM,
     REGISTRY,
     REWARD_NAMES,
-    ConsistencyFn,
-    RewardBatch,
     RewardDef,
     RewardSpec,
+    score_rollouts,
+)
+from geosleuth.training.rollouts import (
+    ACC_THRESHOLDS_KM,
+    MISS_DISTANCE_KM,
+    ConsistencyFn,
+    RewardBatch,
     Rollouts,
     Verifier,
     acc_key,
-    score_rollouts,
 )
 from geosleuth.training.truth import GroundTruth
 
@@ -134,14 +136,15 @@ def score_predictions(
 
 
 _BOUNDARIES_KM: tuple[float, ...] = tuple(
-    sorted({*ACC_THRESHOLDS_KM, *core.STEP_THRESHOLDS_KM, *core.PIECEWISE_KNOTS_KM})
+    sorted({*ACC_THRESHOLDS_KM, *reward_math.STEP_THRESHOLDS_KM, *reward_math.PIECEWISE_KNOTS_KM})
 )
 
 
 def _distance_one(
     lat: float, lon: float, tlat: float, tlon: float, radius_km: float = EARTH_RADIUS_KM
 ) -> float:
-    """Haversine with `math` (NumPy per call costs ~15 µs); NumPy decides near a threshold.
+    """Haversine with `math` (a NumPy call per rollout costs more: bench/reward_bench.py); NumPy
+    decides near a threshold.
 
     `math` and NumPy's SIMD functions can differ in the last bit; close to a reward or Acc@k
     threshold the distance is recomputed exactly as the batch path does, so that flags and
@@ -160,14 +163,14 @@ def _distance_one(
 
 
 def _step_one(d: float) -> float:
-    """`core.step_reward` for one finite distance (same thresholds, same strict ``<``)."""
-    i = bisect.bisect_right(core.STEP_THRESHOLDS_KM, d)
-    return core.STEP_VALUES[i] if i < len(core.STEP_VALUES) else 0.0
+    """`reward_math.step_reward` for one finite distance (same thresholds, same strict ``<``)."""
+    i = bisect.bisect_right(reward_math.STEP_THRESHOLDS_KM, d)
+    return reward_math.STEP_VALUES[i] if i < len(reward_math.STEP_VALUES) else 0.0
 
 
 def _piecewise_one(d: float) -> float:
-    """`core.piecewise_linear_reward` for one finite distance, with `np.interp`'s arithmetic."""
-    xs, ys = core.PIECEWISE_KNOTS_KM, core.PIECEWISE_VALUES
+    """`reward_math.piecewise_linear_reward` for one finite distance, with `np.interp`'s arithmetic."""
+    xs, ys = reward_math.PIECEWISE_KNOTS_KM, reward_math.PIECEWISE_VALUES
     if d >= xs[-1]:
         return 0.0
     if d < xs[0]:
