@@ -32,6 +32,7 @@ READABLE = {  # by hand from each paper's released reader
     "osv5m": JSON | LINES,  # coordinates; nothing is geocoded
     "geoclip": JSON | LINES,
     "pigeon": JSON | LINES,
+    "geoestimation": JSON | LINES,  # coordinates as given, nothing geocoded
     "geovista": JSON | LINES | NAMES,  # place names are geocoded
     "default": JSON | LINES | NAMES,
     "wherebench": JSON | LINES | NAMES,  # its own rules: a choice letter, a path of levels
