@@ -206,6 +206,15 @@ class Api:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
+    async def cancel_job(self, request: Request) -> Response:
+        """Stop a waiting or running job; 409 once it has ended."""
+        job = self._job(request)
+        if job is None:
+            return _error("no such job", 404)
+        if not self.manager.cancel(job):
+            return _error(f"the job has already ended ({job.status})", 409)
+        return JSONResponse(job.summary())
+
     async def job_image(self, request: Request) -> Response:
         job = self._job(request)
         if job is None:
@@ -402,6 +411,7 @@ def create_app(settings: ServeSettings, allowed_hosts: list[str] | None = None) 
         Route("/api/jobs", api.list_jobs),
         Route("/api/jobs/{job_id}", api.job),
         Route("/api/jobs/{job_id}/events", api.events),
+        Route("/api/jobs/{job_id}/cancel", api.cancel_job, methods=["POST"]),
         Route("/api/jobs/{job_id}/image", api.job_image),
         Route("/api/jobs/{job_id}/files/{path:path}", api.job_file),
         Route("/api/runs", api.list_runs),

@@ -44,8 +44,15 @@ function fmt(value, digits) {
 
 function statusPill(status) {
   var cls = status === "ok" || status === "done" ? "ok"
-    : (status === "running" || status === "queued" ? "info" : (status === "no_evidence" || status === "parse_failed" ? "warn" : "bad"));
+    : (status === "running" || status === "queued" ? "info" : (status === "no_evidence" || status === "parse_failed" || status === "cancelled" ? "warn" : "bad"));
   return el("span", { class: "pill " + cls, text: String(status).replace(/_/g, " ") });
+}
+
+/* A job in Recent: a finished job without an answer says so, in the colour of a warning. */
+function jobPill(job) {
+  if (job.status === "done" && job.outcome && job.outcome !== "ok")
+    return el("span", { class: "pill warn", title: job.outcome.replace(/_/g, " "), text: "no answer" });
+  return statusPill(job.status);
 }
 
 
@@ -108,14 +115,14 @@ function argChips(args) {
   }));
 }
 
-function renderCall(call) {
+function renderCall(call, doneAt) {
   var head = el("div", { class: "call-head" },
     el("span", { class: "tool-name", text: call.name }), argChips(call.arguments),
     el("span", { style: "margin-left:auto" }),
     call.ok ? el("span", { class: "pill ok", text: "ok" }) : el("span", { class: "pill bad", text: "error" }),
     call.cache_hit ? el("span", { class: "pill", text: "cached" }) : null,
     call.provider ? el("span", { class: "pill", text: call.provider }) : null,
-    el("span", { class: "muted small", text: fmt(call.latency_s, 2) + " s" }));
+    el("span", { class: "muted small", text: fmt(call.latency_s, 2) + " s" + (typeof doneAt === "number" ? " · done at " + fmt(doneAt, 1) + " s" : "") }));
   var body = el("div", { class: "call-body" },
     call.error ? el("div", { class: "call-error", text: call.error }) : null,
     call.result_text ? el("pre", { text: call.result_text }) : (call.error ? null : el("span", { class: "muted small", text: "(no text output)" })),
@@ -125,23 +132,27 @@ function renderCall(call) {
   return el("div", { class: "call" + (call.ok ? "" : " failed") }, head, body);
 }
 
-function renderTurn(turn) {
+/* A turn; `steps`: the offline pipeline's one turn, whose calls are its steps, each with the
+   time into the pipeline at which it finished. */
+function renderTurn(turn, steps) {
   var usage = turn.usage || {};
   var tokens = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
+  var at = 0;
   return el("div", { class: "turn", "data-turn": turn.index },
     el("div", { class: "turn-head" },
-      el("h3", { text: "Turn " + (turn.index + 1) }),
+      el("h3", { text: steps ? "Pipeline steps" : "Turn " + (turn.index + 1) }),
       el("span", { class: "muted", text: fmt(turn.latency_s, 1) + " s" + (tokens ? " · " + tokens + " tokens" : "") }),
       turn.note ? el("span", { class: "note", text: turn.note }) : null),
     turn.reasoning ? el("details", { class: "reasoning" }, el("summary", { text: "reasoning" }), el("div", { class: "text", text: turn.reasoning })) : null,
     turn.text ? el("div", { class: "text", text: turn.text }) : null,
-    (turn.tool_calls || []).map(renderCall));
+    (turn.tool_calls || []).map(function (call) { at += call.latency_s || 0; return renderCall(call, steps ? at : undefined); }));
 }
 
 function renderTurns(trajectory) {
   var box = el("div", { class: "timeline" });
   if (!trajectory.turns.length) box.appendChild(el("p", { class: "muted", text: "No turns were recorded." }));
-  trajectory.turns.forEach(function (t) { box.appendChild(renderTurn(t)); });
+  var steps = trajectory.prompt_style === "offline";
+  trajectory.turns.forEach(function (t) { box.appendChild(renderTurn(t, steps)); });
   return box;
 }
 
@@ -318,7 +329,7 @@ function locatePage(main, jobId) {
     clear(recent);
     if (!jobs.length) recent.appendChild(el("li", { class: "muted", text: "Nothing located yet." }));
     jobs.slice(0, 8).forEach(function (j) {
-      recent.appendChild(el("li", {}, statusPill(j.status), el("a", { href: "#/locate/" + j.id, text: j.image_name }),
+      recent.appendChild(el("li", {}, jobPill(j), el("a", { href: "#/locate/" + j.id, text: j.image_name }),
         el("span", { class: "muted small", text: new Date(j.created_at * 1000).toLocaleTimeString() })));
     });
   }); }
@@ -338,50 +349,97 @@ function locatePage(main, jobId) {
   if (jobId) watchJob(jobId, work, loadRecent);
 }
 
+/* What the offline pipeline does after each step (the status line says what is really going on). */
+var NEXT_STEP = {
+  exif_gps: "Reading the text in the image (OCR)…", ocr: "Weighing the clues in the text…",
+  clues: "Looking place names and phone areas up in the gazetteer…", gazetteer: "Matching phone area codes…",
+  phone_area: "Matching place names…", place_names: "Ranking the candidates…", country: "Ranking the candidates…",
+  candidates: "Writing the answer…"
+};
+
+function narrow() { return window.matchMedia("(max-width: 900px)").matches; }
+
+/* On a phone the job card sits below the form: bring `node` into view when something happens. */
+function showOnPhone(node) { if (node && narrow()) node.scrollIntoView({ behavior: "smooth", block: "start" }); }
+
 function watchJob(jobId, work, onEnd) {
-  var status = el("div", { class: "status-line", id: "job-status" }, el("span", { class: "spinner" }), el("span", { text: "Connecting…" }));
+  var clock = el("span", { class: "elapsed", id: "job-elapsed" });
+  var text = el("span", { id: "job-status-text", text: "Connecting…" });
+  var cancel = el("button", { type: "button", class: "small", id: "cancel-job", onclick: function () {
+    cancel.disabled = true;
+    api("/api/jobs/" + jobId + "/cancel", { method: "POST" }).catch(function (err) { setStatus(err.message, false); });
+  } }, "Cancel");
+  var status = el("div", { class: "status-line", id: "job-status", role: "status" }, el("span", { class: "spinner" }), text, clock, cancel);
   var live = el("div", { class: "timeline", id: "live" });
   var samples = {};
+  var mode = null;
   var head = el("div", { class: "card job-head" });
-  work.appendChild(head); work.appendChild(live); work.appendChild(status);
+  work.appendChild(head); work.appendChild(status); work.appendChild(live);
+  showOnPhone(work);
+  /* the clock: seconds since the job was created, from the server's figure in the last event */
+  var base = null, baseAt = 0, timer = setInterval(tick, 250);
+  function tick() {
+    if (!document.body.contains(clock)) { clearInterval(timer); return; }
+    if (base !== null) clock.textContent = ((base + (Date.now() - baseAt) / 1000).toFixed(1)) + " s";
+  }
+  function stamp(data) { if (typeof data.elapsed_s === "number") { base = data.elapsed_s; baseAt = Date.now(); tick(); } }
+  function end() { clearInterval(timer); cancel.remove(); var s = status.querySelector(".spinner"); if (s) s.remove(); onEnd(); }
   api("/api/jobs/" + jobId).then(function (job) {
+    mode = job.mode;
     append(head, [el("div", { class: "row" },
       el("img", { src: job.image_url, alt: "query image", id: "query-image" })),
       el("div", { class: "muted small", text: job.image_name + " · " + (job.mode === "model" ? job.prompt_style + " prompt" + (job.samples > 1 ? ", " + job.samples + " samples" : "") : "offline clue pipeline") })]);
   }, function (err) { clear(status).appendChild(el("div", { class: "banner error", text: err.message })); });
-  function setStatus(text, spinning) {
-    clear(status); if (spinning) status.appendChild(el("span", { class: "spinner" }));
-    status.appendChild(el("span", { text: text }));
+  function setStatus(message, spinning) {
+    text.textContent = message;
+    var spinner = status.querySelector(".spinner");
+    if (!spinning && spinner) spinner.remove();
   }
   var source = new EventSource("/api/jobs/" + jobId + "/events");
   state.source = source;
   source.addEventListener("status", function (e) {
     var data = JSON.parse(e.data);
-    setStatus(data.message, true);
+    stamp(data); setStatus(data.message, true);
+    status.dataset.state = data.status;
     var img = document.getElementById("query-image");  // large images get their preview when the job starts
     if (data.status === "running" && img && !img.naturalWidth) img.src = img.src.split("?")[0] + "?t=" + Date.now();
   });
   source.addEventListener("turn", function (e) {
     var data = JSON.parse(e.data);
+    stamp(data);
     var box = samples[data.sample];
     if (!box) {
       box = samples[data.sample] = el("div", {}, data.samples > 1 ? el("h3", { text: "Sample " + (data.sample + 1) + " of " + data.samples }) : null);
       live.appendChild(box);
     }
-    var node = renderTurn(data.turn);
+    var node = renderTurn(data.turn, mode === "offline");
     var old = box.querySelector('[data-turn="' + data.turn.index + '"]');
     if (old) box.replaceChild(node, old); else box.appendChild(node);
-    setStatus(data.turn.tool_calls.length ? "Thinking about the tool results…" : "Model answered turn " + (data.turn.index + 1) + "; running any tools it asked for…", true);
+    var calls = data.turn.tool_calls;
+    if (mode === "offline") {
+      var last = calls[calls.length - 1];
+      setStatus(last ? (NEXT_STEP[last.name] || "Working…") : "Working…", true);
+    } else {
+      setStatus(calls.length ? "Turn " + (data.turn.index + 1) + ": its tools ran; asking the model again…"
+        : "Turn " + (data.turn.index + 1) + " received; reading it for tool calls or a final answer…", true);
+    }
   });
   source.addEventListener("result", function (e) {
     source.close();
     var job = JSON.parse(e.data);
-    clear(status); clear(live);
-    live.appendChild(renderTrajectory(job.trajectory, job.map_url));
-    onEnd();
+    clear(live); status.remove();
+    live.appendChild(renderTrajectory(job.trajectory, job.map_url, null, null, job));
+    end();
+    showOnPhone(document.getElementById("answer"));
+  });
+  source.addEventListener("cancelled", function (e) {
+    source.close(); stamp(JSON.parse(e.data));
+    setStatus("Cancelled: nothing more will run for this job.", false);
+    status.dataset.state = "cancelled";
+    end();
   });
   source.addEventListener("error", function (e) {
-    if (e.data) { source.close(); setStatus("", false); live.appendChild(el("div", { class: "banner error", text: JSON.parse(e.data).message })); onEnd(); }
+    if (e.data) { source.close(); setStatus("", false); live.appendChild(el("div", { class: "banner error", text: JSON.parse(e.data).message })); end(); }
   });
 }
 
