@@ -343,7 +343,7 @@ function locatePage(main, jobId) {
       el("label", { class: "field" }, "Samples", samples)),
     el("div", { class: "form-actions" }, go, example), message,
     el("h2", { text: "Recent" }), recent);
-  var work = el("section", { id: "job" }, jobId ? null : el("div", { class: "card empty" },
+  var work = el("section", { id: "job", class: jobId ? "has-job" : null }, jobId ? null : el("div", { class: "card empty" },
     el("p", { text: "Upload a photo or use the example, then watch the agent reason, call tools and answer." })));
   main.appendChild(el("div", { class: "grid2" }, form, work));
   if (jobId) watchJob(jobId, work, loadRecent);
@@ -360,7 +360,7 @@ var NEXT_STEP = {
 function narrow() { return window.matchMedia("(max-width: 900px)").matches; }
 
 /* On a phone the job card sits below the form: bring `node` into view when something happens. */
-function showOnPhone(node) { if (node && narrow()) node.scrollIntoView({ behavior: "smooth", block: "start" }); }
+function showOnPhone(node) { if (node && narrow()) node.scrollIntoView({ block: "start" }); }
 
 function watchJob(jobId, work, onEnd) {
   var clock = el("span", { class: "elapsed", id: "job-elapsed" });
