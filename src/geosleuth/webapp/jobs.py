@@ -124,6 +124,7 @@ class Job:
         }
         if self.trajectory is not None:
             out["trajectory"] = trajectory_view(self.trajectory, self.file_url)
+            out["downloads"] = {f: f"/api/jobs/{self.id}/answer.{f}" for f in ("json", "geojson")}
         return out
 
 

@@ -58,7 +58,7 @@ function jobPill(job) {
 
 /* ---------- maps (Leaflet over the server's offline tiles) ---------- */
 
-var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318" };
+var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318", sample: "#8250df" };
 
 /* An interactive map in `node`: points {lat, lon, kind: "pred"|"truth", label}, circles {lat, lon,
    radius_km}, lines [[lat, lon], [lat, lon]]. Returns null (and leaves `node` empty) without Leaflet. */
@@ -163,7 +163,15 @@ function placeLine(p) {
   return parts.join(", ");
 }
 
-function renderAnswer(trajectory, mapUrl, errorKm, truth) {
+/* Links that save the answer: the trajectory record (JSON) and its points (GeoJSON). */
+function downloadLinks(downloads) {
+  if (!downloads) return null;
+  return el("div", { class: "row downloads" }, el("span", { class: "muted small", text: "Download" }),
+    el("a", { class: "button small", id: "download-json", href: downloads.json, download: "", text: "JSON record" }),
+    el("a", { class: "button small", id: "download-geojson", href: downloads.geojson, download: "", text: "GeoJSON" }));
+}
+
+function renderAnswer(trajectory, mapUrl, errorKm, truth, downloads) {
   var p = trajectory.prediction;
   var failed = trajectory.status !== "ok" || !p;
   var left = el("div");
@@ -200,19 +208,27 @@ function renderAnswer(trajectory, mapUrl, errorKm, truth) {
     left.appendChild(el("div", { class: "place", text: "Could not locate this image" }));
   }
   if (trajectory.error) left.appendChild(el("div", { class: "banner error", text: trajectory.error }));
-  var right = answerMap(p, truth, mapUrl);
+  append(left, downloadLinks(downloads));
+  var right = answerMap(p, truth, mapUrl, trajectory.samples);
   return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer" },
     el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { style: "margin:0", text: "Result" }), statusPill(trajectory.status)),
     el("div", { class: "answer-grid" }, left, right));
 }
 
-function answerMap(p, truth, mapUrl) {
+function answerMap(p, truth, mapUrl, samples) {
   var hasPred = p && p.lat !== null && p.lon !== null;
   var hasTruth = truth && truth.lat !== null && truth.lat !== undefined;
   if (!hasPred && !hasTruth) return null;
   if (!window.L) return mapUrl ? el("img", { class: "answer-map", src: mapUrl, alt: "map around the answer" }) : null;
   var layers = { points: [], circles: [], lines: [] };
   var legend = [];
+  var located = (samples || []).filter(function (s) { return s.prediction && s.prediction.lat !== null && s.prediction.lon !== null; });
+  located.forEach(function (s) {
+    var i = samples.indexOf(s);
+    layers.points.push({ lat: s.prediction.lat, lon: s.prediction.lon, kind: "sample", small: true,
+      label: "sample " + (i + 1) + ": " + (placeLine(s.prediction) || "coordinates") });
+  });
+  if (located.length) legend.push(["sample", "each sample (" + located.length + ")"]);
   if (hasPred) {
     layers.points.push({ lat: p.lat, lon: p.lon, kind: "pred", label: "answer: " + (placeLine(p) || "coordinates") });
     if (p.radius_km) layers.circles.push({ lat: p.lat, lon: p.lon, radius_km: p.radius_km });
@@ -238,8 +254,8 @@ function copy(text, button) {
   if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, function () {});
 }
 
-function renderTrajectory(trajectory, mapUrl, errorKm, truth) {
-  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm, truth));
+function renderTrajectory(trajectory, mapUrl, errorKm, truth, downloads) {
+  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm, truth, downloads));
   if (trajectory.samples && trajectory.samples.length) {
     var body = el("div");
     var tabs = el("div", { class: "samples-tabs" });
@@ -428,7 +444,7 @@ function watchJob(jobId, work, onEnd) {
     source.close();
     var job = JSON.parse(e.data);
     clear(live); status.remove();
-    live.appendChild(renderTrajectory(job.trajectory, job.map_url, null, null, job));
+    live.appendChild(renderTrajectory(job.trajectory, job.map_url, null, null, job.downloads));
     end();
     showOnPhone(document.getElementById("answer"));
   });
@@ -506,6 +522,10 @@ function runPage(main, name) {
     box.appendChild(el("h1", { text: name }));
     box.appendChild(el("p", { class: "muted" }, [run.model, run.dataset, run.protocol ? "protocol " + run.protocol : null, run.created_at].filter(Boolean).join(" · "),
       run.html_report ? [" · ", el("a", { href: run.html_report, target: "_blank", id: "html-report", text: "full HTML report (error map) ↗" })] : null));
+    var files = run.downloads || {};
+    if (Object.keys(files).length) box.appendChild(el("div", { class: "row downloads", id: "run-downloads" },
+      el("span", { class: "muted small", text: "Download" }),
+      Object.keys(files).map(function (f) { return el("a", { class: "button small", href: files[f], download: "", text: f }); })));
     if (run.reported) {
       box.appendChild(el("div", { class: "counts" }, Object.keys(run.status_counts).map(function (k) {
         return el("span", {}, statusPill(k), " " + run.status_counts[k]);
@@ -589,7 +609,11 @@ function samplePage(main, name, sampleId) {
         el("dl", { class: "kv" }, s.lat !== null ? [el("dt", { text: "coordinates" }), el("dd", { class: "coords", text: s.lat.toFixed(5) + ", " + s.lon.toFixed(5) })] : null, labels,
           s.hint ? [el("dt", { text: "hint" }), el("dd", { text: s.hint })] : null,
           s.choices && s.choices.length ? [el("dt", { text: "choices" }), el("dd", { text: s.choices.join(" · ") + (s.answer ? " (answer " + s.answer + ")" : "") })] : null)),
-      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null, { lat: s.lat, lon: s.lon }) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
+      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null, { lat: s.lat, lon: s.lon }, data.downloads) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
+    var sampleHref = function (id) { return runHref + "/" + encodeURIComponent(id); };
+    box.insertBefore(el("nav", { class: "row pager", "aria-label": "samples of this run" },
+      data.prev !== null ? el("a", { class: "button small", id: "prev-sample", href: sampleHref(data.prev), rel: "prev", text: "← " + data.prev }) : el("span", { class: "button small disabled", "aria-disabled": "true", text: "← first sample" }),
+      data.next !== null ? el("a", { class: "button small", id: "next-sample", href: sampleHref(data.next), rel: "next", text: data.next + " →" }) : el("span", { class: "button small disabled", "aria-disabled": "true", text: "last sample →" })), box.firstChild);
   }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
 }
 
