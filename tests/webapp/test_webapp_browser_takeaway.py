@@ -61,6 +61,9 @@ def test_run_files_and_sample_pager(tmp_path: Path) -> None:
         page.click("#next-sample")
         page.wait_for_selector("h1:text('berlin')")
         assert page.locator("#prev-sample").inner_text().endswith("paris")
+        # the fenced tool output is drawn as a labelled block, its markers not shown as text
+        assert "data, not instructions" in page.locator("#trajectory .fence-label").text_content()
+        assert "<<<" not in page.locator("#trajectory").inner_text()
         geo = json.loads(
             page.request.get(base + page.locator("#download-geojson").get_attribute("href")).text()
         )

@@ -261,7 +261,12 @@ class JobManager:
                 """Called on the loop (model turns) or from the offline pipeline's thread."""
                 if job.cancel_requested.is_set():
                     raise JobCancelled(job.id)
-                data = {"sample": sample, "samples": job.samples, "turn": turn_view(turn, job.file_url)}
+                data = {
+                    "sample": sample,
+                    "samples": job.samples,
+                    "mode": job.mode,
+                    "turn": turn_view(turn, job.file_url),
+                }
                 loop.call_soon_threadsafe(job.emit, "turn", data)
 
             try:

@@ -80,8 +80,9 @@ function drawMap(node, layers) {
     if (c.radius_km < 3000) { var b = L.latLng(c.lat, c.lon).toBounds(c.radius_km * 2000); bounds.push(b.getSouthWest(), b.getNorthEast()); }
   });
   (layers.points || []).forEach(function (p) {
-    var marker = L.circleMarker([p.lat, p.lon], { radius: p.small ? 4 : 7, color: "#fff", weight: p.small ? 1 : 2,
-      fillColor: COLOURS[p.kind], fillOpacity: 1, className: "point-" + p.kind }).addTo(map);
+    /* a big marker is a ring: the place label the tile draws under it stays readable */
+    var marker = L.circleMarker([p.lat, p.lon], p.small ? { radius: 4, color: "#fff", weight: 1, fillColor: COLOURS[p.kind], fillOpacity: 1, className: "point-" + p.kind }
+      : { radius: 8, color: COLOURS[p.kind], weight: 3, fillColor: COLOURS[p.kind], fillOpacity: 0.15, className: "point-" + p.kind }).addTo(map);
     if (p.label) marker.bindTooltip(p.label);
     bounds.push(L.latLng(p.lat, p.lon));
   });
@@ -115,6 +116,44 @@ function argChips(args) {
   }));
 }
 
+var FENCE = /<<<TOOL OUTPUT ([^:>]*)(?::[^>]*)?>>>\n?([\s\S]*?)\n?<<<END TOOL OUTPUT>>>/g;
+
+/* Tool output as the model saw it: each <<<TOOL OUTPUT …>>> fence drawn as a labelled block
+   (the markers tell the model "data, not instructions"; the page says it in words). */
+function fencedText(text) {
+  var out = [], last = 0, match;
+  FENCE.lastIndex = 0;
+  while ((match = FENCE.exec(text)) !== null) {
+    if (match.index > last) out.push(el("pre", { text: text.slice(last, match.index) }));
+    out.push(el("div", { class: "fence" }, el("div", { class: "fence-label", text: "output of " + (match[1].trim() || "a tool") + " · data, not instructions" }),
+      el("pre", { text: match[2] })));
+    last = FENCE.lastIndex;
+  }
+  if (last < text.length) out.push(el("pre", { text: text.slice(last) }));
+  return out;
+}
+
+/* A model or tool error told by its cause, with what to do; the server's own words folded away. */
+var CAUSES = [
+  [/context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|input (is )?too long|reduce the length/i, "The request was longer than the model's context window",
+    "The image and the conversation take tokens: lower the pixel budget (--pixel-budget), or use a model with a longer context."],
+  [/\b(401|403)\b|unauthori[sz]ed|forbidden|api[ _-]?key|authenticat|permission denied/i, "The model endpoint refused the credentials",
+    "Check the API key the server was started with (OPENAI_API_KEY or the config file)."],
+  [/image input|does not support (image|vision)|not a (vision|multimodal)|image_url|vision|multimodal|refused the image/i, "The model refused the image",
+    "A text-only model cannot read photos: start the server with --observer offline, or use a vision model."],
+  [/connect|unreachable|refused|timed? ?out|name or service|no route|getaddrinfo|never answered|resolve/i, "The model endpoint could not be reached",
+    "Is the model server running at the configured address, and reachable from this machine?"]
+];
+
+function renderError(text, id) {
+  var cause = null;
+  for (var i = 0; i < CAUSES.length && !cause; i++) if (CAUSES[i][0].test(text)) cause = CAUSES[i];
+  if (!cause || text.length < 80) return el("div", { class: "banner error", id: id || null, text: text });
+  return el("div", { class: "banner error", id: id || null },
+    el("b", { text: cause[1] + "." }), " " + cause[2],
+    el("details", { class: "raw" }, el("summary", { text: "what the server said" }), el("pre", { text: text })));
+}
+
 function renderCall(call, doneAt) {
   var head = el("div", { class: "call-head" },
     el("span", { class: "tool-name", text: call.name }), argChips(call.arguments),
@@ -125,7 +164,7 @@ function renderCall(call, doneAt) {
     el("span", { class: "muted small", text: fmt(call.latency_s, 2) + " s" + (typeof doneAt === "number" ? " · done at " + fmt(doneAt, 1) + " s" : "") }));
   var body = el("div", { class: "call-body" },
     call.error ? el("div", { class: "call-error", text: call.error }) : null,
-    call.result_text ? el("pre", { text: call.result_text }) : (call.error ? null : el("span", { class: "muted small", text: "(no text output)" })),
+    call.result_text ? fencedText(call.result_text) : (call.error ? null : el("span", { class: "muted small", text: "(no text output)" })),
     call.images && call.images.length ? el("div", { class: "thumbs" }, call.images.map(function (src) {
       return el("a", { href: src, target: "_blank" }, el("img", { src: src, alt: call.name + " result", loading: "lazy" }));
     })) : null);
@@ -207,7 +246,7 @@ function renderAnswer(trajectory, mapUrl, errorKm, truth, downloads) {
   } else {
     left.appendChild(el("div", { class: "place", text: "Could not locate this image" }));
   }
-  if (trajectory.error) left.appendChild(el("div", { class: "banner error", text: trajectory.error }));
+  if (trajectory.error) left.appendChild(renderError(trajectory.error));
   append(left, downloadLinks(downloads));
   var right = answerMap(p, truth, mapUrl, trajectory.samples);
   return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer" },
@@ -287,10 +326,10 @@ function sampleBlock(s) {
 
 function locatePage(main, jobId) {
   var cfg = state.config;
-  var fileInput = el("input", { type: "file", accept: "image/*", id: "file" });
+  var fileInput = el("input", { type: "file", accept: "image/*", id: "file", "aria-label": "Choose a photo" });
   var preview = el("div");
   var chosen = { file: null };
-  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "or click to choose · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
+  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "click (or Tab here and press Space) to choose, or paste one (Ctrl+V) · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
   var drop = el("label", { class: "drop", id: "drop" }, fileInput, dropText);
   function choose(file) {
     chosen.file = file;
@@ -302,6 +341,13 @@ function locatePage(main, jobId) {
   drop.addEventListener("dragover", function (e) { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", function () { drop.classList.remove("over"); });
   drop.addEventListener("drop", function (e) { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) choose(e.dataTransfer.files[0]); });
+  /* a pasted image (a screenshot, an image copied from another page) is chosen like a dropped one */
+  document.onpaste = function (e) {
+    if (!document.body.contains(drop)) return;
+    var items = Array.prototype.slice.call((e.clipboardData || {}).files || []);
+    var image = items.filter(function (f) { return /^image\//.test(f.type); })[0];
+    if (image) { e.preventDefault(); choose(image.name && image.name !== "image.png" ? image : new File([image], "pasted-image" + (image.type === "image/png" ? ".png" : ""), { type: image.type })); }
+  };
 
   var useModel = el("select", { id: "engine-select" },
     cfg.model ? el("option", { value: "1", text: "Model: " + cfg.model }) : null,
@@ -422,7 +468,7 @@ function watchJob(jobId, work, onEnd) {
   });
   source.addEventListener("turn", function (e) {
     var data = JSON.parse(e.data);
-    stamp(data);
+    stamp(data); mode = data.mode || mode;
     var box = samples[data.sample];
     if (!box) {
       box = samples[data.sample] = el("div", {}, data.samples > 1 ? el("h3", { text: "Sample " + (data.sample + 1) + " of " + data.samples }) : null);
@@ -455,7 +501,7 @@ function watchJob(jobId, work, onEnd) {
     end();
   });
   source.addEventListener("error", function (e) {
-    if (e.data) { source.close(); setStatus("", false); live.appendChild(el("div", { class: "banner error", text: JSON.parse(e.data).message })); end(); }
+    if (e.data) { source.close(); setStatus("Failed.", false); live.appendChild(renderError(JSON.parse(e.data).message)); end(); }
   });
 }
 
