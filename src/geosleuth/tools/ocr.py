@@ -470,12 +470,17 @@ def _reread(
     scripts: list[str],
     installed: frozenset[str],
 ) -> list[tuple[str, list[float], float]]:
-    """Tesseract's reading of the text area. One candidate script: its data alone reads it (and
-    when that finds none of it, every script is tried after all). Several: all of them at once
-    on a small copy names the script, then its data alone reads it; each line keeps the better."""
+    """Tesseract's reading of the text area, each line the better of two readings. One candidate
+    script: its data alone reads the small copy and the large one (a line lost at one scale is
+    often read at the other), and when neither finds any of it, every script is tried after
+    all. Several: all of them at once on the small copy names the script, then its data alone
+    reads the large copy."""
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
     if len(languages) == 1:
-        alone = read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
+        small = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+        alone = merge_readings(
+            read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S), small, prefer_first=False
+        )
         found = _dominant_script([line for line in alone if line[2] >= MIN_TESSERACT_SCORE])
         if found in scripts or (found in HAN_FAMILY and "Japanese" in scripts):
             return alone
