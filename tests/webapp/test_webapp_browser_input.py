@@ -5,6 +5,7 @@ test_webapp_browser_takeaway.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -109,6 +110,9 @@ def test_model_errors_in_words(tmp_path: Path, width: int) -> None:
             raw = banner.locator("details.raw")
             assert not raw.evaluate("d => d.open") and "maximum context length" in raw.text_content()
             assert page.evaluate("document.documentElement.scrollWidth") <= width
+            shots = Path(os.environ.get("GEOSLEUTH_WEBAPP_SHOTS", tmp_path / "shots"))
+            shots.mkdir(parents=True, exist_ok=True)
+            page.locator("#answer").screenshot(path=str(shots / f"model_error_{width}.png"))
             browser.close()
     assert not errors, errors
 

@@ -136,11 +136,11 @@ function fencedText(text) {
 /* A model or tool error told by its cause, with what to do; the server's own words folded away. */
 var CAUSES = [
   [/context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|input (is )?too long|reduce the length/i, "The request was longer than the model's context window",
-    "The image and the conversation take tokens: lower the pixel budget (--pixel-budget), or use a model with a longer context."],
+    "The image and the conversation take tokens: send a smaller image (--pixel-budget of geosleuth locate and eval), serve the model with a longer context, or use one that has it."],
   [/\b(401|403)\b|unauthori[sz]ed|forbidden|api[ _-]?key|authenticat|permission denied/i, "The model endpoint refused the credentials",
     "Check the API key the server was started with (OPENAI_API_KEY or the config file)."],
   [/image input|does not support (image|vision)|not a (vision|multimodal)|image_url|vision|multimodal|refused the image/i, "The model refused the image",
-    "A text-only model cannot read photos: start the server with --observer offline, or use a vision model."],
+    "A text-only model cannot read photos: start geosleuth serve with --observer offline, or use a vision model."],
   [/connect|unreachable|refused|timed? ?out|name or service|no route|getaddrinfo|never answered|resolve/i, "The model endpoint could not be reached",
     "Is the model server running at the configured address, and reachable from this machine?"]
 ];
