@@ -52,8 +52,15 @@ def test_locate_example_offline_end_to_end(client: TestClient) -> None:
     job = response.json()
     assert job["mode"] == "offline" and job["image_name"] == "luzern_sign.png"
     events = events_of(client, job["id"])
-    assert [e["type"] for e in events] == ["status", "status", "result"]
-    assert [e["seq"] for e in events] == [0, 1, 2]
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["status", "status"] and kinds[-1] == "result"
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    # each finished pipeline step streams as it ends: the one turn grows by a step at a time
+    steps = [[c["name"] for c in e["turn"]["tool_calls"]] for e in events if e["type"] == "turn"]
+    assert set(kinds[2:-1]) == {"turn"} and [len(s) for s in steps] == list(range(1, len(steps) + 1))
+    assert steps[0] == ["exif_gps"] and steps[1][1] == "ocr" and steps[-1][-1] == "candidates"
+    elapsed = [e["elapsed_s"] for e in events]
+    assert elapsed == sorted(elapsed) and elapsed[-1] > 0
     done = client.get(f"/api/jobs/{job['id']}").json()
     assert done["status"] == "done" and done["events"] == events
     trajectory = done["trajectory"]

@@ -364,13 +364,21 @@ def locate_offline(
     use_ocr: bool = True,
     gazetteer: Gazetteer | None = None,
     ocr: Callable[[Image.Image], Any] | None = None,
+    on_step: Callable[[list[Step]], None] | None = None,
 ) -> OfflineResult:
-    """The whole pipeline on one decoded image (blocking: OCR and gazetteer lookups)."""
+    """The whole pipeline on one decoded image (blocking: OCR and gazetteer lookups).
+
+    ``on_step(steps)`` sees the steps so far each time one finishes (the web app streams them);
+    an exception it raises (a cancelled job) ends the pipeline there."""
     from geosleuth.tools.clues import country_votes, extract_clues
     from geosleuth.tools.exif import read_exif
 
     steps: list[Step] = []
     loaded: list[Gazetteer | None] = [gazetteer] if gazetteer is not None else []
+
+    def done() -> None:
+        if on_step is not None:
+            on_step(list(steps))
 
     def gaz() -> Gazetteer | None:
         """Load the gazetteer only once a clue needs it (a blank image never pays for it)."""
@@ -378,13 +386,15 @@ def locate_offline(
             loaded.append(_timed(steps, "gazetteer", {}, _default_gazetteer))
             if loaded[0] is not None:
                 steps[-1].text = f"offline gazetteer of {len(loaded[0]):,} places loaded"
+            done()
         return loaded[0]
 
     exif = _timed(steps, "exif_gps", {}, lambda: read_exif(image, image_path))
     if exif is not None:
         steps[0].text = exif.describe()
-        if exif.lat is not None and exif.lon is not None:
-            return OfflineResult(_exif_prediction(exif.lat, exif.lon, gaz()), steps, [])
+    done()
+    if exif is not None and exif.lat is not None and exif.lon is not None:
+        return OfflineResult(_exif_prediction(exif.lat, exif.lon, gaz()), steps, [])
     if not use_ocr:
         return OfflineResult(None, steps, [])
     if ocr is None:
@@ -395,6 +405,7 @@ def locate_offline(
     text = report.text if report is not None else ""
     if report is not None:
         steps[-1].text = report.describe()
+    done()
     if not text.strip():
         return OfflineResult(None, steps, [])
     clues = extract_clues(text)
@@ -409,6 +420,7 @@ def locate_offline(
             0.0,
         )
     )
+    done()
     candidates: list[Candidate] = []
     g = gaz()
     if g is not None:
@@ -422,10 +434,12 @@ def locate_offline(
                 f"{c.label} ({c.lat:.4f}, {c.lon:.4f}): {'; '.join(c.evidence)}" for c in found
             )
             candidates += found
+            done()
         if not candidates and votes:
             top = {"country": next(iter(votes))}
             country = _timed(steps, "country", top, lambda: _country_candidate(votes, g))
             candidates += [country] if country else []
+            done()
     ranked = _combine(candidates)
     if not ranked:
         return OfflineResult(None, steps, [])
@@ -442,6 +456,7 @@ def locate_offline(
             0.0,
         )
     )
+    done()
     clue_evidence = [
         f"{c.kind} {c.text!r} points to {'/'.join(c.countries[:4])}"
         for c in clues
@@ -501,6 +516,27 @@ def candidate_records(candidates: list[Candidate]) -> list[dict[str, Any]]:
     ]
 
 
+def _steps_turn(steps: list[Step], text: str, latency_s: float) -> Turn:
+    """The pipeline's one turn: each step a tool call."""
+    return Turn(
+        index=0,
+        text=text,
+        latency_s=latency_s,
+        tool_calls=[
+            ToolCallRecord(
+                id=f"step_{i}",
+                name=s.name,
+                arguments=s.arguments,
+                ok=s.ok,
+                error=s.error,
+                result_text=s.text,
+                latency_s=s.latency_s,
+            )
+            for i, s in enumerate(steps)
+        ],
+    )
+
+
 def _summary(result: OfflineResult) -> str:
     pred = result.prediction
     if pred is None:
@@ -515,8 +551,17 @@ def _summary(result: OfflineResult) -> str:
     )
 
 
-async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | None = None) -> Trajectory:
-    """The offline pipeline as a `Trajectory` (one turn; each step recorded as a tool call)."""
+async def run_offline(
+    task: Task,
+    config: AgentConfig,
+    *,
+    artifacts_dir: Path | None = None,
+    on_turn: Callable[[int, Turn], None] | None = None,
+) -> Trajectory:
+    """The offline pipeline as a `Trajectory` (one turn; each step recorded as a tool call).
+
+    ``on_turn(0, turn)`` sees the turn grow by one tool call as each step finishes; it is called
+    from the worker thread the pipeline runs in."""
     started = time.time()
     traj = Trajectory(sample_id=task.id, model=MODEL_NAME, prompt_style="offline", started_at=started)
     try:
@@ -529,27 +574,16 @@ async def run_offline(task: Task, config: AgentConfig, *, artifacts_dir: Path | 
         traj.status, traj.error, traj.finished_at = TrajectoryStatus.INPUT_ERROR, str(exc), time.time()
         return traj
     start = time.perf_counter()
-    result = await asyncio.to_thread(locate_offline, image, task.image, use_ocr=config.offline_use_ocr)
+
+    def on_step(steps: list[Step]) -> None:
+        if on_turn is not None:
+            on_turn(0, _steps_turn(steps, "", time.perf_counter() - start))
+
+    result = await asyncio.to_thread(
+        locate_offline, image, task.image, use_ocr=config.offline_use_ocr, on_step=on_step
+    )
     summary = _summary(result)
-    traj.turns = [
-        Turn(
-            index=0,
-            text=summary,
-            latency_s=time.perf_counter() - start,
-            tool_calls=[
-                ToolCallRecord(
-                    id=f"step_{i}",
-                    name=s.name,
-                    arguments=s.arguments,
-                    ok=s.ok,
-                    error=s.error,
-                    result_text=s.text,
-                    latency_s=s.latency_s,
-                )
-                for i, s in enumerate(result.steps)
-            ],
-        )
-    ]
+    traj.turns = [_steps_turn(result.steps, summary, time.perf_counter() - start)]
     traj.messages = [
         {
             "role": "user",

@@ -80,13 +80,14 @@ async def run_task(
     ``client`` / ``registry`` / ``observer`` let a caller share one connection pool, one tool
     set and one observer across many tasks; ``artifacts_dir`` is where tool images are
     written (the JSONL's directory); ``on_turn(sample_index, turn)`` watches the model's
-    turns live (unused offline). With ``config.observer`` the photo is observed once and the
-    N samples and the verifier all read that description.
+    turns live (offline: the pipeline's one turn, growing a step at a time, from its worker
+    thread). With ``config.observer`` the photo is observed once and the N samples and the
+    verifier all read that description.
     """
     if config.model is None:
         from geosleuth.agent.offline import run_offline
 
-        return await run_offline(task, config, artifacts_dir=artifacts_dir)
+        return await run_offline(task, config, artifacts_dir=artifacts_dir, on_turn=on_turn)
     defer_clock()  # an evaluation's --timeout counts from the first model request, not start-up
     style = load_style(config.prompt_style)
     tools = registry if registry is not None else build_tool_registry(config, style)

@@ -44,13 +44,16 @@ th{background:#f4f4f4;cursor:pointer}.fail{color:#b00}.ok{color:#070}
 #worldmap{width:100%;height:auto;background:#eef5fb;border:1px solid #ccc}
 #worldmap path,#worldmap line{vector-effect:non-scaling-stroke}
 #worldmap .land{fill:#fdfdf8;stroke:#9a9a9a;stroke-width:.6}#worldmap .grid{stroke:#d6e3ee;stroke-width:.6}
-#worldmap line{stroke-width:1.6;opacity:.8}#worldmap .truth{fill:#1a7f37}#worldmap .pred{fill:#c62828}
+#worldmap line{stroke-width:1.6;opacity:.8}#worldmap .truth{fill:#1a7f37}#worldmap .pred{fill:#1f6feb}
 .legend span{display:inline-block;width:1.2em;height:.35em;margin:0 .25em 0 .75em;vertical-align:middle}
 pre{white-space:pre-wrap;background:#f7f7f7;padding:.5rem;border-radius:4px;max-height:30rem;overflow:auto}
 .turn{border-left:3px solid #89a;padding-left:.75rem;margin:1rem 0}
 .crop{max-width:300px;margin:.25rem;border:1px solid #ccc}
 img.main{max-width:100%;max-height:600px}
 img.plot{max-width:100%;width:560px;margin:4px}
+table{display:block;max-width:100%;overflow-x:auto}
+h1,h2,h3{overflow-wrap:anywhere}
+@media (max-width:600px){body{margin:.75rem}.crop{max-width:100%}}
 """
 
 SORT_JS = """
@@ -132,7 +135,7 @@ ERROR_LEGEND = (
 )
 
 PAGE_CSS = CSS + "".join(f".legend .e{i}{{background:{c}}}" for i, (_, c) in enumerate(ERROR_LEGEND))
-PAGE_CSS += ".legend .key-truth{color:#1a7f37}.legend .key-pred{color:#c62828}"
+PAGE_CSS += ".legend .key-truth{color:#1a7f37}.legend .key-pred{color:#1f6feb}"  # the web app's colours
 
 
 def _csp_hash(source: str) -> str:
@@ -273,6 +276,7 @@ def _metric_rows(summary: dict[str, Any]) -> str:
 def _page(title: str, body: str) -> str:
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">'
         f"<style>{PAGE_CSS}</style></head><body>{body}<script>{SORT_JS}</script></body></html>"
     )

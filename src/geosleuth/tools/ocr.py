@@ -5,9 +5,10 @@ zoom on it), its script, and the text's languages and country clues.
 
 RapidOCR's bundled models read Latin and Chinese; on other scripts they return confident-looking
 garbage (a Thai sign read as Greek letters). Where a line is unsure (a low score, or a script
-the model cannot read), Tesseract re-reads that part of the image with the language data of
-every script installed (Debian's ``tesseract-ocr-tha`` and friends), and each unsure line is
-replaced by the better reading of it.
+the model cannot read), Tesseract re-reads that part of the image with the language data of the
+script the text names (a Greek word RapidOCR read, a phone number's or domain's country; Debian's
+``tesseract-ocr-tha`` and friends), or, with no such evidence, of the scripts installed, and
+each unsure line is replaced by the better reading of it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import shutil
 import subprocess
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,15 @@ from pydantic import BaseModel, Field
 
 from geosleuth.core.text import script_of
 from geosleuth.tools.base import BBoxConvention, ToolError
-from geosleuth.tools.clues import Clue, LanguageGuess, country_votes, detect_language, extract_clues
+from geosleuth.tools.clues import (
+    Clue,
+    LanguageGuess,
+    country_votes,
+    detect_language,
+    domain_clues,
+    extract_clues,
+    phone_clues,
+)
 from geosleuth.tools.ocr_bounds import read_strip, strip_plan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
@@ -97,6 +106,25 @@ REREAD_TIMEOUT_S = 60.0
 SCRIPT_PASS_PIXELS = 400_000
 """The all-scripts pass (two dozen models at once) reads a smaller copy: it only has to name the script."""
 SCRIPT_PASS_TIMEOUT_S = 30.0
+RAPID_EXTRA_SCRIPTS = {"Greek": "Greek", "Hiragana": "Japanese", "Katakana": "Japanese"}
+"""Scripts beside Latin and Han that RapidOCR's dictionary holds (its reading of them names them)."""
+READ_SCRIPT_SCORE = 0.8
+READ_SCRIPT_LETTERS = 3
+HAN_FAMILY = frozenset({"Han", "Japanese", "Hiragana", "Katakana"})
+"""Chinese and Japanese: RapidOCR reads Han, so text with none of it in its reading is neither."""
+COUNTRY_SCRIPTS: dict[str, tuple[str, ...]] = {
+    "TH": ("Thai",), "LA": ("Lao",), "KH": ("Khmer",), "MM": ("Myanmar",), "GE": ("Georgian",),
+    "AM": ("Armenian",), "GR": ("Greek",), "CY": ("Greek",), "IL": ("Hebrew",), "LK": ("Sinhala", "Tamil"),
+    "ET": ("Ethiopic",), "ER": ("Ethiopic",), "KR": ("Hangul",), "KP": ("Hangul",), "JP": ("Japanese",),
+    "CN": ("Han",), "TW": ("Han",), "HK": ("Han",), "MO": ("Han",), "BT": ("Tibetan",),
+    "NP": ("Devanagari",), "BD": ("Bengali",),
+    "IN": ("Devanagari", "Bengali", "Tamil", "Telugu", "Gujarati", "Gurmukhi", "Kannada", "Malayalam"),
+    "RU": ("Cyrillic",), "UA": ("Cyrillic",), "BY": ("Cyrillic",), "BG": ("Cyrillic",), "RS": ("Cyrillic",),
+    "KZ": ("Cyrillic",), "MK": ("Cyrillic",), "KG": ("Cyrillic",), "MN": ("Cyrillic",),
+    "SA": ("Arabic",), "AE": ("Arabic",), "EG": ("Arabic",), "MA": ("Arabic",), "IQ": ("Arabic",),
+    "IR": ("Arabic",), "PK": ("Arabic",), "JO": ("Arabic",), "DZ": ("Arabic",), "TN": ("Arabic",),
+}  # fmt: skip
+"""The scripts a country's signs are written in beside Latin (those `SCRIPT_LANGUAGES` can read)."""
 SIGN_PAGE_MODE = 6
 """Tesseract page segmentation for the re-read: one uniform block of text, as on a sign."""
 _SPACELESS = frozenset({"Thai", "Lao", "Khmer", "Myanmar", "Han", "Hiragana", "Katakana", "Tibetan"})
@@ -386,8 +414,9 @@ def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], 
     that fails or runs out of time leaves RapidOCR's reading as it was."""
     raw = _rapidocr(image)
     installed = tesseract_languages()
-    languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES.values()) if code in installed]
-    if (raw and not any(_unsure(line) for line in raw)) or not languages:
+    if (raw and not any(_unsure(line) for line in raw)) or not any(
+        code in installed for code in SCRIPT_LANGUAGES.values()
+    ):
         return raw, "rapidocr"
 
     def read(spec: str, max_pixels: int, timeout_s: float) -> list[tuple[str, list[float], float]]:
@@ -395,18 +424,81 @@ def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], 
         found = _tesseract(view, spec, SIGN_PAGE_MODE, timeout_s=timeout_s)
         return [(t, [b[0] / k + ox, b[1] / k + oy, b[2] / k + ox, b[3] / k + oy], c) for t, b, c in found]
 
-    try:  # every script at once on a small copy names the script; its data alone then reads it
-        tess = read("+".join(languages), SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
-        script = _dominant_script([line for line in tess if line[2] >= MIN_TESSERACT_SCORE])
-        if script in SCRIPT_LANGUAGES and SCRIPT_LANGUAGES[script] in installed:
-            alone = read(SCRIPT_LANGUAGES[script], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
-            tess = merge_readings(alone, tess, prefer_first=False)
+    try:
+        tess = _reread(read, reread_scripts(raw), installed)
     except ToolError as exc:
         log.info("the Tesseract re-read gave up (%s); RapidOCR's reading stands", exc)
         return raw, "rapidocr"
     merged = merge_readings(raw, tess)
     scripts = sorted({s for s in (script_of(text) for text, _, _ in merged) if s and s not in RAPID_SCRIPTS})
     return merged, "rapidocr+tesseract" + (f" ({', '.join(scripts)})" if scripts else "")
+
+
+def reread_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
+    """The scripts the re-read tries, decided from RapidOCR's own reading before any Tesseract pass.
+
+    Each script Tesseract loads costs its model (Japanese and Chinese about a second each), so the
+    text's own evidence narrows them: a script RapidOCR truly reads (Greek, kana) in a sure-enough
+    line, else the scripts of the country an international phone number or a country domain names
+    (+66 → Thai, .ge → Georgian), else every script but Chinese and Japanese when RapidOCR, at home
+    in Han, saw none of it. The order is the likelier first."""
+    seen = _read_scripts(raw)
+    if seen:
+        return seen
+    text = "\n".join(line[0] for line in raw)
+    named: list[str] = []
+    for clue in [*phone_clues(text), *domain_clues(text)]:
+        if len(clue.countries) == 1:
+            named += [s for s in COUNTRY_SCRIPTS.get(clue.countries[0], ()) if s not in named]
+    if named:
+        return named
+    han = any(script_of(ch) in HAN_FAMILY for text, _, _ in raw for ch in text if ch.isalpha())
+    return [s for s in SCRIPT_LANGUAGES if han or s not in HAN_FAMILY]
+
+
+def _read_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
+    """Scripts RapidOCR's dictionary holds beside Latin and Han, read in a line scoring at least
+    `READ_SCRIPT_SCORE` with `READ_SCRIPT_LETTERS` letters of it (its garbage for Thai is a
+    low-scoring Greek letter or two)."""
+    out: list[str] = []
+    for text, _, score in raw:
+        letters = [RAPID_EXTRA_SCRIPTS.get(script_of(ch) or "") for ch in text if ch.isalpha()]
+        out += [
+            s
+            for s in dict.fromkeys(x for x in letters if x)
+            if score >= READ_SCRIPT_SCORE and letters.count(s) >= READ_SCRIPT_LETTERS and s not in out
+        ]
+    return out
+
+
+def _reread(
+    read: Callable[[str, int, float], list[tuple[str, list[float], float]]],
+    scripts: list[str],
+    installed: frozenset[str],
+) -> list[tuple[str, list[float], float]]:
+    """Tesseract's reading of the text area, each line the better of two readings. One candidate
+    script: its data alone reads the small copy and the large one (a line lost at one scale is
+    often read at the other), and when neither finds any of it, every script is tried after
+    all. Several: all of them at once on the small copy names the script, then its data alone
+    reads the large copy."""
+    languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
+    if len(languages) == 1:
+        small = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+        alone = merge_readings(
+            read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S), small, prefer_first=False
+        )
+        found = _dominant_script([line for line in alone if line[2] >= MIN_TESSERACT_SCORE])
+        if found in scripts or (found in HAN_FAMILY and "Japanese" in scripts):
+            return alone
+        languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES.values()) if code in installed]
+    if not languages:
+        return []
+    tess = read("+".join(languages), SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+    script = _dominant_script([line for line in tess if line[2] >= MIN_TESSERACT_SCORE])
+    if script in SCRIPT_LANGUAGES and SCRIPT_LANGUAGES[script] in installed:
+        alone = read(SCRIPT_LANGUAGES[script], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
+        tess = merge_readings(alone, tess, prefer_first=False)
+    return tess
 
 
 def _reread_view(

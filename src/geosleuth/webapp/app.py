@@ -38,7 +38,7 @@ from geosleuth.secrets import redact_text
 from geosleuth.webapp.jobs import FINISHED, PREVIEW_FILE, PREVIEW_PX, Job, JobManager, UploadError
 from geosleuth.webapp.runs import RunIndex, RunNotFound
 from geosleuth.webapp.settings import ServeSettings
-from geosleuth.webapp.views import trajectory_view
+from geosleuth.webapp.views import answer_geojson, trajectory_view
 
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 CSP = (
@@ -57,6 +57,8 @@ STATIC = {
 TILE_CACHE = 512
 """Rendered map tiles kept in memory (about 20 KB each)."""
 KEEPALIVE_S = 15.0
+RUN_DOWNLOADS = {"per_sample.csv": "text/csv", "summary.json": "application/json"}
+"""A run's own files the run page offers for download (their names as `geosleuth report` writes them)."""
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -206,6 +208,24 @@ class Api:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
+    async def cancel_job(self, request: Request) -> Response:
+        """Stop a waiting or running job; 409 once it has ended."""
+        job = self._job(request)
+        if job is None:
+            return _error("no such job", 404)
+        if not self.manager.cancel(job):
+            return _error(f"the job has already ended ({job.status})", 409)
+        return JSONResponse(job.summary())
+
+    async def job_answer(self, request: Request) -> Response:
+        """The job's answer to take away: the trajectory record (json) or its points (geojson)."""
+        job = self._job(request)
+        if job is None:
+            return _error("no such job", 404)
+        if job.trajectory is None:
+            return _error(f"the job has no answer yet ({job.status})", 404)
+        return _download(job.trajectory, request.path_params["fmt"], f"geosleuth-{job.id}")
+
     async def job_image(self, request: Request) -> Response:
         job = self._job(request)
         if job is None:
@@ -244,7 +264,12 @@ class Api:
                     None if ref.startswith("unsaved:") or Path(ref).is_absolute() else f"{base}/files/{ref}"
                 )
 
+            before, after = self.runs.neighbours(name, sample.id)
+            answer = f"{base}/answer.{{}}?id={_quote(sample.id)}"
             return {
+                "prev": before,
+                "next": after,
+                "downloads": {f: answer.format(f) for f in ("json", "geojson")} if trajectory else None,
                 "row": self.runs.sample_row(name, sample.id),
                 "sample": sample.model_dump(mode="json", exclude={"metadata"}),
                 "image_url": f"{base}/image?id={_quote(sample.id)}" if sample.image else None,
@@ -252,6 +277,28 @@ class Api:
             }
 
         return await _guard(load)
+
+    async def run_answer(self, request: Request) -> Response:
+        """One sample's answer in a run, as the job answers download."""
+        name, sample_id = request.path_params["name"], request.query_params.get("id", "")
+        try:
+            _, trajectory = await asyncio.to_thread(self.runs.sample, name, sample_id)
+        except RunNotFound as exc:
+            return _error(str(exc), 404)
+        if trajectory is None:
+            return _error(f"sample {sample_id!r} has not finished in this run", 404)
+        return _download(trajectory, request.path_params["fmt"], f"{name}-{sample_id}")
+
+    async def run_download(self, request: Request) -> Response:
+        """``per_sample.csv`` or ``summary.json`` of a reported run, as a download."""
+        name, file = request.path_params["name"], request.path_params["file"]
+        if file not in RUN_DOWNLOADS:
+            return _error("only per_sample.csv and summary.json are offered", 404)
+        try:
+            path = self.runs.file(name, file)
+        except RunNotFound:
+            return _error(f"run {name!r} has no {file}: run `geosleuth report` first", 404)
+        return FileResponse(path, media_type=RUN_DOWNLOADS[file], filename=f"{name}-{file}")
 
     async def run_image(self, request: Request) -> Response:
         """The sample's dataset image, re-encoded as a JPEG preview (the run names it, not the browser)."""
@@ -298,6 +345,20 @@ class Api:
         if path.suffix.lower() not in (".png", ".jpg", ".jpeg"):
             return _error("only images are served from run folders", 404)
         return FileResponse(path, media_type="image/png" if path.suffix.lower() == ".png" else "image/jpeg")
+
+
+def _download(trajectory: Any, fmt: str, stem: str) -> Response:
+    """A trajectory as an attachment: the JSONL record as JSON, or `answer_geojson`."""
+    if fmt == "json":
+        body, media = trajectory.model_dump(mode="json"), "application/json"
+    elif fmt == "geojson":
+        body, media = answer_geojson(trajectory), "application/geo+json"
+    else:
+        return _error("the answer downloads as .json or .geojson", 404)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:100]
+    text = redact_text(json.dumps(body, ensure_ascii=False, indent=1))
+    disposition = f'attachment; filename="{safe}.{fmt}"'
+    return Response(text, media_type=media, headers={"content-disposition": disposition})
 
 
 def _flag(value: object, default: bool) -> bool:
@@ -402,12 +463,16 @@ def create_app(settings: ServeSettings, allowed_hosts: list[str] | None = None) 
         Route("/api/jobs", api.list_jobs),
         Route("/api/jobs/{job_id}", api.job),
         Route("/api/jobs/{job_id}/events", api.events),
+        Route("/api/jobs/{job_id}/cancel", api.cancel_job, methods=["POST"]),
         Route("/api/jobs/{job_id}/image", api.job_image),
+        Route("/api/jobs/{job_id}/answer.{fmt}", api.job_answer),
         Route("/api/jobs/{job_id}/files/{path:path}", api.job_file),
         Route("/api/runs", api.list_runs),
         Route("/api/runs/{name}", api.run),
         Route("/api/runs/{name}/sample", api.run_sample),
         Route("/api/runs/{name}/image", api.run_image),
+        Route("/api/runs/{name}/answer.{fmt}", api.run_answer),
+        Route("/api/runs/{name}/download/{file}", api.run_download),
         Route("/api/runs/{name}/files/{path:path}", api.run_file),
         Route("/runs/{name}/report/", api.run_report),
         Route("/runs/{name}/report/{path:path}", api.run_report),

@@ -4,8 +4,11 @@ A job checks its image before it is queued, so a bad upload is a clear 400 answe
 than a failed run; the check runs in bounded memory (the header and the pixel limit, PNG
 chunks verified, JPEGs decoded at 1/8 scale). Full decoding waits for the job's turn in the
 queue, so parallel uploads never decode more images at once than the queue runs. Events are
-appended as the agent works (``status``, ``turn`` once generated and again once its tools ran, then ``result``
-or ``error``); readers wait on `Job.wait` and never miss one, whenever they connect.
+appended as the agent works (``status``, with the queue position while waiting; ``turn`` once
+generated and again once its tools ran, offline once per finished pipeline step; then
+``result``, ``error`` or ``cancelled``), each with the seconds since the job was created;
+readers wait on `Job.wait` and never miss one, whenever they connect. A job can be cancelled
+while it waits or runs.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import logging
 import math
 import shutil
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -29,7 +33,7 @@ from geosleuth.webapp.views import trajectory_view, turn_view
 
 log = logging.getLogger(__name__)
 
-FINISHED = ("done", "failed")
+FINISHED = ("done", "failed", "cancelled")
 MAP_FILE = "answer_map.png"
 MAP_PX = 640
 PREVIEW_FILE = "preview.jpg"  # what the page shows: any input format, at most PREVIEW_PX on a side
@@ -72,11 +76,12 @@ class Job:
     prompt_style: str
     samples: int
     created_at: float = field(default_factory=time.time)
-    status: str = "queued"  # queued | running | done | failed
+    status: str = "queued"  # queued | running | done | failed | cancelled
     error: str | None = None
     trajectory: Trajectory | None = None
     map_file: str | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
+    cancel_requested: threading.Event = field(default_factory=threading.Event)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def file_url(self, ref: str) -> str | None:
@@ -86,8 +91,9 @@ class Job:
         return f"/api/jobs/{self.id}/files/{ref}"
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Append an event and wake every reader."""
-        self.events.append({"seq": len(self.events), "type": kind, **data})
+        """Append an event (with the seconds since the job was created) and wake every reader."""
+        elapsed = round(time.time() - self.created_at, 2)
+        self.events.append({"seq": len(self.events), "type": kind, "elapsed_s": elapsed, **data})
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -114,9 +120,11 @@ class Job:
             "created_at": self.created_at,
             "map_url": f"/api/jobs/{self.id}/files/{self.map_file}" if self.map_file else None,
             "events_url": f"/api/jobs/{self.id}/events",
+            "outcome": self.trajectory.status.value if self.trajectory is not None else None,
         }
         if self.trajectory is not None:
             out["trajectory"] = trajectory_view(self.trajectory, self.file_url)
+            out["downloads"] = {f: f"/api/jobs/{self.id}/answer.{f}" for f in ("json", "geojson")}
         return out
 
 
@@ -128,6 +136,8 @@ class JobManager:
         self.workdir = workdir
         self.jobs: OrderedDict[str, Job] = OrderedDict()
         self.tasks: set[asyncio.Task[None]] = set()
+        self.running: dict[str, asyncio.Task[None]] = {}
+        self.waiting: list[Job] = []
         self._gate: asyncio.Semaphore | None = None
 
     def get(self, job_id: str) -> Job | None:
@@ -166,11 +176,37 @@ class JobManager:
         )
         self.jobs[job_id] = job
         self._forget_old()
-        job.emit("status", {"status": "queued", "message": "Waiting for a free worker…"})
+        self.waiting.append(job)
+        _emit_queued(job, len(self.waiting) - 1)
         task = asyncio.create_task(self._run(job))
         self.tasks.add(task)
+        self.running[job.id] = task
         task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(lambda _: self.running.pop(job.id, None))
         return job
+
+    def cancel(self, job: Job) -> bool:
+        """Stop a waiting or running job (an offline pipeline stops after its current step);
+        false when it had already ended."""
+        if job.status in FINISHED:
+            return False
+        job.cancel_requested.set()
+        job.status, job.error = "cancelled", "cancelled by the user"
+        job.emit("cancelled", {"status": job.status, "message": "Cancelled."})
+        self._leave_queue(job)
+        task = self.running.get(job.id)
+        if task is not None:
+            task.cancel()
+        return True
+
+    def _leave_queue(self, job: Job) -> None:
+        """Take ``job`` out of the waiting line; those behind it hear their new place."""
+        if job not in self.waiting:
+            return
+        at = self.waiting.index(job)
+        self.waiting.remove(job)
+        for place, other in enumerate(self.waiting[at:], start=at):
+            _emit_queued(other, place)
 
     def _forget_old(self) -> None:
         finished = [j for j in self.jobs.values() if j.status in FINISHED]
@@ -193,9 +229,17 @@ class JobManager:
         return AgentConfig(**(options | chosen))
 
     async def _run(self, job: Job) -> None:
+        try:
+            await self._run_in_turn(job)
+        except asyncio.CancelledError:
+            if job.status != "cancelled":  # the server is shutting down
+                raise
+
+    async def _run_in_turn(self, job: Job) -> None:
         if self._gate is None:
             self._gate = asyncio.Semaphore(max(1, self.settings.concurrency))
         async with self._gate:
+            self._leave_queue(job)
             job.status = "running"
             if not (job.dir / PREVIEW_FILE).exists():
                 try:
@@ -211,10 +255,19 @@ class JobManager:
             )
             job.emit("status", {"status": "running", "message": message})
 
+            loop = asyncio.get_running_loop()
+
             def on_turn(sample: int, turn: Turn) -> None:
-                job.emit(
-                    "turn", {"sample": sample, "samples": job.samples, "turn": turn_view(turn, job.file_url)}
-                )
+                """Called on the loop (model turns) or from the offline pipeline's thread."""
+                if job.cancel_requested.is_set():
+                    raise JobCancelled(job.id)
+                data = {
+                    "sample": sample,
+                    "samples": job.samples,
+                    "mode": job.mode,
+                    "turn": turn_view(turn, job.file_url),
+                }
+                loop.call_soon_threadsafe(job.emit, "turn", data)
 
             try:
                 trajectory = await run_task(
@@ -230,6 +283,8 @@ class JobManager:
             # run_task records model and image failures in the trajectory; anything else is a bug
             # that the page must show rather than leave the job "running" forever
             except Exception as exc:
+                if job.status == "cancelled":
+                    return
                 job.status, job.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
                 job.emit("error", {"status": job.status, "message": job.error})
                 return
@@ -263,6 +318,17 @@ class JobManager:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class JobCancelled(Exception):
+    """Raised into a job's agent run (at its next turn or step) once the user cancelled it."""
+
+
+def _emit_queued(job: Job, ahead: int) -> None:
+    message = "Waiting for a free worker: " + (
+        "next in line…" if ahead == 0 else f"{ahead} job{'s' if ahead > 1 else ''} ahead…"
+    )
+    job.emit("status", {"status": "queued", "message": message, "position": ahead + 1})
 
 
 def map_zoom(lat: float, radius_km: float | None) -> int:

@@ -110,6 +110,11 @@ class RunIndex:
             "dataset": dataset.get("source") if isinstance(dataset, dict) else None,
             "reported": summary is not None,
             "html_report": f"/runs/{name}/report/" if (run_dir / "html" / "index.html").is_file() else None,
+            "downloads": {
+                file: f"/api/runs/{name}/download/{file}"
+                for file in (PER_SAMPLE, SUMMARY)
+                if (run_dir / file).is_file()
+            },
         }
         if summary is not None:
             out |= {
@@ -149,6 +154,14 @@ class RunIndex:
         """The sample's scored row (distance, level hits) when the run has been reported."""
         rows = self.sample_rows(self.run_dir(name))
         return next((r for r in rows if r["sample_id"] == sample_id and "distance_km" in r), None)
+
+    def neighbours(self, name: str, sample_id: str) -> tuple[str | None, str | None]:
+        """The ids before and after ``sample_id`` in the run's sample order (None at an end)."""
+        ids = [s.id for s in _samples(self.run_dir(name))]
+        at = ids.index(sample_id) if sample_id in ids else -1
+        if at < 0:
+            return None, None
+        return (ids[at - 1] if at > 0 else None), (ids[at + 1] if at + 1 < len(ids) else None)
 
     def sample(self, name: str, sample_id: str) -> tuple[Sample, Trajectory | None]:
         run_dir = self.run_dir(name)

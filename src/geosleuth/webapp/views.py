@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from geosleuth.core.records import Trajectory, Turn, cap_text
+from geosleuth.core.records import Prediction, Trajectory, Turn, cap_text
 
 ImageUrl = Callable[[str], str | None]
 MAX_SERVED_CHARS = 20_000
@@ -80,4 +80,55 @@ def _trajectory_data(trajectory: Trajectory, image_url: ImageUrl) -> dict[str, A
         "aggregator": trajectory.aggregator,
         "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
         "n_tool_calls": len(trajectory.tool_calls),
+    }
+
+
+def _point(lat: float, lon: float, properties: dict[str, Any]) -> dict[str, Any]:
+    """A GeoJSON point feature (RFC 7946: longitude first)."""
+    return {
+        "type": "Feature",
+        "geometry": {"type": "Point", "coordinates": [lon, lat]},
+        "properties": properties,
+    }
+
+
+def _located(prediction: Prediction | None) -> bool:
+    return prediction is not None and prediction.lat is not None and prediction.lon is not None
+
+
+def answer_geojson(trajectory: Trajectory) -> dict[str, Any]:
+    """The answer as GeoJSON: its point with radius and confidence, each parallel sample's point,
+    and the offline pipeline's candidates, each feature's ``role`` saying which. Without
+    coordinates the collection has no features and says why."""
+    features: list[dict[str, Any]] = []
+    pred = trajectory.prediction
+    if pred is not None and _located(pred):
+        place = {k: getattr(pred, k) for k in ("country_code", "country", "admin1", "city")}
+        features.append(
+            _point(
+                pred.lat,  # type: ignore[arg-type]
+                pred.lon,  # type: ignore[arg-type]
+                {"role": "answer", "radius_km": pred.radius_km, "confidence": pred.confidence, **place},
+            )
+        )
+    for i, sample in enumerate(trajectory.samples):
+        sp = sample.prediction
+        if sp is not None and _located(sp):
+            features.append(
+                _point(sp.lat, sp.lon, {"role": "sample", "sample": i + 1, "status": sample.status.value})  # type: ignore[arg-type]
+            )
+    for cand in trajectory.metadata.get("candidates") or []:
+        keep = ("label", "score", "verdict", "radius_km", "country_code")
+        features.append(
+            _point(cand["lat"], cand["lon"], {"role": "candidate"} | {k: cand.get(k) for k in keep})
+        )
+    return {
+        "type": "FeatureCollection",
+        "properties": {
+            "sample_id": trajectory.sample_id,
+            "model": trajectory.model,
+            "status": trajectory.status.value,
+            "note": None if features else "no coordinates in this answer",
+        },
+        "features": features,
     }

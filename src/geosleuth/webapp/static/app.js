@@ -44,14 +44,21 @@ function fmt(value, digits) {
 
 function statusPill(status) {
   var cls = status === "ok" || status === "done" ? "ok"
-    : (status === "running" || status === "queued" ? "info" : (status === "no_evidence" || status === "parse_failed" ? "warn" : "bad"));
+    : (status === "running" || status === "queued" ? "info" : (status === "no_evidence" || status === "parse_failed" || status === "cancelled" ? "warn" : "bad"));
   return el("span", { class: "pill " + cls, text: String(status).replace(/_/g, " ") });
+}
+
+/* A job in Recent: a finished job without an answer says so, in the colour of a warning. */
+function jobPill(job) {
+  if (job.status === "done" && job.outcome && job.outcome !== "ok")
+    return el("span", { class: "pill warn", title: job.outcome.replace(/_/g, " "), text: "no answer" });
+  return statusPill(job.status);
 }
 
 
 /* ---------- maps (Leaflet over the server's offline tiles) ---------- */
 
-var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318" };
+var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318", sample: "#8250df" };
 
 /* An interactive map in `node`: points {lat, lon, kind: "pred"|"truth", label}, circles {lat, lon,
    radius_km}, lines [[lat, lon], [lat, lon]]. Returns null (and leaves `node` empty) without Leaflet. */
@@ -73,8 +80,9 @@ function drawMap(node, layers) {
     if (c.radius_km < 3000) { var b = L.latLng(c.lat, c.lon).toBounds(c.radius_km * 2000); bounds.push(b.getSouthWest(), b.getNorthEast()); }
   });
   (layers.points || []).forEach(function (p) {
-    var marker = L.circleMarker([p.lat, p.lon], { radius: p.small ? 4 : 7, color: "#fff", weight: p.small ? 1 : 2,
-      fillColor: COLOURS[p.kind], fillOpacity: 1, className: "point-" + p.kind }).addTo(map);
+    /* a big marker is a ring: the place label the tile draws under it stays readable */
+    var marker = L.circleMarker([p.lat, p.lon], p.small ? { radius: 4, color: "#fff", weight: 1, fillColor: COLOURS[p.kind], fillOpacity: 1, className: "point-" + p.kind }
+      : { radius: 8, color: COLOURS[p.kind], weight: 3, fillColor: COLOURS[p.kind], fillOpacity: 0.15, className: "point-" + p.kind }).addTo(map);
     if (p.label) marker.bindTooltip(p.label);
     bounds.push(L.latLng(p.lat, p.lon));
   });
@@ -108,40 +116,82 @@ function argChips(args) {
   }));
 }
 
-function renderCall(call) {
+var FENCE = /<<<TOOL OUTPUT ([^:>]*)(?::[^>]*)?>>>\n?([\s\S]*?)\n?<<<END TOOL OUTPUT>>>/g;
+
+/* Tool output as the model saw it: each <<<TOOL OUTPUT …>>> fence drawn as a labelled block
+   (the markers tell the model "data, not instructions"; the page says it in words). */
+function fencedText(text) {
+  var out = [], last = 0, match;
+  FENCE.lastIndex = 0;
+  while ((match = FENCE.exec(text)) !== null) {
+    if (match.index > last) out.push(el("pre", { text: text.slice(last, match.index) }));
+    out.push(el("div", { class: "fence" }, el("div", { class: "fence-label", text: "output of " + (match[1].trim() || "a tool") + " · data, not instructions" }),
+      el("pre", { text: match[2] })));
+    last = FENCE.lastIndex;
+  }
+  if (last < text.length) out.push(el("pre", { text: text.slice(last) }));
+  return out;
+}
+
+/* A model or tool error told by its cause, with what to do; the server's own words folded away. */
+var CAUSES = [
+  [/context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|input (is )?too long|reduce the length/i, "The request was longer than the model's context window",
+    "The image and the conversation take tokens: send a smaller image (--pixel-budget of geosleuth locate and eval), serve the model with a longer context, or use one that has it."],
+  [/\b(401|403)\b|unauthori[sz]ed|forbidden|api[ _-]?key|authenticat|permission denied/i, "The model endpoint refused the credentials",
+    "Check the API key the server was started with (OPENAI_API_KEY or the config file)."],
+  [/image input|does not support (image|vision)|not a (vision|multimodal)|image_url|vision|multimodal|refused the image/i, "The model refused the image",
+    "A text-only model cannot read photos: start geosleuth serve with --observer offline, or use a vision model."],
+  [/connect|unreachable|refused|timed? ?out|name or service|no route|getaddrinfo|never answered|resolve/i, "The model endpoint could not be reached",
+    "Is the model server running at the configured address, and reachable from this machine?"]
+];
+
+function renderError(text, id) {
+  var cause = null;
+  for (var i = 0; i < CAUSES.length && !cause; i++) if (CAUSES[i][0].test(text)) cause = CAUSES[i];
+  if (!cause || text.length < 80) return el("div", { class: "banner error", id: id || null, text: text });
+  return el("div", { class: "banner error", id: id || null },
+    el("b", { text: cause[1] + "." }), " " + cause[2],
+    el("details", { class: "raw" }, el("summary", { text: "what the server said" }), el("pre", { text: text })));
+}
+
+function renderCall(call, doneAt) {
   var head = el("div", { class: "call-head" },
     el("span", { class: "tool-name", text: call.name }), argChips(call.arguments),
     el("span", { style: "margin-left:auto" }),
     call.ok ? el("span", { class: "pill ok", text: "ok" }) : el("span", { class: "pill bad", text: "error" }),
     call.cache_hit ? el("span", { class: "pill", text: "cached" }) : null,
     call.provider ? el("span", { class: "pill", text: call.provider }) : null,
-    el("span", { class: "muted small", text: fmt(call.latency_s, 2) + " s" }));
+    el("span", { class: "muted small", text: fmt(call.latency_s, 2) + " s" + (typeof doneAt === "number" ? " · done at " + fmt(doneAt, 1) + " s" : "") }));
   var body = el("div", { class: "call-body" },
     call.error ? el("div", { class: "call-error", text: call.error }) : null,
-    call.result_text ? el("pre", { text: call.result_text }) : (call.error ? null : el("span", { class: "muted small", text: "(no text output)" })),
+    call.result_text ? fencedText(call.result_text) : (call.error ? null : el("span", { class: "muted small", text: "(no text output)" })),
     call.images && call.images.length ? el("div", { class: "thumbs" }, call.images.map(function (src) {
       return el("a", { href: src, target: "_blank" }, el("img", { src: src, alt: call.name + " result", loading: "lazy" }));
     })) : null);
   return el("div", { class: "call" + (call.ok ? "" : " failed") }, head, body);
 }
 
-function renderTurn(turn) {
+/* A turn; `steps`: the offline pipeline's one turn, whose calls are its steps, each with the
+   time into the pipeline at which it finished. */
+function renderTurn(turn, steps) {
   var usage = turn.usage || {};
   var tokens = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
+  var at = 0;
   return el("div", { class: "turn", "data-turn": turn.index },
     el("div", { class: "turn-head" },
-      el("h3", { text: "Turn " + (turn.index + 1) }),
+      el("h3", { text: steps ? "Pipeline steps" : "Turn " + (turn.index + 1) }),
       el("span", { class: "muted", text: fmt(turn.latency_s, 1) + " s" + (tokens ? " · " + tokens + " tokens" : "") }),
       turn.note ? el("span", { class: "note", text: turn.note }) : null),
     turn.reasoning ? el("details", { class: "reasoning" }, el("summary", { text: "reasoning" }), el("div", { class: "text", text: turn.reasoning })) : null,
     turn.text ? el("div", { class: "text", text: turn.text }) : null,
-    (turn.tool_calls || []).map(renderCall));
+    (turn.tool_calls || []).map(function (call) { at += call.latency_s || 0; return renderCall(call, steps ? at : undefined); }));
 }
 
 function renderTurns(trajectory) {
   var box = el("div", { class: "timeline" });
   if (!trajectory.turns.length) box.appendChild(el("p", { class: "muted", text: "No turns were recorded." }));
-  trajectory.turns.forEach(function (t) { box.appendChild(renderTurn(t)); });
+  var steps = trajectory.prompt_style === "offline";
+  trajectory.turns.forEach(function (t) { box.appendChild(renderTurn(t, steps)); });
   return box;
 }
 
@@ -152,7 +202,15 @@ function placeLine(p) {
   return parts.join(", ");
 }
 
-function renderAnswer(trajectory, mapUrl, errorKm, truth) {
+/* Links that save the answer: the trajectory record (JSON) and its points (GeoJSON). */
+function downloadLinks(downloads) {
+  if (!downloads) return null;
+  return el("div", { class: "row downloads" }, el("span", { class: "muted small", text: "Download" }),
+    el("a", { class: "button small", id: "download-json", href: downloads.json, download: "", text: "JSON record" }),
+    el("a", { class: "button small", id: "download-geojson", href: downloads.geojson, download: "", text: "GeoJSON" }));
+}
+
+function renderAnswer(trajectory, mapUrl, errorKm, truth, downloads) {
   var p = trajectory.prediction;
   var failed = trajectory.status !== "ok" || !p;
   var left = el("div");
@@ -188,20 +246,28 @@ function renderAnswer(trajectory, mapUrl, errorKm, truth) {
   } else {
     left.appendChild(el("div", { class: "place", text: "Could not locate this image" }));
   }
-  if (trajectory.error) left.appendChild(el("div", { class: "banner error", text: trajectory.error }));
-  var right = answerMap(p, truth, mapUrl);
+  if (trajectory.error) left.appendChild(renderError(trajectory.error));
+  append(left, downloadLinks(downloads));
+  var right = answerMap(p, truth, mapUrl, trajectory.samples);
   return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer" },
     el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { style: "margin:0", text: "Result" }), statusPill(trajectory.status)),
     el("div", { class: "answer-grid" }, left, right));
 }
 
-function answerMap(p, truth, mapUrl) {
+function answerMap(p, truth, mapUrl, samples) {
   var hasPred = p && p.lat !== null && p.lon !== null;
   var hasTruth = truth && truth.lat !== null && truth.lat !== undefined;
   if (!hasPred && !hasTruth) return null;
   if (!window.L) return mapUrl ? el("img", { class: "answer-map", src: mapUrl, alt: "map around the answer" }) : null;
   var layers = { points: [], circles: [], lines: [] };
   var legend = [];
+  var located = (samples || []).filter(function (s) { return s.prediction && s.prediction.lat !== null && s.prediction.lon !== null; });
+  located.forEach(function (s) {
+    var i = samples.indexOf(s);
+    layers.points.push({ lat: s.prediction.lat, lon: s.prediction.lon, kind: "sample", small: true,
+      label: "sample " + (i + 1) + ": " + (placeLine(s.prediction) || "coordinates") });
+  });
+  if (located.length) legend.push(["sample", "each sample (" + located.length + ")"]);
   if (hasPred) {
     layers.points.push({ lat: p.lat, lon: p.lon, kind: "pred", label: "answer: " + (placeLine(p) || "coordinates") });
     if (p.radius_km) layers.circles.push({ lat: p.lat, lon: p.lon, radius_km: p.radius_km });
@@ -227,8 +293,8 @@ function copy(text, button) {
   if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, function () {});
 }
 
-function renderTrajectory(trajectory, mapUrl, errorKm, truth) {
-  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm, truth));
+function renderTrajectory(trajectory, mapUrl, errorKm, truth, downloads) {
+  var wrap = el("div", { id: "trajectory" }, renderAnswer(trajectory, mapUrl, errorKm, truth, downloads));
   if (trajectory.samples && trajectory.samples.length) {
     var body = el("div");
     var tabs = el("div", { class: "samples-tabs" });
@@ -260,10 +326,10 @@ function sampleBlock(s) {
 
 function locatePage(main, jobId) {
   var cfg = state.config;
-  var fileInput = el("input", { type: "file", accept: "image/*", id: "file" });
+  var fileInput = el("input", { type: "file", accept: "image/*", id: "file", "aria-label": "Choose a photo" });
   var preview = el("div");
   var chosen = { file: null };
-  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "or click to choose · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
+  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "click (or Tab here and press Space) to choose, or paste one (Ctrl+V) · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
   var drop = el("label", { class: "drop", id: "drop" }, fileInput, dropText);
   function choose(file) {
     chosen.file = file;
@@ -275,6 +341,13 @@ function locatePage(main, jobId) {
   drop.addEventListener("dragover", function (e) { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", function () { drop.classList.remove("over"); });
   drop.addEventListener("drop", function (e) { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) choose(e.dataTransfer.files[0]); });
+  /* a pasted image (a screenshot, an image copied from another page) is chosen like a dropped one */
+  document.onpaste = function (e) {
+    if (!document.body.contains(drop)) return;
+    var items = Array.prototype.slice.call((e.clipboardData || {}).files || []);
+    var image = items.filter(function (f) { return /^image\//.test(f.type); })[0];
+    if (image) { e.preventDefault(); choose(image.name && image.name !== "image.png" ? image : new File([image], "pasted-image" + (image.type === "image/png" ? ".png" : ""), { type: image.type })); }
+  };
 
   var useModel = el("select", { id: "engine-select" },
     cfg.model ? el("option", { value: "1", text: "Model: " + cfg.model }) : null,
@@ -318,7 +391,7 @@ function locatePage(main, jobId) {
     clear(recent);
     if (!jobs.length) recent.appendChild(el("li", { class: "muted", text: "Nothing located yet." }));
     jobs.slice(0, 8).forEach(function (j) {
-      recent.appendChild(el("li", {}, statusPill(j.status), el("a", { href: "#/locate/" + j.id, text: j.image_name }),
+      recent.appendChild(el("li", {}, jobPill(j), el("a", { href: "#/locate/" + j.id, text: j.image_name }),
         el("span", { class: "muted small", text: new Date(j.created_at * 1000).toLocaleTimeString() })));
     });
   }); }
@@ -332,56 +405,103 @@ function locatePage(main, jobId) {
       el("label", { class: "field" }, "Samples", samples)),
     el("div", { class: "form-actions" }, go, example), message,
     el("h2", { text: "Recent" }), recent);
-  var work = el("section", { id: "job" }, jobId ? null : el("div", { class: "card empty" },
+  var work = el("section", { id: "job", class: jobId ? "has-job" : null }, jobId ? null : el("div", { class: "card empty" },
     el("p", { text: "Upload a photo or use the example, then watch the agent reason, call tools and answer." })));
   main.appendChild(el("div", { class: "grid2" }, form, work));
   if (jobId) watchJob(jobId, work, loadRecent);
 }
 
+/* What the offline pipeline does after each step (the status line says what is really going on). */
+var NEXT_STEP = {
+  exif_gps: "Reading the text in the image (OCR)…", ocr: "Weighing the clues in the text…",
+  clues: "Looking place names and phone areas up in the gazetteer…", gazetteer: "Matching phone area codes…",
+  phone_area: "Matching place names…", place_names: "Ranking the candidates…", country: "Ranking the candidates…",
+  candidates: "Writing the answer…"
+};
+
+function narrow() { return window.matchMedia("(max-width: 900px)").matches; }
+
+/* On a phone the job card sits below the form: bring `node` into view when something happens. */
+function showOnPhone(node) { if (node && narrow()) node.scrollIntoView({ block: "start" }); }
+
 function watchJob(jobId, work, onEnd) {
-  var status = el("div", { class: "status-line", id: "job-status" }, el("span", { class: "spinner" }), el("span", { text: "Connecting…" }));
+  var clock = el("span", { class: "elapsed", id: "job-elapsed" });
+  var text = el("span", { id: "job-status-text", text: "Connecting…" });
+  var cancel = el("button", { type: "button", class: "small", id: "cancel-job", onclick: function () {
+    cancel.disabled = true;
+    api("/api/jobs/" + jobId + "/cancel", { method: "POST" }).catch(function (err) { setStatus(err.message, false); });
+  } }, "Cancel");
+  var status = el("div", { class: "status-line", id: "job-status", role: "status" }, el("span", { class: "spinner" }), text, clock, cancel);
   var live = el("div", { class: "timeline", id: "live" });
   var samples = {};
+  var mode = null;
   var head = el("div", { class: "card job-head" });
-  work.appendChild(head); work.appendChild(live); work.appendChild(status);
+  work.appendChild(head); work.appendChild(status); work.appendChild(live);
+  showOnPhone(work);
+  /* the clock: seconds since the job was created, from the server's figure in the last event */
+  var base = null, baseAt = 0, timer = setInterval(tick, 250);
+  function tick() {
+    if (!document.body.contains(clock)) { clearInterval(timer); return; }
+    if (base !== null) clock.textContent = ((base + (Date.now() - baseAt) / 1000).toFixed(1)) + " s";
+  }
+  function stamp(data) { if (typeof data.elapsed_s === "number") { base = data.elapsed_s; baseAt = Date.now(); tick(); } }
+  function end() { clearInterval(timer); cancel.remove(); var s = status.querySelector(".spinner"); if (s) s.remove(); onEnd(); }
   api("/api/jobs/" + jobId).then(function (job) {
+    mode = job.mode;
     append(head, [el("div", { class: "row" },
       el("img", { src: job.image_url, alt: "query image", id: "query-image" })),
       el("div", { class: "muted small", text: job.image_name + " · " + (job.mode === "model" ? job.prompt_style + " prompt" + (job.samples > 1 ? ", " + job.samples + " samples" : "") : "offline clue pipeline") })]);
   }, function (err) { clear(status).appendChild(el("div", { class: "banner error", text: err.message })); });
-  function setStatus(text, spinning) {
-    clear(status); if (spinning) status.appendChild(el("span", { class: "spinner" }));
-    status.appendChild(el("span", { text: text }));
+  function setStatus(message, spinning) {
+    text.textContent = message;
+    var spinner = status.querySelector(".spinner");
+    if (!spinning && spinner) spinner.remove();
   }
   var source = new EventSource("/api/jobs/" + jobId + "/events");
   state.source = source;
   source.addEventListener("status", function (e) {
     var data = JSON.parse(e.data);
-    setStatus(data.message, true);
+    stamp(data); setStatus(data.message, true);
+    status.dataset.state = data.status;
     var img = document.getElementById("query-image");  // large images get their preview when the job starts
     if (data.status === "running" && img && !img.naturalWidth) img.src = img.src.split("?")[0] + "?t=" + Date.now();
   });
   source.addEventListener("turn", function (e) {
     var data = JSON.parse(e.data);
+    stamp(data); mode = data.mode || mode;
     var box = samples[data.sample];
     if (!box) {
       box = samples[data.sample] = el("div", {}, data.samples > 1 ? el("h3", { text: "Sample " + (data.sample + 1) + " of " + data.samples }) : null);
       live.appendChild(box);
     }
-    var node = renderTurn(data.turn);
+    var node = renderTurn(data.turn, mode === "offline");
     var old = box.querySelector('[data-turn="' + data.turn.index + '"]');
     if (old) box.replaceChild(node, old); else box.appendChild(node);
-    setStatus(data.turn.tool_calls.length ? "Thinking about the tool results…" : "Model answered turn " + (data.turn.index + 1) + "; running any tools it asked for…", true);
+    var calls = data.turn.tool_calls;
+    if (mode === "offline") {
+      var last = calls[calls.length - 1];
+      setStatus(last ? (NEXT_STEP[last.name] || "Working…") : "Working…", true);
+    } else {
+      setStatus(calls.length ? "Turn " + (data.turn.index + 1) + ": its tools ran; asking the model again…"
+        : "Turn " + (data.turn.index + 1) + " received; reading it for tool calls or a final answer…", true);
+    }
   });
   source.addEventListener("result", function (e) {
     source.close();
     var job = JSON.parse(e.data);
-    clear(status); clear(live);
-    live.appendChild(renderTrajectory(job.trajectory, job.map_url));
-    onEnd();
+    clear(live); status.remove();
+    live.appendChild(renderTrajectory(job.trajectory, job.map_url, null, null, job.downloads));
+    end();
+    showOnPhone(document.getElementById("answer"));
+  });
+  source.addEventListener("cancelled", function (e) {
+    source.close(); stamp(JSON.parse(e.data));
+    setStatus("Cancelled: nothing more will run for this job.", false);
+    status.dataset.state = "cancelled";
+    end();
   });
   source.addEventListener("error", function (e) {
-    if (e.data) { source.close(); setStatus("", false); live.appendChild(el("div", { class: "banner error", text: JSON.parse(e.data).message })); onEnd(); }
+    if (e.data) { source.close(); setStatus("Failed.", false); live.appendChild(renderError(JSON.parse(e.data).message)); end(); }
   });
 }
 
@@ -448,6 +568,10 @@ function runPage(main, name) {
     box.appendChild(el("h1", { text: name }));
     box.appendChild(el("p", { class: "muted" }, [run.model, run.dataset, run.protocol ? "protocol " + run.protocol : null, run.created_at].filter(Boolean).join(" · "),
       run.html_report ? [" · ", el("a", { href: run.html_report, target: "_blank", id: "html-report", text: "full HTML report (error map) ↗" })] : null));
+    var files = run.downloads || {};
+    if (Object.keys(files).length) box.appendChild(el("div", { class: "row downloads", id: "run-downloads" },
+      el("span", { class: "muted small", text: "Download" }),
+      Object.keys(files).map(function (f) { return el("a", { class: "button small", href: files[f], download: "", text: f }); })));
     if (run.reported) {
       box.appendChild(el("div", { class: "counts" }, Object.keys(run.status_counts).map(function (k) {
         return el("span", {}, statusPill(k), " " + run.status_counts[k]);
@@ -531,7 +655,11 @@ function samplePage(main, name, sampleId) {
         el("dl", { class: "kv" }, s.lat !== null ? [el("dt", { text: "coordinates" }), el("dd", { class: "coords", text: s.lat.toFixed(5) + ", " + s.lon.toFixed(5) })] : null, labels,
           s.hint ? [el("dt", { text: "hint" }), el("dd", { text: s.hint })] : null,
           s.choices && s.choices.length ? [el("dt", { text: "choices" }), el("dd", { text: s.choices.join(" · ") + (s.answer ? " (answer " + s.answer + ")" : "") })] : null)),
-      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null, { lat: s.lat, lon: s.lon }) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
+      el("section", {}, data.trajectory ? renderTrajectory(data.trajectory, null, data.row ? data.row.distance_km : null, { lat: s.lat, lon: s.lon }, data.downloads) : el("div", { class: "card empty", text: "This sample has not finished in this run." }))));
+    var sampleHref = function (id) { return runHref + "/" + encodeURIComponent(id); };
+    box.insertBefore(el("nav", { class: "row pager", "aria-label": "samples of this run" },
+      data.prev !== null ? el("a", { class: "button small", id: "prev-sample", href: sampleHref(data.prev), rel: "prev", text: "← " + data.prev }) : el("span", { class: "button small disabled", "aria-disabled": "true", text: "← first sample" }),
+      data.next !== null ? el("a", { class: "button small", id: "next-sample", href: sampleHref(data.next), rel: "next", text: data.next + " →" }) : el("span", { class: "button small disabled", "aria-disabled": "true", text: "last sample →" })), box.firstChild);
   }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
 }
 
