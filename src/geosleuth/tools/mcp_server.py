@@ -31,7 +31,14 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
-from geosleuth.imageio import REDUCIBLE_FORMATS, ImageInputError, ImageTooLarge, header_size, open_header, open_image
+from geosleuth.imageio import (
+    REDUCIBLE_FORMATS,
+    ImageInputError,
+    ImageTooLarge,
+    header_size,
+    open_header,
+    open_image,
+)
 from geosleuth.memorygate import image_bytes, memory_gate
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.config import PROVIDER_TOOLS
