@@ -43,7 +43,7 @@ from geosleuth.tools.clues import (
     extract_clues,
     phone_clues,
 )
-from geosleuth.tools.ocr_bounds import read_strip, strip_plan
+from geosleuth.tools.ocr_bounds import WHOLE_PIXELS, read_strip, strip_plan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
 log = logging.getLogger(__name__)
@@ -215,13 +215,14 @@ def _return_big_frees() -> bool:
 
 
 def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
-    """RapidOCR's lines, boxes in ``image`` pixels, each detector call at most `DET_PIXELS`.
+    """RapidOCR's lines, boxes in ``image`` pixels, each detector call at most `DET_PIXELS`
+    (or the whole reading copy of at most `WHOLE_PIXELS`, in one call as RapidOCR's own).
 
     The image is read at most `READ_SIDE` px on its long side (where RapidOCR itself would
-    read it) in overlapping horizontal bands, so small text is detected at that full scale; an
-    overview at `OVERVIEW_SIDE` px finds the text too tall for a band. A strip wider than 8:1,
-    which RapidOCR would pad at full size (gigabytes for a 2000x1 image), is read in bounded
-    tiles or skipped (`tools.ocr_bounds`)."""
+    read it); a larger copy in overlapping horizontal bands, so small text is detected at that
+    full scale, and an overview at `OVERVIEW_SIDE` px finds the text too tall for a band. A strip
+    wider than 8:1, which RapidOCR would pad at full size (gigabytes for a 2000x1 image), is read
+    in bounded tiles or skipped (`tools.ocr_bounds`)."""
     strip = strip_plan(*image.size)
     if strip is not None:
         return read_strip(image, strip, _rapidocr_call)
@@ -229,7 +230,7 @@ def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
     work = image if image.mode == "RGB" else image.convert("RGB")
     if scale < 1.0:
         work = work.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
-    if work.width * work.height <= DET_PIXELS:
+    if work.width * work.height <= WHOLE_PIXELS:
         return _scaled(_rapidocr_call(work), 1 / scale)
     # (a piece cut at a seam last, then band before overview, then the better score)
     readings: list[tuple[tuple[int, int, float], tuple[str, list[float], float]]] = []
