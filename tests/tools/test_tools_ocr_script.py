@@ -72,3 +72,36 @@ def test_a_georgian_sign_with_its_phone_number_is_read_in_georgian_alone(
     report = ocr.run_ocr(image)
     assert passes == ["kat", "kat"]
     assert "თბილისი" in report.text.replace(" ", "") and "Georgian" in report.engine
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "font", "code", "word"),
+    [("chiang_mai", "THAI", "tha", "เชียงใหม่"), ("tel_aviv", "HEBREW", "heb", "תלאביב")],
+)
+def test_an_undecided_sign_names_its_script_a_few_languages_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, font: str, code: str, word: str
+) -> None:
+    """A national-format phone number names no country: the script is named from RapidOCR's largest
+    unsure line, four languages a pass (Tesseract's cost grows faster than their number); Tel
+    Aviv's group reads Greek letters beside Hebrew, and Hebrew alone reads the line surer."""
+    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
+    if code not in ocr.tesseract_languages():
+        pytest.skip(f"Tesseract's {code} data not installed (apt-get install tesseract-ocr-{code})")
+    maker = _maker()
+    if not (maker.FONT_DIR / maker.SCRIPT_FONTS[font]).is_file():
+        pytest.skip("the Noto font is not installed (apt-get install fonts-noto-core)")
+    spec = next(s for s in maker.SIGN_SET if s.name == name)
+    image = Image.open(maker.render_sign(spec.lines, tmp_path / f"{name}.png"))
+    passes: list[str] = []
+    real = ocr._tesseract
+
+    def counted(image: Image.Image, languages: str = "eng", *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        passes.append(languages)
+        return real(image, languages, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ocr, "_tesseract", counted)
+    report = ocr.run_ocr(image)
+    assert passes and max(len(p.split("+")) for p in passes) <= ocr.SCRIPT_GROUP, passes
+    assert passes[-1] == code, passes  # then the named script alone reads the text area
+    assert word in report.text.replace(" ", ""), report.text

@@ -43,7 +43,7 @@ from geosleuth.tools.clues import (
     extract_clues,
     phone_clues,
 )
-from geosleuth.tools.ocr_bounds import read_strip, strip_plan
+from geosleuth.tools.ocr_bounds import WHOLE_PIXELS, read_strip, strip_plan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,10 @@ REREAD_TIMEOUT_S = 60.0
 SCRIPT_PASS_PIXELS = 400_000
 """The all-scripts pass (two dozen models at once) reads a smaller copy: it only has to name the script."""
 SCRIPT_PASS_TIMEOUT_S = 30.0
+SCRIPT_GROUP = 4
+"""Languages one script-naming pass loads together (`_name_script`)."""
+PROBE_PIXELS = 120_000
+"""The copy of one unsure line (with its margin) that names the script among several candidates."""
 RAPID_EXTRA_SCRIPTS = {"Greek": "Greek", "Hiragana": "Japanese", "Katakana": "Japanese"}
 """Scripts beside Latin and Han that RapidOCR's dictionary holds (its reading of them names them)."""
 READ_SCRIPT_SCORE = 0.8
@@ -215,13 +219,14 @@ def _return_big_frees() -> bool:
 
 
 def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
-    """RapidOCR's lines, boxes in ``image`` pixels, each detector call at most `DET_PIXELS`.
+    """RapidOCR's lines, boxes in ``image`` pixels, each detector call at most `DET_PIXELS`
+    (or the whole reading copy of at most `WHOLE_PIXELS`, in one call as RapidOCR's own).
 
     The image is read at most `READ_SIDE` px on its long side (where RapidOCR itself would
-    read it) in overlapping horizontal bands, so small text is detected at that full scale; an
-    overview at `OVERVIEW_SIDE` px finds the text too tall for a band. A strip wider than 8:1,
-    which RapidOCR would pad at full size (gigabytes for a 2000x1 image), is read in bounded
-    tiles or skipped (`tools.ocr_bounds`)."""
+    read it); a larger copy in overlapping horizontal bands, so small text is detected at that
+    full scale, and an overview at `OVERVIEW_SIDE` px finds the text too tall for a band. A strip
+    wider than 8:1, which RapidOCR would pad at full size (gigabytes for a 2000x1 image), is read
+    in bounded tiles or skipped (`tools.ocr_bounds`)."""
     strip = strip_plan(*image.size)
     if strip is not None:
         return read_strip(image, strip, _rapidocr_call)
@@ -229,7 +234,7 @@ def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
     work = image if image.mode == "RGB" else image.convert("RGB")
     if scale < 1.0:
         work = work.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
-    if work.width * work.height <= DET_PIXELS:
+    if work.width * work.height <= WHOLE_PIXELS:
         return _scaled(_rapidocr_call(work), 1 / scale)
     # (a piece cut at a seam last, then band before overview, then the better score)
     readings: list[tuple[tuple[int, int, float], tuple[str, list[float], float]]] = []
@@ -419,13 +424,20 @@ def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], 
     ):
         return raw, "rapidocr"
 
-    def read(spec: str, max_pixels: int, timeout_s: float) -> list[tuple[str, list[float], float]]:
-        view, (ox, oy), k = _reread_view(image, raw, max_pixels)
-        found = _tesseract(view, spec, SIGN_PAGE_MODE, timeout_s=timeout_s)
+    readings: dict[tuple[str, float, float, tuple[int, int]], list[tuple[str, list[float], float]]] = {}
+
+    def read(
+        spec: str, max_pixels: int, timeout_s: float, around: list[tuple[str, list[float], float]] = raw
+    ) -> list[tuple[str, list[float], float]]:
+        view, (ox, oy), k = _reread_view(image, around, max_pixels)
+        key = (spec, ox, oy, view.size)  # a text area within the small copy's pixels is read once
+        if key not in readings:
+            readings[key] = _tesseract(view, spec, SIGN_PAGE_MODE, timeout_s=timeout_s)
+        found = readings[key]
         return [(t, [b[0] / k + ox, b[1] / k + oy, b[2] / k + ox, b[3] / k + oy], c) for t, b, c in found]
 
     try:
-        tess = _reread(read, reread_scripts(raw), installed)
+        tess = _reread(read, reread_scripts(raw), installed, _probe(raw))
     except ToolError as exc:
         log.info("the Tesseract re-read gave up (%s); RapidOCR's reading stands", exc)
         return raw, "rapidocr"
@@ -472,16 +484,23 @@ def _read_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
 
 
 def _reread(
-    read: Callable[[str, int, float], list[tuple[str, list[float], float]]],
+    read: Callable[..., list[tuple[str, list[float], float]]],
     scripts: list[str],
     installed: frozenset[str],
+    probe: list[tuple[str, list[float], float]] | None = None,
 ) -> list[tuple[str, list[float], float]]:
-    """Tesseract's reading of the text area, each line the better of two readings. One candidate
-    script: its data alone reads the small copy and the large one (a line lost at one scale is
-    often read at the other), and when neither finds any of it, every script is tried after
-    all. Several: all of them at once on the small copy names the script, then its data alone
-    reads the large copy."""
+    """Tesseract's reading of the text area, each line the better of two readings. Several
+    candidate scripts: a few of them at a time on the ``probe`` line's own area name the script
+    (`_name_script`; a line costs a fraction of the whole text), which is then the one candidate.
+    One candidate script: its data alone reads the small copy and the large one (a line lost at
+    one scale is often read at the other), and when neither finds any of it, every script is
+    tried after all, a few at a time on the small copy, then the script they name alone reads
+    the large copy."""
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
+    if len(languages) > 1 and probe:
+        named = _name_script(lambda spec: read(spec, PROBE_PIXELS, SCRIPT_PASS_TIMEOUT_S, probe), languages)
+        if named is not None:
+            scripts, languages = [named], [SCRIPT_LANGUAGES[named]]
     if len(languages) == 1:
         small = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
         alone = merge_readings(
@@ -499,6 +518,43 @@ def _reread(
         alone = read(SCRIPT_LANGUAGES[script], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
         tess = merge_readings(alone, tess, prefer_first=False)
     return tess
+
+
+def _probe(raw: list[tuple[str, list[float], float]]) -> list[tuple[str, list[float], float]]:
+    """RapidOCR's largest unsure line (a sign's title, in a script it could not read), or none."""
+    unsure = [line for line in raw if _unsure(line)]
+    return (
+        [max(unsure, key=lambda line: (line[1][2] - line[1][0]) * (line[1][3] - line[1][1]))]
+        if unsure
+        else []
+    )
+
+
+def _name_script(
+    read: Callable[[str], list[tuple[str, list[float], float]]], languages: list[str]
+) -> str | None:
+    """The script of the probe line ``read`` reads, tried `SCRIPT_GROUP` languages at a time, the
+    likelier first, or None. Tesseract tries every language on each word and the cost grows faster
+    than their number (a Thai line: 0.4 s with 4 languages, 6 s with 22). The first group that
+    reads the line with confidence decides; where it read several of its scripts (Hebrew letters
+    beside Greek), each of those reads the line alone and the surest wins."""
+    for group in (languages[i : i + SCRIPT_GROUP] for i in range(0, len(languages), SCRIPT_GROUP)):
+        sure = [line for line in read("+".join(group)) if line[2] >= MIN_TESSERACT_SCORE]
+        seen = {script_of(ch) for text, _, _ in sure for ch in text if ch.isalpha()}
+        named = [s for s in SCRIPT_LANGUAGES if s in seen and SCRIPT_LANGUAGES[s] in group]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            scores = {s: _own_score(read(SCRIPT_LANGUAGES[s]), s) for s in named}
+            return max(scores, key=scores.__getitem__)
+    return None
+
+
+def _own_score(lines: list[tuple[str, list[float], float]], script: str) -> float:
+    """The best confidence of a line read in ``script`` (0 when none is)."""
+    return max(
+        (score for text, _, score in lines if _dominant_script([(text, [], score)]) == script), default=0.0
+    )
 
 
 def _reread_view(

@@ -45,6 +45,11 @@ BAND_PIXELS = 512_000
 """Pixels of one band of a large image (`tools.ocr.DET_PIXELS`)."""
 DET_BYTES_PER_PIXEL = 220
 """The detector's working memory per input pixel (measured: 1600x1200 took 535 MB, 800x600 204 MB)."""
+WHOLE_PIXELS = 1280 * 1024
+"""Pixels of a reading copy read in one detector call, as RapidOCR's default call reads it: up to
+this (a sign, a screenshot; ``engine_bytes`` about 300 MB) the bands and their overview would
+cost three or four calls for no memory RapidOCR's own call of the image does not take anyway
+(its default detector input is at least 736 px on the short side, so no smaller)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,7 @@ def ocr_peak_bytes(width: int, height: int) -> int:
         return engine_bytes(tile, _padded_rows(tile, plan.size[1])) + 3 * plan.size[0] * plan.size[1]
     read = min(1.0, READ_SIDE / max(width, height, 1))
     w, h = max(1, round(width * read)), max(1, round(height * read))
-    if w * h > BAND_PIXELS:  # read in bands of at most that many pixels
+    if w * h > WHOLE_PIXELS:  # read in bands of at most `BAND_PIXELS`
         return 2 * 3 * BAND_PIXELS + DET_BYTES_PER_PIXEL * BAND_PIXELS + 3 * w * h
     return engine_bytes(w, h) + 3 * w * h
 
