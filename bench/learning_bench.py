@@ -153,13 +153,21 @@ def record_texts(records: list[dict[str, Any]]) -> list[str]:
     return [p["text"] for r in records for m in r["messages"] for p in m["content"] if p.get("text")]
 
 
+def with_grpo_tools(work: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records' system turns with the tool block GRPO's chat template will show
+    (`trl_env.system_with_tools`), rendered with a scratch processor of the same template."""
+    from geosleuth.testing.tiny_vlm import build_tiny_vlm
+    from geosleuth.training.trl_env import make_environment_factory, system_with_tools
+
+    scratch = build_tiny_vlm(work / "scratch-vlm", hub_files=False)
+    environment = make_environment_factory(["geocode"])
+    return [{**r, "messages": system_with_tools(r["messages"], environment, scratch)} for r in records]
+
+
 def build_model(work: Path, records: list[dict[str, Any]], hidden: int) -> tuple[Path, Any]:
     from geosleuth.testing.tiny_vlm import build_tiny_vlm
-    from geosleuth.tools import build_registry
-    from geosleuth.tools.config import CacheSettings, ToolSettings
 
-    schemas = build_registry(ToolSettings(cache=CacheSettings(backend="none")), names=["geocode"]).schemas()
-    corpus = record_texts(records) + [json.dumps(s) for s in schemas] + ["system\nuser\nassistant\n"]
+    corpus = record_texts(records) + ["system\nuser\nassistant\n"]
     model_dir = work / "tiny-vlm"
     processor = build_tiny_vlm(
         model_dir, max_positions=4096, corpus=corpus, vocab_size=1000, hidden_size=hidden, across_words=True
@@ -264,6 +272,7 @@ def main() -> None:
     data, signs = make_samples(work)
     sft_path, report = synthesize_and_export(work, data, signs)
     records = [json.loads(line) for line in sft_path.read_text(encoding="utf-8").splitlines()]
+    records = with_grpo_tools(work, records)
     model_dir, processor = build_model(work, records, args.hidden)
     sft_model, sft_loss = sft(work, model_dir, processor, records, args)
     grpo_start = time.perf_counter()
