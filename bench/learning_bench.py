@@ -43,7 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PLACES = ("paris", "berlin", "madrid", "new_york")
 WINDOW = 10
-_RESULT = re.compile(r"^1\. (?P<name>[^\n]+?) — (?P<where>[^\n]+?) \[\w\w\] @ (?P<lat>-?[\d.]+), (?P<lon>-?[\d.]+)", re.M)
+_RESULT = re.compile(
+    r"^1\. (?P<name>[^\n]+?) — (?P<where>[^\n]+?) \[\w\w\] @ (?P<lat>-?[\d.]+), (?P<lon>-?[\d.]+)", re.M
+)
 
 
 def _module(path: Path) -> Any:
@@ -144,7 +146,9 @@ def synthesize_and_export(work: Path, data: Path, signs: dict[str, Any]) -> tupl
     if report["kept"] != len(PLACES):
         raise SystemExit(f"synthesis kept {report['kept']} of {len(PLACES)}: {report}")
     sft = work / "sft.jsonl"
-    geosleuth("data", "export-sft", str(work / "synth"), "-o", str(sft), "--to", "trl", "--tool-format", "hermes")
+    geosleuth(
+        "data", "export-sft", str(work / "synth"), "-o", str(sft), "--to", "trl", "--tool-format", "hermes"
+    )
     return sft, report
 
 
@@ -175,7 +179,9 @@ def build_model(work: Path, records: list[dict[str, Any]], hidden: int) -> tuple
     return model_dir, processor
 
 
-def sft(work: Path, model_dir: Path, processor: Any, records: list[dict[str, Any]], args: argparse.Namespace) -> tuple[Path, list[float]]:  # noqa: E501
+def sft(
+    work: Path, model_dir: Path, processor: Any, records: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[Path, list[float]]:  # noqa: E501
     """TRL SFTTrainer on the exported records, loss on assistant turns only."""
     from datasets import Dataset
     from PIL import Image
@@ -190,7 +196,9 @@ def sft(work: Path, model_dir: Path, processor: Any, records: list[dict[str, Any
         logging_steps=5, save_strategy="no", report_to=[], use_cpu=True, seed=args.seed,
     )  # fmt: skip
     model = Qwen3VLForConditionalGeneration.from_pretrained(model_dir)
-    trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=processor)
+    trainer = SFTTrainer(
+        model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=processor
+    )
     trainer.train()
     out = work / "sft-model"
     trainer.save_model(out)
@@ -212,6 +220,12 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
         "--seed", str(args.seed),
     ])  # fmt: skip
     return [h for h in trainer.state.log_history if "rewards/geo_step/mean" in h]
+
+
+def row(what: str, value: float, ref_what: str, ref: float) -> None:
+    """One figure, its reference from the same run, the ratio and the difference."""
+    ratio = value / ref if ref else float("nan")
+    print(f"{what:38s} {value:6.3f} | {ref_what:16s} {ref:6.3f} | {ratio:6.2f}x ({value - ref:+.3f})")
 
 
 def summarise(logs: list[dict[str, Any]], batch: int, seconds: float) -> dict[str, Any]:
@@ -251,14 +265,18 @@ def plot(summary: dict[str, Any], sft_loss: list[float], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sft-steps", type=int, default=150)
+    parser.add_argument(
+        "--sft-steps", type=int, default=65, help="a short cold start: the format, not yet the places"
+    )
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--grpo-steps", type=int, default=60)
-    parser.add_argument("--grpo-lr", type=float, default=1e-3)
+    parser.add_argument("--grpo-lr", type=float, default=5e-4)
     parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help="keep the work folder here (default: temporary)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="keep the work folder here (default: temporary)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args()
     os.environ.update(HF_HUB_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1", CUDA_VISIBLE_DEVICES="",
@@ -282,15 +300,16 @@ def main() -> None:
     summary["cpu_seconds"] = round(time.process_time() - cpu_start, 1)
     summary["sft_loss_first_last"] = [sft_loss[0], sft_loss[-1]] if sft_loss else None
     plot(summary, sft_loss, work / "learning_curves.png")
-    first, last = summary["first_reward"], summary["last_reward"]
     print(f"synthesis kept {report['kept']} of {report['samples']}; SFT {args.sft_steps} steps, "
           f"loss {sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}")  # fmt: skip
-    print(f"{'reward, last 10 GRPO steps':40s} {last:7.3f} | {'first 10 steps':22s} {first:7.3f} | "
-          f"{last / first if first else float('nan'):6.2f}x (+{last - first:.3f})")  # fmt: skip
-    print(f"{'parse rate, last 10 GRPO steps':40s} {summary['last_parse_rate']:7.3f} | {'first 10 steps':22s} "
-          f"{summary['first_parse_rate']:7.3f}")  # fmt: skip
+    row(
+        "reward (step), last 10 GRPO steps", summary["last_reward"], "first 10 steps", summary["first_reward"]
+    )
+    row("parse rate, last 10 GRPO steps", summary["last_parse_rate"], "first 10 steps",
+        summary["first_parse_rate"])  # fmt: skip
     print(f"tool calls during GRPO: {summary['tool_calls']}; {summary['grpo_steps']} steps; "
-          f"{summary['seconds']} s in all ({summary['cpu_seconds']} CPU s in this process); curves: {work / 'learning_curves.png'}")  # fmt: skip
+          f"{summary['seconds']} s in all ({summary['cpu_seconds']} CPU s in this process)")  # fmt: skip
+    print(f"curves: {work / 'learning_curves.png'}")
     if args.json:
         print(json.dumps({k: summary[k] for k in ("first_reward", "last_reward", "first_parse_rate",
                           "last_parse_rate", "tool_calls", "grpo_steps", "seconds")}))  # fmt: skip

@@ -21,7 +21,6 @@ from geosleuth.tools.base import ToolContext, ToolRegistry
 from geosleuth.training.trl_env import make_environment_factory
 
 
-
 def real_registry(settings_path: str | None = None) -> ToolRegistry:
     """geosleuth's own tools, with the cache off so the test writes nothing outside tmp."""
     from geosleuth.tools import build_registry

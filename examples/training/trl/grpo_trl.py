@@ -7,7 +7,8 @@
 one; relative image paths are read from the JSONL's folder, as every ``data`` command reads
 them). Every row becomes a conversational prompt with its image (``--prompt STYLE``: the
 style's system and user prompts, the ones ``data synthesize`` puts in the SFT cold-start
-records, with the row's hint); ``lat`` / ``lon`` (and the country label) feed the reward, which also logs Acc@k and the median distance through TRL's
+records, with the row's hint); ``lat`` / ``lon`` (and the country label) feed the reward,
+which also logs Acc@k and the median distance through TRL's
 ``log_metric``. Every registry tool but ``exif_gps`` (it reads the answer from the photo's GPS
 tag; ``--allow-exif`` opts in) is offered unless ``--tools`` names a subset; zoom boxes are
 read in the frame the processor gives the model (Qwen ``smart_resize``). Without torchvision
@@ -45,15 +46,18 @@ QUESTION = (
 PROMPT = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
 
 
-def style_prompt(style: str, sample: Sample, schemas: list[dict[str, Any]], size: tuple[int, int]) -> list[dict[str, Any]]:
+def style_prompt(
+    style: str, sample: Sample, schemas: list[dict[str, Any]], size: tuple[int, int]
+) -> list[dict[str, Any]]:
     """The prompt style's system and user turns for one sample, as synthesis writes them."""
     from geosleuth.agent.prompting import build_prompts, load_style
     from geosleuth.core.records import Task
 
     spec = load_style(style)
-    system, user = build_prompts(spec, Task.from_sample(sample), schemas, "native", spec.bbox_convention, size)
-    content = [{"type": "image"}, {"type": "text", "text": user}]
-    return [{"role": "system", "content": [{"type": "text", "text": system}]}, {"role": "user", "content": content}]
+    task = Task.from_sample(sample)
+    system, user = build_prompts(spec, task, schemas, "native", spec.bbox_convention, size)
+    user_turn = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": user}]}
+    return [{"role": "system", "content": [{"type": "text", "text": system}]}, user_turn]
 
 
 def load_rows(
@@ -69,9 +73,10 @@ def load_rows(
     base = Path(path).parent
     images = [Image.open(base / s.image).convert("RGB") for s in usable]  # type: ignore[operator]
     frame = ProcessorFrame.of(processor) if processor is not None else None
+    sizes = [frame.size(img.size) if frame else img.size for img in images]
     prompts = [
-        style_prompt(style, s, schemas or [], frame.size(img.size) if frame else img.size) if style else PROMPT
-        for s, img in zip(usable, images, strict=True)
+        style_prompt(style, s, schemas or [], size) if style else PROMPT
+        for s, size in zip(usable, sizes, strict=True)
     ]
     columns = {
         "prompt": prompts,
@@ -133,6 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--grad-accum", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=1e-6)
     parser.add_argument("--beta", type=float, default=0.001, help="KL coefficient.")
+    parser.add_argument("--temperature", type=float, default=1.0, help="Rollout sampling temperature.")
     parser.add_argument("--max-completion-length", type=int, default=4096)
     parser.add_argument("--max-tool-calls", type=int, default=6)
     parser.add_argument("--save-steps", type=int, default=100)
@@ -168,6 +174,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         gradient_accumulation_steps=args.grad_accum,
         learning_rate=args.learning_rate,
         beta=args.beta,
+        temperature=args.temperature,
         max_completion_length=args.max_completion_length,
         max_tool_calling_iterations=args.max_tool_calls,
         num_train_epochs=args.epochs,

@@ -40,7 +40,9 @@ def _tokenizer(corpus: Sequence[str], vocab_size: int, across_words: bool) -> An
     tok.train_from_iterator(
         [BASE_TEXT] * 20 + list(corpus) * 20,
         trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            vocab_size=vocab_size,
+            special_tokens=SPECIAL,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         ),
     )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
@@ -84,7 +86,8 @@ def build_tiny_vlm(
             "tie_word_embeddings": True,
         },
         vision_config={
-            "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": hidden_size,
+            "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+            "out_hidden_size": hidden_size,
             "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
             "num_position_embeddings": 64,
             "deepstack_visual_indexes": [0],

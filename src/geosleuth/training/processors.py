@@ -21,14 +21,16 @@ log = logging.getLogger(__name__)
 def image_only(cls: type) -> type:
     """``cls`` (a transformers processor class) without its video processor argument."""
 
-    def __init__(self: Any, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **kw: Any) -> None:  # noqa: E501
+    def __init__(
+        self: Any, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **kw: Any
+    ) -> None:  # noqa: E501
         cls.__init__(self, image_processor, tokenizer, None, chat_template=chat_template, **kw)
 
     return type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
 
 
 def _chat_template(model: str, tokenizer: Any) -> str | None:
-    """The processor's chat template (``chat_template.jinja`` / ``.json`` beside the model), else the tokenizer's."""
+    """The processor's chat template (``chat_template.jinja`` / ``.json``), else the tokenizer's."""
     root = Path(model)
     if (root / "chat_template.jinja").is_file():
         return (root / "chat_template.jinja").read_text(encoding="utf-8")
@@ -51,7 +53,9 @@ def image_only_processor(model: str) -> Any:
         raise ValueError(f"{model}: no processor class known for model type {config.model_type!r}")
     tokenizer = AutoTokenizer.from_pretrained(model)
     images = AutoImageProcessor.from_pretrained(model, backend="pil")
-    return image_only(getattr(transformers, name))(images, tokenizer, chat_template=_chat_template(model, tokenizer))
+    return image_only(getattr(transformers, name))(
+        images, tokenizer, chat_template=_chat_template(model, tokenizer)
+    )
 
 
 def load_processor(model: str) -> Any:
