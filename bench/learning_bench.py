@@ -217,7 +217,7 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
         "--num-generations", str(args.generations), "--batch-size", str(args.generations * len(PLACES)),
         "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", "0",
         "--max-completion-length", "400", "--max-tool-calls", "2", "--save-steps", "100000",
-        "--seed", str(args.seed),
+        "--seed", str(args.seed), "--temperature", str(args.temperature),
     ])  # fmt: skip
     return [h for h in trainer.state.log_history if "rewards/geo_step/mean" in h]
 
@@ -269,7 +269,8 @@ def main() -> None:
         "--sft-steps", type=int, default=65, help="a short cold start: the format, not yet the places"
     )
     parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--grpo-steps", type=int, default=60)
+    parser.add_argument("--grpo-steps", type=int, default=40)
+    parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
     parser.add_argument("--grpo-lr", type=float, default=5e-4)
     parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
