@@ -1,6 +1,6 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
-    python bench/learning_bench.py [--sft-steps 150] [--grpo-steps 60] [--out DIR] [--json]
+    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 60] [--grpo-lr 7e-4] [--out DIR] [--json]
 
 The pipeline of docs/training.md, end to end, with nothing downloaded:
 
@@ -269,9 +269,9 @@ def main() -> None:
         "--sft-steps", type=int, default=65, help="a short cold start: the format, not yet the places"
     )
     parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--grpo-steps", type=int, default=40)
+    parser.add_argument("--grpo-steps", type=int, default=60)
     parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
-    parser.add_argument("--grpo-lr", type=float, default=5e-4)
+    parser.add_argument("--grpo-lr", type=float, default=7e-4)
     parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
     parser.add_argument("--seed", type=int, default=0)
