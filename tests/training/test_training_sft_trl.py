@@ -80,3 +80,22 @@ def test_assistant_only_loss_masks_the_assistant_turns_and_the_loss_falls(
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 10 and all(math.isfinite(x) for x in losses)
     assert sum(losses[-2:]) / 2 < 0.7 * sum(losses[:2]) / 2
+
+
+def test_system_with_tools_renders_as_grpo_renders_the_prompt(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from geosleuth.testing.tiny_vlm import build_tiny_vlm
+    from geosleuth.training.trl_env import make_environment_factory, system_with_tools, tool_methods
+
+    processor = build_tiny_vlm(tmp_path / "m", hub_files=False)
+    environment = make_environment_factory(["geocode"])
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "You geolocate photos."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Where?"}]},
+    ]
+    sft = system_with_tools(messages, environment, processor)
+    grpo_text = processor.apply_chat_template(messages, tools=tool_methods(environment), tokenize=False)
+    assert processor.apply_chat_template(sft, tokenize=False) == grpo_text  # SFT sees GRPO's prompt
+    assert '"name": "geocode"' in sft[0]["content"][0]["text"] and messages[0]["content"][0]["text"] == (
+        "You geolocate photos."
+    )  # the input is left as it was
