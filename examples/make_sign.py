@@ -10,7 +10,8 @@ often it is right (``bench/calibration_bench.py``).
 
 ``python examples/make_sign.py`` re-creates ``examples/luzern_sign.png``;
 ``python examples/make_sign.py --set DIR`` renders the whole set into DIR (needs the Noto and
-WenQuanYi fonts, Debian's ``fonts-noto-core`` and ``fonts-wqy-microhei``).
+WenQuanYi fonts, Debian's ``fonts-noto-core`` and ``fonts-wqy-microhei``; without them only the
+Latin signs render, in Pillow's own font).
 """
 
 from __future__ import annotations
@@ -286,6 +287,16 @@ def _runs(text: str) -> list[tuple[str, str]]:
     return runs
 
 
+def _font(font: str, px: int) -> ImageFont.FreeTypeFont:
+    """The font file at ``px``; without Noto Sans installed, Pillow's own font draws Latin text."""
+    path = FONT_DIR / font
+    if path.is_file():
+        return ImageFont.truetype(str(path), px)
+    if font == LATIN_FONT:
+        return ImageFont.load_default(size=px)  # type: ignore[return-value]
+    raise FileNotFoundError(f"{path} is missing: install fonts-noto-core and fonts-wqy-microhei to draw this script")
+
+
 def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (1280, 860)) -> Path:
     """A shop sign with each line centred, every script in its own font; saved as PNG."""
     width, height = size
@@ -295,7 +306,7 @@ def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (128
     step = (height - 240) / max(len(lines), 1)
     for i, line in enumerate(lines):
         px = 84 if i == 0 else 56
-        runs = [(text, ImageFont.truetype(str(FONT_DIR / font), px)) for text, font in _runs(line)]
+        runs = [(text, _font(font, px)) for text, font in _runs(line)]
         total = sum(draw.textlength(text, font=f) for text, f in runs)
         x, y = (width - total) / 2, 120 + step * (i + 0.5)
         for text, f in runs:

@@ -20,12 +20,6 @@ from PIL import Image
 from geosleuth.tools.base import ToolContext, ToolRegistry
 from geosleuth.training.trl_env import make_environment_factory
 
-SPECIAL = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-    "<|video_pad|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-    "<think>", "</think>",
-]  # fmt: skip
-
 
 def real_registry(settings_path: str | None = None) -> ToolRegistry:
     """geosleuth's own tools, with the cache off so the test writes nothing outside tmp."""
@@ -56,60 +50,9 @@ def _tiny_vlm(model_dir: Path, max_positions: int = 2048, corpus: tuple[str, ...
     """Tokenizer, image-only Qwen3-VL processor and a random ~140k-parameter model, all local.
 
     ``corpus`` adds strings the tokenizer learns (fewer tokens for scripted tool calls)."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (
-        PreTrainedTokenizerFast,
-        Qwen3VLConfig,
-        Qwen3VLForConditionalGeneration,
-        Qwen3VLProcessor,
-    )
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-    from trl.chat_template_utils import qwen3_vl_chat_template
+    from geosleuth.testing.tiny_vlm import build_tiny_vlm
 
-    class ImageOnlyProcessor(Qwen3VLProcessor):  # the video processor needs torchvision, not installed here
-        def __init__(
-            self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None
-        ) -> None:
-            super().__init__(image_processor, tokenizer, None, chat_template=chat_template)
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    texts = [
-        '<answer>{"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}</answer> Where? user'
-    ] * 20 + list(corpus) * 20
-    tok.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=400, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = qwen3_vl_chat_template
-    images = Qwen2VLImageProcessorPil(min_pixels=32 * 32, max_pixels=64 * 64, patch_size=16, merge_size=2)
-    processor = ImageOnlyProcessor(images, fast, chat_template=qwen3_vl_chat_template)
-    ids = fast.convert_tokens_to_ids
-    config = Qwen3VLConfig(
-        text_config={
-            "vocab_size": len(fast), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
-            "max_position_embeddings": max_positions,
-            "rope_scaling": {"rope_type": "default", "mrope_section": [1, 1, 2], "mrope_interleaved": True},
-            "tie_word_embeddings": True,
-        },
-        vision_config={
-            "depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
-            "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
-            "num_position_embeddings": 64,
-            "deepstack_visual_indexes": [0],
-        },
-        image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
-        vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
-    )  # fmt: skip
-    torch.manual_seed(0)
-    Qwen3VLForConditionalGeneration(config).save_pretrained(model_dir)
-    return processor
+    return build_tiny_vlm(model_dir, max_positions, corpus, hub_files=False)
 
 
 @pytest.mark.slow

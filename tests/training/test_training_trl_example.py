@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from PIL import Image
@@ -17,40 +16,21 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "training" / "trl" / "grpo_trl.py"
 
 
-def tiny_processor(model_dir: str) -> Any:
-    """The image-only Qwen3-VL processor of `test_training_smoke._tiny_vlm`, reloaded from disk."""
-    from transformers import PreTrainedTokenizerFast, Qwen3VLProcessor
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-    from trl.chat_template_utils import qwen3_vl_chat_template
-
-    class ImageOnlyProcessor(Qwen3VLProcessor):  # the video processor needs torchvision
-        def __init__(
-            self, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None
-        ) -> None:
-            super().__init__(image_processor, tokenizer, None, chat_template=chat_template)
-
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    images = Qwen2VLImageProcessorPil.from_pretrained(model_dir)
-    return ImageOnlyProcessor(images, tokenizer, chat_template=qwen3_vl_chat_template)
-
-
 @pytest.mark.slow
 def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
     pytest.importorskip("trl")
-    from test_training_smoke import _tiny_vlm
+    from geosleuth.testing.tiny_vlm import build_tiny_vlm
 
     model_dir = tmp_path / "tiny-vlm"
-    processor = _tiny_vlm(model_dir)
-    processor.tokenizer.save_pretrained(model_dir)
-    processor.image_processor.save_pretrained(model_dir)
+    build_tiny_vlm(model_dir)  # laid out as a Hub Qwen3-VL: AutoProcessor wants torchvision for it
     rows = []
+    (tmp_path / "data" / "img").mkdir(parents=True)
     for i, (lat, lon, country) in enumerate([(48.85, 2.35, "FR"), (35.68, 139.69, "JP")] * 2):
-        image = tmp_path / f"img{i}.png"
-        Image.new("RGB", (64, 48), (i * 50, 90, 160)).save(image)
-        rows.append(
-            {"id": f"s{i}", "image": str(image), "lat": lat, "lon": lon, "labels": {"country": country}}
+        Image.new("RGB", (64, 48), (i * 50, 90, 160)).save(tmp_path / "data" / "img" / f"{i}.png")
+        rows.append(  # paths relative to the JSONL, as every `data` command writes and reads them
+            {"id": f"s{i}", "image": f"img/{i}.png", "lat": lat, "lon": lon, "labels": {"country": country}}
         )
-    data = tmp_path / "train.jsonl"
+    data = tmp_path / "data" / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "out"
     env = {
@@ -60,7 +40,6 @@ def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
         "CUDA_VISIBLE_DEVICES": "",
         "GEOSLEUTH_DATA_DIR": os.environ.get("GEOSLEUTH_DATA_DIR", ""),
         "GEOSLEUTH_TOOL_CACHE_MODE": "off",
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
     }
     if not env["GEOSLEUTH_DATA_DIR"]:
         del env["GEOSLEUTH_DATA_DIR"]
@@ -68,7 +47,7 @@ def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
         sys.executable, str(EXAMPLE), "--model", str(model_dir), "--data", str(data), "--out", str(out),
         "--bf16", "false", "--max-steps", "2", "--num-generations", "2", "--batch-size", "2",
         "--grad-accum", "1", "--max-completion-length", "12", "--max-tool-calls", "2", "--save-steps", "2",
-        "--learning-rate", "1e-4", "--processor-factory", "test_training_trl_example:tiny_processor",
+        "--learning-rate", "1e-4",
     ]  # fmt: skip
     # every tool's schema (about 5,500 tokens here) does not fit the tiny model's 2,048-token context:
     # the run stops before training instead of TRL silently dropping every tool result

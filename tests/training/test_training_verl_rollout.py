@@ -132,33 +132,12 @@ def verl_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"tmp": tmp, "cfg": cfg, "processor": processor, "row": row}
 
 
-def _dataset_cls() -> Any:
-    """verl's RLHFDataset, reading a message's images without ``qwen_vl_utils``.
-
-    ``qwen_vl_utils`` imports torchvision, which has no wheel beside the CPU torch build these
-    tests run on; verl takes the dataset class from ``data.custom_cls`` and the agent loop asks
-    it for the images, so this is the seam a user has too. The images go to the processor,
-    which resizes them as it would anyway.
-    """
-    from verl.utils.dataset.rl_dataset import RLHFDataset
-
-    class PlainImages(RLHFDataset):
-        @classmethod
-        def _process_multi_modal_info(cls, messages: list[dict], image_patch_size: Any, config: Any) -> Any:
-            images = [
-                part["image"].convert("RGB")
-                for message in messages if isinstance(message.get("content"), list)
-                for part in message["content"] if isinstance(part, dict) and part.get("type") == "image"
-            ]  # fmt: skip
-            return images or None, None, None
-
-    return PlainImages
-
-
 async def _rollout(setup: dict[str, Any], script: list[str]) -> tuple[Any, ScriptedServer, list[Any]]:
     import hydra
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
     from verl.tools.tool_registry import load_all_tools
+
+    from geosleuth.training.verl_dataset import GeoSleuthRLHFDataset
 
     cfg = setup["cfg"]
     tools = load_all_tools(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path, None)
@@ -171,7 +150,7 @@ async def _rollout(setup: dict[str, Any], script: list[str]) -> tuple[Any, Scrip
         tokenizer=processor.tokenizer,
         processor=processor,
         hf_model_type="qwen3_vl",
-        dataset_cls=_dataset_cls(),
+        dataset_cls=GeoSleuthRLHFDataset,
         data_config=DictConfigWrap(cfg.data),
         tools=ToolListWrap(tools),
     )

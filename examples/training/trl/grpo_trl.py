@@ -4,11 +4,15 @@
     python grpo_trl.py --model ./tiny --data train.jsonl --bf16 false --max-steps 2   # CPU
 
 ``--data`` is a samples JSONL (``geosleuth data sample`` / ``build-mcq`` / ``filter`` write
-one). Every row becomes a conversational prompt with its image; ``lat`` / ``lon`` (and the
-country label) feed the reward, which also logs Acc@k and the median distance through TRL's
+one; relative image paths are read from the JSONL's folder, as every ``data`` command reads
+them). Every row becomes a conversational prompt with its image (``--prompt STYLE``: the
+style's system and user prompts, the ones ``data synthesize`` puts in the SFT cold-start
+records, with the row's hint); ``lat`` / ``lon`` (and the country label) feed the reward,
+which also logs Acc@k and the median distance through TRL's
 ``log_metric``. Every registry tool but ``exif_gps`` (it reads the answer from the photo's GPS
 tag; ``--allow-exif`` opts in) is offered unless ``--tools`` names a subset; zoom boxes are
-read in the frame the processor gives the model (Qwen ``smart_resize``). Before training, the
+read in the frame the processor gives the model (Qwen ``smart_resize``). Without torchvision
+(which Qwen-VL's video processor needs) the processor is built image-only. Before training, the
 prompt with the tool schemas is measured against the model's context: it stops with an error
 when they fill it and warns when tool results would not fit. TRL's tool loop
 needs a chat template it can parse tool calls from (Qwen3 / Qwen3-VL and others it ships
@@ -18,6 +22,8 @@ response templates for) and transformers >= 5.2. Without a GPU the run uses the 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from datasets import Dataset
 from PIL import Image
@@ -25,9 +31,11 @@ from trl import GRPOConfig, GRPOTrainer
 
 from geosleuth.core.records import Sample
 from geosleuth.plugins import load_callable
-from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, EXIF_HELP
-from geosleuth.training.trl_env import check_context, make_environment_factory, trl_processor
+from geosleuth.training.processors import load_processor
+from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, EXIF_HELP, training_tools
+from geosleuth.training.trl_env import ProcessorFrame, check_context, make_environment_factory, trl_processor
 from geosleuth.training.trl_reward import make_reward_func
+from geosleuth.training.verl_tools import shared_registry
 
 QUESTION = (
     "Where was this photo taken? Use the tools if useful. Finish with "
@@ -38,21 +46,46 @@ QUESTION = (
 PROMPT = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
 
 
-def load_rows(path: str) -> Dataset:
+def style_prompt(
+    style: str, sample: Sample, schemas: list[dict[str, Any]], size: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """The prompt style's system and user turns for one sample, as synthesis writes them."""
+    from geosleuth.agent.prompting import build_prompts, load_style
+    from geosleuth.core.records import Task
+
+    spec = load_style(style)
+    task = Task.from_sample(sample)
+    system, user = build_prompts(spec, task, schemas, "native", spec.bbox_convention, size)
+    user_turn = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": user}]}
+    return [{"role": "system", "content": [{"type": "text", "text": system}]}, user_turn]
+
+
+def load_rows(
+    path: str, style: str | None = None, schemas: list[dict[str, Any]] | None = None, processor: Any = None
+) -> tuple[Dataset, list[dict[str, Any]]]:
+    """One row per sample with an image and coordinates (image paths relative to the JSONL's
+    folder), and the first row's prompt."""
     with open(path, encoding="utf-8") as fh:
         samples = [Sample.model_validate_json(line) for line in fh if line.strip()]
     usable = [s for s in samples if s.image and s.lat is not None and s.lon is not None]
     if not usable:
         raise SystemExit(f"error: {path} has no sample with an image and coordinates")
-    return Dataset.from_dict(
-        {
-            "prompt": [PROMPT] * len(usable),
-            "image": [Image.open(s.image).convert("RGB") for s in usable],
-            "lat": [s.lat for s in usable],
-            "lon": [s.lon for s in usable],
-            "country": [s.labels.get("country") for s in usable],
-        }
-    )
+    base = Path(path).parent
+    images = [Image.open(base / s.image).convert("RGB") for s in usable]  # type: ignore[operator]
+    frame = ProcessorFrame.of(processor) if processor is not None else None
+    sizes = [frame.size(img.size) if frame else img.size for img in images]
+    prompts = [
+        style_prompt(style, s, schemas or [], size) if style else PROMPT
+        for s, size in zip(usable, sizes, strict=True)
+    ]
+    columns = {
+        "prompt": prompts,
+        "image": images,
+        "lat": [s.lat for s in usable],
+        "lon": [s.lon for s in usable],
+        "country": [s.labels.get("country") for s in usable],
+    }
+    return Dataset.from_dict(columns), prompts[0]
 
 
 def boolean(text: str) -> bool:
@@ -83,6 +116,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_TIMEOUT_S,
         help="Seconds a tool call may take; a slower one returns an error the policy reads.",
     )
+    parser.add_argument(
+        "--prompt",
+        default=None,
+        help="Prompt style (spotagent, geovista, …) whose system and user prompts each row gets; "
+        "default: one question asking for a JSON answer.",
+    )
     parser.add_argument("--bbox-convention", default="absolute", choices=["absolute", "relative1000"])
     parser.add_argument(
         "--processor-factory",
@@ -99,6 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--grad-accum", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=1e-6)
     parser.add_argument("--beta", type=float, default=0.001, help="KL coefficient.")
+    parser.add_argument("--temperature", type=float, default=1.0, help="Rollout sampling temperature.")
     parser.add_argument("--max-completion-length", type=int, default=4096)
     parser.add_argument("--max-tool-calls", type=int, default=6)
     parser.add_argument("--save-steps", type=int, default=100)
@@ -125,9 +165,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
     if args.processor_factory:
         processor = load_callable(args.processor_factory, "processor factory")(args.model)
     else:
-        from transformers import AutoProcessor
-
-        processor = AutoProcessor.from_pretrained(args.model)
+        processor = load_processor(args.model)
     processor = trl_processor(processor)
     config = GRPOConfig(
         output_dir=args.out,
@@ -136,6 +174,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         gradient_accumulation_steps=args.grad_accum,
         learning_rate=args.learning_rate,
         beta=args.beta,
+        temperature=args.temperature,
         max_completion_length=args.max_completion_length,
         max_tool_calling_iterations=args.max_tool_calls,
         num_train_epochs=args.epochs,
@@ -159,12 +198,14 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         )
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    rows = load_rows(args.data)
+    registry = shared_registry(args.tool_settings)
+    schemas = registry.subset(training_tools(registry.names(), tools, args.allow_exif)).schemas()
+    rows, first_prompt = load_rows(args.data, args.prompt, schemas, processor)
     try:
         check_context(
             processor,
             environment,
-            PROMPT,
+            first_prompt,
             max_model_len=context_length(args.model),
             max_completion_length=args.max_completion_length,
             image=rows[0]["image"],

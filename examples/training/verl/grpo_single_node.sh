@@ -48,6 +48,8 @@ python3 -m verl.trainer.main_ppo \
   data.max_prompt_length=4096 \
   data.max_response_length=16384 \
   data.filter_overlong_prompts=True \
+  data.custom_cls.path=pkg://geosleuth.training.verl_dataset \
+  data.custom_cls.name=GeoSleuthRLHFDataset \
   actor_rollout_ref.model.path="$MODEL" \
   actor_rollout_ref.model.use_remove_padding=True \
   actor_rollout_ref.model.enable_gradient_checkpointing=True \

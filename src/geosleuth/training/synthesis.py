@@ -222,7 +222,7 @@ class Synthesizer:
                 messages, schemas, temperature=self.config.temperature, max_tokens=self.config.max_tokens
             )
             choice = resp.first
-            thought = "\n\n".join([*pending_notes, choice.content.strip()]).strip()
+            thought = "\n\n".join([*pending_notes, _reasoning(choice.content)]).strip()
             pending_notes = []
             calls = parse_native(choice.tool_calls)
             if not calls:
@@ -410,6 +410,16 @@ class Synthesizer:
         }
         (self.out_dir / "synthesis_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
         return report
+
+
+def _reasoning(content: str) -> str:
+    """The planner's text as reasoning: a reply that is only the JSON answer has none (the answer
+    goes to ``<answer>``, not repeated in ``<think>``)."""
+    text = content.strip()
+    try:
+        return "" if isinstance(json.loads(text), dict) else text
+    except json.JSONDecodeError:
+        return text
 
 
 RETRYABLE_REASONS = frozenset({"model_error"})

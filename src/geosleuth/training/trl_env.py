@@ -291,6 +291,40 @@ def _error_reporting_tokenizer(tokenizer: Any) -> Any:
     return clone
 
 
+def tool_methods(environment: type[GeoToolEnvironment]) -> list[Any]:
+    """The bound tool methods of one environment instance, as TRL offers them to the chat template."""
+    env = environment()
+    return [getattr(env, name) for name, _ in inspect.getmembers(environment, inspect.isfunction)
+            if not name.startswith("_") and name != "reset"]  # fmt: skip
+
+
+def system_with_tools(
+    messages: list[dict[str, Any]], environment: type[GeoToolEnvironment], processor: Any
+) -> list[dict[str, Any]]:
+    """``messages`` with the system turn's text as GRPO will render it: with the tool block.
+
+    TRL's GRPO passes the environment's tools to the chat template, which writes their schemas
+    into the system turn; TRL's vision SFT collator passes no tools. SFT records for that
+    policy need the same system text, or the cold start learns a prompt GRPO never shows
+    (a tiny model then answers without calling a tool). The text is cut from the template's
+    own rendering of the system turn with and without the tools.
+    """
+    out = copy.deepcopy(messages)
+    if not out or out[0].get("role") != "system":
+        out.insert(0, {"role": "system", "content": [{"type": "text", "text": ""}]})
+    content = out[0]["content"]
+    text = content if isinstance(content, str) else "".join(p.get("text") or "" for p in content)
+    probe = [{"role": "system", "content": [{"type": "text", "text": text}]}]
+    plain = processor.apply_chat_template(probe, tokenize=False)
+    rendered = processor.apply_chat_template(probe, tools=tool_methods(environment), tokenize=False)
+    at = plain.find(text) if text else plain.find("<|im_end|>")
+    head, tail = plain[:at], plain[at + len(text) :]
+    if at < 0 or not rendered.startswith(head) or not rendered.endswith(tail):
+        raise ValueError("the chat template does not render the system text verbatim; cannot place the tools")
+    out[0]["content"] = [{"type": "text", "text": rendered[len(head) : len(rendered) - len(tail)]}]
+    return out
+
+
 def check_context(
     processor: Any,
     environment: type[GeoToolEnvironment],
@@ -306,9 +340,7 @@ def check_context(
     raises ``ValueError`` when the prompt alone reaches ``max_model_len`` and warns when the
     prompt plus ``max_completion_length`` does not fit. Returns the prompt's token count.
     """
-    env = environment()
-    tools = [getattr(env, name) for name, _ in inspect.getmembers(environment, inspect.isfunction)
-             if not name.startswith("_") and name != "reset"]  # fmt: skip
+    tools = tool_methods(environment)
     messages = copy.deepcopy(prompt)
     for message in messages:
         for part in message["content"] if isinstance(message.get("content"), list) else []:
