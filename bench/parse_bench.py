@@ -7,7 +7,9 @@ Run: ``python bench/parse_bench.py [--files DIR] [--repeat 3]``. Prints, measure
   that decodes with lat, lon, city and country), as a ratio;
 * CPU time per character on whitespace runs, repeated keys and deep nesting at 10x and 100x the
   smallest size, as a ratio to the smallest (about 1 means linear; the old answer-line pattern
-  grew as n^4).
+  grew as n^4);
+* ``squeeze`` on the published answers beside the same folding done by scanning every character
+  against the Unicode blank class (why squeeze tests for odd blanks first), as a ratio.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from geosleuth.core.parsing import parse_answer
+from geosleuth.core.parsing.delimiters import _BLANKS, _LINE_BREAKS, _NEWLINE_RUNS, squeeze
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one released-TwM transcription
 from released_twm import first_answer  # noqa: E402
@@ -90,13 +93,35 @@ def scaling(repeat: int) -> None:
         print(f"{name:22s}{cells}{per_char[-1] / max(per_char[0], 1e-9):14.2f}x")
 
 
+def _class_scan_squeeze(text: str) -> str:
+    """``squeeze``'s result by the plain route: every character tested against the blank class."""
+    text = _BLANKS.sub(" ", _LINE_BREAKS.sub("\n", text)).replace(" \n", "\n")
+    return _NEWLINE_RUNS.sub("\n", text)
+
+
+def squeeze_figure(texts: list[str], repeat: int) -> None:
+    """Why squeeze tests for odd blanks before its pattern: the answers it has work on, both ways."""
+    busy = [t for t in texts if squeeze(t) != t]
+    assert all(_class_scan_squeeze(t) == squeeze(t) for t in busy)
+    ref = _cpu(lambda: [_class_scan_squeeze(t) for t in busy], repeat)
+    spent = _cpu(lambda: [squeeze(t) for t in busy], repeat)
+    chars = sum(map(len, busy)) or 1
+    print(
+        f"\nsqueeze on {len(busy)} answers with blanks to fold: {spent / len(busy) * 1e6:.1f} µs an answer, "
+        f"class scan (ref) {ref / len(busy) * 1e6:.1f} µs ({ref / spent:.2f}x faster, "
+        f"{chars / len(busy):.0f} characters an answer)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=Path, default=None, help="folder of published *.jsonl files")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    throughput(_texts(args.files), args.repeat)
+    texts = _texts(args.files)
+    throughput(texts, args.repeat)
     scaling(args.repeat)
+    squeeze_figure(texts, args.repeat)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ Each figure runs in its own process and is printed beside its reference from the
   haversine and the threshold shares — the least any scorer of these files must do;
 - ``geosleuth score`` on 10 rows, best-of-5 wall and CPU time, beside the reference loop on the
   same 10 rows;
-- every ``geosleuth … --help`` beside ``import typer`` (``startup_bench.help_figures``).
+- every ``geosleuth … --help`` beside ``import typer`` (``startup_bench.help_figures``);
+- ``geodesic_km`` per pair on a large batch (PROJ, through pyproj) beside a small batch
+  (geographiclib), why small batches skip pyproj only for its import.
 
 The closing summary gives each figure as a ratio with its issue-24 target.
 
@@ -262,6 +264,28 @@ def small_files(path: Path, workdir: Path, protocols: list[str], runs: int, geop
     return out
 
 
+def geodesic_figure(pairs: int = 100_000) -> str:
+    """Per-pair cost of ``geodesic_km``: PROJ on a large batch beside geographiclib on a small one."""
+    from geosleuth.core.geo import SMALL_GEODESIC_BATCH, geodesic_km
+
+    rng = np.random.default_rng(0)
+    lat1, lat2 = rng.uniform(-80, 80, (2, pairs))
+    lon1, lon2 = rng.uniform(-180, 180, (2, pairs))
+    small = SMALL_GEODESIC_BATCH
+    geodesic_km(lat1[:small], lon1[:small], lat2[:small], lon2[:small])  # imports out of the timing
+    geodesic_km(lat1, lon1, lat2, lon2)
+    start = time.process_time()
+    geodesic_km(lat1, lon1, lat2, lon2)
+    proj = (time.process_time() - start) / pairs
+    start = time.process_time()
+    geodesic_km(lat1[:small], lon1[:small], lat2[:small], lon2[:small])
+    karney = (time.process_time() - start) / small
+    return (
+        f"geodesic_km: {proj * 1e6:.2f} µs a pair on {pairs:,} pairs (PROJ), geographiclib "
+        f"{karney * 1e6:.2f} µs a pair on {small} ({karney / proj:.1f}x PROJ's)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="300000,1000000", help="row counts, comma-separated")
@@ -284,6 +308,7 @@ def main() -> int:
         print("note: geopy is not installed; the Thinking-with-Map reference loop is skipped")
     else:
         geopy_ok = True
+    print(geodesic_figure())
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="score_bench_"))
     workdir.mkdir(parents=True, exist_ok=True)
     protocols = [p for p in args.protocols.split(",") if p]

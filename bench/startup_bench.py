@@ -7,12 +7,15 @@ next to its references: `python -c pass` (the floor) and `python -c "import type
 framework the CLI is built on). Targets: `geosleuth --help` < 150 ms wall (issue 13); every
 `--help`, subcommands included, within 1.5x of `import typer` (issue 24), in CPU and in wall time;
 `import geosleuth` (the flat Python API, every name imported lazily) within 2x `python -c pass`
-(issue 30).
+(issue 30). Then the start-up costs that the code's comments give as reasons (typer's rich
+renderer, a pydantic adapter, pyproj, numpy.ma, an SSL context, building every command of a CLI
+module), each beside its reference.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import shutil
@@ -96,6 +99,56 @@ def metadata_figure(runs: int) -> str:
     )
 
 
+IMPORT_COSTS: tuple[tuple[str, str, str], ...] = (
+    ("typer's rich help renderer (why help is plain)", "import typer", "import typer.rich_utils"),
+    (
+        "pydantic adapter for a group's --help flag (why _LightHelpGroup)",
+        "import typer",
+        "import typer, pydantic; pydantic.TypeAdapter(bool | None)",
+    ),
+    ("pyproj import (why small geodesic batches use geographiclib)", "import numpy", "import numpy, pyproj"),
+    ("numpy.ma import (why median_finite, percentile_interval)", "import numpy", "import numpy.ma"),
+    ("an SSL context (why http shares one)", "import ssl", "import ssl; ssl.create_default_context()"),
+)
+"""(what it explains, reference code, code): each measured in a fresh interpreter."""
+
+
+def import_costs(runs: int) -> list[str]:
+    """The start-up costs the code's comments give as reasons, each beside its reference."""
+    python, out = sys.executable, []
+    for label, ref, code in IMPORT_COSTS:
+        ref_wall, ref_cpu = measure([python, "-c", ref], runs)
+        wall, cpu = measure([python, "-c", code], runs)
+        out.append(
+            f"{label}: +{(wall - ref_wall) * 1e3:.1f} ms wall, +{(cpu - ref_cpu) * 1e3:.1f} ms CPU over "
+            f"`{ref}` ({wall / ref_wall:.2f}x wall, {cpu / ref_cpu:.2f}x CPU)"
+        )
+    return out
+
+
+def build_costs(runs: int) -> list[str]:
+    """Building every command of a CLI module beside building only the one asked for (in-process)."""
+    from geosleuth.cli.app import load_module_commands
+
+    out = []
+    for module, only in (("geosleuth.cli.eval", "eval"), ("geosleuth.cli.data", "data")):
+        load_module_commands(module)  # imports out of the timing
+        times = {}
+        for key in (None, only):
+            best = math.inf
+            for _ in range(runs):
+                start = time.perf_counter()
+                load_module_commands(module, only=key)
+                best = min(best, time.perf_counter() - start)
+            times[key] = best
+        whole, one = times[None], times[only]
+        out.append(
+            f"{module}: every command built {whole * 1e3:.1f} ms, only `{only}` {one * 1e3:.1f} ms "
+            f"({whole / one:.2f}x)"
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -105,6 +158,8 @@ def main() -> None:
     print("\n".join(help_figures(args.runs)))
     print(import_figure(args.runs))
     print(metadata_figure(args.runs))
+    print("\n".join(import_costs(args.runs)))
+    print("\n".join(build_costs(args.runs)))
 
 
 if __name__ == "__main__":

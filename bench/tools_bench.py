@@ -9,6 +9,7 @@
 | batched reverse geocoding, points/s | `reverse_geocoder` mode 2 on the same points |
 | tool-cache hit p50 (SQLite; Redis when available) | the bare backend read of the same entry |
 | offline search: first query | the bare FTS5 MATCH on the same index |
+| offline search index: a `Place` per gazetteer city | the same cities as plain rows |
 | provider HTTP p50, pooled (one client per loop) | a client per request; a bare reused `httpx.AsyncClient` |
 | shared (Redis) rate-limit booking p50 | Redis PING on the same connection |
 
@@ -344,6 +345,16 @@ async def bench_rate_limit(n: int, redis_url: str | None) -> None:
     client.close()
 
 
+def bench_search_documents() -> None:
+    """Why the offline search index reads the gazetteer's cities as plain rows, not `Place` objects."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    gaz = get_gazetteer()
+    bulk = _best_of(3, lambda: list(gaz.iter_rows(kind="city")))
+    objects = _best_of(3, lambda: [gaz._row_to_place(r, None) for r in gaz.iter_rows(kind="city")])
+    row("offline search: a Place per city, s", objects, "s", "the same cities as plain rows (ref)", bulk)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=10_000)
@@ -361,6 +372,7 @@ def main() -> None:
     bench_reverse(args.points)
     asyncio.run(bench_http(args.http_requests))
     bench_search()
+    bench_search_documents()
     with redis_server() as redis_url:
         asyncio.run(bench_cache(args.cache_lookups, redis_url))
         asyncio.run(bench_rate_limit(min(args.cache_lookups, 2000), redis_url))

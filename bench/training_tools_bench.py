@@ -7,6 +7,7 @@ in the same run, as a ratio.
 |---|---|
 | TRL GRPO step (2 rollouts: geocode, zoom, answer), CPU s | the same step answered at once |
 | ms-swift `geosleuth_tools` step (one tool turn), CPU s | the bare registry call of that tool |
+| verl tool context decoding a 3000×2000 JPEG, ms | an `asyncio.to_thread` round trip (going off the loop) |
 
 The policy is the tests' tiny random Qwen3-VL (≈140 k parameters) with scripted generation
 (`tests/training/scripted_policy.py`), so the figures are the engines' and geosleuth's own
@@ -166,6 +167,42 @@ def swift_cpu(rollouts: int, script: list[str], work: Path) -> dict[str, float] 
     return json.loads(run.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def decode_figure(work: Path, runs: int = 5) -> None:
+    """Why verl's tool context decodes off the event loop: the decode beside a hop to a thread."""
+    import asyncio
+
+    import numpy as np
+    from PIL import Image
+
+    from geosleuth.training.verl_tools import _context
+
+    rng = np.random.default_rng(0)
+    ramp = np.linspace(0, 255, 3000, dtype=np.float32)[None, :, None]
+    pixels = np.clip(ramp + rng.normal(0, 20, (2000, 3000, 3)), 0, 255).astype(np.uint8)
+    path = work / "query.jpg"
+    Image.fromarray(pixels).save(path, quality=90)
+
+    def best(call: Any) -> float:
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    decode = best(lambda: _context({"image": str(path)}, {}, decode=True))
+    loop = asyncio.new_event_loop()
+    hop = best(lambda: loop.run_until_complete(asyncio.to_thread(lambda: None)))
+    loop.close()
+    row(
+        "verl tool context, 3000×2000 JPEG decoded",
+        decode * 1e3,
+        "ms",
+        "asyncio.to_thread round trip",
+        hop * 1e3,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=3, help="TRL steps measured (after one warm-up step)")
@@ -182,6 +219,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        decode_figure(work)
         tools = trl_cpu_per_step([GEOCODE, ZOOM, ANSWER], args.steps, work / "tools")
         direct = trl_cpu_per_step([ANSWER], args.steps, work / "direct")
         row("TRL GRPO step, geocode + zoom + answer", tools, "CPU s", "same step, answer at once", direct)

@@ -46,15 +46,15 @@ class ImageStore:
     def add(self, img: Image.Image, name: str) -> str:
         """Store a tool-made image; return the reference the trajectory keeps."""
         small, _ = fit_to_budget(img, self.pixel_budget)
-        rel = f"images/{self.prefix}/{name}.png"
+        ref = f"images/{self.prefix}/{name}.png"
         if self.artifacts_dir is not None:
-            path = self.artifacts_dir / rel
+            path = self.artifacts_dir / ref
             path.parent.mkdir(parents=True, exist_ok=True)
             png_ready(small).save(path, format="PNG")
         else:
-            rel = f"unsaved:{rel}"
-        self.data_urls[rel] = encode_data_url(small, self.fmt)
-        return rel
+            ref = f"unsaved:{ref}"
+        self.data_urls[ref] = encode_data_url(small, self.fmt)
+        return ref
 
 
 def write_trajectories(path: Path, trajectories: Iterable[Trajectory], append: bool = True) -> int:

@@ -70,8 +70,8 @@ COMMANDS: dict[str, LazyCommand] = {
 def load_module_commands(module: str, only: str | None = None) -> dict[str, Any]:
     """Every click command that ``module.register`` adds, by name; ``only``: just that one.
 
-    Typer turns every registered function's signature into click parameters at once (~25 ms
-    for `geosleuth.cli.eval`'s five), so running or helping one command builds that one.
+    Typer turns every registered function's signature into click parameters at once, so running or
+    helping one command builds that one (bench/startup_bench.py measures the difference).
     """
     sub = typer.Typer()
     sub.callback()(lambda: None)  # a callback makes typer build a group even for one command
@@ -95,7 +95,7 @@ def load_module_commands(module: str, only: str | None = None) -> dict[str, Any]
 
 def _without_commands(info: Any, pending: dict[str, list[Any]]) -> Any:
     """A copy of a sub-app's group info with its commands set aside in ``pending``: running or
-    helping ``data filter`` builds ``filter``, not the group's eight commands (~15 ms)."""
+    helping ``data filter`` builds ``filter``, not the group's eight commands."""
     app_copy = copy.copy(info.typer_instance)
     pending[info.name] = list(app_copy.registered_commands)
     app_copy.registered_commands = []
@@ -121,8 +121,8 @@ def command_paths() -> list[list[str]]:
 
 
 def _plain_help(command: Any) -> None:
-    """Help in click's plain layout, as ``geosleuth --help``: typer's rich renderer alone imports
-    for ~80 ms, more than the rest of a help screen. Nested groups get the light ``--help`` too."""
+    """Help in click's plain layout, as ``geosleuth --help``: importing typer's rich renderer costs
+    more than the rest of a help screen. Nested groups get the light ``--help`` too."""
     if hasattr(command, "rich_markup_mode"):
         command.rich_markup_mode = None
     if type(command) is TyperGroup:
@@ -135,7 +135,7 @@ class _LightHelpGroup(TyperGroup):
     """A typer group whose own ``--help`` flag is coerced without pydantic.
 
     Typer builds a pydantic adapter for every parameter it processes, a group's absent
-    ``--help`` flag included (~50 ms of imports on the way to a subcommand), then passes its
+    ``--help`` flag included (pydantic's imports on the way to a subcommand), then passes its
     ``None`` through unused. A bool flag needs no adapter: typer's pass-through coercion gives
     the same values (None stays None, a bool stays a bool).
     """
@@ -239,7 +239,7 @@ app = typer.Typer(
     name="geosleuth",
     help="Agentic image geolocation: locate, score, evaluate, train.",
     cls=LazyGroup,
-    rich_markup_mode=None,  # plain help here: typer's rich renderer alone imports for ~80 ms
+    rich_markup_mode=None,  # plain help here: typer's rich renderer is a costly import
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

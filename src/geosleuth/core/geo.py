@@ -65,9 +65,9 @@ def _geodesic_metres_small(
 def geodesic_km(lat1: ArrayLike, lon1: ArrayLike, lat2: ArrayLike, lon2: ArrayLike) -> NDArray[np.float64]:
     """Ellipsoidal (WGS-84) geodesic distance by Karney's algorithm.
 
-    Large batches use PROJ's C implementation (pyproj, ~1 µs a pair); a batch of at most
+    Large batches use PROJ's C implementation (pyproj); a batch of at most
     :data:`SMALL_GEODESIC_BATCH` pairs uses geographiclib, Karney's own Python implementation and
-    the one geopy (and so Thinking-with-Map's released scorer) calls: pyproj's ~60 ms import would
+    the one geopy (and so Thinking-with-Map's released scorer) calls: pyproj's import would
     outweigh the whole computation there. The two agree to nanometres.
     """
     la1, lo1, la2, lo2 = np.broadcast_arrays(*_as_arrays(lat1, lon1, lat2, lon2))

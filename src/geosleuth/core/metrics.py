@@ -95,7 +95,7 @@ def median_km(distances_km: ArrayLike) -> float:
 def median_finite(values: NDArray[np.float64], in_place: bool = False) -> float:
     """``np.median`` of NaN-free values, bit for bit, by one partition; NaN when empty.
 
-    ``np.median`` checks for NaN through ``numpy.ma``, whose import is ~10 ms of a 10-row
+    ``np.median`` checks for NaN through ``numpy.ma``, whose import is a visible share of a 10-row
     ``score``; charged distances never hold NaN. ``in_place`` reorders ``values`` instead of copying.
     """
     n = values.size
@@ -416,8 +416,8 @@ def best_of_n(distances_km: ArrayLike) -> NDArray[np.float64]:
 
 def percentile_interval(values: NDArray[np.float64], confidence: float) -> tuple[float, float]:
     """The central ``confidence`` interval of ``values``: ``np.quantile``'s default (linear, Hyndman
-    and Fan type 7) bit for bit, by one sort. ``np.quantile`` itself imports ``numpy.ma`` (~10 ms
-    of a 10-row ``score``)."""
+    and Fan type 7) bit for bit, by one sort. ``np.quantile`` itself imports ``numpy.ma`` (a
+    visible share of a 10-row ``score``)."""
     ordered = np.sort(values)
     alpha = (1.0 - confidence) / 2.0
     return (_linear_quantile(ordered, alpha), _linear_quantile(ordered, 1.0 - alpha))

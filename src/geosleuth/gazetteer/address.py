@@ -170,10 +170,10 @@ def designator_free(key: str) -> str:
         start += 1
     while end > start and words[end - 1] in _DESIGNATOR_WORDS:
         end -= 1
-    core = " ".join(words[start:end])
-    if core == key and len(words) == 1:
-        core = _strip_suffix(key)
-    return core if core != key and len(core) >= 2 else ""
+    bare = " ".join(words[start:end])
+    if bare == key and len(words) == 1:
+        bare = _strip_suffix(key)
+    return bare if bare != key and len(bare) >= 2 else ""
 
 
 def _strip_suffix(word: str) -> str:
@@ -202,5 +202,5 @@ def cyrillic_stem(key: str) -> str:
 def region_keys(name: str) -> tuple[str, str, str]:
     """(key, designator-free key, Cyrillic stem) of one region name; empty strings where none."""
     key = normalize(name)
-    core = designator_free(key)
-    return key, core, cyrillic_stem(core or key)
+    bare = designator_free(key)
+    return key, bare, cyrillic_stem(bare or key)

@@ -414,9 +414,9 @@ def _build_places(out: Path) -> None:
                 name_rows.add((akey, idx, 0))
         if kind == "admin1":  # regions also answer to their name without "Province"/"省", and by stem
             for alt in [name, *alternates]:
-                _, core, stem = region_keys(alt)
-                if core and core != key and len(core) <= 80:
-                    name_rows.add((core, idx, 0))
+                _, bare, stem = region_keys(alt)
+                if bare and bare != key and len(bare) <= 80:
+                    name_rows.add((bare, idx, 0))
                 if stem:
                     stem_rows.add((stem, idx))
         return idx

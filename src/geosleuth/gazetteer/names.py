@@ -175,9 +175,9 @@ class NameSearch:
 
     def _region_fallback(self, key: str) -> list[tuple[Any, ...]]:
         """Admin-1 regions named by ``key`` without its designator, or by its Cyrillic stem."""
-        core = designator_free(key)
-        found = [tuple(r[2:]) for r in self._lookup_rows([core])] if core else []
-        stem = cyrillic_stem(core or key)
+        bare = designator_free(key)
+        found = [tuple(r[2:]) for r in self._lookup_rows([bare])] if bare else []
+        stem = cyrillic_stem(bare or key)
         if not found and stem:
             found = self._rows_where("idx IN (SELECT idx FROM stems WHERE key = ?)", (stem,))
         return [r for r in found if r[8] == "admin1"]

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-import geosleuth.scoring.geovista as GV
-from geosleuth.core import metrics as M
+import geosleuth.scoring.geovista as geovista
+from geosleuth.core import metrics as core_metrics
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import PLACE_LEVELS, ParseStatus, Prediction
 from geosleuth.scoring.checks import language_warning, misalignment_warning
@@ -301,26 +301,26 @@ class _Accumulator:
 
     def _text_matches(self, predicted: str, truth: str, level: str) -> bool:
         """``text_matches`` for one name pair; memoised because labels repeat across rows."""
-        return M.text_matches(predicted, truth, level, aliases=self.aliases)
+        return core_metrics.text_matches(predicted, truth, level, aliases=self.aliases)
 
     def _geovista_levels(self, i: int, prediction: Prediction, labels: Mapping[str, str]) -> None:
         """GeoVista: whole-term rule on the final turn, or the verifier's verdict in its place."""
-        response = GV.final_turn(prediction.raw)
-        hits = dict.fromkeys(GV.LEVELS, False)
+        response = geovista.final_turn(prediction.raw)
+        hits = dict.fromkeys(geovista.LEVELS, False)
         kept = response != ""  # the released code drops rows without a final answer
         if kept and self.verifier is None:
-            hits = GV.rule_levels(response, labels)
+            hits = geovista.rule_levels(response, labels)
         elif kept:
             verdict = self._verdict(response, labels)
             kept = verdict is not None
             if verdict is not None:
-                hits = GV.verifier_levels(verdict)
+                hits = geovista.verifier_levels(verdict)
         self.has_response.append(kept)
-        for level in GV.LEVELS:
+        for level in geovista.LEVELS:
             truth = labels.get(level)
             if truth:
                 self.text_seen[level] = True
-                if not GV.normalize_text(truth):
+                if not geovista.normalize_text(truth):
                     self.unfoldable[level] += 1
             self.text_scored[level].append(kept)
             self.text_hit[level].append(hits[level])
@@ -571,7 +571,7 @@ def _arrays(acc: _Accumulator, protocol: ScoringProtocol, keep_rows: bool) -> tu
 def _name_level_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringProtocol) -> list[str]:
     present = [lv for _, lv in protocol.text_levels if acc.text_seen[lv]]
     raw = {lv: acc.text_hit[lv].array() for lv in present}
-    implied = M.imply_coarser(raw, order=present)
+    implied = core_metrics.imply_coarser(raw, order=present)
     notes: list[str] = []
     choice_only = acc.any_choice and bool(acc.choice_scored.array().all())
     for metric, lv in protocol.text_levels:
@@ -598,7 +598,7 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
     has_response = acc.has_response.array()
     notes: list[str] = []
     for metric, lv in protocol.text_levels:
-        finer = GV.LEVELS[GV.LEVELS.index(lv) :]  # a correct city credits state and country
+        finer = geovista.LEVELS[geovista.LEVELS.index(lv) :]  # a correct city credits state and country
         if not any(acc.text_seen[f] for f in finer):
             notes.append(_unlabelled(arrays, metric, " or ".join(finer), acc.n, f"all_{metric}"))
             continue
@@ -610,7 +610,7 @@ def _geovista_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: ScoringPr
     if arrays.distance_metrics:
         arrays.published = published
         for t in protocol.thresholds:
-            name = M.threshold_name(t)
+            name = core_metrics.threshold_name(t)
             arrays.hits[f"all_{name}"] = arrays.hits[name]
             arrays.scored[name] = published
     lines = acc.line.array()

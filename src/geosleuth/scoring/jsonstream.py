@@ -84,17 +84,17 @@ class _Window:
 
     def line(self, pos: int) -> int:
         """The 1-based line of absolute ``pos`` (at or after ``base``)."""
-        rel, at = pos - self.base, self.cursor - self.base
-        if rel >= at:
-            self.cursor_line += self.buf.count(b"\n", at, rel)
+        in_buf, cursor_in_buf = pos - self.base, self.cursor - self.base
+        if in_buf >= cursor_in_buf:
+            self.cursor_line += self.buf.count(b"\n", cursor_in_buf, in_buf)
             self.cursor = pos
             return self.cursor_line
-        return self.cursor_line - self.buf.count(b"\n", rel, at)
+        return self.cursor_line - self.buf.count(b"\n", in_buf, cursor_in_buf)
 
     def space(self, pos: int) -> int:
         """The first absolute position at or after ``pos`` that is not white space."""
-        rel = pos - self.base
-        if rel < len(self.buf) and self.buf[rel] not in b" \t\r\n":
+        in_buf = pos - self.base
+        if in_buf < len(self.buf) and self.buf[in_buf] not in b" \t\r\n":
             return pos  # the common case, without a call
         while self.byte(pos) is not None:
             end = _SPACE.match(self.buf, pos - self.base).end()  # type: ignore[union-attr]
@@ -125,15 +125,15 @@ class _Scanner:
             return self._scalar_end(start), False
         depth, inside, pos, long = 0, False, start, False
         while True:
-            rel = pos - w.base
-            if rel >= len(w.buf):
+            in_buf = pos - w.base
+            if in_buf >= len(w.buf):
                 if long:
                     w.drop(pos)
                 if not w.more():
                     raise self.fail(start, "a value that never ends")
                 continue
             if inside:
-                m = _INSIDE.search(w.buf, rel)
+                m = _INSIDE.search(w.buf, in_buf)
                 if m is None:
                     pos = w.base + len(w.buf)
                 elif m.group() == b"\\":
@@ -143,7 +143,7 @@ class _Scanner:
                     if depth == 0:
                         return pos, long
             else:
-                m = _OUTSIDE.search(w.buf, rel)
+                m = _OUTSIDE.search(w.buf, in_buf)
                 if m is None:
                     pos = w.base + len(w.buf)
                     continue
@@ -168,16 +168,16 @@ class _Scanner:
         closes a valid prefix). None when no guess parses: the item is scanned instead.
         """
         w = self.w
-        buf, base, rel = w.buf, w.base, start - w.base
+        buf, base, in_buf = w.buf, w.base, start - w.base
         for _ in range(GUESSES):
-            close = buf.find(b"}", rel)
+            close = buf.find(b"}", in_buf)
             while close < 0 or len(buf) - close < _FOLLOW_BYTES:
                 if not w.more():
                     if close < 0:
                         return None
                     break
                 buf = w.buf
-                close = buf.find(b"}", rel)
+                close = buf.find(b"}", in_buf)
             if close + 1 - (start - base) > MAX_ITEM_BYTES:
                 return None
             if buf[close + 1 : close + 2] in _MAY_FOLLOW and _FOLLOW.match(buf, close + 1):
@@ -186,7 +186,7 @@ class _Scanner:
                     return base + close + 1, raw, orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     pass
-            rel = close + 1
+            in_buf = close + 1
         return None
 
     def _scalar_end(self, start: int) -> int:

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-import geosleuth.scoring.geovista as GV
-from geosleuth.core import metrics as M
+import geosleuth.scoring.geovista as geovista
+from geosleuth.core import metrics as core_metrics
 from geosleuth.core.geo import distance_km
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
 from geosleuth.scoring.peers import polygon_country_hits, released_points
@@ -74,13 +74,13 @@ def coordinate_chunk(
     pred_levels: dict[str, NDArray[np.object_]] = {}
     points: dict[str, NDArray[np.float64]] = {}
     if protocol.geoguessr:
-        points["geoguessr"] = M.geoguessr_points(d)
+        points["geoguessr"] = core_metrics.geoguessr_points(d)
         if protocol.geoguessr_round:
             points["geoguessr"] = np.round(points["geoguessr"])
     if protocol.geoscore:  # GeoAgent measures on R = 6371 km (paper Table 5, released code)
         same = protocol.distance == "haversine" and protocol.radius_km == GEOAGENT_RADIUS_KM
         d_geo = d if same else distance_km(plat, plon, tlat, tlon, radius_km=GEOAGENT_RADIUS_KM).reshape(-1)
-        points["geoscore"] = M.geoscore_points(d_geo)
+        points["geoscore"] = core_metrics.geoscore_points(d_geo)
     if protocol.reverse == "polygon" and d.size:  # PIGEON: reverse is the gazetteer's country_batch
         hits = polygon_country_hits(reverse, plat, plon, tlat, tlon)  # type: ignore[arg-type]
         level_hits = {metric: hits for metric, _ in protocol.coord_levels}
@@ -99,9 +99,9 @@ def coordinate_chunk(
             pred = _reverse_levels(reverse, plat, plon, keys)
             true = {k: np.asarray(truth_levels[k], dtype=object) for k in keys}
         if protocol.nested_levels:
-            hits = M.level_hits_from_coordinates(pred, true, keys)
+            hits = core_metrics.level_hits_from_coordinates(pred, true, keys)
         else:
-            hits = {k: M.label_hits(pred[k], true[k]) for k in keys}
+            hits = {k: core_metrics.label_hits(pred[k], true[k]) for k in keys}
         for metric, key in protocol.coord_levels:
             level_hits[metric] = hits[key] & valid & has_truth
         if keep_pred_levels:
@@ -123,7 +123,7 @@ def assemble(chunks: list[CoordChunk], protocol: ScoringProtocol, parsed: NDArra
         c.d = np.zeros(0)
     hits: dict[str, NDArray[np.bool_]] = {}
     for t in protocol.thresholds:
-        hits[M.threshold_name(t)] = M.hits_at(d, t, protocol.strict_threshold)
+        hits[core_metrics.threshold_name(t)] = core_metrics.hits_at(d, t, protocol.strict_threshold)
     first = chunks[0]
     points = {name: take(lambda c, n=name: c.points[n]) for name in first.points}
     for metric, _ in protocol.coord_levels if first.level_hits else ():
@@ -195,21 +195,21 @@ def summarize(arrays: ScoreArrays, protocol: ScoringProtocol, index: NDArray[np.
         h_sel = h[sel]
         if name in arrays.scored:
             h_sel = h_sel[arrays.scored[name][sel]]
-        metrics[name] = 100.0 * M.accuracy(h_sel)
-        lo, hi = M.bootstrap_ci(h_sel, n_boot=N_BOOT, seed=0)
+        metrics[name] = 100.0 * core_metrics.accuracy(h_sel)
+        lo, hi = core_metrics.bootstrap_ci(h_sel, n_boot=N_BOOT, seed=0)
         ci95[name] = (100.0 * lo, 100.0 * hi)
     if arrays.distance_metrics:
-        if protocol.median_mean:  # = M.median_km / M.mean_km, with one charged copy
-            charged = M.charged_distances(d)
+        if protocol.median_mean:  # = core_metrics.median_km / core_metrics.mean_km, with one charged copy
+            charged = core_metrics.charged_distances(d)
             mean = float(charged.mean()) if charged.size else math.nan
-            metrics["median_km"] = M.median_finite(charged, in_place=True)
+            metrics["median_km"] = core_metrics.median_finite(charged, in_place=True)
             metrics["mean_km"] = mean
         if protocol.median == "lower":
             if arrays.published is not None:
-                metrics["median_km"] = GV.lower_median(d[arrays.published[sel]])
-                metrics["all_median_km"] = GV.lower_median(M.charged_distances(d))
+                metrics["median_km"] = geovista.lower_median(d[arrays.published[sel]])
+                metrics["all_median_km"] = geovista.lower_median(core_metrics.charged_distances(d))
             else:
-                metrics["median_km"] = GV.lower_median(M.charged_distances(d))
+                metrics["median_km"] = geovista.lower_median(core_metrics.charged_distances(d))
     for name, p in arrays.points.items():
         values = p[sel]
         metrics[name] = float(values.mean()) if values.size else math.nan

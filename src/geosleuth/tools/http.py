@@ -389,7 +389,7 @@ class Response:
 
 @lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
-    """Building a context costs ~20 ms; every loop's client shares one."""
+    """Building a context loads the system's CA certificates; every loop's client shares one."""
     return ssl.create_default_context()
 
 

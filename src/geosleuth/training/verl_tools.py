@@ -85,7 +85,7 @@ def _size(value: Any) -> tuple[int, int] | None:
 def _context(create_kwargs: dict[str, Any], config: dict[str, Any], decode: bool = True) -> ToolContext:
     """The trajectory's ToolContext; the query image is decoded only when ``decode`` (the tool reads it).
 
-    Decoding is blocking (~90 ms for a 3000×2000 JPEG): call it off the event loop.
+    Decoding a camera-sized JPEG blocks for far longer than a hop to a thread: call it off the event loop.
     """
     image_path = create_kwargs.get("image") or create_kwargs.get("image_path")
     ctx = ToolContext(
