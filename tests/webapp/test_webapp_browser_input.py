@@ -47,6 +47,8 @@ def test_keyboard_paste_drop_and_disabled_fields(tmp_path: Path, width: int) -> 
         page = browser.new_page(viewport={"width": width, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        choosers: list = []  # listened for from the start: Playwright intercepts choosers once listening,
+        page.on("filechooser", lambda chooser: choosers.append(chooser))  # and that set-up can lose a race
         page.goto(base + "/")
         page.wait_for_selector("#drop")
         for _ in range(8):  # the chooser is in the tab order, after the bar's links
@@ -56,9 +58,13 @@ def test_keyboard_paste_drop_and_disabled_fields(tmp_path: Path, width: int) -> 
         assert page.evaluate("document.activeElement.id") == "file"
         outline = page.evaluate("getComputedStyle(document.querySelector('#drop')).outlineStyle")
         assert outline == "solid"  # the focused chooser shows it
-        with page.expect_file_chooser() as chooser:
-            page.keyboard.press("Space")
-        chooser.value.set_files(str(EXAMPLE))
+        page.keyboard.press("Space")
+        for _ in range(100):  # the chooser opens from the key alone
+            if choosers:
+                break
+            page.wait_for_timeout(100)
+        assert choosers, "Space on the focused chooser opened no file chooser"
+        choosers[0].set_files(str(EXAMPLE))
         page.wait_for_selector("#drop b:text('luzern_sign.png')")
 
         page.evaluate(GIVE_FILE, ["#drop", "paste", image])

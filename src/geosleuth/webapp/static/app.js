@@ -329,7 +329,7 @@ function locatePage(main, jobId) {
   var fileInput = el("input", { type: "file", accept: "image/*", id: "file", "aria-label": "Choose a photo" });
   var preview = el("div");
   var chosen = { file: null };
-  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "click (or Tab here and press Space) to choose, or paste one (Ctrl+V) · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
+  var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "click (or Tab here and press Enter or Space) to choose, or paste one (Ctrl+V) · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
   var drop = el("label", { class: "drop", id: "drop" }, fileInput, dropText);
   function choose(file) {
     chosen.file = file;
@@ -338,6 +338,11 @@ function locatePage(main, jobId) {
     clear(dropText).appendChild(el("b", { text: file.name }));
   }
   fileInput.addEventListener("change", function () { if (fileInput.files[0]) choose(fileInput.files[0]); });
+  /* Enter or Space on the focused chooser opens it: a hidden file input answers a key press only
+     now and then (Chromium wants its own activation), so the key is turned into a click here */
+  fileInput.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" || e.key === " ") { e.preventDefault(); fileInput.click(); }
+  });
   drop.addEventListener("dragover", function (e) { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", function () { drop.classList.remove("over"); });
   drop.addEventListener("drop", function (e) { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) choose(e.dataTransfer.files[0]); });
