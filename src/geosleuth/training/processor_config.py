@@ -43,10 +43,11 @@ def settings_from_config(config: dict[str, Any]) -> ImageFrameSettings:
 
 
 def read_model_settings(model: Path) -> ImageFrameSettings:
-    """The frame settings of a local model folder; ValueError when it has no readable config."""
+    """The frame settings of a local model folder (none without a config file; the caller
+    reports the defaults it falls back to); ValueError for a config it cannot read."""
     path = model / CONFIG_NAME
     if not path.is_file():
-        raise ValueError(f"{model} has no {CONFIG_NAME}: pass --max-pixels and --resize-factor")
+        return ImageFrameSettings()
     if path.stat().st_size > 1_000_000:
         raise ValueError(f"{path} is over 1 MB: not a processor config")
     try:
