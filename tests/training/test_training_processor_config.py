@@ -83,3 +83,26 @@ def test_export_verl_options_without_model(tmp_path: Path, samples: Path) -> Non
     # factor 32, under the budget: round(1288 / 32) = 40 → 1280, round(868 / 32) = 27 → 864
     system, size = _exported(tmp_path, samples, "--resize-factor", "32")
     assert size == [1280, 864] and "(1280×864 pixels)" in system
+
+
+def test_prepare_data_script_uses_model_dir(tmp_path: Path, samples: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    script = Path(__file__).resolve().parents[2] / "examples" / "training" / "verl" / "prepare_data.sh"
+    model = tmp_path / "model"
+    model.mkdir()
+    config = {**QWEN3_VL, "size": {"longest_edge": 500_000, "shortest_edge": 65536}}
+    (model / "preprocessor_config.json").write_text(json.dumps(config))
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        "DATASET": str(samples), "OUT": str(tmp_path / "out"), "MODEL_DIR": str(model),
+        "TOOLS": "image_zoom_in_tool", "GEOSLEUTH_TOOL_CACHE_MODE": "off",
+    }  # fmt: skip
+    run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    system = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()[0]["prompt"][0]["content"]
+    assert "(832×576 pixels)" in system  # the same hand-derived frame as above
