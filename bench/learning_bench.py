@@ -1,7 +1,7 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
-    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 80] [--grpo-lr 5e-4]
-        [--lr-scheduler constant] [--beta 0] [--seed 0] [--out DIR] [--json]
+    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 60] [--grpo-lr 7e-4]
+        [--lr-scheduler linear] [--beta 0] [--seed 0] [--out DIR] [--json]
 
 The pipeline of docs/training.md, end to end, with nothing downloaded:
 
@@ -271,10 +271,10 @@ def main() -> None:
         "--sft-steps", type=int, default=65, help="a short cold start: the format, not yet the places"
     )
     parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--grpo-steps", type=int, default=80)
+    parser.add_argument("--grpo-steps", type=int, default=60)
     parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
-    parser.add_argument("--grpo-lr", type=float, default=5e-4)
-    parser.add_argument("--lr-scheduler", default="constant", help="GRPO learning-rate schedule")
+    parser.add_argument("--grpo-lr", type=float, default=7e-4)
+    parser.add_argument("--lr-scheduler", default="linear", help="GRPO learning-rate schedule (TRL: linear)")
     parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL coefficient")
     parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
