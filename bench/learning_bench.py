@@ -1,6 +1,7 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
-    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 60] [--grpo-lr 7e-4] [--out DIR] [--json]
+    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 60] [--grpo-lr 7e-4]
+        [--lr-scheduler linear] [--beta 0] [--seed 0] [--out DIR] [--json]
 
 The pipeline of docs/training.md, end to end, with nothing downloaded:
 
@@ -215,7 +216,8 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
         "--model", str(model), "--data", str(data), "--out", str(work / "grpo-out"), "--tools", "geocode",
         "--prompt", "spotagent", "--bf16", "false", "--max-steps", str(args.grpo_steps),
         "--num-generations", str(args.generations), "--batch-size", str(args.generations * len(PLACES)),
-        "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", "0",
+        "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", str(args.beta),
+        "--lr-scheduler", args.lr_scheduler,
         "--max-completion-length", "400", "--max-tool-calls", "2", "--save-steps", "100000",
         "--seed", str(args.seed), "--temperature", str(args.temperature),
     ])  # fmt: skip
@@ -272,6 +274,8 @@ def main() -> None:
     parser.add_argument("--grpo-steps", type=int, default=60)
     parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
     parser.add_argument("--grpo-lr", type=float, default=7e-4)
+    parser.add_argument("--lr-scheduler", default="linear", help="GRPO learning-rate schedule (TRL: linear)")
+    parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL coefficient")
     parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
     parser.add_argument("--seed", type=int, default=0)

@@ -138,6 +138,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--grad-accum", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=1e-6)
     parser.add_argument("--beta", type=float, default=0.001, help="KL coefficient.")
+    parser.add_argument(
+        "--lr-scheduler", default="linear", help="transformers scheduler type (linear, constant, cosine, …)."
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="Rollout sampling temperature.")
     parser.add_argument("--max-completion-length", type=int, default=4096)
     parser.add_argument("--max-tool-calls", type=int, default=6)
@@ -173,6 +176,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum,
         learning_rate=args.learning_rate,
+        lr_scheduler_type=args.lr_scheduler,
         beta=args.beta,
         temperature=args.temperature,
         max_completion_length=args.max_completion_length,

@@ -10,7 +10,8 @@ STYLE="${STYLE:-}"                       # prompt style (default: the reward's p
 MODEL_DIR="${MODEL_DIR:-}"               # local model directory: its chat template is checked for tool rendering
 TOOLS="${TOOLS:-image_zoom_in_tool,web_search,geocode}"
 SETTINGS="${TOOL_SETTINGS:-}"            # tool settings file (providers, cache); keys come from the environment
-PIXELS="${PIXEL_BUDGET:-2000000}"        # must match the processor's max_pixels in the launch script
+PIXELS="${PIXEL_BUDGET:-}"               # the processor's max_pixels (default: MODEL_DIR's, else 2000000)
+FACTOR="${RESIZE_FACTOR:-}"              # its patch × merge size (default: MODEL_DIR's, else 28; Qwen3-VL 32)
 mkdir -p "$OUT"
 
 settings_args=()
@@ -18,6 +19,10 @@ if [[ -n "$SETTINGS" ]]; then settings_args=(--tool-settings "$SETTINGS"); fi
 style_args=(--reward "$REWARD")
 if [[ -n "$STYLE" ]]; then style_args+=(--prompt "$STYLE"); fi
 if [[ -n "$MODEL_DIR" ]]; then style_args+=(--model "$MODEL_DIR"); fi
+# the prompt states the image size the model will see: MODEL_DIR's preprocessor_config.json
+# gives max_pixels / min_pixels / the patch factor unless PIXEL_BUDGET / RESIZE_FACTOR are set
+if [[ -n "$PIXELS" ]]; then style_args+=(--max-pixels "$PIXELS"); fi
+if [[ -n "$FACTOR" ]]; then style_args+=(--resize-factor "$FACTOR"); fi
 
 # Optional: a geographically balanced subset, and only images of useful difficulty.
 if [[ -n "${SAMPLE_SIZE:-}" ]]; then
@@ -27,10 +32,10 @@ fi
 
 # export-verl also writes chat_template.hydra when the model's template does not render tools
 geosleuth data export-verl "$DATASET" -o "$OUT/train.parquet" "${style_args[@]}" --tools "$TOOLS" \
-  --pixel-budget "$PIXELS" "${settings_args[@]}"
+  "${settings_args[@]}"
 if [[ -n "${VAL:-}" ]]; then
   geosleuth data export-verl "$VAL" -o "$OUT/val.parquet" "${style_args[@]}" --tools "$TOOLS" \
-    --pixel-budget "$PIXELS" "${settings_args[@]}"
+    "${settings_args[@]}"
 else
   echo "warning: no VAL set: grpo_single_node.sh needs held-out images in $OUT/val.parquet (or VAL_FILE)" >&2
 fi

@@ -140,8 +140,27 @@ def export_verl_cmd(
             help="auto | model | qwen-vl-tools | FILE: the template verl renders tool rollouts with."
         ),
     ] = "auto",
-    pixel_budget: PixelBudgetOpt = 2_000_000,
-    resize_factor: ResizeFactorOpt = 28,
+    pixel_budget: Annotated[
+        int | None,
+        typer.Option(
+            "--max-pixels",
+            "--pixel-budget",
+            min=1,
+            help="Pixels the model sees (processor max_pixels; default: the --model folder's, else 2000000).",
+        ),
+    ] = None,
+    min_pixels: Annotated[
+        int | None,
+        typer.Option(min=1, help="The processor's min_pixels (default: the --model folder's, else 3136)."),
+    ] = None,
+    resize_factor: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Side multiple, patch × merge size (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none; "
+            "default: the --model folder's, else 28).",
+        ),
+    ] = None,
     embed_images: Annotated[bool, typer.Option(help="Embed image bytes (portable across nodes).")] = True,
     data_source: Annotated[
         str | None, typer.Option(help="data_source column (default: the sample's).")
@@ -151,6 +170,10 @@ def export_verl_cmd(
 ) -> None:
     """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom.
 
+    The image size the prompt states is the frame the processor gives the model (Qwen
+    ``smart_resize``): its settings are read from a local ``--model`` folder's
+    ``preprocessor_config.json`` unless given as options.
+
     With tools, the chat template verl renders rollouts with is checked: a template that does
     not render tool schemas and ``<tool_response>`` turns (Qwen2.5-VL's stock one) is replaced
     by a shipped one, written beside the parquet for the launch script.
@@ -158,23 +181,36 @@ def export_verl_cmd(
     from geosleuth.agent.prompting import load_style
     from geosleuth.training.chat_template import prepare_chat_template
     from geosleuth.training.export_verl import VerlExportOptions, export_verl, style_for_reward
+    from geosleuth.training.processor_config import ImageFrameSettings, resolve_frame
 
     def run() -> None:
         chosen = style_for_reward(style, reward)
+        defaults = VerlExportOptions()
+        frame, source = resolve_frame(
+            ImageFrameSettings(resize_factor, min_pixels, pixel_budget),
+            model,
+            ImageFrameSettings(defaults.resize_factor, defaults.min_pixels, defaults.pixel_budget),
+        )
         samples = _load_samples(dataset, fmt, images)
         names = tools if tools is not None else ",".join(load_style(chosen).tools)
         options = VerlExportOptions(
             style=chosen,
             schemas=tuple(_tool_schemas(names, tool_settings, allow_exif)),
-            pixel_budget=pixel_budget,
-            resize_factor=resize_factor,
+            pixel_budget=frame.max_pixels or defaults.pixel_budget,
+            resize_factor=defaults.resize_factor if frame.resize_factor is None else frame.resize_factor,
+            min_pixels=frame.min_pixels or defaults.min_pixels,
             embed_images=embed_images,
             data_source=data_source,
         )
         report = export_verl(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
-        lines = [f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})"]
+        lines = [
+            f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})",
+            f"image frame: max_pixels {options.pixel_budget} ({source['max_pixels']}), min_pixels "
+            f"{options.min_pixels} ({source['min_pixels']}), resize factor {options.resize_factor} "
+            f"({source['resize_factor']})",
+        ]
         template = None
         if options.schemas:
             tpl = prepare_chat_template(out.parent, chat_template, model)
