@@ -213,7 +213,7 @@ def _item_rows(path: Path, items: Iterator[Item]) -> Iterator[InputRow]:
     for item in items:
         where = f"{path}:item {item.number}"
         if type(item.value) is dict and not _maybe_huge_integer(item.value):
-            yield InputRow(item.number, clean_json(item.value)[0])
+            yield InputRow(item.number, item.value)  # orjson's: it refuses lone surrogates, read below
         elif item.raw is None:
             yield InputRow(item.number, None, f"{where}: longer than {jsonstream.MAX_ITEM_BYTES:,} bytes")
         else:
