@@ -144,24 +144,24 @@ async def test_the_timeout_counts_from_the_first_model_request(tmp_path: Path) -
     from geosleuth.deadline import defer_clock
     from geosleuth.testing import FakeOpenAIServer, Step, delay, reply
 
-    def script(request: dict) -> Step:  # s001's model answers after 0.6 s, past the 0.4 s limit
+    def script(request: dict) -> Step:  # s001's model answers after 3 s, past the 1.5 s limit
         slow = "s001" in json.dumps(request)
-        return delay(0.6, reply("late")) if slow else reply("fine")
+        return delay(3.0, reply("late")) if slow else reply("fine")
 
     async with FakeOpenAIServer(script) as server:
 
         async def agent(task: Task) -> Trajectory:
             defer_clock()  # as the built-in agent does when it starts
-            await asyncio.sleep(0.6)  # start-up: longer than the timeout
+            await asyncio.sleep(2.0)  # start-up: longer than the timeout
             async with ChatClient("m", server.base_url, max_retries=0) as client:
                 await client.complete([{"role": "user", "content": task.id}])
             return Trajectory(sample_id=task.id, model="m")
 
-        await run_samples(_samples(2), agent, tmp_path, concurrency=2, timeout_s=0.4)
+        await run_samples(_samples(2), agent, tmp_path, concurrency=2, timeout_s=1.5)
     records = TrajectoryStore(tmp_path).load()
     assert records["s000"].status == TrajectoryStatus.OK
     assert records["s001"].status == TrajectoryStatus.TIMEOUT
-    assert records["s001"].error == "no result within 0.4 s of the first model request"
+    assert records["s001"].error == "no result within 1.5 s of the first model request"
 
 
 async def test_a_run_function_that_asks_no_model_is_timed_from_its_start(tmp_path: Path) -> None:
