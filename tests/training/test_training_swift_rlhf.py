@@ -72,8 +72,9 @@ def _one_token(tok: object, text: str) -> int:
 
 
 def build_scripted_vlm(model_dir: Path) -> None:
-    """The tiny Qwen3-VL whose greedy continuation of any prompt is THINK, a ``geocode`` call,
-    end of turn; and, once THINK is penalised, ANSWER, end of turn."""
+    """The tiny Qwen3-VL whose continuation of any prompt is THINK, a ``geocode`` call, end of
+    turn; and, once THINK is penalised, ANSWER, end of turn (sampled at temperature 1, but every
+    other token trails by 30 logits or more)."""
     import torch
     from transformers import AutoTokenizer, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
