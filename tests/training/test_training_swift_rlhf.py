@@ -9,9 +9,10 @@ The policy is the tiny random Qwen3-VL (`geosleuth.testing.tiny_vlm`) with scrip
 a random model still takes the path under test: its attention and MLP outputs are zeroed, so
 each next token depends only on the last one (a bigram table in the embeddings and the output
 head). From any prompt it writes a tool call; the call's first token is penalised once it is in
-the context (``--repetition_penalty``), so after the tool's reply the same table writes the
-answer. Everything else is ms-swift's: its argument parsing, model and template loading, its
-transformers rollout engine, multi-turn loop, reward scoring and GRPO update.
+the context (``--repetition_penalty``), so after the tool's reply the same table writes an
+answer, Paris or Lyon at even odds, and the group's rewards differ. Everything else is
+ms-swift's: its argument parsing, model and template loading, its transformers rollout engine,
+multi-turn loop, reward scoring and GRPO update.
 
 The tiny model's image and video tokens sit at Qwen's own ids (151655, 151656): ms-swift's Qwen
 templates expand the image placeholder by those fixed ids, not by the tokenizer's.
@@ -23,6 +24,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -37,8 +39,9 @@ IMAGE_PAD_ID = 151655  # ms-swift's Qwen2VLTemplate.image_token_id; the video pa
 THINK = "Let me look the town up."
 CALL = '\n{"name": "geocode", "arguments": {"address": "Paris, France"}}\n'
 ANSWER = '<answer>{"lat": 48.8566, "lon": 2.3522, "city": "Paris", "country": "France"}</answer>'
+LYON = '<answer>{"lat": 45.764, "lon": 4.8357, "city": "Lyon", "country": "France"}</answer>'
 MARGIN = 80.0  # logit of a scripted next token; every other token gets -MARGIN / 2
-ANSWER_LOGIT = 50.0  # the answer's first token, second choice after THINK until THINK is penalised
+ANSWER_LOGIT = 50.0  # each answer (Paris, Lyon), second to THINK until THINK is penalised
 PENALTY = 4.0  # --repetition_penalty: THINK's logit 80 -> 20 once it is in the context, below 50
 
 
@@ -73,21 +76,21 @@ def _one_token(tok: object, text: str) -> int:
 
 def build_scripted_vlm(model_dir: Path) -> None:
     """The tiny Qwen3-VL whose continuation of any prompt is THINK, a ``geocode`` call, end of
-    turn; and, once THINK is penalised, ANSWER, end of turn (sampled at temperature 1, but every
-    other token trails by 30 logits or more)."""
+    turn; and, once THINK is penalised, ANSWER or LYON at even odds, end of turn (sampled at
+    temperature 1; every other token trails by 30 logits or more)."""
     import torch
     from transformers import AutoTokenizer, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     from geosleuth.testing.tiny_vlm import build_tiny_vlm
 
     build_tiny_vlm(
-        model_dir, max_positions=16384, corpus=[THINK, CALL, ANSWER], vocab_size=700, across_words=True
+        model_dir, max_positions=16384, corpus=[THINK, CALL, ANSWER, LYON], vocab_size=700, across_words=True
     )
     vocab_size = _move_media_tokens(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    think, call, answer = (_one_token(tok, t) for t in (THINK, CALL, ANSWER))
+    think, call, answer, lyon = (_one_token(tok, t) for t in (THINK, CALL, ANSWER, LYON))
     opened, closed, end = tok.convert_tokens_to_ids(["<tool_call>", "</tool_call>", "<|im_end|>"])
-    chain = {think: opened, opened: call, call: closed, closed: end, answer: end}
+    chain = {think: opened, opened: call, call: closed, closed: end, answer: end, lyon: end}
     config = Qwen3VLConfig.from_pretrained(model_dir)
     config.text_config.vocab_size = vocab_size
     config.image_token_id, config.video_token_id = IMAGE_PAD_ID, IMAGE_PAD_ID + 1
@@ -111,7 +114,7 @@ def build_scripted_vlm(model_dir: Path) -> None:
             text.embed_tokens.weight[token, dim] = 1.0
             head[chain[token], dim] = MARGIN / scale
         head[think, 0] = MARGIN / scale
-        head[answer, 0] = ANSWER_LOGIT / scale
+        head[answer, 0] = head[lyon, 0] = ANSWER_LOGIT / scale
     assert model.lm_head.weight.data_ptr() != text.embed_tokens.weight.data_ptr()
     model.save_pretrained(model_dir)
 
@@ -121,7 +124,7 @@ def _swift_rlhf(model: Path, data: Path, out: Path) -> subprocess.CompletedProce
     args = {
         "rlhf_type": "grpo", "model": model, "model_type": "qwen3_vl", "dataset": data,
         "external_plugins": PLUGIN, "reward_funcs": "geo_step", "multi_turn_scheduler": "geosleuth_tools",
-        "max_turns": 3, "num_generations": 2, "per_device_train_batch_size": 2, "max_steps": 1,
+        "max_turns": 3, "num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 1,
         "use_vllm": "false", "tuner_type": "full", "torch_dtype": "float32", "beta": 0,
         "max_completion_length": 8, "repetition_penalty": PENALTY, "log_completions": "true",
         "output_dir": out, "report_to": "none", "save_strategy": "no", "dataloader_num_workers": 0,
@@ -154,15 +157,19 @@ def test_swift_rlhf_grpo_step_runs_the_policys_tool_call_and_scores_its_answer(t
     (step,) = [row for row in logged if "rewards/geo_step/mean" in row]
     assert step["global_step/max_steps"] == "1/1"
     assert step["num_turns"] == 2  # the tool call, then the answer after the tool's reply
-    # the answer is the truth itself (0 km): Thinking with Map's step reward gives its top value, 1
-    assert step["rewards/geo_step/mean"] == pytest.approx(1.0)
     table = json.loads((run_dir / "completions.jsonl").read_text().splitlines()[0])
-    assert table["step"] == ["1", "1"]
-    for prompt, completion, reward in zip(
-        table["prompt"], table["completion"], table["geo_step"], strict=True
-    ):
-        assert completion == ANSWER
-        assert reward == pytest.approx(1.0)
+    assert table["step"] == ["1"] * 4
+    # Thinking with Map's step reward, by hand: the truth itself (0 km) 1; Lyon, 392 km away, 0.1
+    by_hand = {ANSWER: 1.0, LYON: 0.1}
+    assert set(table["completion"]) == set(by_hand)  # seed 42 samples both answers
+    rewards = [by_hand[c] for c in table["completion"]]
+    assert table["geo_step"] == pytest.approx(rewards)
+    assert step["rewards/geo_step/mean"] == pytest.approx(statistics.mean(rewards))
+    # GRPO's advantage (DeepSeekMath): the reward less the group mean, over the group's std
+    mean, std = statistics.mean(rewards), statistics.stdev(rewards)
+    assert table["advantages"] == pytest.approx([(r - mean) / std for r in rewards], rel=1e-3)
+    assert step["grad_norm"] > 0  # the update has a gradient
+    for prompt in table["prompt"]:
         history = prompt.split("<|im_start|>assistant\n", 1)[1]
         assert history.startswith(f"{THINK}<tool_call>{CALL}</tool_call>")  # the policy's call
         (reply,) = re.findall(r"<tool_response>(.*?)</tool_response>", history, re.S)
