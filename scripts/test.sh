@@ -19,6 +19,33 @@ PYTHON=${PYTHON:-python3}
 [ -d .swift-deps/swift/rewards ] || .venv/bin/python -m pip install -q --no-deps --target .swift-deps \
   'ms-swift==4.6.0' 'modelscope>=1.23' modelscope-hub 'peft>=0.11,<0.21' json-repair msgspec dacite
 
+# ms-swift's own CLI (`swift rlhf`, tests/training/test_training_swift_rlhf.py) needs a torchvision
+# built for its torch, which the CPU torch 2.13.0 above has none of on the package indexes here: its
+# own venv with torch 2.14.1 + torchvision 0.29.1 (pip takes both from this machine's disk; a CUDA
+# build, ~7 GB, that runs on the CPU), the `swift` extra at the versions run, and geosleuth's own
+# dependencies (geosleuth itself comes from the checkout's src/ on PYTHONPATH). It lives outside the
+# clone, so later runs reuse it, and is rebuilt only when that list changes; on failure the test skips.
+swift_venv() {
+  local venv=${GEOSLEUTH_SWIFT_VENV:-$HOME/.cache/geosleuth/swift-venv} wanted
+  wanted="$(.venv/bin/python -c 'import tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print(" ".join(p["optional-dependencies"]["swift"] + p["dependencies"]))') $*"
+  if [ "$(cat "$venv/.installed" 2>/dev/null)" != "$wanted" ]; then
+    rm -rf "$venv"
+    # shellcheck disable=SC2086 # one requirement a word
+    if "$PYTHON" -m venv "$venv" && "$venv/bin/python" -m pip install -q $wanted; then
+      echo "$wanted" >"$venv/.installed"
+    else
+      echo "warning: the ms-swift venv did not build; the swift rlhf test will be skipped" >&2
+      rm -rf "$venv"
+    fi
+  fi
+  [ -e "$venv/.installed" ] && ln -sfn "$venv" .swift-venv
+  return 0
+}
+swift_venv torch==2.14.1 torchvision==0.29.1 transformers==5.19.0 trl==0.29.1 datasets==4.8.4 \
+  peft==0.20.0 msgspec==0.22.0 qwen-vl-utils==0.0.14
+
 # The evaluation harnesses, also kept out of the venv: inspect_ai needs botocore (python-dateutil<3),
 # lmms-eval pins torch 2.14. Each goes, with the few packages it imports, into its own folder
 # without dependencies; only tests/integrations' subprocesses put that folder on PYTHONPATH. The
