@@ -14,6 +14,7 @@ environment and is `tests/training/test_swift_rlhf_cli.py`'s.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -24,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,6 +171,14 @@ def _run(
     return run
 
 
+def _run_fail(command: str, cwd: Path, env: dict[str, str]) -> str:
+    run = subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 1, run.stdout[-2000:]
+    return run.stderr
+
+
 def _substituted(command: str, words: dict[str, str]) -> str:
     """``command`` with whole words replaced (its words hold no spaces; quoting stays as written)."""
     return " ".join(words.get(w, w) for w in command.split(" "))
@@ -222,19 +232,15 @@ def test_trl_cpu_command_trains_two_steps_on_the_tiny_model(workspace: dict[str,
     for h in steps:
         assert 0.0 <= h["rewards/geo_step/mean"] <= 1.0 and math.isfinite(h["loss"])
         assert "tools/call_frequency" in h and "geo/acc@750km" in h  # the tools are in TRL's loop
-        assert 0 < h["completions/max_length"] <= 32 * 3  # the completion cap holds (per turn)
-    # too few rows for one optimiser step: an error, not a run that ends at step 0
-    (ws / "data" / "two.jsonl").write_text(
-        "".join((ws / "data" / "train.jsonl").read_text().splitlines(True)[:1])
-    )
-    few = TRL_CPU.replace("--grad-accum 1", "--grad-accum 4").replace("train.jsonl", "data/two.jsonl")
+        assert 0 < h["completions/max_length"] <= 32  # TRL caps the whole completion, tool turns included
+    # too few rows for one optimiser step (2 x 4 / 2 = 4 prompts): an error, not a run ending at step 0
+    (ws / "data" / "one.jsonl").write_text((ws / "data" / "train.jsonl").read_text().splitlines(True)[0])
+    few = _substituted(TRL_CPU, {"train.jsonl": "data/one.jsonl"}).replace("--grad-accum 1", "--grad-accum 4")
     run = subprocess.run(["bash", "-c", few], cwd=ws, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1 and "has 1 usable rows" in run.stderr and "draws 4" in run.stderr
 
 
 def _parquet(path: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
     return pq.read_table(path).to_pylist()
 
 
@@ -242,8 +248,6 @@ def _parquet(path: Path) -> list[dict[str, Any]]:
 def test_verl_prepare_and_dry_run_keep_every_row_and_state_the_processor_frame(
     workspace: dict[str, Any],
 ) -> None:
-    import io
-
     from PIL import Image
 
     from geosleuth.training.processors import load_processor
@@ -273,8 +277,6 @@ def test_verl_prepare_and_dry_run_keep_every_row_and_state_the_processor_frame(
     assert summary["tool_parser"] == "GeoSleuthHermesToolParser"
     assert summary["reward_manager"] == "GeoSleuthRewardManager" and summary["reward"] == {"reward": "step"}
     # the curriculum's phase switch, run from the page: DATA, MODEL and DRY_RUN exported first
-    import pyarrow.parquet as pq
-
     pq.write_table(pq.read_table(out / "train.parquet").slice(0, 2), out / "phase1.parquet")
     phase = "TRAIN_FILE=$DATA/phase1.parquet bash grpo_single_node.sh"
     words = {"grpo_single_node.sh": "examples/training/verl/grpo_single_node.sh"}
@@ -286,14 +288,6 @@ def test_verl_prepare_and_dry_run_keep_every_row_and_state_the_processor_frame(
     # the multi-node launch: its overrides on top, composed and validated by verl for 4 nodes
     launch = _run(MULTI_LAUNCH, ws, env)
     assert json.loads(launch.stdout.strip().splitlines()[-1])["train"]["rows"] == 4
-
-
-def _run_fail(command: str, cwd: Path, env: dict[str, str]) -> str:
-    run = subprocess.run(
-        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 1, run.stdout[-2000:]
-    return run.stderr
 
 
 @pytest.mark.slow
