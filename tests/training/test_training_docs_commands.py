@@ -34,7 +34,7 @@ EXAMPLES = ROOT / "examples" / "training"
 SWIFT_DEPS = ROOT / ".swift-deps"
 FENCE = re.compile(r"^```(\w*)\s*$")
 STARTS = r"(?:[A-Z_]+=\S+ )*(?:python3?|bash|swift) "
-INLINE = re.compile(rf"`({STARTS}[^`]+)`")
+INLINE = re.compile(rf"`({STARTS}[^`]+|geosleuth (?:data|eval) [^`]+)`")
 HEADER = re.compile(rf"^\s*(?:#\s*(?:\w+:)?\s*)?({STARTS}.*|geosleuth data .*)$")
 
 TRL = "python examples/training/trl/grpo_trl.py"
@@ -95,6 +95,25 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     "--max_steps 1": "swift parse",
     "python bench/learning_bench.py [--json]": "the learning benchmark (bench/): not a command to run here",
 }  # fmt: skip
+DATA_TABLE = {  # the page's table of `geosleuth data` steps
+    "geosleuth data sample DATASET --size N --seed S -o sample.jsonl [--road-csv roads.csv]":
+        "run, DATASET N S -> data/train.jsonl 3 0, the brackets dropped (roads.csv: the test writes one)",
+    "geosleuth data build-mcq DATASET -o mcq.jsonl --seed S": "run, DATASET S -> data/train.jsonl 0",
+    "geosleuth data synthesize DATASET -o synth/ --observer-model … --planner-model …":
+        "needs model servers: test_training_synthesis.py runs it against local fakes",
+    "geosleuth data export-sft RUN_DIR -o sft.jsonl --to trl\\|llamafactory\\|swift "
+    "--tool-format hermes\\|openai": "needs an eval or synthesis run: test_training_exports.py",
+    "geosleuth data export-swift DATASET -o swift_train.jsonl [--prompt STYLE] [--tools a,b] "
+    "[--pixel-budget N --resize-factor 28|32]": "PLUGIN_EXPORT",
+    "geosleuth eval … --samples 8": "needs a model server (an eval command; tests/eval)",
+    "geosleuth data filter RUN_DIR": "needs an eval run with --samples: test_training_exports.py",
+    "geosleuth data export-verl DATASET -o train.parquet --reward R [--model DIR]": "run by PREPARE",
+    "geosleuth data verl-tool-config -o tools.yaml": "run by PREPARE",
+    "geosleuth data export-swift DATASET -o swift_train.jsonl [--tools …]": "PLUGIN_EXPORT",
+    "geosleuth data export-verl --reward hierarchical": "an option named in prose, not a command",
+    "geosleuth data …": "a name in prose",
+}  # fmt: skip
+HOW.update(DATA_TABLE)
 SUBSTITUTE = {"train.jsonl": "data/train.jsonl"}  # word -> word, in the commands marked "->" above
 
 
@@ -302,6 +321,23 @@ def test_example_headers_run(workspace: dict[str, Any]) -> None:
     command = _substituted(header, words)
     _run(command, ws, env)  # OUT=~/data/geosleuth: HOME is the workspace's
     assert len(_parquet(ws / "home" / "data" / "geosleuth" / "train.parquet")) == 4
+    # the page's table of data steps
+    sample, mcq = list(DATA_TABLE)[:2]
+    (ws / "roads.csv").write_text("country,road_km\nFR,1100000\nDE,830000\nES,680000\nJP,1220000\n")
+    words = {
+        "DATASET": "data/train.jsonl",
+        "N": "3",
+        "S": "0",
+        "[--road-csv": "--road-csv",
+        "roads.csv]": "roads.csv",
+    }
+    _run(_substituted(sample, words), ws, env)
+    ids = [json.loads(line)["id"] for line in (ws / "sample.jsonl").read_text().splitlines()]
+    assert len(set(ids)) == 3 and set(ids) <= {"train0", "train1", "train2", "train3"}
+    _run(_substituted(mcq, words), ws, env)
+    rows = [json.loads(line) for line in (ws / "mcq.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(r["answer_type"] == "choice" for r in rows)
+    assert [r["choices"]["ABCD".index(r["answer"])] for r in rows] == ["France", "Germany", "Spain", "Japan"]
     # Ray's head and worker starts: a `ray` stub records what the script would start
     stub = ws / "stub"
     stub.mkdir(exist_ok=True)
