@@ -53,6 +53,7 @@ TRL_CPU = (
 PREPARE = f"DATASET=data/train.jsonl VAL=data/val.jsonl OUT=data/verl MODEL_DIR=tiny {VERL}/prepare_data.sh"
 DRY_RUN = f"DRY_RUN=1 DATA=data/verl MODEL=tiny {VERL}/grpo_single_node.sh"
 MULTI_LAUNCH = f"DRY_RUN=1 DATA=data/verl MODEL=tiny NNODES=4 {VERL}/grpo_multi_node.sh launch"
+MERGE = "python -m verl.model_merger merge --backend fsdp --local_dir …/global_step_N/actor --target_dir phase1_hf"  # noqa: E501
 SWIFT = "swift rlhf --rlhf_type grpo"
 SWIFT_DOC = (
     f"{SWIFT} --model Qwen/Qwen2.5-VL-7B-Instruct --dataset swift_train.jsonl --external_plugins {PLUGIN} "
@@ -86,8 +87,7 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     "TRAIN_FILE=$DATA/phase1.parquet bash grpo_single_node.sh": "needs GPUs: run with DRY_RUN=1 exported",
     "TRAIN_FILE=$DATA/phase2.parquet MODEL=phase1_hf bash grpo_single_node.sh":
         "needs phase I's GPU checkpoint: not run",
-    "python -m verl.model_merger merge --backend fsdp --local_dir …/global_step_N/actor "
-    "--target_dir phase1_hf": "needs a verl checkpoint from a GPU run: not run",
+    MERGE: "needs a verl checkpoint from a GPU run: verl's merger parser is checked to take its flags",
     PLUGIN_EXPORT: "run, train.jsonl -> data/train.jsonl",
     f"{SWIFT} --external_plugins geo_orm_plugin.py --reward_funcs geo_step {TOOLS_TURNS} 8 "
     "--dataset swift_train.jsonl ...": SWIFT_HOW,
@@ -353,6 +353,8 @@ def test_example_headers_run(workspace: dict[str, Any]) -> None:
     head = _run(f"ROLE=head bash {script}", ws, stub_env).stdout
     worker = _run(f"ROLE=worker HEAD_IP=10.0.0.1 bash {script}", ws, stub_env).stdout
     assert head.strip() == "ray start --head --port=6379 --num-gpus=8"
+    merger = _run(MERGE.split(" --backend")[0] + " --help", ws, env).stdout  # the curriculum's merge step
+    assert all(f"{flag} " in merger for flag in re.findall(r"--\w+", MERGE)) and "{fsdp,megatron}" in merger
     assert worker.strip() == "ray start --address=10.0.0.1:6379 --num-gpus=8"
 
 
