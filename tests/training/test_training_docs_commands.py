@@ -53,7 +53,10 @@ TRL_CPU = (
 PREPARE = f"DATASET=data/train.jsonl VAL=data/val.jsonl OUT=data/verl MODEL_DIR=tiny {VERL}/prepare_data.sh"
 DRY_RUN = f"DRY_RUN=1 DATA=data/verl MODEL=tiny {VERL}/grpo_single_node.sh"
 MULTI_LAUNCH = f"DRY_RUN=1 DATA=data/verl MODEL=tiny NNODES=4 {VERL}/grpo_multi_node.sh launch"
-MERGE = "python -m verl.model_merger merge --backend fsdp --local_dir …/global_step_N/actor --target_dir phase1_hf"  # noqa: E501
+MERGE = (
+    "python -m verl.model_merger merge --backend fsdp --local_dir …/global_step_N/actor "
+    "--target_dir phase1_hf"
+)
 SWIFT = "swift rlhf --rlhf_type grpo"
 SWIFT_DOC = (
     f"{SWIFT} --model Qwen/Qwen2.5-VL-7B-Instruct --dataset swift_train.jsonl --external_plugins {PLUGIN} "
