@@ -64,3 +64,33 @@ def test_overlong_filter_keeps_rows_without_torchvision_and_an_emptied_set_fails
     assert images is not None and images[0].size == (320, 240)
     with pytest.raises(ValueError, match="dropped all 3 rows"):
         GeoSleuthRLHFDataset([str(data)], processor.tokenizer, _config(tmp_path / "b", 5), processor)
+
+
+def test_a_filter_that_drops_some_rows_says_how_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("verl.utils.dataset.rl_dataset")
+    from geosleuth.core.records import Sample
+    from geosleuth.tools.registry import build_registry
+    from geosleuth.training.export_verl import VerlExportOptions, export_verl
+    from geosleuth.training.verl_dataset import GeoSleuthRLHFDataset
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    short, processor = _parquet(tmp_path)
+    sample = Sample(id="long", image=str(tmp_path / "0.jpg"), lat=48.85, lon=2.35)
+    schemas = tuple(build_registry(names=["geocode", "web_search"]).schemas())  # in the system prompt
+    export_verl([sample], tmp_path / "long.parquet", VerlExportOptions(schemas=schemas, pixel_budget=64 * 64))
+
+    def tokens(path: Path) -> int:
+        import pyarrow.parquet as pq
+
+        prompt = pq.read_table(path).to_pylist()[0]["prompt"]
+        text = processor.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        return len(processor.tokenizer(text)["input_ids"])
+
+    limit = (tokens(short) + tokens(tmp_path / "long.parquet")) // 2  # the short rows fit, the long one not
+    files = [str(short), str(tmp_path / "long.parquet")]
+    with caplog.at_level("WARNING", logger="geosleuth.training.verl_dataset"):
+        ds = GeoSleuthRLHFDataset(files, processor.tokenizer, _config(tmp_path, limit), processor)
+    assert len(ds) == 3
+    assert "dropped 1 of 4 rows" in caplog.text

@@ -88,13 +88,10 @@ def script_args(data_dir: Path) -> list[str]:
 
 
 def compose(overrides: list[str]) -> Any:
-    import verl
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    """verl's config as ``main_ppo`` composes it (the dry run's composition)."""
+    from geosleuth.training.verl_check import compose as verl_compose
 
-    config_dir = Path(verl.__file__).parent / "trainer" / "config"
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return hydra_compose(config_name="ppo_trainer", overrides=overrides)
+    return verl_compose(overrides)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,9 @@
 """GRPO with TRL on a vision-language model, a geosleuth reward and geosleuth's tools.
 
-    python grpo_trl.py --model Qwen/Qwen3-VL-2B-Instruct --data train.jsonl --out runs/grpo
-    python grpo_trl.py --model ./tiny --data train.jsonl --bf16 false --max-steps 2   # CPU
+    python examples/training/trl/grpo_trl.py --model Qwen/Qwen3-VL-2B-Instruct --data train.jsonl --out runs/grpo  # GPU
+    python examples/training/trl/grpo_trl.py --model ./tiny --data train.jsonl --tools image_zoom_in_tool,geocode --bf16 false --max-steps 2 --num-generations 2 --batch-size 2 --grad-accum 1 --max-completion-length 32  # CPU
+
+(``./tiny``: the tiny random Qwen3-VL that docs/training.md builds for CPU runs.)
 
 ``--data`` is a samples JSONL (``geosleuth data sample`` / ``build-mcq`` / ``filter`` write
 one; relative image paths are read from the JSONL's folder, as every ``data`` command reads
@@ -205,6 +207,12 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
     registry = shared_registry(args.tool_settings)
     schemas = registry.subset(training_tools(registry.names(), tools, args.allow_exif)).schemas()
     rows, first_prompt = load_rows(args.data, args.prompt, schemas, processor)
+    prompts = config.generation_batch_size // config.num_generations
+    if len(rows) < prompts:  # TRL's sampler drops an incomplete batch and "trains" 0 steps
+        raise SystemExit(
+            f"error: {args.data} has {len(rows)} usable rows, but one optimiser step draws {prompts} "
+            "distinct prompts (--batch-size × --grad-accum / --num-generations); add rows or lower those"
+        )
     try:
         check_context(
             processor,

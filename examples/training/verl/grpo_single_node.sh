@@ -10,6 +10,9 @@
 # comes back to the policy as an error instead of silently ending the rollout).
 # The reward runs in geosleuth's reward manager (only the policy's own tokens are scored);
 # REWARD must match the answer format prepare_data.sh exported (export-verl --reward checks it).
+# Needs GPUs and vLLM. DRY_RUN=1 runs the same arguments on any machine (a CPU one too) up to the
+# first rollout: verl composes its config, loads both parquet files through the dataset class
+# below, the tool YAML and the reward manager, prints a JSON summary and stops.
 set -euo pipefail
 DATA="${DATA:-$HOME/data/geosleuth}"
 MODEL="${MODEL:-Qwen/Qwen2.5-VL-7B-Instruct}"
@@ -19,6 +22,8 @@ VAL_FILE="${VAL_FILE:-$DATA/val.parquet}"         # held-out images, never the t
 MAX_TOOL_CALLS="${MAX_TOOL_CALLS:-6}"             # SpotAgent / GeoVista budget
 TOOL_TEXT_CHARS="${TOOL_TEXT_CHARS:-4096}"        # characters; >= verl-tool-config --max-text-chars + its notice
 NNODES="${NNODES:-1}"
+ENTRY=verl.trainer.main_ppo
+if [[ "${DRY_RUN:-0}" == 1 ]]; then ENTRY=geosleuth.training.verl_check; fi
 GPUS="${GPUS_PER_NODE:-8}"
 
 if [[ ! -f "$VAL_FILE" ]]; then
@@ -37,7 +42,7 @@ if [[ -f "$DATA/chat_template.hydra" ]]; then
   template_args=("actor_rollout_ref.model.custom_chat_template=$(cat "$DATA/chat_template.hydra")")
 fi
 
-python3 -m verl.trainer.main_ppo \
+python3 -m "$ENTRY" \
   algorithm.adv_estimator=grpo \
   algorithm.use_kl_in_reward=False \
   data.train_files="$TRAIN_FILE" \

@@ -5,7 +5,8 @@ torchvision; without it every row fails to load, and with ``data.filter_overlong
 verl counts each failure as an over-long prompt and goes on with an empty dataset ("filter
 dataset len: 0"). This class reads the images itself (PIL images, ``{"bytes", "path"}`` parquet
 cells or paths; the processor resizes them as it would anyway) and stops with an error when
-the length filter leaves no row. ``grpo_single_node.sh`` names it::
+the length filter leaves no row (and warns with the count when it drops some).
+``grpo_single_node.sh`` names it::
 
     data.custom_cls.path=pkg://geosleuth.training.verl_dataset data.custom_cls.name=GeoSleuthRLHFDataset
 """
@@ -14,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from typing import Any
 
 from PIL import Image
 from verl.utils.dataset.rl_dataset import RLHFDataset
+
+log = logging.getLogger(__name__)
 
 
 def _image(value: Any) -> Image.Image:
@@ -61,5 +65,13 @@ class GeoSleuthRLHFDataset(RLHFDataset):
             raise ValueError(
                 f"filter_overlong_prompts dropped all {before} rows: none fits max_prompt_length="
                 f"{self.max_prompt_length} tokens, or none could be read (see the errors above)"
+            )
+        if before and kept is not None and len(kept) < before:
+            log.warning(
+                "filter_overlong_prompts dropped %d of %d rows (longer than max_prompt_length=%d tokens, "
+                "or unreadable)",
+                before - len(kept),
+                before,
+                self.max_prompt_length,
             )
         return kept
