@@ -10,7 +10,7 @@ path or value (`train.jsonl`, `path/to/train.csv`, `DATASET`), the test names th
 replaces (`SUBSTITUTE`, `words`) and `HOW` says so. The
 `swift rlhf` commands are parsed by ms-swift 4.6's own argument parser and their plugin loaded
 by its own loader (`.swift-deps`); running `swift rlhf` itself needs ms-swift's own
-environment and is `tests/training/test_swift_rlhf_cli.py`'s.
+environment and is `tests/training/test_training_swift_rlhf.py`'s.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ SWIFT_TOOLS = "image_zoom_in_tool,web_search,geocode"
 PLUGIN_EXPORT = f"geosleuth data export-swift train.jsonl --out swift_train.jsonl --tools {SWIFT_TOOLS}"
 
 SWIFT_HOW = (
-    "ms-swift 4.6 parses it and loads its plugin; `swift rlhf` itself: tests/training/test_swift_rlhf_cli.py"
+    "ms-swift 4.6 parses it and loads its plugin; `swift rlhf` itself: tests/training/test_training_swift_rlhf.py"
 )
 
 HOW: dict[str, str] = {  # every command of the page and the examples -> how this file runs it
