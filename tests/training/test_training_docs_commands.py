@@ -34,7 +34,7 @@ DOC = ROOT / "docs" / "training.md"
 EXAMPLES = ROOT / "examples" / "training"
 SWIFT_DEPS = ROOT / ".swift-deps"
 FENCE = re.compile(r"^```(\w*)\s*$")
-STARTS = r"(?:[A-Z_]+=\S+ )*(?:python3?|bash|swift) "
+STARTS = r"(?:[A-Z_]+=\S+ )*(?:python3?|bash|swift|swift-env/bin/(?:pip|swift)) "
 INLINE = re.compile(rf"`({STARTS}[^`]+|geosleuth (?:data|eval) [^`]+)`")
 HEADER = re.compile(rf"^\s*(?:#\s*(?:\w+:)?\s*)?({STARTS}.*|geosleuth data .*)$")
 
@@ -70,6 +70,8 @@ SWIFT_HOW = (
     "ms-swift 4.6 parses it and loads its plugin; `swift rlhf` itself: tests/training/test_training_swift_rlhf.py"
 )
 
+SWIFT_ENV = "scripts/test.sh's swift_venv builds this environment with the same pins (.swift-venv)"
+
 HOW: dict[str, str] = {  # every command of the page and the examples -> how this file runs it
     TINY: "run as written",
     TRL_GPU: "needs a GPU (the page says so): its CPU form, TRL_CPU, runs",
@@ -98,9 +100,13 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     f"{SWIFT_DOC} {TOOLS_TURNS} 8 ...": SWIFT_HOW,
     f"{SWIFT} --external_plugins {PLUGIN} --reward_funcs geo_step {TOOLS_TURNS} 8 "
     "--dataset swift_train.jsonl …": SWIFT_HOW,
-    f"{SWIFT} --model DIR --model_type qwen3_vl --dataset swift_train.jsonl --external_plugins {PLUGIN} "
-    f"--reward_funcs geo_step {TOOLS_TURNS} 3 --num_generations 2 --per_device_train_batch_size 2 "
-    "--max_steps 1": SWIFT_HOW,
+    "python3 -m venv swift-env": SWIFT_ENV,
+    "swift-env/bin/pip install torch==2.14.1 torchvision==0.29.1 -e '.[swift]'": SWIFT_ENV,
+    f"MAX_PIXELS=4096 swift-env/bin/{SWIFT} --model DIR --model_type qwen3_vl --dataset swift_train.jsonl "
+    f"--external_plugins {PLUGIN} --reward_funcs geo_step {TOOLS_TURNS} 3 --num_generations 2 "
+    "--per_device_train_batch_size 2 --max_steps 1 --use_vllm false --tuner_type full --torch_dtype float32 "
+    "--beta 0 --max_completion_length 8 --log_completions true --report_to none --check_model false "
+    "--output_dir swift-out": SWIFT_HOW,
     "python bench/learning_bench.py [--json]": "the learning benchmark (bench/): not a command to run here",
 }  # fmt: skip
 DATA_TABLE = {  # the page's table of `geosleuth data` steps
@@ -372,7 +378,8 @@ with _patch_get_type_hints():
     parser = HfArgumentParser([RLHFArguments])
 results = []
 for command in json.loads(sys.argv[1]):
-    argv = [w for w in shlex.split(command)[2:] if w not in ("...", "…")]
+    words = shlex.split(command)  # [VAR=VALUE ...] swift rlhf ARGS
+    argv = [w for w in words[words.index("rlhf") + 1 :] if w not in ("...", "…")]
     ns, unknown = parser.parse_known_args(argv)
     for plugin in ns.external_plugins:
         import_external_file(plugin)
