@@ -18,6 +18,7 @@ import ctypes
 import io
 import logging
 import math
+import os
 import platform
 import shutil
 import subprocess
@@ -131,6 +132,10 @@ COUNTRY_SCRIPTS: dict[str, tuple[str, ...]] = {
 """The scripts a country's signs are written in beside Latin (those `SCRIPT_LANGUAGES` can read)."""
 SIGN_PAGE_MODE = 6
 """Tesseract page segmentation for the re-read: one uniform block of text, as on a sign."""
+TESSERACT_THREADS = "1"
+"""OpenMP threads one Tesseract run may use (``OMP_THREAD_LIMIT``, unless the caller set it). Its
+threads spin while they wait; on a busy machine a sign's few lines read 2-3x slower with them
+(measured on 2 cores under load: Chiang Mai's text area 1.5-1.8 s with them, 0.4-0.5 s with one)."""
 _SPACELESS = frozenset({"Thai", "Lao", "Khmer", "Myanmar", "Han", "Hiragana", "Katakana", "Tibetan"})
 
 
@@ -305,6 +310,7 @@ def _tesseract(
             input=buf.getvalue(),
             capture_output=True,
             timeout=timeout_s,
+            env={"OMP_THREAD_LIMIT": TESSERACT_THREADS, **os.environ},
         )
     except subprocess.TimeoutExpired:
         raise ToolError(f"tesseract took more than {timeout_s:g} s; try a smaller region") from None
