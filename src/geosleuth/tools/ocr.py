@@ -107,8 +107,8 @@ REREAD_TIMEOUT_S = 60.0
 SCRIPT_PASS_PIXELS = 400_000
 """The all-scripts pass (two dozen models at once) reads a smaller copy: it only has to name the script."""
 SCRIPT_PASS_TIMEOUT_S = 30.0
-SCRIPT_GROUP = 4
-"""Languages one script-naming pass loads together (`_name_script`)."""
+NAME_SCORE = 0.9
+"""A probe line read at this confidence in one language's own letters names its script (`_name_script`)."""
 PROBE_PIXELS = 120_000
 """The copy of one unsure line (with its margin) that names the script among several candidates."""
 RAPID_EXTRA_SCRIPTS = {"Greek": "Greek", "Hiragana": "Japanese", "Katakana": "Japanese"}
@@ -443,7 +443,7 @@ def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], 
         return [(t, [b[0] / k + ox, b[1] / k + oy, b[2] / k + ox, b[3] / k + oy], c) for t, b, c in found]
 
     try:
-        tess = _reread(read, reread_scripts(raw), installed, _probe(raw))
+        tess = _reread(read, reread_scripts(raw), installed, [line for line in raw if _unsure(line)])
     except ToolError as exc:
         log.info("the Tesseract re-read gave up (%s); RapidOCR's reading stands", exc)
         return raw, "rapidocr"
@@ -459,7 +459,9 @@ def reread_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
     text's own evidence narrows them: a script RapidOCR truly reads (Greek, kana) in a sure-enough
     line, else the scripts of the country an international phone number or a country domain names
     (+66 → Thai, .ge → Georgian), else every script but Chinese and Japanese when RapidOCR, at home
-    in Han, saw none of it. The order is the likelier first."""
+    in Han, saw none of it. The order is the likelier first: where RapidOCR read Han letters it
+    was unsure of, Korean first (it reads Chinese and Japanese surely; Hangul comes out as Han
+    look-alikes, Busan's 해운대 횟집 as 良H吾), then Japanese and Chinese."""
     seen = _read_scripts(raw)
     if seen:
         return seen
@@ -471,7 +473,9 @@ def reread_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
     if named:
         return named
     han = any(script_of(ch) in HAN_FAMILY for text, _, _ in raw for ch in text if ch.isalpha())
-    return [s for s in SCRIPT_LANGUAGES if han or s not in HAN_FAMILY]
+    if not han:
+        return [s for s in SCRIPT_LANGUAGES if s not in HAN_FAMILY]
+    return list(dict.fromkeys(["Hangul", "Japanese", "Han", *SCRIPT_LANGUAGES]))
 
 
 def _read_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
@@ -493,25 +497,29 @@ def _reread(
     read: Callable[..., list[tuple[str, list[float], float]]],
     scripts: list[str],
     installed: frozenset[str],
-    probe: list[tuple[str, list[float], float]] | None = None,
+    unsure: list[tuple[str, list[float], float]] | None = None,
 ) -> list[tuple[str, list[float], float]]:
-    """Tesseract's reading of the text area, each line the better of two readings. Several
-    candidate scripts: a few of them at a time on the ``probe`` line's own area name the script
-    (`_name_script`; a line costs a fraction of the whole text), which is then the one candidate.
-    One candidate script: its data alone reads the small copy and the large one (a line lost at
-    one scale is often read at the other), and when neither finds any of it, every script is
-    tried after all, a few at a time on the small copy, then the script they name alone reads
+    """Tesseract's reading of the text area. Several candidate scripts: one language at a time on
+    the largest ``unsure`` line's own area names the script (`_name_script`; a line costs a
+    fraction of the whole text), which is then the one candidate. One candidate script: its data
+    alone reads the small copy, and the large one too (each line the better of the two readings;
+    a line lost at one scale is often read at the other) unless the small copy already re-read
+    every unsure line with confidence (`_covers`). When neither finds any of the script, every
+    script is tried after all, together on the small copy, then the script they name alone reads
     the large copy."""
+    unsure = unsure or []
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
+    probe = _probe(unsure)
     if len(languages) > 1 and probe:
         named = _name_script(lambda spec: read(spec, PROBE_PIXELS, SCRIPT_PASS_TIMEOUT_S, probe), languages)
         if named is not None:
             scripts, languages = [named], [SCRIPT_LANGUAGES[named]]
     if len(languages) == 1:
-        small = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
-        alone = merge_readings(
-            read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S), small, prefer_first=False
-        )
+        alone = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+        if not _covers(alone, unsure, scripts):
+            alone = merge_readings(
+                read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S), alone, prefer_first=False
+            )
         found = _dominant_script([line for line in alone if line[2] >= MIN_TESSERACT_SCORE])
         if found in scripts or (found in HAN_FAMILY and "Japanese" in scripts):
             return alone
@@ -524,6 +532,30 @@ def _reread(
         alone = read(SCRIPT_LANGUAGES[script], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
         tess = merge_readings(alone, tess, prefer_first=False)
     return tess
+
+
+def _covers(
+    reading: list[tuple[str, list[float], float]],
+    unsure: list[tuple[str, list[float], float]],
+    scripts: list[str],
+) -> bool:
+    """Whether ``reading`` re-read each of RapidOCR's ``unsure`` lines (at least one) with
+    confidence, and in one of ``scripts`` where it read letters of any but Latin: then a larger
+    copy has nothing left to add (on the sign set it changed no reading)."""
+    if not unsure:
+        return False
+    sure = [line for line in reading if line[2] >= MIN_TESSERACT_SCORE]
+    for _, box, _ in unsure:
+        match = [line for line in sure if _overlap(box, line[1]) > 0.5]
+        script = _dominant_script(match)
+        if not match or (script is not None and not any(script in _letters_of(s) for s in scripts)):
+            return False
+    return True
+
+
+def _letters_of(script: str) -> frozenset[str]:
+    """The Unicode scripts a `SCRIPT_LANGUAGES` script writes in (Japanese: kana and Han)."""
+    return HAN_FAMILY - {"Japanese"} if script == "Japanese" else frozenset({script})
 
 
 def _probe(raw: list[tuple[str, list[float], float]]) -> list[tuple[str, list[float], float]]:
@@ -539,21 +571,21 @@ def _probe(raw: list[tuple[str, list[float], float]]) -> list[tuple[str, list[fl
 def _name_script(
     read: Callable[[str], list[tuple[str, list[float], float]]], languages: list[str]
 ) -> str | None:
-    """The script of the probe line ``read`` reads, tried `SCRIPT_GROUP` languages at a time, the
-    likelier first, or None. Tesseract tries every language on each word and the cost grows faster
-    than their number (a Thai line: 0.4 s with 4 languages, 6 s with 22). The first group that
-    reads the line with confidence decides; where it read several of its scripts (Hebrew letters
-    beside Greek), each of those reads the line alone and the surest wins."""
-    for group in (languages[i : i + SCRIPT_GROUP] for i in range(0, len(languages), SCRIPT_GROUP)):
-        sure = [line for line in read("+".join(group)) if line[2] >= MIN_TESSERACT_SCORE]
-        seen = {script_of(ch) for text, _, _ in sure for ch in text if ch.isalpha()}
-        named = [s for s in SCRIPT_LANGUAGES if s in seen and SCRIPT_LANGUAGES[s] in group]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            scores = {s: _own_score(read(SCRIPT_LANGUAGES[s]), s) for s in named}
-            return max(scores, key=scores.__getitem__)
-    return None
+    """The script of the probe line ``read`` reads, one language at a time in the given order (the
+    likelier first), or None. The first whose own letters read the line at `NAME_SCORE` names it;
+    when none does, the surest reading of at least `MIN_TESSERACT_SCORE`. One language a pass costs
+    a tenth of a second on a line, several together far more (Tesseract tries each on every word:
+    four 1 s, 22 6 s); and no wrong script reached `NAME_SCORE` on the sign set, where Thai's data
+    reads Greek, Arabic or Armenian at up to 0.84."""
+    scripts = {code: s for s, code in reversed(SCRIPT_LANGUAGES.items())}
+    scores: dict[str, float] = {}
+    for code in languages:
+        script = scripts[code]
+        scores[script] = max(_own_score(read(code), s) for s in _letters_of(script))
+        if scores[script] >= NAME_SCORE:
+            return script
+    best = max(scores, key=scores.__getitem__, default=None)
+    return best if best is not None and scores[best] >= MIN_TESSERACT_SCORE else None
 
 
 def _own_score(lines: list[tuple[str, list[float], float]], script: str) -> float:
