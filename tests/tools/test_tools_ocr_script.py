@@ -45,6 +45,14 @@ def test_han_garbage_tries_korean_first() -> None:
     assert reread_scripts([("υ M", BOX, 0.67)])[0] == "Thai"  # no Han read: the table's order
 
 
+def test_kana_read_surely_is_rapidocrs_own_reading() -> None:
+    """RapidOCR reads Japanese as surely as Chinese: a sure kana line needs no re-read and stays
+    in the merge; a low-scoring kana letter or two (its garbage for Hebrew) does not."""
+    title, garbage = ("喫茶さくら", BOX, 1.0), ("ユ 7n", [0.0, 40.0, 100.0, 60.0], 0.63)
+    assert not ocr._unsure(title) and ocr._unsure(garbage)
+    assert ocr.merge_readings([title, garbage], []) == [title]
+
+
 def _reader(scores: dict[str, tuple[str, float]], asked: list[str]):  # type: ignore[no-untyped-def]
     """A probe reader that answers each language with a fixed line, recording what it was asked."""
 
@@ -97,6 +105,19 @@ def _maker():  # type: ignore[no-untyped-def]
     return module
 
 
+def _count_passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The languages of each real Tesseract pass, in order, as they run."""
+    passes: list[str] = []
+    real = ocr._tesseract
+
+    def counted(image: Image.Image, languages: str = "eng", *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        passes.append(languages)
+        return real(image, languages, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ocr, "_tesseract", counted)
+    return passes
+
+
 def test_a_georgian_sign_with_its_phone_number_is_read_in_georgian_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,14 +131,7 @@ def test_a_georgian_sign_with_its_phone_number_is_read_in_georgian_alone(
         pytest.skip("Noto Sans Georgian not installed (apt-get install fonts-noto-core)")
     spec = next(s for s in maker.SIGN_SET if s.name == "tbilisi")
     image = Image.open(maker.render_sign(spec.lines, tmp_path / "tbilisi.png"))
-    passes: list[str] = []
-    real = ocr._tesseract
-
-    def counted(image: Image.Image, languages: str = "eng", *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        passes.append(languages)
-        return real(image, languages, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ocr, "_tesseract", counted)
+    passes = _count_passes(monkeypatch)
     report = ocr.run_ocr(image)
     assert passes == ["kat"]
     assert "თბილისი" in report.text.replace(" ", "") and "Georgian" in report.engine
@@ -147,14 +161,7 @@ def test_an_undecided_sign_names_its_script_one_language_at_a_time(
         pytest.skip("the sign's font is not installed (apt-get install fonts-noto-core fonts-wqy-microhei)")
     spec = next(s for s in maker.SIGN_SET if s.name == name)
     image = Image.open(maker.render_sign(spec.lines, tmp_path / f"{name}.png"))
-    passes: list[str] = []
-    real = ocr._tesseract
-
-    def counted(image: Image.Image, languages: str = "eng", *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        passes.append(languages)
-        return real(image, languages, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ocr, "_tesseract", counted)
+    passes = _count_passes(monkeypatch)
     report = ocr.run_ocr(image)
     assert all("+" not in p for p in passes), passes  # never several languages together
     if name != "tel_aviv":
@@ -162,3 +169,19 @@ def test_an_undecided_sign_names_its_script_one_language_at_a_time(
     else:
         assert passes[-2:] == [code, code] and len(set(passes[:-1])) == len(passes) - 1, passes
     assert word in report.text.replace(" ", ""), report.text
+
+
+@pytest.mark.slow
+def test_a_japanese_sign_rapidocr_reads_surely_keeps_its_title_without_tesseract(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
+    maker = _maker()
+    if not (maker.FONT_DIR / maker.SCRIPT_FONTS["CJK"]).is_file():
+        pytest.skip("WenQuanYi Micro Hei not installed (apt-get install fonts-wqy-microhei)")
+    spec = next(s for s in maker.SIGN_SET if s.name == "tokyo")
+    image = Image.open(maker.render_sign(spec.lines, tmp_path / "tokyo.png"))
+    passes = _count_passes(monkeypatch)
+    report = ocr.run_ocr(image)
+    assert passes == [] and report.engine == "rapidocr"
+    assert "喫茶" in report.text and "さくら" in report.text and "東京都渋谷区" in report.text

@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 _RAPID_LOCK = threading.Lock()
 RAPID_SCRIPTS = frozenset({"Latin", "Han"})
 """Scripts the bundled RapidOCR recognition model was trained on."""
+KANA = frozenset({"Hiragana", "Katakana"})
+"""Japanese kana: in RapidOCR's dictionary and read as surely as Han (Tokyo's 喫茶さくら at 1.00),
+so a sure line of them is its own reading; its garbage for Hebrew is a kana letter or two at 0.6."""
 READ_SIDE = 2000
 """RapidOCR reads an image at most this many pixels on its long side (its own preprocessing
 limit): the detector finds text at this scale and the recogniser reads from it."""
@@ -367,9 +370,13 @@ def tesseract_languages() -> frozenset[str]:
 
 
 def _unsure(line: tuple[str, list[float], float]) -> bool:
-    text, _, score = line
-    script = script_of(text)
-    return score < SURE_SCORE or (script is not None and script not in RAPID_SCRIPTS)
+    return line[2] < SURE_SCORE or not _own_reading(line)
+
+
+def _own_reading(line: tuple[str, list[float], float]) -> bool:
+    """Whether a RapidOCR line is in a script it reads: Latin or Han (or none), or kana read surely."""
+    script = script_of(line[0])
+    return script in RAPID_SCRIPTS | {None} or (script in KANA and line[2] >= SURE_SCORE)
 
 
 def _overlap(a: list[float], b: list[float]) -> float:
@@ -401,7 +408,7 @@ def merge_readings(
         )
         if match is not None:
             used.add(match[0])
-        foreign = prefer_first and script_of(line[0]) not in RAPID_SCRIPTS | {None}  # its garbage
+        foreign = prefer_first and not _own_reading(line)  # its garbage
         unsure = _unsure(line) if prefer_first else True  # two Tesseract readings: the better one
         # digits alone where Tesseract read words too: RapidOCR kept "50200" of "เชียงใหม่ 50200"
         partial = prefer_first and script_of(line[0]) is None and match is not None and script_of(match[1][0])
