@@ -506,9 +506,11 @@ def _reread(
     installed: frozenset[str],
     unsure: list[tuple[str, list[float], float]] | None = None,
 ) -> list[tuple[str, list[float], float]]:
-    """Tesseract's reading of the text area. Several candidate scripts: one language at a time on
-    the largest ``unsure`` line's own area names the script (`_name_script`; a line costs a
-    fraction of the whole text), which is then the one candidate. One candidate script: its data
+    """Tesseract's reading of the text area. Several candidate scripts: the likeliest reads the
+    small copy of the text area, and where that reads the largest ``unsure`` line surely it names
+    the script and its reading stands; else the others, one at a time, read that line's own area
+    (`_name_script`; a line costs a fraction of the whole text), and the one that names the script
+    is then the one candidate. One candidate script: its data
     alone reads the small copy, and the large one too (each line the better of the two readings;
     a line lost at one scale is often read at the other) unless the small copy already re-read
     every unsure line with confidence (`_covers`). When neither finds any of the script, every
@@ -518,7 +520,14 @@ def _reread(
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
     probe = _probe(unsure)
     if len(languages) > 1 and probe:
-        named = _name_script(lambda spec: read(spec, PROBE_PIXELS, SCRIPT_PASS_TIMEOUT_S, probe), languages)
+        likeliest = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+
+        def read_probe(spec: str) -> list[tuple[str, list[float], float]]:
+            if spec == languages[0]:  # its reading of the whole text area holds the probe line's
+                return [line for line in likeliest if _overlap(probe[0][1], line[1]) > 0.5]
+            return read(spec, PROBE_PIXELS, SCRIPT_PASS_TIMEOUT_S, probe)
+
+        named = _name_script(read_probe, languages)
         if named is not None:
             scripts, languages = [named], [SCRIPT_LANGUAGES[named]]
     if len(languages) == 1:
