@@ -118,19 +118,25 @@ def _count_passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return passes
 
 
+def _sign(tmp_path: Path, name: str, font: str, code: str | None = None) -> Image.Image:
+    """Sign ``name`` of the sign set, skipping where the OCR extra, Tesseract's ``code`` data or
+    the sign's font is not installed."""
+    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
+    if code is not None and code not in ocr.tesseract_languages():
+        pytest.skip(f"Tesseract's {code} data not installed (apt-get install tesseract-ocr-{code})")
+    maker = _maker()
+    if not (maker.FONT_DIR / maker.SCRIPT_FONTS[font]).is_file():
+        pytest.skip("the sign's font is not installed (apt-get install fonts-noto-core fonts-wqy-microhei)")
+    spec = next(s for s in maker.SIGN_SET if s.name == name)
+    return Image.open(maker.render_sign(spec.lines, tmp_path / f"{name}.png"))
+
+
 def test_a_georgian_sign_with_its_phone_number_is_read_in_georgian_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """+995 names Georgia: Tesseract reads Georgian alone, never every script together, and once:
     the small copy reads both unsure lines surely, so the large one is not read."""
-    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
-    if "kat" not in ocr.tesseract_languages():
-        pytest.skip("Tesseract's Georgian data not installed (apt-get install tesseract-ocr-kat)")
-    maker = _maker()
-    if not (maker.FONT_DIR / maker.SCRIPT_FONTS["GEORGIAN"]).is_file():
-        pytest.skip("Noto Sans Georgian not installed (apt-get install fonts-noto-core)")
-    spec = next(s for s in maker.SIGN_SET if s.name == "tbilisi")
-    image = Image.open(maker.render_sign(spec.lines, tmp_path / "tbilisi.png"))
+    image = _sign(tmp_path, "tbilisi", "GEORGIAN", "kat")
     passes = _count_passes(monkeypatch)
     report = ocr.run_ocr(image)
     assert passes == ["kat"]
@@ -154,14 +160,7 @@ def test_an_undecided_sign_names_its_script_one_language_at_a_time(
     look-alikes: Korean first; Chiang Mai's Latin-looking garbage: Thai first). The likeliest reads
     the whole text area at once, which names it on those two signs; Tel Aviv's Hebrew is tried on
     the line after seven others, then reads the text area."""
-    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
-    if code not in ocr.tesseract_languages():
-        pytest.skip(f"Tesseract's {code} data not installed (apt-get install tesseract-ocr-{code})")
-    maker = _maker()
-    if not (maker.FONT_DIR / maker.SCRIPT_FONTS[font]).is_file():
-        pytest.skip("the sign's font is not installed (apt-get install fonts-noto-core fonts-wqy-microhei)")
-    spec = next(s for s in maker.SIGN_SET if s.name == name)
-    image = Image.open(maker.render_sign(spec.lines, tmp_path / f"{name}.png"))
+    image = _sign(tmp_path, name, font, code)
     passes = _count_passes(monkeypatch)
     report = ocr.run_ocr(image)
     assert all("+" not in p for p in passes), passes  # never several languages together
@@ -176,12 +175,7 @@ def test_an_undecided_sign_names_its_script_one_language_at_a_time(
 def test_a_japanese_sign_rapidocr_reads_surely_keeps_its_title_without_tesseract(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("rapidocr", reason="the ocr extra is not installed")
-    maker = _maker()
-    if not (maker.FONT_DIR / maker.SCRIPT_FONTS["CJK"]).is_file():
-        pytest.skip("WenQuanYi Micro Hei not installed (apt-get install fonts-wqy-microhei)")
-    spec = next(s for s in maker.SIGN_SET if s.name == "tokyo")
-    image = Image.open(maker.render_sign(spec.lines, tmp_path / "tokyo.png"))
+    image = _sign(tmp_path, "tokyo", "CJK")
     passes = _count_passes(monkeypatch)
     report = ocr.run_ocr(image)
     assert passes == [] and report.engine == "rapidocr"

@@ -7,8 +7,9 @@ RapidOCR's bundled models read Latin and Chinese; on other scripts they return c
 garbage (a Thai sign read as Greek letters). Where a line is unsure (a low score, or a script
 the model cannot read), Tesseract re-reads that part of the image with the language data of the
 script the text names (a Greek word RapidOCR read, a phone number's or domain's country; Debian's
-``tesseract-ocr-tha`` and friends), or, with no such evidence, of the scripts installed, and
-each unsure line is replaced by the better reading of it.
+``tesseract-ocr-tha`` and friends), or, with no such evidence, of the installed script that reads
+its largest unsure line surely (tried one at a time, the likelier first), and each unsure line
+is replaced by the better reading of it.
 """
 
 from __future__ import annotations
@@ -102,13 +103,16 @@ SCRIPT_LANGUAGES: dict[str, str] = {
 }
 """One Tesseract language per script the clue tables know (Debian: tesseract-ocr-tha, …).
 
-Unsure lines are re-read once with every installed one together: Tesseract picks the language
-per word, which names the script far more reliably than its OSD on a sign's few words."""
+Where RapidOCR's reading names no script, they read its largest unsure line one at a time, the
+likelier first (`_name_script`): Tesseract's OSD named the right script on 7 of the 27 non-Latin
+signs' text areas (too few characters on 15, and on every probe line), and several languages
+together cost far more per word."""
 REREAD_MAX_PIXELS = 1_200_000
 """The re-read's copy of the text area: a sign stays whole, a photo's texture costs seconds."""
 REREAD_TIMEOUT_S = 60.0
 SCRIPT_PASS_PIXELS = 400_000
-"""The all-scripts pass (two dozen models at once) reads a smaller copy: it only has to name the script."""
+"""The first reading of the text area (and the all-scripts pass, two dozen models at once) is of a
+copy this small; the larger one is read only where it left an unsure line unread (`_covers`)."""
 SCRIPT_PASS_TIMEOUT_S = 30.0
 NAME_SCORE = 0.9
 """A probe line read at this confidence in one language's own letters names its script (`_name_script`)."""
@@ -510,12 +514,11 @@ def _reread(
     small copy of the text area, and where that reads the largest ``unsure`` line surely it names
     the script and its reading stands; else the others, one at a time, read that line's own area
     (`_name_script`; a line costs a fraction of the whole text), and the one that names the script
-    is then the one candidate. One candidate script: its data
-    alone reads the small copy, and the large one too (each line the better of the two readings;
-    a line lost at one scale is often read at the other) unless the small copy already re-read
-    every unsure line with confidence (`_covers`). When neither finds any of the script, every
-    script is tried after all, together on the small copy, then the script they name alone reads
-    the large copy."""
+    is then the one candidate. One candidate script: its data alone reads the small copy, and the
+    large one too (each line the better of the two readings; a line lost at one scale is often
+    read at the other) unless the small copy already re-read every unsure line with confidence
+    (`_covers`). When neither finds any of the script, every script is tried after all, together
+    on the small copy, then the script they name alone reads the large copy."""
     unsure = unsure or []
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
     probe = _probe(unsure)
@@ -593,7 +596,7 @@ def _name_script(
     a tenth of a second on a line, several together far more (Tesseract tries each on every word:
     four 1 s, 22 6 s); and no wrong script reached `NAME_SCORE` on the sign set, where Thai's data
     reads Greek, Arabic or Armenian at up to 0.84."""
-    scripts = {code: s for s, code in reversed(SCRIPT_LANGUAGES.items())}
+    scripts = {code: s for s, code in SCRIPT_LANGUAGES.items()}
     scores: dict[str, float] = {}
     for code in languages:
         script = scripts[code]
