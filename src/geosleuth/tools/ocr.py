@@ -7,8 +7,9 @@ RapidOCR's bundled models read Latin and Chinese; on other scripts they return c
 garbage (a Thai sign read as Greek letters). Where a line is unsure (a low score, or a script
 the model cannot read), Tesseract re-reads that part of the image with the language data of the
 script the text names (a Greek word RapidOCR read, a phone number's or domain's country; Debian's
-``tesseract-ocr-tha`` and friends), or, with no such evidence, of the scripts installed, and
-each unsure line is replaced by the better reading of it.
+``tesseract-ocr-tha`` and friends), or, with no such evidence, of the installed script that reads
+its largest unsure line surely (tried one at a time, the likelier first), and each unsure line
+is replaced by the better reading of it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ctypes
 import io
 import logging
 import math
+import os
 import platform
 import shutil
 import subprocess
@@ -50,6 +52,9 @@ log = logging.getLogger(__name__)
 _RAPID_LOCK = threading.Lock()
 RAPID_SCRIPTS = frozenset({"Latin", "Han"})
 """Scripts the bundled RapidOCR recognition model was trained on."""
+KANA = frozenset({"Hiragana", "Katakana"})
+"""Japanese kana: in RapidOCR's dictionary and read as surely as Han (Tokyo's 喫茶さくら at 1.00),
+so a sure line of them is its own reading; its garbage for Hebrew is a kana letter or two at 0.6."""
 READ_SIDE = 2000
 """RapidOCR reads an image at most this many pixels on its long side (its own preprocessing
 limit): the detector finds text at this scale and the recogniser reads from it."""
@@ -98,16 +103,19 @@ SCRIPT_LANGUAGES: dict[str, str] = {
 }
 """One Tesseract language per script the clue tables know (Debian: tesseract-ocr-tha, …).
 
-Unsure lines are re-read once with every installed one together: Tesseract picks the language
-per word, which names the script far more reliably than its OSD on a sign's few words."""
+Where RapidOCR's reading names no script, they read its largest unsure line one at a time, the
+likelier first (`_name_script`): Tesseract's OSD named the right script on 7 of the 27 non-Latin
+signs' text areas (too few characters on 15, and on every probe line), and several languages
+together cost far more per word."""
 REREAD_MAX_PIXELS = 1_200_000
 """The re-read's copy of the text area: a sign stays whole, a photo's texture costs seconds."""
 REREAD_TIMEOUT_S = 60.0
 SCRIPT_PASS_PIXELS = 400_000
-"""The all-scripts pass (two dozen models at once) reads a smaller copy: it only has to name the script."""
+"""The first reading of the text area (and the all-scripts pass, two dozen models at once) is of a
+copy this small; the larger one is read only where it left an unsure line unread (`_covers`)."""
 SCRIPT_PASS_TIMEOUT_S = 30.0
-SCRIPT_GROUP = 4
-"""Languages one script-naming pass loads together (`_name_script`)."""
+NAME_SCORE = 0.9
+"""A probe line read at this confidence in one language's own letters names its script (`_name_script`)."""
 PROBE_PIXELS = 120_000
 """The copy of one unsure line (with its margin) that names the script among several candidates."""
 RAPID_EXTRA_SCRIPTS = {"Greek": "Greek", "Hiragana": "Japanese", "Katakana": "Japanese"}
@@ -131,6 +139,10 @@ COUNTRY_SCRIPTS: dict[str, tuple[str, ...]] = {
 """The scripts a country's signs are written in beside Latin (those `SCRIPT_LANGUAGES` can read)."""
 SIGN_PAGE_MODE = 6
 """Tesseract page segmentation for the re-read: one uniform block of text, as on a sign."""
+TESSERACT_THREADS = "1"
+"""OpenMP threads one Tesseract run may use (``OMP_THREAD_LIMIT``, unless the caller set it). Its
+threads spin while they wait; on a busy machine a sign's few lines read 2-3x slower with them
+(measured on 2 cores under load: Chiang Mai's text area 1.5-1.8 s with them, 0.4-0.5 s with one)."""
 _SPACELESS = frozenset({"Thai", "Lao", "Khmer", "Myanmar", "Han", "Hiragana", "Katakana", "Tibetan"})
 
 
@@ -305,6 +317,7 @@ def _tesseract(
             input=buf.getvalue(),
             capture_output=True,
             timeout=timeout_s,
+            env={"OMP_THREAD_LIMIT": TESSERACT_THREADS, **os.environ},
         )
     except subprocess.TimeoutExpired:
         raise ToolError(f"tesseract took more than {timeout_s:g} s; try a smaller region") from None
@@ -361,9 +374,13 @@ def tesseract_languages() -> frozenset[str]:
 
 
 def _unsure(line: tuple[str, list[float], float]) -> bool:
-    text, _, score = line
-    script = script_of(text)
-    return score < SURE_SCORE or (script is not None and script not in RAPID_SCRIPTS)
+    return line[2] < SURE_SCORE or not _own_reading(line)
+
+
+def _own_reading(line: tuple[str, list[float], float]) -> bool:
+    """Whether a RapidOCR line is in a script it reads: Latin or Han (or none), or kana read surely."""
+    script = script_of(line[0])
+    return script in RAPID_SCRIPTS | {None} or (script in KANA and line[2] >= SURE_SCORE)
 
 
 def _overlap(a: list[float], b: list[float]) -> float:
@@ -395,7 +412,7 @@ def merge_readings(
         )
         if match is not None:
             used.add(match[0])
-        foreign = prefer_first and script_of(line[0]) not in RAPID_SCRIPTS | {None}  # its garbage
+        foreign = prefer_first and not _own_reading(line)  # its garbage
         unsure = _unsure(line) if prefer_first else True  # two Tesseract readings: the better one
         # digits alone where Tesseract read words too: RapidOCR kept "50200" of "เชียงใหม่ 50200"
         partial = prefer_first and script_of(line[0]) is None and match is not None and script_of(match[1][0])
@@ -437,7 +454,7 @@ def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], 
         return [(t, [b[0] / k + ox, b[1] / k + oy, b[2] / k + ox, b[3] / k + oy], c) for t, b, c in found]
 
     try:
-        tess = _reread(read, reread_scripts(raw), installed, _probe(raw))
+        tess = _reread(read, reread_scripts(raw), installed, [line for line in raw if _unsure(line)])
     except ToolError as exc:
         log.info("the Tesseract re-read gave up (%s); RapidOCR's reading stands", exc)
         return raw, "rapidocr"
@@ -453,7 +470,9 @@ def reread_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
     text's own evidence narrows them: a script RapidOCR truly reads (Greek, kana) in a sure-enough
     line, else the scripts of the country an international phone number or a country domain names
     (+66 → Thai, .ge → Georgian), else every script but Chinese and Japanese when RapidOCR, at home
-    in Han, saw none of it. The order is the likelier first."""
+    in Han, saw none of it. The order is the likelier first: where RapidOCR read Han letters it
+    was unsure of, Korean first (it reads Chinese and Japanese surely; Hangul comes out as Han
+    look-alikes, Busan's 해운대 횟집 as 良H吾), then Japanese and Chinese."""
     seen = _read_scripts(raw)
     if seen:
         return seen
@@ -465,7 +484,9 @@ def reread_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
     if named:
         return named
     han = any(script_of(ch) in HAN_FAMILY for text, _, _ in raw for ch in text if ch.isalpha())
-    return [s for s in SCRIPT_LANGUAGES if han or s not in HAN_FAMILY]
+    if not han:
+        return [s for s in SCRIPT_LANGUAGES if s not in HAN_FAMILY]
+    return list(dict.fromkeys(["Hangul", "Japanese", "Han", *SCRIPT_LANGUAGES]))
 
 
 def _read_scripts(raw: list[tuple[str, list[float], float]]) -> list[str]:
@@ -487,25 +508,37 @@ def _reread(
     read: Callable[..., list[tuple[str, list[float], float]]],
     scripts: list[str],
     installed: frozenset[str],
-    probe: list[tuple[str, list[float], float]] | None = None,
+    unsure: list[tuple[str, list[float], float]] | None = None,
 ) -> list[tuple[str, list[float], float]]:
-    """Tesseract's reading of the text area, each line the better of two readings. Several
-    candidate scripts: a few of them at a time on the ``probe`` line's own area name the script
-    (`_name_script`; a line costs a fraction of the whole text), which is then the one candidate.
-    One candidate script: its data alone reads the small copy and the large one (a line lost at
-    one scale is often read at the other), and when neither finds any of it, every script is
-    tried after all, a few at a time on the small copy, then the script they name alone reads
-    the large copy."""
+    """Tesseract's reading of the text area. Several candidate scripts: the likeliest reads the
+    small copy of the text area, and where that reads the largest ``unsure`` line surely it names
+    the script and its reading stands; else the others, one at a time, read that line's own area
+    (`_name_script`; a line costs a fraction of the whole text), and the one that names the script
+    is then the one candidate. One candidate script: its data alone reads the small copy, and the
+    large one too (each line the better of the two readings; a line lost at one scale is often
+    read at the other) unless the small copy already re-read every unsure line with confidence
+    (`_covers`). When neither finds any of the script, every script is tried after all, together
+    on the small copy, then the script they name alone reads the large copy."""
+    unsure = unsure or []
     languages = [code for code in dict.fromkeys(SCRIPT_LANGUAGES[s] for s in scripts) if code in installed]
+    probe = _probe(unsure)
     if len(languages) > 1 and probe:
-        named = _name_script(lambda spec: read(spec, PROBE_PIXELS, SCRIPT_PASS_TIMEOUT_S, probe), languages)
+        likeliest = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+
+        def read_probe(spec: str) -> list[tuple[str, list[float], float]]:
+            if spec == languages[0]:  # its reading of the whole text area holds the probe line's
+                return [line for line in likeliest if _overlap(probe[0][1], line[1]) > 0.5]
+            return read(spec, PROBE_PIXELS, SCRIPT_PASS_TIMEOUT_S, probe)
+
+        named = _name_script(read_probe, languages)
         if named is not None:
             scripts, languages = [named], [SCRIPT_LANGUAGES[named]]
     if len(languages) == 1:
-        small = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
-        alone = merge_readings(
-            read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S), small, prefer_first=False
-        )
+        alone = read(languages[0], SCRIPT_PASS_PIXELS, SCRIPT_PASS_TIMEOUT_S)
+        if not _covers(alone, unsure, scripts):
+            alone = merge_readings(
+                read(languages[0], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S), alone, prefer_first=False
+            )
         found = _dominant_script([line for line in alone if line[2] >= MIN_TESSERACT_SCORE])
         if found in scripts or (found in HAN_FAMILY and "Japanese" in scripts):
             return alone
@@ -518,6 +551,30 @@ def _reread(
         alone = read(SCRIPT_LANGUAGES[script], REREAD_MAX_PIXELS, REREAD_TIMEOUT_S)
         tess = merge_readings(alone, tess, prefer_first=False)
     return tess
+
+
+def _covers(
+    reading: list[tuple[str, list[float], float]],
+    unsure: list[tuple[str, list[float], float]],
+    scripts: list[str],
+) -> bool:
+    """Whether ``reading`` re-read each of RapidOCR's ``unsure`` lines (at least one) with
+    confidence, and in one of ``scripts`` where it read letters of any but Latin: then a larger
+    copy has nothing left to add (on the sign set it changed no reading)."""
+    if not unsure:
+        return False
+    sure = [line for line in reading if line[2] >= MIN_TESSERACT_SCORE]
+    for _, box, _ in unsure:
+        match = [line for line in sure if _overlap(box, line[1]) > 0.5]
+        script = _dominant_script(match)
+        if not match or (script is not None and not any(script in _letters_of(s) for s in scripts)):
+            return False
+    return True
+
+
+def _letters_of(script: str) -> frozenset[str]:
+    """The Unicode scripts a `SCRIPT_LANGUAGES` script writes in (Japanese: kana and Han)."""
+    return HAN_FAMILY - {"Japanese"} if script == "Japanese" else frozenset({script})
 
 
 def _probe(raw: list[tuple[str, list[float], float]]) -> list[tuple[str, list[float], float]]:
@@ -533,21 +590,21 @@ def _probe(raw: list[tuple[str, list[float], float]]) -> list[tuple[str, list[fl
 def _name_script(
     read: Callable[[str], list[tuple[str, list[float], float]]], languages: list[str]
 ) -> str | None:
-    """The script of the probe line ``read`` reads, tried `SCRIPT_GROUP` languages at a time, the
-    likelier first, or None. Tesseract tries every language on each word and the cost grows faster
-    than their number (a Thai line: 0.4 s with 4 languages, 6 s with 22). The first group that
-    reads the line with confidence decides; where it read several of its scripts (Hebrew letters
-    beside Greek), each of those reads the line alone and the surest wins."""
-    for group in (languages[i : i + SCRIPT_GROUP] for i in range(0, len(languages), SCRIPT_GROUP)):
-        sure = [line for line in read("+".join(group)) if line[2] >= MIN_TESSERACT_SCORE]
-        seen = {script_of(ch) for text, _, _ in sure for ch in text if ch.isalpha()}
-        named = [s for s in SCRIPT_LANGUAGES if s in seen and SCRIPT_LANGUAGES[s] in group]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            scores = {s: _own_score(read(SCRIPT_LANGUAGES[s]), s) for s in named}
-            return max(scores, key=scores.__getitem__)
-    return None
+    """The script of the probe line ``read`` reads, one language at a time in the given order (the
+    likelier first), or None. The first whose own letters read the line at `NAME_SCORE` names it;
+    when none does, the surest reading of at least `MIN_TESSERACT_SCORE`. One language a pass costs
+    a tenth of a second on a line, several together far more (Tesseract tries each on every word:
+    four 1 s, 22 6 s); and no wrong script reached `NAME_SCORE` on the sign set, where Thai's data
+    reads Greek, Arabic or Armenian at up to 0.84."""
+    scripts = {code: s for s, code in SCRIPT_LANGUAGES.items()}
+    scores: dict[str, float] = {}
+    for code in languages:
+        script = scripts[code]
+        scores[script] = max(_own_score(read(code), s) for s in _letters_of(script))
+        if scores[script] >= NAME_SCORE:
+            return script
+    best = max(scores, key=scores.__getitem__, default=None)
+    return best if best is not None and scores[best] >= MIN_TESSERACT_SCORE else None
 
 
 def _own_score(lines: list[tuple[str, list[float], float]], script: str) -> float:
