@@ -312,3 +312,21 @@ def test_cli_refuses_constraints_without_text_mode(tmp_path: Path, sample: Sampl
          "--planner-model", "p", "--planner-constrained"],
     )  # fmt: skip
     assert res.exit_code == 1 and "--planner-tool-calling text" in res.output
+
+
+async def test_geocoded_answers_ask_for_the_place_and_keep_the_5_km_check(
+    tmp_path: Path, sample: Sample
+) -> None:
+    right = _text_planner('{"city": "Paris", "country": "France"}')
+    report, requests = await _run_text(sample, right, tmp_path / "a", constrained=True, geocode_answers=True)
+    assert report["kept"] == 1
+    first = requests[0].json
+    assert '{"city": "<city>", "country": "<country>"}' in first["messages"][0]["content"]
+    assert first["messages"][4]["content"] == '{"city": "Salzburg", "country": "Austria"}'
+    assert requests[1].json["response_format"]["schema"]["anyOf"][-1]["required"] == ["city", "country"]
+    traj = Trajectory.model_validate_json((tmp_path / "a" / "trajectories.jsonl").read_text())
+    assert traj.metadata["synthesis"]["coords_source"] == "geocoded"
+    assert 3 < traj.metadata["synthesis"]["distance_km"] < 5  # the gazetteer's Paris, 4 km from the tower
+    wrong = _text_planner('{"city": "Paris", "country": "United States"}')
+    report, _ = await _run_text(sample, wrong, tmp_path / "b", geocode_answers=True)
+    assert report["rejected"] == {"too_far": 1}

@@ -634,6 +634,13 @@ def synthesize_cmd(
         int, typer.Option(min=0, help="Reject trajectories answered with fewer valid tool calls.")
     ] = 1,
     temperature: Annotated[float, typer.Option(min=0.0, help="Planner sampling temperature.")] = 0.7,
+    geocode_answers: Annotated[
+        bool,
+        typer.Option(
+            help="An answer naming a place without coordinates gets the offline gazetteer's (like locate); "
+            "text mode then asks the planner for the place only. The 5 km check is unchanged."
+        ),
+    ] = False,
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
     as_json: AlwaysJsonOpt = False,
@@ -656,6 +663,7 @@ def synthesize_cmd(
             constrained=planner_constrained,
             min_tool_calls=min_tool_calls,
             temperature=temperature,
+            geocode_answers=geocode_answers,
         )
         from geosleuth.agent.observer import OfflineObserver
 

@@ -47,14 +47,20 @@ def _tool_line(schema: dict[str, Any]) -> str:
 
 
 def opening_messages(
-    schemas: list[dict[str, Any]], size: tuple[int, int], description: str
+    schemas: list[dict[str, Any]], size: tuple[int, int], description: str, answer: str = "coordinates"
 ) -> list[dict[str, Any]]:
     """System prompt with the tools, the worked example (when its tool is offered), the description."""
     from geosleuth.agent.prompting import render
 
     prompt = planner_prompt()
     tools = "\n".join(_tool_line(s) for s in schemas)
-    system = render(prompt["system"], width=size[0], height=size[1], tools=tools)
+    system = render(
+        prompt["system"],
+        width=size[0],
+        height=size[1],
+        tools=tools,
+        answer_format=prompt["answer_format"][answer],
+    )
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     example = prompt["example"]
     if example["tool"] in {s["function"]["name"] for s in schemas}:
@@ -62,7 +68,7 @@ def opening_messages(
             {"role": "user", "content": example["observation"]},
             {"role": "assistant", "content": example["call"]},
             {"role": "user", "content": tool_results([example["result"]])},
-            {"role": "assistant", "content": example["answer"]},
+            {"role": "assistant", "content": example["answer"][answer]},
         ]
     messages.append({"role": "user", "content": f"Observer's description of the photo:\n{description}"})
     return messages
@@ -95,9 +101,17 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 """City and country first: a small model then copies the coordinates that follow that place in the
 tool's output."""
+PLACE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {k: ANSWER_SCHEMA["properties"][k] for k in ("city", "country")},
+    "required": ["city", "country"],
+}
+"""The answer with ``--geocode-answers``: the place only; the offline gazetteer gives its coordinates."""
 
 
-def response_format(schemas: list[dict[str, Any]], *, may_answer: bool) -> dict[str, Any]:
+def response_format(
+    schemas: list[dict[str, Any]], *, may_answer: bool, answer: str = "coordinates"
+) -> dict[str, Any]:
     """llama.cpp's ``response_format``: a call of one of ``schemas``, or the answer if ``may_answer``."""
     calls = [
         {
@@ -110,7 +124,8 @@ def response_format(schemas: list[dict[str, Any]], *, may_answer: bool) -> dict[
         }
         for s in schemas
     ]
-    return {"type": "json_object", "schema": {"anyOf": [*calls, *([ANSWER_SCHEMA] if may_answer else [])]}}
+    answers = [PLACE_SCHEMA if answer == "place" else ANSWER_SCHEMA] if may_answer else []
+    return {"type": "json_object", "schema": {"anyOf": [*calls, *answers]}}
 
 
 def reasoning_before(content: str, raw_call: str | None) -> str:

@@ -131,6 +131,11 @@ class SynthesisConfig:
     tool_calling: str = "native"  # "text": the planner writes JSON calls in its reply (`planner_text`)
     constrained: bool = False  # text mode: a JSON schema admits only a tool call or the answer
     min_tool_calls: int = 1  # a trajectory answered with fewer valid calls teaches no tool use
+    geocode_answers: bool = False  # an answer naming a place without coordinates gets the gazetteer's
+
+    @property
+    def answer_kind(self) -> str:
+        return "place" if self.geocode_answers else "coordinates"
 
 
 @dataclass
@@ -283,7 +288,7 @@ class Synthesizer:
         self, schemas: list[dict[str, Any]], size: tuple[int, int], description: str
     ) -> list[dict[str, Any]]:
         if self.config.tool_calling == "text":
-            return opening_messages(schemas, size, description)
+            return opening_messages(schemas, size, description, self.config.answer_kind)
         return [
             {"role": "system", "content": PLANNER_SYSTEM.format(width=size[0], height=size[1])},
             {"role": "user", "content": f"Observer's description of the photo:\n{description}"},
@@ -297,7 +302,11 @@ class Synthesizer:
         if self.config.tool_calling != "text":
             return (await self.planner.complete(messages, schemas, **sampling)).first
         extra = (
-            {"response_format": response_format(schemas, may_answer=may_answer)}
+            {
+                "response_format": response_format(
+                    schemas, may_answer=may_answer, answer=self.config.answer_kind
+                )
+            }
             if self.config.constrained
             else None
         )
@@ -320,11 +329,17 @@ class Synthesizer:
         seen_size: tuple[int, int],
     ) -> Outcome:
         pred = parse_answer(final_text, mode="robust")
+        if (
+            self.config.geocode_answers and not pred.has_coords
+        ):  # as `locate` does: the named place's coordinates
+            from geosleuth.gazetteer import get_gazetteer
+
+            pred = parse_answer(final_text, mode="robust", geocoder=get_gazetteer())
         if not pred.has_coords:
             raise Rejected("no_answer", final_text[:200])
         d = float(haversine_km(pred.lat, pred.lon, sample.lat, sample.lon))  # type: ignore[arg-type]
         if d > self.config.delta_km:
-            raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km")
+            raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km: {final_text[:160]}")
         # Thinking-with-Map's answer has one place slot, "city": a lone "X, Country" place fills it
         answer = {"lat": pred.lat, "lon": pred.lon, "city": pred.level("city"), "country": pred.country}
         final = f"<think>{thought}</think>\n<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
@@ -346,6 +361,7 @@ class Synthesizer:
                     "distance_km": d,
                     "delta_km": self.config.delta_km,
                     "planner_tool_calling": self.config.tool_calling,
+                    "coords_source": pred.coords_source,
                 },
             },
         )
