@@ -294,6 +294,13 @@ async def test_text_mode_keeps_a_json_call_trajectory(tmp_path: Path, sample: Sa
             "no_tool_call",
         ),
         (lambda: [reply('{"name": "geocode", "arguments": {"addr": 1}}')], "invalid_tool_call"),
+        # the right point, but a region as the country: a wrong label would be taught as right
+        (
+            lambda: _text_planner(
+                '{"city": "Paris", "country": "Ile-de-France", "lat": 48.8584, "lon": 2.2945}'
+            ),
+            "wrong_country",
+        ),  # fmt: skip
     ],
 )
 async def test_text_mode_keeps_the_filters_standard(
@@ -330,3 +337,26 @@ async def test_geocoded_answers_ask_for_the_place_and_keep_the_5_km_check(
     wrong = _text_planner('{"city": "Paris", "country": "United States"}')
     report, _ = await _run_text(sample, wrong, tmp_path / "b", geocode_answers=True)
     assert report["rejected"] == {"too_far": 1}
+
+
+async def test_the_last_step_admits_only_the_answer(tmp_path: Path, sample: Sample) -> None:
+    answer = '{"city": "Paris", "country": "France", "lat": 48.8584, "lon": 2.2945}'
+    report, requests = await _run_text(
+        sample, _text_planner(answer), tmp_path / "s", constrained=True, max_steps=2
+    )
+    assert report["kept"] == 1
+    first, last = (r.json["response_format"]["schema"]["anyOf"] for r in requests)
+    assert all("name" in b["properties"] for b in first)  # a call first: no answer yet
+    assert [b["required"] for b in last] == [["city", "country", "lat", "lon"]]  # budget spent: answer
+
+
+async def test_an_answer_naming_another_country_than_the_samples_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "q.png"
+    Image.new("RGB", (64, 48)).save(path)
+    labelled = Sample(id="s/2", image=str(path), lat=48.8584, lon=2.2945, labels={"country": "FR"})
+    answer = '{"city": "Paris", "country": "Belgium", "lat": 48.8584, "lon": 2.2945}'
+    report, _ = await _run_text(labelled, _text_planner(answer), tmp_path / "s")
+    assert report["rejected"] == {"wrong_country": 1}
+    right = _text_planner('{"city": "Paris", "country": "Frankreich", "lat": 48.8584, "lon": 2.2945}')
+    report, _ = await _run_text(labelled, right, tmp_path / "t")
+    assert report["kept"] == 1  # any name of the sample's country

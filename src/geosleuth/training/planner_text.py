@@ -12,7 +12,8 @@ text, and gets tool output back in a user turn, inside ``<tool_response>`` tags.
 ``constrained`` replies also carry a JSON schema (llama.cpp's ``response_format``
 ``json_object`` + ``schema``) that admits only those two shapes, and only a tool call while
 the trajectory still lacks the tool calls the keep filter asks for: the model still chooses
-the tool, its arguments and the answer.
+the tool, its arguments and the answer. The last step admits only the answer: the step budget's
+final-answer nudge, made binding.
 """
 
 from __future__ import annotations
@@ -110,9 +111,10 @@ PLACE_SCHEMA: dict[str, Any] = {
 
 
 def response_format(
-    schemas: list[dict[str, Any]], *, may_answer: bool, answer: str = "coordinates"
+    schemas: list[dict[str, Any]], *, may_answer: bool, may_call: bool = True, answer: str = "coordinates"
 ) -> dict[str, Any]:
-    """llama.cpp's ``response_format``: a call of one of ``schemas``, or the answer if ``may_answer``."""
+    """llama.cpp's ``response_format``: a call of one of ``schemas`` if ``may_call``, the answer if
+    ``may_answer`` (the last step admits only the answer, like the agent loop's final-answer nudge)."""
     calls = [
         {
             "type": "object",
@@ -123,6 +125,7 @@ def response_format(
             "required": ["name", "arguments"],
         }
         for s in schemas
+        if may_call
     ]
     answers = [PLACE_SCHEMA if answer == "place" else ANSWER_SCHEMA] if may_answer else []
     return {"type": "json_object", "schema": {"anyOf": [*calls, *answers]}}

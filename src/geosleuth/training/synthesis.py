@@ -224,8 +224,12 @@ class Synthesizer:
         steps: list[_Step] = []
         pending_notes = [description]
         calls_made = 0
-        for _ in range(self.config.max_steps):
-            choice = await self._plan(messages, schemas, may_answer=calls_made >= self.config.min_tool_calls)
+        for n_step in range(self.config.max_steps):
+            last = n_step == self.config.max_steps - 1
+            may_answer = calls_made >= self.config.min_tool_calls
+            choice = await self._plan(
+                messages, schemas, may_answer=may_answer, may_call=not (last and may_answer)
+            )
             calls = self._calls(choice)
             raw = calls[0].raw if text_mode and calls else None
             reasoning = reasoning_before(choice.content, raw) if text_mode else _reasoning(choice.content)
@@ -295,21 +299,20 @@ class Synthesizer:
         ]
 
     async def _plan(
-        self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]], *, may_answer: bool
+        self,
+        messages: list[dict[str, Any]],
+        schemas: list[dict[str, Any]],
+        *,
+        may_answer: bool,
+        may_call: bool,
     ) -> Any:
         """One planner reply: native tools offered, or (text mode) none, with the schema when constrained."""
         sampling = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
         if self.config.tool_calling != "text":
             return (await self.planner.complete(messages, schemas, **sampling)).first
-        extra = (
-            {
-                "response_format": response_format(
-                    schemas, may_answer=may_answer, answer=self.config.answer_kind
-                )
-            }
-            if self.config.constrained
-            else None
-        )
+        kind = self.config.answer_kind
+        fmt = response_format(schemas, may_answer=may_answer, may_call=may_call, answer=kind)
+        extra = {"response_format": fmt} if self.config.constrained else None
         return (await self.planner.complete(messages, None, extra_body=extra, **sampling)).first
 
     def _calls(self, choice: Any) -> list[Any]:
@@ -337,6 +340,7 @@ class Synthesizer:
             pred = parse_answer(final_text, mode="robust", geocoder=get_gazetteer())
         if not pred.has_coords:
             raise Rejected("no_answer", final_text[:200])
+        _check_country(pred.country, sample)
         d = float(haversine_km(pred.lat, pred.lon, sample.lat, sample.lon))  # type: ignore[arg-type]
         if d > self.config.delta_km:
             raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km: {final_text[:160]}")
@@ -487,6 +491,19 @@ def _reasoning(content: str) -> str:
         return "" if isinstance(json.loads(text), dict) else text
     except json.JSONDecodeError:
         return text
+
+
+def _check_country(named: str | None, sample: Sample) -> None:
+    """The answer's country, when given, must be a country (not a region) and the sample's own:
+    the kept answer is training data, and a wrong label in it is taught as right."""
+    from geosleuth.core.countries import resolve_country
+
+    if named is None:
+        return
+    code = resolve_country(named)
+    truth = resolve_country(sample.labels.get("country"))
+    if code is None or (truth is not None and code != truth):
+        raise Rejected("wrong_country", f"answer names {named!r} as the country")
 
 
 RETRYABLE_REASONS = frozenset({"model_error"})
