@@ -240,7 +240,14 @@ def test_data_synthesize_end_to_end(server: LlamaCppServer, tmp_path: Path) -> N
     kept, rejected = report["kept"], report["rejected"]
     assert kept + sum(rejected.values()) == 2
     assert "model_error" not in rejected and "input_error" not in rejected  # every request was accepted
-    assert set(rejected) <= {"no_answer", "too_far", "invalid_tool_call", "max_steps", "observer_empty"}
+    assert set(rejected) <= {
+        "no_answer",
+        "no_tool_call",
+        "too_far",
+        "invalid_tool_call",
+        "max_steps",
+        "observer_empty",
+    }
     lines = (out / "rejected.jsonl").read_text().splitlines() if (out / "rejected.jsonl").exists() else []
     assert all(json.loads(line)["detail"] is not None for line in lines)
     for traj in (

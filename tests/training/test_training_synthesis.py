@@ -129,7 +129,14 @@ async def test_kept_trajectory_is_a_vlm_conversation(tmp_path: Path, sample: Sam
             "invalid_tool_call",
         ),
         (lambda: [reply("x", tool_calls=[tool_call("nope", {}, "c")])], "invalid_tool_call"),
-        (lambda: [reply("I am not sure.")], "no_answer"),
+        (
+            lambda: [
+                reply("x", tool_calls=[tool_call("geocode", {"address": "a"}, "c")]),
+                reply("I am not sure."),
+            ],
+            "no_answer",
+        ),
+        (lambda: [reply('{"lat": 48.8584, "lon": 2.2945}')], "no_tool_call"),  # right, but no tool used
         (
             lambda: [
                 reply("x", tool_calls=[tool_call("geocode", {"address": "a"}, f"c{i}")]) for i in range(6)
@@ -220,3 +227,136 @@ async def test_a_relative_style_gets_relative_boxes_in_its_sft_data(tmp_path: Pa
     call = traj.messages[2]["tool_calls"][0]["function"]
     assert json.loads(call["arguments"]) == {"bbox_2d": [0, 0, 312, 208]}  # 20x10 px of a 64x48 image
     assert "1000" in traj.messages[0]["content"]
+
+
+def _text_planner(final: str) -> list[Step]:
+    """A small model's replies in text mode: a JSON call, then the answer (city and country first)."""
+    return [
+        reply('```json\n{"name": "geocode", "arguments": {"address": "Avenue Gustave Eiffel, Paris"}}\n```'),
+        reply(final),
+    ]
+
+
+async def _run_text(
+    sample: Sample, planner: list[Step], out: Path, **config: Any
+) -> tuple[dict[str, Any], Any]:
+    with FakeOpenAIServer(_observer) as obs_srv, FakeOpenAIServer(planner) as plan_srv:
+        async with (
+            ChatClient("obs", obs_srv.base_url, max_retries=0) as obs,
+            ChatClient("plan", plan_srv.base_url, max_retries=0) as plan,
+        ):
+            cfg = SynthesisConfig(tools=("image_zoom_in_tool", "geocode"), tool_calling="text", **config)
+            report = await Synthesizer(cfg, registry(), obs, plan, out).run([sample])
+        return report, plan_srv.chat_requests
+
+
+async def test_text_mode_keeps_a_json_call_trajectory(tmp_path: Path, sample: Sample) -> None:
+    CALLS.clear()
+    answer = '{"city": "Paris", "country": "France", "lat": 48.8584, "lon": 2.2945}'
+    report, requests = await _run_text(sample, _text_planner(answer), tmp_path / "s", constrained=True)
+    assert report["kept"] == 1 and CALLS == [{"geocode": "Avenue Gustave Eiffel, Paris"}]
+    first, second = (r.json for r in requests)
+    assert "tools" not in first and "tools" not in second  # nothing native: tools are in the prompt
+    system = first["messages"][0]["content"]
+    assert "- geocode(address): Geocode an address." in system and "image_zoom_in_tool(bbox_2d)" in system
+    example = [m["content"] for m in first["messages"][1:5]]
+    assert example[1] == '{"name": "geocode", "arguments": {"address": "5020 Salzburg"}}'
+    assert example[2].startswith("<tool_response>\n<<<TOOL OUTPUT geocode")
+    assert "Temperate city" in first["messages"][5]["content"]
+    # the first reply may only be a call; once a call was made, the answer is admitted too
+    branches = [b["properties"] for b in first["response_format"]["schema"]["anyOf"]]
+    assert [b["name"]["const"] for b in branches] == ["image_zoom_in_tool", "geocode"]
+    assert second["response_format"]["schema"]["anyOf"][-1]["required"] == ["city", "country", "lat", "lon"]
+    tool_turn = second["messages"][-1]
+    assert tool_turn["role"] == "user" and tool_turn["content"].startswith("<tool_response>\n")
+    assert '"lat": 48.8584' in tool_turn["content"]  # the real tool's output came back
+    traj = Trajectory.model_validate_json((tmp_path / "s" / "trajectories.jsonl").read_text())
+    call = traj.messages[2]["tool_calls"][0]["function"]
+    assert call["name"] == "geocode" and json.loads(call["arguments"]) == {
+        "address": "Avenue Gustave Eiffel, Paris"
+    }
+    assert "```" not in traj.messages[2]["content"] and '"name"' not in traj.messages[2]["content"]
+    assert traj.messages[-1]["content"].endswith(
+        '<answer>{"lat": 48.8584, "lon": 2.2945, "city": "Paris", "country": "France"}</answer>'
+    )
+    assert traj.metadata["synthesis"]["planner_tool_calling"] == "text"
+
+
+@pytest.mark.parametrize(
+    ("replies", "reason"),
+    [
+        (
+            lambda: _text_planner('{"city": "Paris", "country": "France", "lat": 47.0, "lon": 2.2945}'),
+            "too_far",
+        ),
+        (
+            lambda: [reply('{"city": "Paris", "country": "France", "lat": 48.8584, "lon": 2.2945}')],
+            "no_tool_call",
+        ),
+        (lambda: [reply('{"name": "geocode", "arguments": {"addr": 1}}')], "invalid_tool_call"),
+        # the right point, but a region as the country: a wrong label would be taught as right
+        (
+            lambda: _text_planner(
+                '{"city": "Paris", "country": "Ile-de-France", "lat": 48.8584, "lon": 2.2945}'
+            ),
+            "wrong_country",
+        ),  # fmt: skip
+    ],
+)
+async def test_text_mode_keeps_the_filters_standard(
+    tmp_path: Path, sample: Sample, replies: Any, reason: str
+) -> None:
+    report, _ = await _run_text(sample, replies(), tmp_path / "s")
+    assert report["kept"] == 0 and report["rejected"] == {reason: 1}
+
+
+def test_cli_refuses_constraints_without_text_mode(tmp_path: Path, sample: Sample) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(sample.model_dump_json() + "\n")
+    res = CliRunner().invoke(
+        app,
+        ["data", "synthesize", str(data), "-o", str(tmp_path / "o"), "--observer-model", "o",
+         "--planner-model", "p", "--planner-constrained"],
+    )  # fmt: skip
+    assert res.exit_code == 1 and "--planner-tool-calling text" in res.output
+
+
+async def test_geocoded_answers_ask_for_the_place_and_keep_the_5_km_check(
+    tmp_path: Path, sample: Sample
+) -> None:
+    right = _text_planner('{"city": "Paris", "country": "France"}')
+    report, requests = await _run_text(sample, right, tmp_path / "a", constrained=True, geocode_answers=True)
+    assert report["kept"] == 1
+    first = requests[0].json
+    assert '{"city": "<city>", "country": "<country>"}' in first["messages"][0]["content"]
+    assert first["messages"][4]["content"] == '{"city": "Salzburg", "country": "Austria"}'
+    assert requests[1].json["response_format"]["schema"]["anyOf"][-1]["required"] == ["city", "country"]
+    traj = Trajectory.model_validate_json((tmp_path / "a" / "trajectories.jsonl").read_text())
+    assert traj.metadata["synthesis"]["coords_source"] == "geocoded"
+    assert 3 < traj.metadata["synthesis"]["distance_km"] < 5  # the gazetteer's Paris, 4 km from the tower
+    wrong = _text_planner('{"city": "Paris", "country": "United States"}')
+    report, _ = await _run_text(sample, wrong, tmp_path / "b", geocode_answers=True)
+    assert report["rejected"] == {"too_far": 1}
+
+
+async def test_the_last_step_admits_only_the_answer(tmp_path: Path, sample: Sample) -> None:
+    answer = '{"city": "Paris", "country": "France", "lat": 48.8584, "lon": 2.2945}'
+    report, requests = await _run_text(
+        sample, _text_planner(answer), tmp_path / "s", constrained=True, max_steps=2
+    )
+    assert report["kept"] == 1
+    first, last = (r.json["response_format"]["schema"]["anyOf"] for r in requests)
+    assert all("name" in b["properties"] for b in first)  # a call first: no answer yet
+    assert [b["required"] for b in last] == [["city", "country", "lat", "lon"]]  # budget spent: answer
+
+
+async def test_an_answer_naming_another_country_than_the_samples_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "q.png"
+    Image.new("RGB", (64, 48)).save(path)
+    labelled = Sample(id="s/2", image=str(path), lat=48.8584, lon=2.2945, labels={"country": "FR"})
+    answer = '{"city": "Paris", "country": "Belgium", "lat": 48.8584, "lon": 2.2945}'
+    report, _ = await _run_text(labelled, _text_planner(answer), tmp_path / "s")
+    assert report["rejected"] == {"wrong_country": 1}
+    right = _text_planner('{"city": "Paris", "country": "Frankreich", "lat": 48.8584, "lon": 2.2945}')
+    report, _ = await _run_text(labelled, right, tmp_path / "t")
+    assert report["kept"] == 1  # any name of the sample's country

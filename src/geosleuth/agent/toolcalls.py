@@ -1,10 +1,11 @@
 """Tool calls out of model output: native ``tool_calls`` and calls written in the text.
 
 Text styles understood: ``<tool_call>{"name": …, "arguments": …}</tool_call>`` (Qwen family;
-an unclosed final block counts, since servers often stop at the closing tag) and the
+an unclosed final block counts, since servers often stop at the closing tag), the
 ``name(arg=value, …)`` call style, inside ``<tool_call>`` tags or on its own line when
-``name`` is a known tool. A call that cannot be read is kept with an ``error`` so the loop
-can show the model what went wrong instead of failing.
+``name`` is a known tool, and — what small models write without tags — a JSON call of a known
+tool ending the reply, bare or in a code fence. A call that cannot be read is kept with an
+``error`` so the loop can show the model what went wrong instead of failing.
 """
 
 from __future__ import annotations
@@ -182,6 +183,9 @@ def parse_text_calls(text: str, known_tools: Collection[str]) -> list[ParsedCall
     blocks = [m.group(1).strip() for m in _TAGGED.finditer(text) if m.group(1).strip()]
     if blocks:
         return [_tagged_call(b, i) for i, b in enumerate(blocks)]
+    bare = _json_call(text, known_tools)
+    if bare is not None:
+        return [bare]
     calls = []
     for m in _CALL_START.finditer(text):
         if m.group("name") not in known_tools:
@@ -198,6 +202,25 @@ def parse_text_calls(text: str, known_tools: Collection[str]) -> list[ParsedCall
             (name, kwargs), raw = found
             calls.append(ParsedCall(call_id, name, kwargs, raw))
     return calls
+
+
+def _json_call(text: str, known_tools: Collection[str]) -> ParsedCall | None:
+    """``{"name": <known tool>, "arguments": {…}}`` ending the reply: the whole reply, or from its
+    first code fence or first ``{"name"`` on. At most three decodes of a bounded text: linear."""
+    starts = [0, text.find("```"), text.find('{"name"')]
+    for start in sorted({s for s in starts if s >= 0}):
+        body = _unfence(text[start:])
+        if not body.startswith("{") or len(body) > MAX_CALL_CHARS:
+            continue
+        try:
+            obj = _lenient_json(body)
+        except ValueError:
+            continue
+        name = obj.get("name") if isinstance(obj, dict) else None
+        if isinstance(name, str) and name in known_tools:
+            args, err = decode_arguments(obj.get("arguments", obj.get("parameters", {})))
+            return ParsedCall("text_call_0", name, args, body, err)
+    return None
 
 
 def _call_at(text: str, start: int, after_paren: int) -> tuple[tuple[str, dict[str, Any]], str] | None:

@@ -616,6 +616,31 @@ def synthesize_cmd(
     registry_factory: Annotated[
         str | None, typer.Option(help="module:function(settings_path) -> ToolRegistry, for custom tools.")
     ] = None,
+    planner_tool_calling: Annotated[
+        str,
+        typer.Option(
+            help="native: the server's tool calls; text: JSON calls written in the reply, tools and a "
+            "worked example in the prompt (small local models; training/prompts/planner.yaml).",
+        ),
+    ] = "native",
+    planner_constrained: Annotated[
+        bool,
+        typer.Option(
+            help="Text mode: send llama.cpp's JSON-schema response_format so a reply can only be a tool "
+            "call or the answer (a call until --min-tool-calls are made)."
+        ),
+    ] = False,
+    min_tool_calls: Annotated[
+        int, typer.Option(min=0, help="Reject trajectories answered with fewer valid tool calls.")
+    ] = 1,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Planner sampling temperature.")] = 0.7,
+    geocode_answers: Annotated[
+        bool,
+        typer.Option(
+            help="An answer naming a place without coordinates gets the offline gazetteer's (like locate); "
+            "text mode then asks the planner for the place only. The 5 km check is unchanged."
+        ),
+    ] = False,
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
     as_json: AlwaysJsonOpt = False,
@@ -634,6 +659,11 @@ def synthesize_cmd(
             delta_km=delta_km,
             concurrency=concurrency,
             max_tokens=max_tokens,
+            tool_calling=planner_tool_calling,
+            constrained=planner_constrained,
+            min_tool_calls=min_tool_calls,
+            temperature=temperature,
+            geocode_answers=geocode_answers,
         )
         from geosleuth.agent.observer import OfflineObserver
 
@@ -644,6 +674,10 @@ def synthesize_cmd(
                 return await Synthesizer(config, registry, observer, planner, out).run(samples)
 
     def run() -> None:
+        if planner_tool_calling not in ("native", "text"):
+            raise ValueError(f"--planner-tool-calling must be native or text, not {planner_tool_calling!r}")
+        if planner_constrained and planner_tool_calling != "text":
+            raise ValueError("--planner-constrained needs --planner-tool-calling text")
         samples = _load_samples(dataset, fmt, images)[:limit]
         report = asyncio.run(go(samples, _registry(tool_settings, registry_factory)))
         typer.echo(json.dumps(report, indent=2))

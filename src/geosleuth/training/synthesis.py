@@ -32,6 +32,7 @@ from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Sample, Task, ToolCallRecord, Trajectory, TrajectoryStatus, Turn
 from geosleuth.eval.store import TrajectoryStore
 from geosleuth.tools.base import ToolContext, ToolRegistry
+from geosleuth.training.planner_text import opening_messages, reasoning_before, response_format, tool_results
 
 OBSERVE_PROMPT = (
     "Describe the clues in this photo that help tell where it was taken, from macro to micro: "
@@ -127,6 +128,14 @@ class SynthesisConfig:
     style: str = "spotagent"
     temperature: float = 0.7
     max_tokens: int = 1024
+    tool_calling: str = "native"  # "text": the planner writes JSON calls in its reply (`planner_text`)
+    constrained: bool = False  # text mode: a JSON schema admits only a tool call or the answer
+    min_tool_calls: int = 1  # a trajectory answered with fewer valid calls teaches no tool use
+    geocode_answers: bool = False  # an answer naming a place without coordinates gets the gazetteer's
+
+    @property
+    def answer_kind(self) -> str:
+        return "place" if self.geocode_answers else "coordinates"
 
 
 @dataclass
@@ -197,7 +206,6 @@ class Synthesizer:
         from geosleuth.agent.client import assistant_message
         from geosleuth.agent.images import ImageInputError, fit_to_budget, load_image
         from geosleuth.agent.observer import Frame
-        from geosleuth.agent.toolcalls import parse_native
         from geosleuth.agent.trajectory import ImageStore, safe_name
 
         if sample.lat is None or sample.lon is None or not sample.image:
@@ -211,34 +219,49 @@ class Synthesizer:
         ctx = ToolContext(image=image, image_path=sample.image, model_scale=scale, artifacts_dir=self.out_dir)
         description = await self._observe(image, "photo", Frame(seen.size, "absolute", scale), sample.image)
         schemas = self.registry.schemas()
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": PLANNER_SYSTEM.format(width=seen.width, height=seen.height)},
-            {"role": "user", "content": f"Observer's description of the photo:\n{description}"},
-        ]
+        text_mode = self.config.tool_calling == "text"
+        messages = self._opening(schemas, seen.size, description)
         steps: list[_Step] = []
         pending_notes = [description]
-        for _ in range(self.config.max_steps):
-            resp = await self.planner.complete(
-                messages, schemas, temperature=self.config.temperature, max_tokens=self.config.max_tokens
+        calls_made = 0
+        for n_step in range(self.config.max_steps):
+            last = n_step == self.config.max_steps - 1
+            may_answer = calls_made >= self.config.min_tool_calls
+            choice = await self._plan(
+                messages, schemas, may_answer=may_answer, may_call=not (last and may_answer)
             )
-            choice = resp.first
-            thought = "\n\n".join([*pending_notes, _reasoning(choice.content)]).strip()
+            calls = self._calls(choice)
+            raw = calls[0].raw if text_mode and calls else None
+            reasoning = reasoning_before(choice.content, raw) if text_mode else _reasoning(choice.content)
+            thought = "\n\n".join([*pending_notes, reasoning]).strip()
             pending_notes = []
-            calls = parse_native(choice.tool_calls)
             if not calls:
+                if calls_made < self.config.min_tool_calls:
+                    raise Rejected(
+                        "no_tool_call", f"answered after {calls_made} tool call(s): {choice.content[:160]}"
+                    )
                 return self._finish(sample, steps, thought, choice.content, schemas, seen.size)
             step = _Step(thought)
-            wire = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
-                for c in calls
-            ]  # with the fields the server sent and the client does not read (thought signatures)
-            messages.append(assistant_message(choice, choice.content, wire))  # "" not null: see the loop
+            if text_mode:
+                messages.append({"role": "assistant", "content": choice.content})
+            else:
+                wire = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json},
+                    }
+                    for c in calls
+                ]  # with the fields the server sent and the client does not read (thought signatures)
+                messages.append(assistant_message(choice, choice.content, wire))  # "" not null: see the loop
+            outputs: list[str] = []
             for n, call in enumerate(calls):
                 if call.error:
                     raise Rejected("invalid_tool_call", f"{call.name}: {call.error}")
                 result = await self.registry.call(call.name, call.arguments, ctx)
                 if not result.ok:
                     raise Rejected("invalid_tool_call", f"{call.name}: {result.error}")
+                calls_made += 1
                 refs = [store.add(img, f"step{len(steps)}_{n}_{k}") for k, img in enumerate(result.images)]
                 notes = [await self._observe(img, "region") for img in result.images]
                 pending_notes += notes
@@ -257,11 +280,47 @@ class Synthesizer:
                 )
                 step.image_refs.append(refs)
                 observed = "\n".join([result.text, *[f"[zoomed region] {t}" for t in notes]]).strip()
-                messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": observed or "(no output)"}
-                )
+                outputs.append(observed or "(no output)")
+                if not text_mode:
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": outputs[-1]})
+            if text_mode:  # servers drop or mangle the tool role for plain chat: output comes as a user turn
+                messages.append({"role": "user", "content": tool_results(outputs)})
             steps.append(step)
         raise Rejected("max_steps", f"no final answer after {self.config.max_steps} planner steps")
+
+    def _opening(
+        self, schemas: list[dict[str, Any]], size: tuple[int, int], description: str
+    ) -> list[dict[str, Any]]:
+        if self.config.tool_calling == "text":
+            return opening_messages(schemas, size, description, self.config.answer_kind)
+        return [
+            {"role": "system", "content": PLANNER_SYSTEM.format(width=size[0], height=size[1])},
+            {"role": "user", "content": f"Observer's description of the photo:\n{description}"},
+        ]
+
+    async def _plan(
+        self,
+        messages: list[dict[str, Any]],
+        schemas: list[dict[str, Any]],
+        *,
+        may_answer: bool,
+        may_call: bool,
+    ) -> Any:
+        """One planner reply: native tools offered, or (text mode) none, with the schema when constrained."""
+        sampling = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+        if self.config.tool_calling != "text":
+            return (await self.planner.complete(messages, schemas, **sampling)).first
+        kind = self.config.answer_kind
+        fmt = response_format(schemas, may_answer=may_answer, may_call=may_call, answer=kind)
+        extra = {"response_format": fmt} if self.config.constrained else None
+        return (await self.planner.complete(messages, None, extra_body=extra, **sampling)).first
+
+    def _calls(self, choice: Any) -> list[Any]:
+        from geosleuth.agent.toolcalls import parse_native, parse_text_calls
+
+        if self.config.tool_calling != "text":
+            return parse_native(choice.tool_calls)
+        return parse_text_calls(choice.content, self.registry.names())
 
     def _finish(
         self,
@@ -273,11 +332,18 @@ class Synthesizer:
         seen_size: tuple[int, int],
     ) -> Outcome:
         pred = parse_answer(final_text, mode="robust")
+        if (
+            self.config.geocode_answers and not pred.has_coords
+        ):  # as `locate` does: the named place's coordinates
+            from geosleuth.gazetteer import get_gazetteer
+
+            pred = parse_answer(final_text, mode="robust", geocoder=get_gazetteer())
         if not pred.has_coords:
             raise Rejected("no_answer", final_text[:200])
+        _check_country(pred.country, sample)
         d = float(haversine_km(pred.lat, pred.lon, sample.lat, sample.lon))  # type: ignore[arg-type]
         if d > self.config.delta_km:
-            raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km")
+            raise Rejected("too_far", f"{d:.1f} km > {self.config.delta_km:g} km: {final_text[:160]}")
         # Thinking-with-Map's answer has one place slot, "city": a lone "X, Country" place fills it
         answer = {"lat": pred.lat, "lon": pred.lon, "city": pred.level("city"), "country": pred.country}
         final = f"<think>{thought}</think>\n<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
@@ -295,7 +361,12 @@ class Synthesizer:
             finished_at=time.time(),
             metadata={
                 "tool_schemas": schemas,
-                "synthesis": {"distance_km": d, "delta_km": self.config.delta_km},
+                "synthesis": {
+                    "distance_km": d,
+                    "delta_km": self.config.delta_km,
+                    "planner_tool_calling": self.config.tool_calling,
+                    "coords_source": pred.coords_source,
+                },
             },
         )
         return Outcome(sample.id, trajectory=traj)
@@ -420,6 +491,19 @@ def _reasoning(content: str) -> str:
         return "" if isinstance(json.loads(text), dict) else text
     except json.JSONDecodeError:
         return text
+
+
+def _check_country(named: str | None, sample: Sample) -> None:
+    """The answer's country, when given, must be a country (not a region) and the sample's own:
+    the kept answer is training data, and a wrong label in it is taught as right."""
+    from geosleuth.core.countries import resolve_country
+
+    if named is None:
+        return
+    code = resolve_country(named)
+    truth = resolve_country(sample.labels.get("country"))
+    if code is None or (truth is not None and code != truth):
+        raise Rejected("wrong_country", f"answer names {named!r} as the country")
 
 
 RETRYABLE_REASONS = frozenset({"model_error"})
