@@ -67,7 +67,8 @@ SWIFT_TOOLS = "image_zoom_in_tool,web_search,geocode"
 PLUGIN_EXPORT = f"geosleuth data export-swift train.jsonl --out swift_train.jsonl --tools {SWIFT_TOOLS}"
 
 SWIFT_HOW = (
-    "ms-swift 4.6 parses it and loads its plugin; `swift rlhf` itself: tests/training/test_training_swift_rlhf.py"
+    "ms-swift 4.6 parses it and loads its plugin; "
+    "`swift rlhf` itself: tests/training/test_training_swift_rlhf.py"
 )
 
 SWIFT_ENV = "scripts/test.sh's swift_venv builds this environment with the same pins (.swift-venv)"
