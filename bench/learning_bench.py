@@ -1,14 +1,16 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
-    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 60] [--grpo-lr 7e-4]
-        [--lr-scheduler linear] [--beta 0] [--seed 0] [--out DIR] [--json]
+    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 120] [--grpo-lr 3e-4]
+        [--lr-scheduler linear] [--warmup-steps 0] [--iterations 1] [--beta 0]
+        [--cold-start grpo|mixed|held-out] [--seed 0] [--out DIR] [--json]
 
 The pipeline of docs/training.md, end to end, with nothing downloaded:
 
 1. four shop signs from `examples/make_sign.py` (Paris, Berlin, Madrid, New York), a samples
    JSONL beside them (relative image paths), each sample's hint the sign's town line (a tiny
    model cannot read pixels; the hint is the text an OCR step would give it);
-2. ``geosleuth data synthesize`` with a scripted observer (it recognises the sign and quotes
+2. ``geosleuth data synthesize`` (on those signs, or with ``--cold-start mixed|held-out`` on
+   nine other towns' signs too / instead) with a scripted observer (it recognises the sign and quotes
    its town line) and a scripted planner (it geocodes the town, then answers with the
    geocoder's coordinates), both on 127.0.0.1, the geocode tool real (offline gazetteer);
 3. ``geosleuth data export-sft --to trl`` (hermes tool calls);
@@ -43,6 +45,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PLACES = ("paris", "berlin", "madrid", "new_york")
+OTHER_PLACES = ("lyon", "munich", "vienna", "lisbon", "rome", "warsaw", "prague", "seattle", "hanoi")
+"""Towns GRPO never sees (each town line geocodes offline), for the cold starts below."""
+COLD_STARTS = {"grpo": PLACES, "mixed": PLACES + OTHER_PLACES, "held-out": OTHER_PLACES}
+"""The towns of the SFT records: GRPO's own; GRPO's among nine others (a short SFT then holds
+only a rough memory of each answer); only the others (SFT teaches the format, GRPO the answers)."""
 WINDOW = 10
 _RESULT = re.compile(
     r"^1\. (?P<name>[^\n]+?) — (?P<where>[^\n]+?) \[\w\w\] @ (?P<lat>-?[\d.]+), (?P<lon>-?[\d.]+)", re.M
@@ -63,20 +70,20 @@ def town_line(lines: tuple[str, ...]) -> str:
     return lines[2]
 
 
-def make_samples(work: Path) -> tuple[Path, dict[str, Any]]:
-    """Render the signs; write ``samples.jsonl`` (relative image paths) beside them."""
+def make_samples(work: Path, places: tuple[str, ...], name: str) -> tuple[Path, dict[str, Any]]:
+    """Render the signs; write a samples JSONL (relative image paths) beside them."""
     signs = _module(ROOT / "examples" / "make_sign.py")
     specs = {s.name: s for s in signs.SIGN_SET}
     (work / "signs").mkdir(parents=True, exist_ok=True)
     rows, thumbs = [], {}
-    for name in PLACES:
-        spec = specs[name]
-        path = signs.render_sign(spec.lines, work / "signs" / f"{name}.png")
-        thumbs[name] = _thumb(path)
+    for place in places:
+        spec = specs[place]
+        path = signs.render_sign(spec.lines, work / "signs" / f"{place}.png")
+        thumbs[place] = _thumb(path)
         hint = f"the sign reads '{town_line(spec.lines)}'"
-        rows.append({"id": name, "image": f"signs/{name}.png", "lat": spec.lat, "lon": spec.lon,
+        rows.append({"id": place, "image": f"signs/{place}.png", "lat": spec.lat, "lon": spec.lon,
                      "labels": {"country": spec.country_code}, "hint": hint})  # fmt: skip
-    data = work / "samples.jsonl"
+    data = work / name
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return data, {"specs": specs, "thumbs": thumbs}
 
@@ -135,7 +142,9 @@ def geosleuth(*args: str) -> str:
     return run.stdout
 
 
-def synthesize_and_export(work: Path, data: Path, signs: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+def synthesize_and_export(
+    work: Path, data: Path, signs: dict[str, Any], expected: int
+) -> tuple[Path, dict[str, Any]]:
     from geosleuth.testing import FakeOpenAIServer
 
     with FakeOpenAIServer(observer(signs)) as obs, FakeOpenAIServer(planner) as plan:
@@ -144,8 +153,8 @@ def synthesize_and_export(work: Path, data: Path, signs: dict[str, Any]) -> tupl
             "--observer-base-url", obs.base_url, "--planner-model", "planner", "--planner-base-url",
             plan.base_url, "--tools", "geocode",
         ))  # fmt: skip
-    if report["kept"] != len(PLACES):
-        raise SystemExit(f"synthesis kept {report['kept']} of {len(PLACES)}: {report}")
+    if report["kept"] != expected:
+        raise SystemExit(f"synthesis kept {report['kept']} of {expected}: {report}")
     sft = work / "sft.jsonl"
     geosleuth(
         "data", "export-sft", str(work / "synth"), "-o", str(sft), "--to", "trl", "--tool-format", "hermes"
@@ -214,10 +223,11 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
     recipe = _module(ROOT / "examples" / "training" / "trl" / "grpo_trl.py")
     trainer = recipe.main([
         "--model", str(model), "--data", str(data), "--out", str(work / "grpo-out"), "--tools", "geocode",
-        "--prompt", "spotagent", "--bf16", "false", "--max-steps", str(args.grpo_steps),
+        "--prompt", "spotagent", "--bf16", "false", "--max-steps", str(args.grpo_steps * args.iterations),
+        "--num-iterations", str(args.iterations),
         "--num-generations", str(args.generations), "--batch-size", str(args.generations * len(PLACES)),
         "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", str(args.beta),
-        "--lr-scheduler", args.lr_scheduler,
+        "--lr-scheduler", args.lr_scheduler, "--warmup-steps", str(args.warmup_steps),
         "--max-completion-length", "400", "--max-tool-calls", "2", "--save-steps", "100000",
         "--seed", str(args.seed), "--temperature", str(args.temperature),
     ])  # fmt: skip
@@ -271,11 +281,18 @@ def main() -> None:
         "--sft-steps", type=int, default=65, help="a short cold start: the format, not yet the places"
     )
     parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--grpo-steps", type=int, default=60)
+    parser.add_argument(
+        "--cold-start", choices=sorted(COLD_STARTS), default="grpo", help="towns of the SFT records"
+    )
+    parser.add_argument("--grpo-steps", type=int, default=120)
     parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
-    parser.add_argument("--grpo-lr", type=float, default=7e-4)
+    parser.add_argument("--grpo-lr", type=float, default=3e-4)
     parser.add_argument("--lr-scheduler", default="linear", help="GRPO learning-rate schedule (TRL: linear)")
     parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL coefficient")
+    parser.add_argument(
+        "--iterations", type=int, default=1, help="GRPO optimiser steps on each batch of rollouts (μ)"
+    )
+    parser.add_argument("--warmup-steps", type=float, default=0, help="GRPO learning-rate warm-up steps")
     parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
     parser.add_argument("--seed", type=int, default=0)
@@ -292,8 +309,10 @@ def main() -> None:
     work = args.out or Path(tempfile.mkdtemp(prefix="learning_bench_"))
     work.mkdir(parents=True, exist_ok=True)
     start, cpu_start = time.perf_counter(), time.process_time()
-    data, signs = make_samples(work)
-    sft_path, report = synthesize_and_export(work, data, signs)
+    data, _ = make_samples(work, PLACES, "samples.jsonl")
+    towns = COLD_STARTS[args.cold_start]
+    sft_data, signs = make_samples(work, towns, "sft_samples.jsonl")
+    sft_path, report = synthesize_and_export(work, sft_data, signs, len(towns))
     records = [json.loads(line) for line in sft_path.read_text(encoding="utf-8").splitlines()]
     records = with_grpo_tools(work, records)
     model_dir, processor = build_model(work, records, args.hidden)

@@ -143,6 +143,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--lr-scheduler", default="linear", help="transformers scheduler type (linear, constant, cosine, …)."
     )
+    parser.add_argument(
+        "--num-iterations", type=int, default=1, help="Optimiser steps on each batch of rollouts (GRPO's μ)."
+    )
+    parser.add_argument(
+        "--warmup-steps", type=float, default=0, help="Learning-rate warm-up: steps, or a fraction below 1."
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="Rollout sampling temperature.")
     parser.add_argument("--max-completion-length", type=int, default=4096)
     parser.add_argument("--max-tool-calls", type=int, default=6)
@@ -179,6 +185,8 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         gradient_accumulation_steps=args.grad_accum,
         learning_rate=args.learning_rate,
         lr_scheduler_type=args.lr_scheduler,
+        warmup_steps=args.warmup_steps,
+        num_iterations=args.num_iterations,
         beta=args.beta,
         temperature=args.temperature,
         max_completion_length=args.max_completion_length,
