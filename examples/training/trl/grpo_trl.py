@@ -35,7 +35,13 @@ from geosleuth.core.records import Sample
 from geosleuth.plugins import load_callable
 from geosleuth.training.processors import load_processor
 from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, EXIF_HELP, training_tools
-from geosleuth.training.trl_env import ProcessorFrame, check_context, make_environment_factory, trl_processor
+from geosleuth.training.trl_env import (
+    ProcessorFrame,
+    check_context,
+    make_environment_factory,
+    media_token_ids,
+    trl_processor,
+)
 from geosleuth.training.trl_reward import make_reward_func
 from geosleuth.training.verl_tools import shared_registry
 
@@ -199,6 +205,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         use_cpu=not on_gpu,
         report_to=[],
         seed=args.seed,
+        generation_kwargs={"suppress_tokens": media_token_ids(processor)},
     )
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     try:

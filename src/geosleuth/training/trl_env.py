@@ -262,6 +262,24 @@ def trl_processor(processor: Any) -> Any:
     return clone
 
 
+def media_token_ids(processor: Any) -> list[int]:
+    """Ids of the processor's image and video placeholder tokens, for ``suppress_tokens``.
+
+    TRL's transformers rollouts suppress only the image token. A policy that samples the video
+    placeholder (a random or drifting policy does) ends the run: re-templating its turn, the
+    processor counts a video token without a video and raises. A policy never needs to write
+    either placeholder, so both are suppressed.
+    """
+    tokenizer = getattr(processor, "tokenizer", processor)
+    ids = []
+    for name in ("image_token", "video_token"):
+        token = getattr(processor, name, None)
+        found = tokenizer.convert_tokens_to_ids(token) if isinstance(token, str) else None
+        if isinstance(found, int) and found != tokenizer.unk_token_id:
+            ids.append(found)
+    return ids
+
+
 def _subclass(base: type, **attrs: Any) -> type:
     """``base`` with ``attrs``, under the same name and module (saved configs name the original)."""
     return type(base.__name__, (base,), {**attrs, "__module__": base.__module__})
