@@ -67,8 +67,8 @@ async def test_500_forever_raises_model_error_after_retries() -> None:
 
 
 async def test_timeout_is_retried_then_succeeds() -> None:
-    script = [delay(1.0), reply("late but fine")]
-    async with FakeOpenAIServer(script) as server, client_for(server, timeout_s=0.2) as client:
+    script = [delay(4.0), reply("late but fine")]
+    async with FakeOpenAIServer(script) as server, client_for(server, timeout_s=1.5) as client:
         resp = await client.complete(MSG)
     assert resp.first.content == "late but fine" and resp.attempts == 2
 
