@@ -138,10 +138,10 @@ def test_released_compares_with_the_model_and_cuts_lengths() -> None:
 
 
 def test_judge_failures_count_zero_with_reason() -> None:
-    script = [error(400, "bad"), delay(2.0, reply('{"answer": "x"}')), reply('{"answer": "Paris"}')]
+    script = [error(400, "bad"), delay(4.0, reply('{"answer": "x"}')), reply('{"answer": "Paris"}')]
     with FakeOpenAIServer(script) as server:
         cfg = JudgeConfig(
-            model="judge", base_url=server.base_url, timeout_s=0.3, max_retries=0, concurrency=1
+            model="judge", base_url=server.base_url, timeout_s=1.5, max_retries=0, concurrency=1
         )
         judge = ConsistencyJudge(cfg)
         [score] = judge.score_texts_sync([ROLLOUT], [TRUTH])
