@@ -1,6 +1,6 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
-    python bench/learning_bench.py [--sft-steps 57] [--grpo-steps 120] [--grpo-lr 5e-4]
+    python bench/learning_bench.py [--sft-steps 57] [--grpo-steps 120] [--grpo-lr 7e-4]
         [--generations 8] [--batch 16] [--lr-scheduler linear] [--warmup-steps 0] [--iterations 1]
         [--beta 0] [--cold-start grpo|mixed|held-out] [--seed 0] [--out DIR] [--json]
 
@@ -286,7 +286,7 @@ def main() -> None:
     )
     parser.add_argument("--grpo-steps", type=int, default=120)
     parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
-    parser.add_argument("--grpo-lr", type=float, default=5e-4)
+    parser.add_argument("--grpo-lr", type=float, default=7e-4)
     parser.add_argument("--lr-scheduler", default="linear", help="GRPO learning-rate schedule (TRL: linear)")
     parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL coefficient")
     parser.add_argument(
