@@ -1,8 +1,8 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
-    python bench/learning_bench.py [--sft-steps 65] [--grpo-steps 120] [--grpo-lr 3e-4]
-        [--lr-scheduler linear] [--warmup-steps 0] [--iterations 1] [--beta 0]
-        [--cold-start grpo|mixed|held-out] [--seed 0] [--out DIR] [--json]
+    python bench/learning_bench.py [--sft-steps 57] [--grpo-steps 120] [--grpo-lr 7e-4]
+        [--generations 8] [--batch 16] [--lr-scheduler linear] [--warmup-steps 0] [--iterations 1]
+        [--beta 0] [--cold-start grpo|mixed|held-out] [--seed 0] [--out DIR] [--json]
 
 The pipeline of docs/training.md, end to end, with nothing downloaded:
 
@@ -225,7 +225,7 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
         "--model", str(model), "--data", str(data), "--out", str(work / "grpo-out"), "--tools", "geocode",
         "--prompt", "spotagent", "--bf16", "false", "--max-steps", str(args.grpo_steps * args.iterations),
         "--num-iterations", str(args.iterations),
-        "--num-generations", str(args.generations), "--batch-size", str(args.generations * len(PLACES)),
+        "--num-generations", str(args.generations), "--batch-size", str(args.batch),
         "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", str(args.beta),
         "--lr-scheduler", args.lr_scheduler, "--warmup-steps", str(args.warmup_steps),
         "--max-completion-length", "400", "--max-tool-calls", "2", "--save-steps", "100000",
@@ -278,7 +278,7 @@ def plot(summary: dict[str, Any], sft_loss: list[float], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sft-steps", type=int, default=65, help="a short cold start: the format, not yet the places"
+        "--sft-steps", type=int, default=57, help="a short cold start: the format, not yet the places"
     )
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument(
@@ -286,14 +286,15 @@ def main() -> None:
     )
     parser.add_argument("--grpo-steps", type=int, default=120)
     parser.add_argument("--temperature", type=float, default=0.7, help="GRPO rollout sampling temperature")
-    parser.add_argument("--grpo-lr", type=float, default=3e-4)
+    parser.add_argument("--grpo-lr", type=float, default=7e-4)
     parser.add_argument("--lr-scheduler", default="linear", help="GRPO learning-rate schedule (TRL: linear)")
     parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL coefficient")
     parser.add_argument(
         "--iterations", type=int, default=1, help="GRPO optimiser steps on each batch of rollouts (μ)"
     )
     parser.add_argument("--warmup-steps", type=float, default=0, help="GRPO learning-rate warm-up steps")
-    parser.add_argument("--generations", type=int, default=4, help="GRPO group size (4 prompts a step)")
+    parser.add_argument("--generations", type=int, default=8, help="GRPO group size (rollouts a prompt)")
+    parser.add_argument("--batch", type=int, default=16, help="GRPO rollouts a step")
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -301,6 +302,8 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args()
+    if args.batch % args.generations:
+        parser.error(f"--batch {args.batch} is not a multiple of --generations {args.generations}")
     os.environ.update(HF_HUB_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1", CUDA_VISIBLE_DEVICES="",
                       GEOSLEUTH_TOOL_CACHE_MODE="off", OMP_NUM_THREADS="1")  # fmt: skip
     import torch
@@ -319,7 +322,7 @@ def main() -> None:
     sft_model, sft_loss = sft(work, model_dir, processor, records, args)
     grpo_start = time.perf_counter()
     logs = grpo(work, sft_model, data, args)
-    summary = summarise(logs, args.generations * len(PLACES), time.perf_counter() - start)
+    summary = summarise(logs, args.batch, time.perf_counter() - start)
     summary["grpo_seconds"] = round(time.perf_counter() - grpo_start, 1)
     summary["cpu_seconds"] = round(time.process_time() - cpu_start, 1)
     summary["sft_loss_first_last"] = [sft_loss[0], sft_loss[-1]] if sft_loss else None
