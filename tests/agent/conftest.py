@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,20 @@ async def slow_lookup(query: str) -> str:
     Args:
         query: anything.
     """
+    begun = time.monotonic()
     await asyncio.sleep(0.2)
+    SLOW_SPANS.append((begun, time.monotonic()))
     return f"result for {query}"
+
+
+SLOW_SPANS: list[tuple[float, float]] = []
+"""When each ``slow_lookup`` call ran (``slow_spans``): overlapping spans show concurrency under any load."""
+
+
+@pytest.fixture
+def slow_spans() -> list[tuple[float, float]]:
+    SLOW_SPANS.clear()
+    return SLOW_SPANS
 
 
 @pytest.fixture

@@ -186,14 +186,9 @@ class OfflineObserver:
 @lru_cache(maxsize=1)
 def observer_prompts() -> dict[str, str]:
     """``agent/prompts/observer.yaml``: the macro-to-micro photo prompt and the region prompt."""
-    from importlib import resources
+    from geosleuth.agent.prompting import prompt_file
 
-    import yaml
-
-    text = resources.files("geosleuth.agent").joinpath("prompts", "observer.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict) or not {"photo", "region"} <= set(data):
-        raise ValueError("observer.yaml must define 'photo' and 'region' prompts")
+    data = prompt_file("geosleuth.agent", "observer", frozenset({"photo", "region"}))
     return {k: str(v) for k, v in data.items()}
 
 

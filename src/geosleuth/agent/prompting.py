@@ -44,12 +44,18 @@ def render(template: str, **values: Any) -> str:
     )
 
 
-def _read(name: str) -> dict[str, Any]:
-    text = resources.files("geosleuth.agent").joinpath("prompts", f"{name}.yaml").read_text(encoding="utf-8")
+def prompt_file(package: str, name: str, required: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``<package>/prompts/<name>.yaml``, a packaged prompt file: a mapping with the ``required`` keys."""
+    text = resources.files(package).joinpath("prompts", f"{name}.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"prompt file {name}.yaml is not a mapping")
+    if not isinstance(data, dict) or not required <= set(data):
+        keys = ", ".join(f"'{k}'" for k in sorted(required))
+        raise ValueError(f"prompt file {name}.yaml must be a mapping" + (f" defining {keys}" if keys else ""))
     return data
+
+
+def _read(name: str) -> dict[str, Any]:
+    return prompt_file("geosleuth.agent", name)
 
 
 def available_styles() -> list[str]:

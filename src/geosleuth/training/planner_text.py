@@ -18,9 +18,9 @@ final-answer nudge, made binding.
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 MAX_STRING_CHARS = 120
@@ -30,15 +30,10 @@ MAX_STRING_CHARS = 120
 @lru_cache(maxsize=1)
 def planner_prompt() -> dict[str, Any]:
     """``training/prompts/planner.yaml``: system text, the nudge after tool output, the example."""
-    import yaml
+    from geosleuth.agent.prompting import prompt_file
 
-    text = (
-        resources.files("geosleuth.training").joinpath("prompts", "planner.yaml").read_text(encoding="utf-8")
-    )
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict) or not {"system", "nudge", "example"} <= set(data):
-        raise ValueError("planner.yaml must define 'system', 'nudge' and 'example'")
-    return data
+    keys = frozenset({"system", "nudge", "example", "answer_format"})
+    return prompt_file("geosleuth.training", "planner", keys)
 
 
 def _tool_line(schema: dict[str, Any]) -> str:
@@ -83,7 +78,7 @@ def tool_results(texts: list[str]) -> str:
 
 def _bounded(parameters: dict[str, Any]) -> dict[str, Any]:
     """A tool's parameter schema with every string argument capped."""
-    out = json.loads(json.dumps(parameters))
+    out = copy.deepcopy(parameters)
     for prop in out.get("properties", {}).values():
         if prop.get("type") == "string":
             prop["maxLength"] = min(int(prop.get("maxLength", MAX_STRING_CHARS)), MAX_STRING_CHARS)
