@@ -119,12 +119,12 @@ DATA_TABLE = {  # the page's table of `geosleuth data` steps
     "geosleuth data export-sft RUN_DIR -o sft.jsonl --to trl\\|llamafactory\\|swift "
     "--tool-format hermes\\|openai": "needs an eval or synthesis run: test_training_exports.py",
     "geosleuth data export-swift DATASET -o swift_train.jsonl [--prompt STYLE] [--tools a,b] "
-    "[--pixel-budget N --resize-factor 28|32]": "PLUGIN_EXPORT",
+    "[--model DIR] [--pixel-budget N --resize-factor 28|32]": "PLUGIN_EXPORT",
     "geosleuth eval … --samples 8": "needs a model server (an eval command; tests/eval)",
     "geosleuth data filter RUN_DIR": "needs an eval run with --samples: test_training_exports.py",
     "geosleuth data export-verl DATASET -o train.parquet --reward R [--model DIR]": "run by PREPARE",
     "geosleuth data verl-tool-config -o tools.yaml": "run by PREPARE",
-    "geosleuth data export-swift DATASET -o swift_train.jsonl [--tools …]": "PLUGIN_EXPORT",
+    "geosleuth data export-swift DATASET -o swift_train.jsonl [--tools …] [--model DIR]": "PLUGIN_EXPORT",
     "geosleuth data export-verl --reward hierarchical": "an option named in prose, not a command",
     "geosleuth data …": "a name in prose",
 }  # fmt: skip

@@ -1,5 +1,5 @@
-"""export-verl states the frame the model's processor produces (Qwen ``smart_resize``), read
-from a local model folder's ``preprocessor_config.json`` or given as options.
+"""export-verl and export-swift state the frame the model's processor produces (Qwen
+``smart_resize``), read from a local model folder's ``preprocessor_config.json`` or given as options.
 
 Expected sizes are derived by hand from transformers' ``smart_resize`` (qwen2_vl
 image_processing): sides rounded to the factor; above max_pixels,
@@ -106,3 +106,100 @@ def test_prepare_data_script_uses_model_dir(tmp_path: Path, samples: Path) -> No
     assert run.returncode == 0, run.stderr
     system = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()[0]["prompt"][0]["content"]
     assert "(832×576 pixels)" in system  # the same hand-derived frame as above
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen3-VL folder (patch 16 × merge 2, at most 200000 pixels), nothing downloaded."""
+    pytest.importorskip("transformers")
+    from geosleuth.testing.tiny_vlm import build_tiny_vlm
+
+    model = tmp_path_factory.mktemp("tiny") / "model"
+    build_tiny_vlm(model, max_pixels=200_000)
+    return model
+
+
+def _processor_frame(processor: object, image: Path) -> list[int]:
+    """[width, height] the processor itself gives the image: its patch grid × patch size."""
+    from PIL import Image
+
+    with Image.open(image) as img:
+        _, rows, cols = processor(images=[img.convert("RGB")])["image_grid_thw"][0].tolist()  # type: ignore[operator]
+    patch = processor.patch_size  # type: ignore[attr-defined]
+    return [cols * patch, rows * patch]
+
+
+def _swift(tmp_path: Path, samples: Path, *extra: str) -> tuple[dict, dict]:
+    """The first row and the --json report; spotagent's zoom note states the frame in pixels."""
+    out = tmp_path / "s" / "swift.jsonl"
+    args = ["data", "export-swift", str(samples), "-o", str(out), "--json", "--prompt", "spotagent",
+            "--tools", "image_zoom_in_tool", *extra]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text().splitlines()[0]), json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_export_swift_states_the_model_processors_frame(
+    tmp_path: Path, samples: Path, tiny_model: Path
+) -> None:
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    # the frame transformers' processor, loaded from the folder, gives the 1288×868 photo
+    expected = _processor_frame(Qwen2VLImageProcessorPil.from_pretrained(tiny_model), tmp_path / "a.png")
+    row, report = _swift(tmp_path, samples, "--model", str(tiny_model))
+    assert (
+        row["model_size"] == expected
+        and f"({expected[0]}×{expected[1]} pixels)" in row["messages"][0]["content"]
+    )
+    assert report["image_frame"] == {
+        "max_pixels": 200_000, "min_pixels": 1024, "resize_factor": 32,
+        "source": {"max_pixels": "model", "min_pixels": "model", "resize_factor": "model"},
+    }  # fmt: skip
+    plain = CliRunner().invoke(
+        app,
+        ["data", "export-swift", str(samples), "-o", str(tmp_path / "p.jsonl"), "--model", str(tiny_model)],
+    )
+    assert (
+        "image frame: max_pixels 200000 (model), min_pixels 1024 (model), resize factor 32 (model)"
+        in plain.stdout
+    )
+
+
+def test_export_swift_options_override_the_model_folder(
+    tmp_path: Path, samples: Path, tiny_model: Path
+) -> None:
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    # a Qwen2.5-VL-like processor (patch 14 × merge 2) with the options' pixel limits
+    processor = Qwen2VLImageProcessorPil(min_pixels=50_000, max_pixels=500_000, patch_size=14, merge_size=2)
+    expected = _processor_frame(processor, tmp_path / "a.png")
+    row, report = _swift(
+        tmp_path, samples, "--model", str(tiny_model),
+        "--pixel-budget", "500000", "--min-pixels", "50000", "--resize-factor", "28",
+    )  # fmt: skip
+    assert (
+        row["model_size"] == expected
+        and f"({expected[0]}×{expected[1]} pixels)" in row["messages"][0]["content"]
+    )
+    assert set(report["image_frame"]["source"].values()) == {"option"}
+    # one option given: the others still come from the folder
+    _, report = _swift(tmp_path, samples, "--model", str(tiny_model), "--max-pixels", "500000")
+    assert report["image_frame"]["source"] == {
+        "max_pixels": "option", "min_pixels": "model", "resize_factor": "model"
+    }  # fmt: skip
+
+
+def test_export_swift_without_model_keeps_its_defaults(tmp_path: Path, samples: Path) -> None:
+    # factor 28, 2000000 pixels: 1288 = 46·28, 868 = 31·28, under the budget
+    row, report = _swift(tmp_path, samples)
+    assert row["model_size"] == [1288, 868]
+    assert set(report["image_frame"]["source"].values()) == {"default"}
+
+
+@pytest.mark.parametrize("command", ["export-swift", "export-verl"])
+def test_export_refuses_a_model_path_that_is_no_folder(tmp_path: Path, samples: Path, command: str) -> None:
+    missing = tmp_path / "no-such-model"
+    res = CliRunner().invoke(app, ["data", command, str(samples), "-o", str(tmp_path / "o"), "--tools", "",
+                                   "--model", str(missing)])  # fmt: skip
+    assert res.exit_code == 1 and f"{missing}: not a local model directory" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "o").exists()

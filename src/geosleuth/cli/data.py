@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypedDict, TypeVar
 
 import typer
 
@@ -96,15 +96,74 @@ def _wrote(as_json: bool, line: str, **result: Any) -> None:
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset file or folder (any format `eval` reads).")]
 FormatOpt = Annotated[str, typer.Option("--format", help="Dataset format (auto-detected by default).")]
 ImagesOpt = Annotated[Path | None, typer.Option("--images", help="Image folder, when not beside the table.")]
-PixelBudgetOpt = Annotated[int, typer.Option(help="Pixels the model sees (processor max_pixels).")]
-ResizeFactorOpt = Annotated[
-    int,
+MaxPixelsOpt = Annotated[
+    int | None,
     typer.Option(
-        min=0,
-        help="The processor snaps image sides to this multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none), "
-        "so zoom boxes map from the exact frame the model sees.",
+        "--max-pixels",
+        "--pixel-budget",
+        min=1,
+        help="Pixels the model sees (processor max_pixels; default: the --model folder's, else 2000000).",
     ),
 ]
+MinPixelsOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help="The processor's min_pixels (default: the --model folder's, else 3136)."),
+]
+ResizeFactorOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Side multiple, patch × merge size (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none; "
+        "default: the --model folder's, else 28), so zoom boxes map from the exact frame the model sees.",
+    ),
+]
+
+
+class _Frame(TypedDict):
+    """The frame fields both export options take."""
+
+    pixel_budget: int
+    min_pixels: int
+    resize_factor: int
+
+
+def _image_frame(
+    model: Path | None, max_pixels: int | None, min_pixels: int | None, resize_factor: int | None
+) -> tuple[_Frame, dict[str, Any]]:
+    """The frame the model's processor gives (each setting: the option, else the local ``--model``
+    folder's processor config, else the default), as export-option keywords, and the report of
+    each value with where it came from (for the "image frame" line and ``--json``)."""
+    from geosleuth.training.export_verl import VerlExportOptions
+    from geosleuth.training.processor_config import ImageFrameSettings, resolve_frame
+
+    default = VerlExportOptions()
+    frame, source = resolve_frame(
+        ImageFrameSettings(resize_factor, min_pixels, max_pixels),
+        model,
+        ImageFrameSettings(default.resize_factor, default.min_pixels, default.pixel_budget),
+    )
+    chosen: _Frame = {
+        "pixel_budget": frame.max_pixels or default.pixel_budget,
+        "min_pixels": frame.min_pixels or default.min_pixels,
+        "resize_factor": default.resize_factor if frame.resize_factor is None else frame.resize_factor,
+    }
+    report = {
+        "max_pixels": chosen["pixel_budget"],
+        "min_pixels": chosen["min_pixels"],
+        "resize_factor": chosen["resize_factor"],
+        "source": source,
+    }
+    return chosen, report
+
+
+def _frame_line(frame: dict[str, Any]) -> str:
+    """One line per export saying each frame value and its source, so a wrong frame is seen."""
+    source = frame["source"]
+    return (
+        f"image frame: max_pixels {frame['max_pixels']} ({source['max_pixels']}), min_pixels "
+        f"{frame['min_pixels']} ({source['min_pixels']}), resize factor {frame['resize_factor']} "
+        f"({source['resize_factor']})"
+    )
 
 
 @data_app.command("export-verl")
@@ -132,7 +191,10 @@ def export_verl_cmd(
     ] = None,
     model: Annotated[
         Path | None,
-        typer.Option(help="Local model directory: its chat template is checked for tool rendering."),
+        typer.Option(
+            help="Local model directory: its chat template is checked for tool rendering, its processor "
+            "config gives the image frame."
+        ),
     ] = None,
     chat_template: Annotated[
         str,
@@ -140,27 +202,9 @@ def export_verl_cmd(
             help="auto | model | qwen-vl-tools | FILE: the template verl renders tool rollouts with."
         ),
     ] = "auto",
-    pixel_budget: Annotated[
-        int | None,
-        typer.Option(
-            "--max-pixels",
-            "--pixel-budget",
-            min=1,
-            help="Pixels the model sees (processor max_pixels; default: the --model folder's, else 2000000).",
-        ),
-    ] = None,
-    min_pixels: Annotated[
-        int | None,
-        typer.Option(min=1, help="The processor's min_pixels (default: the --model folder's, else 3136)."),
-    ] = None,
-    resize_factor: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Side multiple, patch × merge size (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none; "
-            "default: the --model folder's, else 28).",
-        ),
-    ] = None,
+    pixel_budget: MaxPixelsOpt = None,
+    min_pixels: MinPixelsOpt = None,
+    resize_factor: ResizeFactorOpt = None,
     embed_images: Annotated[bool, typer.Option(help="Embed image bytes (portable across nodes).")] = True,
     data_source: Annotated[
         str | None, typer.Option(help="data_source column (default: the sample's).")
@@ -181,35 +225,25 @@ def export_verl_cmd(
     from geosleuth.agent.prompting import load_style
     from geosleuth.training.chat_template import prepare_chat_template
     from geosleuth.training.export_verl import VerlExportOptions, export_verl, style_for_reward
-    from geosleuth.training.processor_config import ImageFrameSettings, resolve_frame
 
     def run() -> None:
         chosen = style_for_reward(style, reward)
-        defaults = VerlExportOptions()
-        frame, source = resolve_frame(
-            ImageFrameSettings(resize_factor, min_pixels, pixel_budget),
-            model,
-            ImageFrameSettings(defaults.resize_factor, defaults.min_pixels, defaults.pixel_budget),
-        )
+        frame, frame_report = _image_frame(model, pixel_budget, min_pixels, resize_factor)
         samples = _load_samples(dataset, fmt, images)
         names = tools if tools is not None else ",".join(load_style(chosen).tools)
         options = VerlExportOptions(
             style=chosen,
             schemas=tuple(_tool_schemas(names, tool_settings, allow_exif)),
-            pixel_budget=frame.max_pixels or defaults.pixel_budget,
-            resize_factor=defaults.resize_factor if frame.resize_factor is None else frame.resize_factor,
-            min_pixels=frame.min_pixels or defaults.min_pixels,
             embed_images=embed_images,
             data_source=data_source,
+            **frame,
         )
         report = export_verl(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
         lines = [
             f"wrote {report.written} rows to {out} ({len(report.failed)} failed; prompt style {chosen})",
-            f"image frame: max_pixels {options.pixel_budget} ({source['max_pixels']}), min_pixels "
-            f"{options.min_pixels} ({source['min_pixels']}), resize factor {options.resize_factor} "
-            f"({source['resize_factor']})",
+            _frame_line(frame_report),
         ]
         template = None
         if options.schemas:
@@ -227,7 +261,7 @@ def export_verl_cmd(
                 )
         _wrote(
             as_json, "\n".join(lines), out=str(out), written=report.written, failed=report.failed,
-            prompt_style=chosen, chat_template=template,
+            prompt_style=chosen, chat_template=template, image_frame=frame_report,
         )  # fmt: skip
 
     _guard(run)
@@ -246,28 +280,37 @@ def export_swift_cmd(
         str | None, typer.Option(help="Comma-separated tool names for the `tools` column (default: none).")
     ] = None,
     tool_settings: Annotated[Path | None, typer.Option(help="Tool settings file (providers, cache).")] = None,
-    pixel_budget: PixelBudgetOpt = 2_000_000,
-    resize_factor: ResizeFactorOpt = 28,
+    model: Annotated[
+        Path | None,
+        typer.Option(help="Local model directory: its processor config gives the image frame."),
+    ] = None,
+    pixel_budget: MaxPixelsOpt = None,
+    min_pixels: MinPixelsOpt = None,
+    resize_factor: ResizeFactorOpt = None,
     allow_exif: AllowExifOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read."""
+    """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read.
+
+    The image size the prompt states is the frame the processor gives the model (Qwen
+    ``smart_resize``), set as `export-verl` sets it: options, else a local ``--model`` folder's
+    ``preprocessor_config.json``, else the defaults.
+    """
     from geosleuth.training.export_swift import SwiftExportOptions, export_swift
 
     def run() -> None:
+        frame, frame_report = _image_frame(model, pixel_budget, min_pixels, resize_factor)
         samples = _load_samples(dataset, fmt, images)
         options = SwiftExportOptions(
-            style=style,
-            schemas=tuple(_tool_schemas(tools or "", tool_settings, allow_exif)),
-            pixel_budget=pixel_budget,
-            resize_factor=resize_factor,
+            style=style, schemas=tuple(_tool_schemas(tools or "", tool_settings, allow_exif)), **frame
         )
         report = export_swift(samples, out, options)
         for f in report.failed:
             typer.echo(f"failed {f['sample_id']}: {f['reason']}", err=True)
+        line = f"wrote {report.written} rows to {out} ({len(report.failed)} failed)"
         _wrote(
-            as_json, f"wrote {report.written} rows to {out} ({len(report.failed)} failed)",
-            out=str(out), written=report.written, failed=report.failed,
+            as_json, f"{line}\n{_frame_line(frame_report)}",
+            out=str(out), written=report.written, failed=report.failed, image_frame=frame_report,
         )  # fmt: skip
         if not report.written:
             raise ValueError("no sample could be exported")

@@ -63,8 +63,11 @@ def resolve_frame(
     explicit: ImageFrameSettings, model: Path | None, defaults: ImageFrameSettings
 ) -> tuple[ImageFrameSettings, dict[str, str]]:
     """Each setting from the command line, else the local model's config, else the default;
-    with where each came from (``option`` / ``model`` / ``default``)."""
-    found = read_model_settings(model) if model is not None and model.is_dir() else ImageFrameSettings()
+    with where each came from (``option`` / ``model`` / ``default``). A ``model`` that is not a
+    local folder is a ValueError: its frame would silently become the defaults."""
+    if model is not None and not model.is_dir():
+        raise ValueError(f"{model}: not a local model directory (its {CONFIG_NAME} gives the image frame)")
+    found = read_model_settings(model) if model is not None else ImageFrameSettings()
     chosen: dict[str, int | None] = {}
     source: dict[str, str] = {}
     for key in ("resize_factor", "min_pixels", "max_pixels"):
