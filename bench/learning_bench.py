@@ -1,8 +1,8 @@
 """Does the documented recipe learn? SFT cold start, then GRPO with tool turns, on CPU.
 
     python bench/learning_bench.py [--sft-steps 57] [--grpo-steps 120] [--grpo-lr 7e-4]
-        [--generations 8] [--batch 16] [--lr-scheduler linear] [--warmup-steps 0] [--iterations 1]
-        [--beta 0] [--cold-start grpo|mixed|held-out] [--seed 0] [--out DIR] [--json]
+        [--generations 8] [--batch 32] [--lr-scheduler linear] [--warmup-steps 10] [--iterations 1]
+        [--beta 0] [--scale-rewards group] [--cold-start grpo|mixed|held-out] [--seed 0] [--out DIR] [--json]
 
 The pipeline of docs/training.md, end to end, with nothing downloaded:
 
@@ -228,6 +228,7 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
         "--num-generations", str(args.generations), "--batch-size", str(args.batch),
         "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", str(args.beta),
         "--lr-scheduler", args.lr_scheduler, "--warmup-steps", str(args.warmup_steps),
+        "--scale-rewards", args.scale_rewards,
         "--max-completion-length", "400", "--max-tool-calls", "2", "--save-steps", "100000",
         "--seed", str(args.seed), "--temperature", str(args.temperature),
     ])  # fmt: skip
@@ -290,11 +291,21 @@ def main() -> None:
     parser.add_argument("--lr-scheduler", default="linear", help="GRPO learning-rate schedule (TRL: linear)")
     parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL coefficient")
     parser.add_argument(
+        "--scale-rewards", default="group", choices=["group", "batch", "none"], help="GRPO advantage scaling"
+    )
+    parser.add_argument(
         "--iterations", type=int, default=1, help="GRPO optimiser steps on each batch of rollouts (μ)"
     )
-    parser.add_argument("--warmup-steps", type=float, default=0, help="GRPO learning-rate warm-up steps")
+    parser.add_argument(
+        "--warmup-steps",
+        type=float,
+        default=10,
+        help="GRPO learning-rate warm-up steps (the first steps break a town)",
+    )
     parser.add_argument("--generations", type=int, default=8, help="GRPO group size (rollouts a prompt)")
-    parser.add_argument("--batch", type=int, default=16, help="GRPO rollouts a step")
+    parser.add_argument(
+        "--batch", type=int, default=32, help="GRPO rollouts a step (32: all four towns in every step)"
+    )
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

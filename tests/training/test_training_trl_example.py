@@ -47,7 +47,7 @@ def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
         sys.executable, str(EXAMPLE), "--model", str(model_dir), "--data", str(data), "--out", str(out),
         "--bf16", "false", "--max-steps", "2", "--num-generations", "2", "--batch-size", "2",
         "--grad-accum", "1", "--max-completion-length", "12", "--max-tool-calls", "2", "--save-steps", "2",
-        "--learning-rate", "1e-4", "--warmup-steps", "4",
+        "--learning-rate", "1e-4", "--warmup-steps", "4", "--scale-rewards", "batch",
     ]  # fmt: skip
     # every tool's schema (about 5,500 tokens here) does not fit the tiny model's 2,048-token context:
     # the run stops before training instead of TRL silently dropping every tool result
@@ -65,6 +65,10 @@ def test_grpo_example_runs_two_cpu_steps(tmp_path: Path) -> None:
     # the warm-up reaches the scheduler: steps 1 and 2 of 4 warm-up steps run at 0 and 1e-4 / 4
     # (linear decay alone would give 1e-4 and 1e-4 / 2)
     assert [h["learning_rate"] for h in logs] == pytest.approx([0.0, 2.5e-5], abs=1e-9)
+    import torch
+
+    saved = torch.load(out / "checkpoint-2" / "training_args.bin", weights_only=False)
+    assert saved.scale_rewards == "batch"  # the advantage scaling reaches TRL's config
 
 
 def test_example_refuses_bf16_without_a_gpu_and_bad_flags(tmp_path: Path) -> None:

@@ -155,6 +155,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--warmup-steps", type=float, default=0, help="Learning-rate warm-up: steps, or a fraction below 1."
     )
+    parser.add_argument(
+        "--scale-rewards",
+        default="group",
+        choices=["group", "batch", "none"],
+        help="Advantage scaling (TRL): by the group's reward std, the batch's, or none.",
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="Rollout sampling temperature.")
     parser.add_argument("--max-completion-length", type=int, default=4096)
     parser.add_argument("--max-tool-calls", type=int, default=6)
@@ -194,6 +200,7 @@ def main(argv: list[str] | None = None) -> GRPOTrainer:
         warmup_steps=args.warmup_steps,
         num_iterations=args.num_iterations,
         beta=args.beta,
+        scale_rewards=args.scale_rewards,
         temperature=args.temperature,
         max_completion_length=args.max_completion_length,
         max_tool_calling_iterations=args.max_tool_calls,
