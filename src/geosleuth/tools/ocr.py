@@ -429,11 +429,12 @@ def _rapidocr_checked(image: Image.Image) -> tuple[list[tuple[str, list[float], 
 
     The text's area is re-read (RapidOCR's detector misses lines of scripts it was not trained
     on, not only misreads them: the box around everything it saw, with a margin, or the whole
-    image when it saw nothing) with every installed script at once, which names the script; then
-    once more with that script's data alone, which reads it better, and the better reading of
-    each line is kept. Both passes read bounded copies within a time limit (`SCRIPT_PASS_PIXELS`,
-    `REREAD_MAX_PIXELS`): a textured photo with no text costs seconds, not minutes; a re-read
-    that fails or runs out of time leaves RapidOCR's reading as it was."""
+    image when it saw nothing) with the data of the script that reads it (`_reread`: named by the
+    text's own evidence, else by candidate scripts tried one at a time on the largest unsure
+    line), and the better reading of each line is kept. Every pass reads a bounded copy within a
+    time limit (`SCRIPT_PASS_PIXELS`, `REREAD_MAX_PIXELS`): a textured photo with no text costs
+    seconds, not minutes; a re-read that fails or runs out of time leaves RapidOCR's reading as
+    it was. Each Tesseract reading is made once (``readings``), whichever step asks for it."""
     raw = _rapidocr(image)
     installed = tesseract_languages()
     if (raw and not any(_unsure(line) for line in raw)) or not any(
