@@ -124,7 +124,8 @@ DATA_TABLE = {  # the page's table of `geosleuth data` steps
     "geosleuth data filter RUN_DIR": "needs an eval run with --samples: test_training_exports.py",
     "geosleuth data export-verl DATASET -o train.parquet --reward R [--model DIR]": "run by PREPARE",
     "geosleuth data verl-tool-config -o tools.yaml": "run by PREPARE",
-    "geosleuth data export-swift DATASET -o swift_train.jsonl [--tools …] [--model DIR]": "PLUGIN_EXPORT",
+    "geosleuth data export-swift DATASET -o swift_train.jsonl [--tools …] [--model DIR]":
+        "run, DATASET DIR -> data/train.jsonl tiny, --tools … dropped (SWIFT_MODEL_EXPORT)",
     "geosleuth data export-verl --reward hierarchical": "an option named in prose, not a command",
     "geosleuth data …": "a name in prose",
 }  # fmt: skip
@@ -392,6 +393,25 @@ for command in json.loads(sys.argv[1]):
                     "max_turns": ns.max_turns})
 print(json.dumps(results))
 """
+
+
+SWIFT_MODEL_EXPORT = "geosleuth data export-swift data/train.jsonl -o swift_train.jsonl --model tiny --json"
+"""The engine table's export-swift command with its placeholders filled and its brackets dropped."""
+
+
+@pytest.mark.slow
+def test_export_swift_with_model_states_the_frame_the_tiny_processor_gives(workspace: dict[str, Any]) -> None:
+    from PIL import Image
+    from transformers import AutoImageProcessor
+
+    ws, env = workspace["ws"], workspace["env"]
+    report = json.loads(_run(SWIFT_MODEL_EXPORT, ws, env).stdout.strip().splitlines()[-1])
+    assert report["written"] == 4 and set(report["image_frame"]["source"].values()) == {"model"}
+    rows = [json.loads(line) for line in (ws / "swift_train.jsonl").read_text().splitlines()]
+    # the size the tiny model's own image processor gives a 320x240 photo: its patch grid x patch size
+    processor = AutoImageProcessor.from_pretrained(ws / "tiny")
+    grid = processor(images=[Image.new("RGB", (320, 240))], return_tensors="np")["image_grid_thw"][0]
+    assert rows[0]["model_size"] == [int(grid[2]) * processor.patch_size, int(grid[1]) * processor.patch_size]
 
 
 @pytest.mark.slow
