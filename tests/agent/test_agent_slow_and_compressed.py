@@ -90,7 +90,7 @@ async def test_a_dripping_reply_is_cut_at_the_request_deadline() -> None:
         with pytest.raises(ModelError, match="timed out after 1 s"):
             await client.complete([{"role": "user", "content": "hi"}])
         took = time.monotonic() - start
-    assert took < 5.0
+    assert took < 10.0  # cut at 1 s; the whole drip takes ~20 s
 
 
 async def test_a_tool_provider_that_drips_is_cut_at_its_deadline() -> None:
@@ -101,7 +101,7 @@ async def test_a_tool_provider_that_drips_is_cut_at_its_deadline() -> None:
         with pytest.raises(ProviderError, match="timed out after 1 s"):
             await client.post_json(f"{server.base_url}/chat/completions", {"q": 1})
         took = time.monotonic() - start
-    assert took < 5.0
+    assert took < 10.0  # cut at 1 s; the whole drip takes ~20 s
 
 
 @pytest.mark.slow

@@ -4,13 +4,13 @@ prompt style, or the fence itself (issue 14, item 3)."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geosleuth.core.records import Place
+from geosleuth.testing import cpu_seconds
 from geosleuth.tools import build_registry
 from geosleuth.tools.base import ToolError, ToolRegistry, tool
 from geosleuth.tools.config import ToolSettings
@@ -181,9 +181,8 @@ PER_CALL_S = 1.0
 
 
 def _timed(fn, *args):  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    out = fn(*args)
-    assert time.perf_counter() - start < PER_CALL_S, f"{fn.__name__} took too long"
+    out, seconds = cpu_seconds(fn, *args)
+    assert seconds < PER_CALL_S, f"{fn.__name__} took too long"
     return out
 
 

