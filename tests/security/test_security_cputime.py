@@ -29,3 +29,9 @@ def test_the_collector_is_paused_only_for_the_call() -> None:
         assert not gc.isenabled()  # a caller's own choice is left as it was
     finally:
         gc.enable()
+
+
+def test_hypothesis_examples_have_no_wall_clock_deadline() -> None:
+    from hypothesis import settings
+
+    assert settings.default.deadline is None  # tests/conftest.py's profile, for every property test
