@@ -64,7 +64,9 @@ SWIFT_DOC = (
 )
 TOOLS_TURNS = "--multi_turn_scheduler geosleuth_tools --max_turns"
 SWIFT_TOOLS = "image_zoom_in_tool,web_search,geocode"
-PLUGIN_EXPORT = f"geosleuth data export-swift train.jsonl --out swift_train.jsonl --tools {SWIFT_TOOLS}"
+PLUGIN_EXPORT = (
+    f"geosleuth data export-swift train.jsonl --out swift_train.jsonl --tools {SWIFT_TOOLS} --model MODEL_DIR"
+)
 
 SWIFT_HOW = (
     "ms-swift 4.6 parses it and loads its plugin; "
@@ -94,7 +96,7 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     "TRAIN_FILE=$DATA/phase2.parquet MODEL=phase1_hf bash grpo_single_node.sh":
         "needs phase I's GPU checkpoint: not run",
     MERGE: "needs a verl checkpoint from a GPU run: verl's merger parser is checked to take its flags",
-    PLUGIN_EXPORT: "run, train.jsonl -> data/train.jsonl",
+    PLUGIN_EXPORT: "run, train.jsonl -> data/train.jsonl, MODEL_DIR -> the tiny model",
     f"{SWIFT} --external_plugins geo_orm_plugin.py --reward_funcs geo_step {TOOLS_TURNS} 8 "
     "--dataset swift_train.jsonl ...": SWIFT_HOW,
     SWIFT_DOC + " ...": SWIFT_HOW,
@@ -130,7 +132,7 @@ DATA_TABLE = {  # the page's table of `geosleuth data` steps
     "geosleuth data …": "a name in prose",
 }  # fmt: skip
 HOW.update(DATA_TABLE)
-SUBSTITUTE = {"train.jsonl": "data/train.jsonl"}  # word -> word, in the commands marked "->" above
+SUBSTITUTE = {"train.jsonl": "data/train.jsonl", "MODEL_DIR": "tiny"}  # word -> word, in commands marked "->"
 
 
 def _join(lines: list[str]) -> list[str]:

@@ -2,10 +2,13 @@
 tools in multi-turn rollouts (ms-swift 4.x).
 
     geosleuth data export-swift train.jsonl --out swift_train.jsonl \
-        --tools image_zoom_in_tool,web_search,geocode
+        --tools image_zoom_in_tool,web_search,geocode --model MODEL_DIR
     swift rlhf --rlhf_type grpo --external_plugins geo_orm_plugin.py \
         --reward_funcs geo_step --multi_turn_scheduler geosleuth_tools --max_turns 8 \
         --dataset swift_train.jsonl ...
+
+``MODEL_DIR`` is the local checkpoint ``swift rlhf --model`` trains: its processor config gives
+the image size the prompt states and the frame zoom boxes are read in.
 
 Registers ``geo_<reward>`` for every geosleuth reward (geo_step, geo_piecewise, geo_linear,
 geo_spatial, geo_hierarchical, geo_semantic, geo_geo_similarity, geo_combined) plus

@@ -11,6 +11,7 @@ import typer
 
 from geosleuth.cli.options import AlwaysJsonOpt
 from geosleuth.training.leaks import EXIF_HELP
+from geosleuth.training.processor_config import DEFAULT_FRAME, ImageFrameSettings, resolve_frame
 
 data_app = typer.Typer(
     name="data",
@@ -102,19 +103,24 @@ MaxPixelsOpt = Annotated[
         "--max-pixels",
         "--pixel-budget",
         min=1,
-        help="Pixels the model sees (processor max_pixels; default: the --model folder's, else 2000000).",
+        help="Pixels the model sees (processor max_pixels; default: the --model folder's, "
+        f"else {DEFAULT_FRAME.max_pixels}).",
     ),
 ]
 MinPixelsOpt = Annotated[
     int | None,
-    typer.Option(min=1, help="The processor's min_pixels (default: the --model folder's, else 3136)."),
+    typer.Option(
+        min=1,
+        help=f"The processor's min_pixels (default: the --model folder's, else {DEFAULT_FRAME.min_pixels}).",
+    ),
 ]
 ResizeFactorOpt = Annotated[
     int | None,
     typer.Option(
         min=0,
         help="Side multiple, patch × merge size (Qwen2.5-VL 28, Qwen3-VL 32; 0 for none; "
-        "default: the --model folder's, else 28), so zoom boxes map from the exact frame the model sees.",
+        f"default: the --model folder's, else {DEFAULT_FRAME.resize_factor}), so zoom boxes map from the "
+        "exact frame the model sees.",
     ),
 ]
 
@@ -133,19 +139,15 @@ def _image_frame(
     """The frame the model's processor gives (each setting: the option, else the local ``--model``
     folder's processor config, else the default), as export-option keywords, and the report of
     each value with where it came from (for the "image frame" line and ``--json``)."""
-    from geosleuth.training.export_verl import VerlExportOptions
-    from geosleuth.training.processor_config import ImageFrameSettings, resolve_frame
-
-    default = VerlExportOptions()
     frame, source = resolve_frame(
-        ImageFrameSettings(resize_factor, min_pixels, max_pixels),
-        model,
-        ImageFrameSettings(default.resize_factor, default.min_pixels, default.pixel_budget),
+        ImageFrameSettings(resize_factor, min_pixels, max_pixels), model, DEFAULT_FRAME
     )
+    # DEFAULT_FRAME sets all three, so each has a value
+    assert frame.max_pixels is not None and frame.min_pixels is not None and frame.resize_factor is not None
     chosen: _Frame = {
-        "pixel_budget": frame.max_pixels or default.pixel_budget,
-        "min_pixels": frame.min_pixels or default.min_pixels,
-        "resize_factor": default.resize_factor if frame.resize_factor is None else frame.resize_factor,
+        "pixel_budget": frame.max_pixels,
+        "min_pixels": frame.min_pixels,
+        "resize_factor": frame.resize_factor,
     }
     report = {
         "max_pixels": chosen["pixel_budget"],

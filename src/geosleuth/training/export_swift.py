@@ -17,6 +17,7 @@ from typing import Any
 
 from geosleuth.core.records import Sample, Task
 from geosleuth.training.export_verl import ExportReport, VerlExportOptions, sample_image, seen_size
+from geosleuth.training.processor_config import DEFAULT_FRAME
 from geosleuth.training.truth import GroundTruth
 
 
@@ -24,9 +25,9 @@ from geosleuth.training.truth import GroundTruth
 class SwiftExportOptions:
     style: str = "thinking_with_map"
     schemas: tuple[dict[str, Any], ...] = field(default_factory=tuple)
-    pixel_budget: int = 2_000_000  # the processor's max_pixels
-    resize_factor: int = 28  # Qwen2.5-VL 28, Qwen3-VL 32; 0: plain pixel budget
-    min_pixels: int = 56 * 56
+    pixel_budget: int = DEFAULT_FRAME.max_pixels  # the processor's max_pixels
+    resize_factor: int = DEFAULT_FRAME.resize_factor  # Qwen2.5-VL 28, Qwen3-VL 32; 0: plain pixel budget
+    min_pixels: int = DEFAULT_FRAME.min_pixels
     bbox_convention: str | None = None  # default: the style's
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from geosleuth.agent.images import smart_resize
 from geosleuth.core.records import Sample, Task
+from geosleuth.training.processor_config import DEFAULT_FRAME
 from geosleuth.training.truth import GroundTruth
 
 ABILITY = "geolocation"
@@ -48,11 +49,9 @@ ROW_GROUP = 256
 class VerlExportOptions:
     style: str = "spotagent"
     schemas: tuple[dict[str, Any], ...] = ()  # the tools' OpenAI schemas (their names go in tools_kwargs)
-    pixel_budget: int = 2_000_000  # what the processor lets the model see (e.g. Qwen max_pixels)
-    resize_factor: int = (
-        28  # the processor snaps sides to this multiple (Qwen2.5-VL 28, Qwen3-VL 32; 0: none)
-    )
-    min_pixels: int = 56 * 56  # the processor's min_pixels (with resize_factor)
+    pixel_budget: int = DEFAULT_FRAME.max_pixels  # what the processor lets the model see (max_pixels)
+    resize_factor: int = DEFAULT_FRAME.resize_factor  # sides snap to it (Qwen2.5-VL 28, Qwen3-VL 32; 0: none)
+    min_pixels: int = DEFAULT_FRAME.min_pixels  # the processor's min_pixels (with resize_factor)
     bbox_convention: str | None = None  # default: the style's
     embed_images: bool = True
     data_source: str | None = None

@@ -26,6 +26,11 @@ class ImageFrameSettings:
     max_pixels: int | None = None
 
 
+DEFAULT_FRAME = ImageFrameSettings(resize_factor=28, min_pixels=56 * 56, max_pixels=2_000_000)
+"""The frame without a model folder or an option: Qwen2.5-VL's snapping (28 = 14-pixel patches
+× 2 merge) and min_pixels, with a 2 MP budget (the agent's default)."""
+
+
 def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
