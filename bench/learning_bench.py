@@ -228,8 +228,8 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
         "--num-generations", str(args.generations), "--batch-size", str(args.batch),
         "--grad-accum", "1", "--learning-rate", str(args.grpo_lr), "--beta", str(args.beta),
         "--lr-scheduler", args.lr_scheduler, "--warmup-steps", str(args.warmup_steps),
-        "--scale-rewards", args.scale_rewards,
-        "--max-completion-length", "400", "--max-tool-calls", "2", "--save-steps", "100000",
+        "--scale-rewards", args.scale_rewards, "--max-tool-calls", str(args.max_tool_calls),
+        "--max-completion-length", "400", "--save-steps", "100000",
         "--seed", str(args.seed), "--temperature", str(args.temperature),
     ])  # fmt: skip
     return [h for h in trainer.state.log_history if "rewards/geo_step/mean" in h]
@@ -302,6 +302,9 @@ def main() -> None:
         default=10,
         help="GRPO learning-rate warm-up steps (the first steps break a town)",
     )
+    parser.add_argument(
+        "--max-tool-calls", type=int, default=2, help="tool calls a rollout may make (one geocode suffices)"
+    )
     parser.add_argument("--generations", type=int, default=8, help="GRPO group size (rollouts a prompt)")
     parser.add_argument(
         "--batch", type=int, default=32, help="GRPO rollouts a step (32: all four towns in every step)"
@@ -313,6 +316,9 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args()
+    for name in ("sft_steps", "grpo_steps", "batch", "generations", "max_tool_calls"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, not {getattr(args, name)}")
     if args.batch % args.generations:
         parser.error(f"--batch {args.batch} is not a multiple of --generations {args.generations}")
     os.environ.update(HF_HUB_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1", CUDA_VISIBLE_DEVICES="",
@@ -338,8 +344,8 @@ def main() -> None:
     summary["cpu_seconds"] = round(time.process_time() - cpu_start, 1)
     summary["sft_loss_first_last"] = [sft_loss[0], sft_loss[-1]] if sft_loss else None
     plot(summary, sft_loss, work / "learning_curves.png")
-    print(f"synthesis kept {report['kept']} of {report['samples']}; SFT {args.sft_steps} steps, "
-          f"loss {sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}")  # fmt: skip
+    losses = f"loss {sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}" if sft_loss else "no loss logged (1 in 5 steps)"
+    print(f"synthesis kept {report['kept']} of {report['samples']}; SFT {args.sft_steps} steps, {losses}")
     row(
         "reward (step), last 10 GRPO steps", summary["last_reward"], "first 10 steps", summary["first_reward"]
     )

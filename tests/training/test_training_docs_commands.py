@@ -57,6 +57,10 @@ MERGE = (
     "python -m verl.model_merger merge --backend fsdp --local_dir …/global_step_N/actor "
     "--target_dir phase1_hf"
 )
+BENCH_SMOKE = (
+    "python bench/learning_bench.py --sft-steps 5 --grpo-steps 2 --batch 8 --generations 4 "
+    "--out lb-smoke --json"
+)
 SWIFT = "swift rlhf --rlhf_type grpo"
 SWIFT_DOC = (
     f"{SWIFT} --model Qwen/Qwen2.5-VL-7B-Instruct --dataset swift_train.jsonl --external_plugins {PLUGIN} "
@@ -110,7 +114,8 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     "--per_device_train_batch_size 2 --max_steps 1 --use_vllm false --tuner_type full --torch_dtype float32 "
     "--beta 0 --max_completion_length 8 --log_completions true --report_to none --check_model false "
     "--output_dir swift-out": SWIFT_HOW,
-    "python bench/learning_bench.py [--json]": "the learning benchmark (bench/): not a command to run here",
+    "python bench/learning_bench.py [--json]": "the learning benchmark, ~10 min: BENCH_SMOKE runs its stages",
+    BENCH_SMOKE: "run as written",
 }  # fmt: skip
 DATA_TABLE = {  # the page's table of `geosleuth data` steps
     "geosleuth data sample DATASET --size N --seed S -o sample.jsonl [--road-csv roads.csv]":
@@ -223,13 +228,14 @@ def _substituted(command: str, words: dict[str, str]) -> str:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The tiny model (built by the page's command), the data files, the checkout's examples."""
+    """The tiny model (built by the page's command), the data files, the checkout's examples and bench."""
     pytest.importorskip("trl")
     pytest.importorskip("verl")
     from PIL import Image
 
     ws = tmp_path_factory.mktemp("train_docs")
     (ws / "examples").symlink_to(ROOT / "examples")
+    (ws / "bench").symlink_to(ROOT / "bench")
     venv_bin = Path(sys.executable).parent  # python, python3 and geosleuth, as an activated venv has them
     env = {
         **os.environ,
@@ -279,6 +285,25 @@ def test_trl_cpu_command_trains_two_steps_on_the_tiny_model(workspace: dict[str,
 
 def _parquet(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
+
+
+@pytest.mark.slow
+def test_the_learning_bench_smoke_command_runs_every_stage(workspace: dict[str, Any]) -> None:
+    from PIL import Image
+
+    ws, env = workspace["ws"], workspace["env"]
+    run = _run(BENCH_SMOKE, ws, env, timeout=900)
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert set(summary) == {"first_reward", "last_reward", "first_parse_rate", "last_parse_rate",
+                            "tool_calls", "grpo_steps", "seconds"}  # fmt: skip
+    assert summary["grpo_steps"] == 2 and isinstance(summary["tool_calls"], int) and summary["seconds"] > 0
+    assert all(0.0 <= summary[k] <= 1.0 for k in ("first_reward", "last_reward", "first_parse_rate",
+                                                  "last_parse_rate"))  # fmt: skip
+    assert "synthesis kept 4 of 4" in run.stdout  # the cold-start trajectories came from `data synthesize`
+    assert Image.open(ws / "lb-smoke" / "learning_curves.png").format == "PNG"
+    (saved,) = (ws / "lb-smoke" / "grpo-out").glob("checkpoint-*/trainer_state.json")
+    state = json.loads(saved.read_text())
+    assert len([h for h in state["log_history"] if "rewards/geo_step/mean" in h]) == 2
 
 
 @pytest.mark.slow
