@@ -299,6 +299,23 @@ def test_cli_data_commands(tmp_path: Path, dataset: Path) -> None:
     assert (run_dir / "filter" / "report.json").exists()
 
 
+def test_cli_export_sft_writes_the_same_file_whatever_order_the_run_finished_in(tmp_path: Path) -> None:
+    names = ("paris", "berlin", "madrid")
+    trajs = [_trajectory("q.jpg").model_copy(update={"sample_id": name}) for name in names]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outputs = []
+    for order in ((0, 1, 2), (2, 0, 1)):
+        lines = "".join(trajs[i].model_dump_json() + "\n" for i in order)
+        (run_dir / "trajectories.jsonl").write_text(lines)
+        out = tmp_path / f"sft{order[0]}.jsonl"
+        res = runner.invoke(app, ["data", "export-sft", str(run_dir), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1]
+    assert [json.loads(line)["id"] for line in outputs[0].splitlines()] == ["berlin", "madrid", "paris"]
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     res = runner.invoke(app, ["data", "filter", str(tmp_path)])
     assert res.exit_code == 1 and "no trajectories.jsonl" in res.output

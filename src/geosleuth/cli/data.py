@@ -338,8 +338,9 @@ def export_sft_cmd(
     allow_exif: AllowExifOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Trajectories -> chat SFT records, loss on assistant turns only; trajectories that offer
-    or call exif_gps are skipped unless --allow-exif."""
+    """Trajectories -> chat SFT records, loss on assistant turns only, in sample-id order (the
+    same file however a concurrent run finished); trajectories that offer or call exif_gps are
+    skipped unless --allow-exif."""
     from geosleuth.training.export_sft import export_sft
     from geosleuth.training.filtering import read_samples, read_trajectory_records, truth_of
 
@@ -352,7 +353,9 @@ def export_sft_cmd(
     def run() -> None:
         path = source / "trajectories.jsonl" if source.is_dir() else source
         records = read_trajectory_records(path)
-        trajs = [r for r in records if not isinstance(r, dict)]
+        # sample-id order: concurrent runs append in the order requests finished, and the SFT
+        # records (so the training that reads them) must not depend on it
+        trajs = sorted((r for r in records if not isinstance(r, dict)), key=lambda t: t.sample_id)
         for bad in (r for r in records if isinstance(r, dict)):
             typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
         run_filter = None
