@@ -1,8 +1,8 @@
 """CPU time of one call, for tests that guard against super-linear parsing.
 
 A linear-time guard asks how much work a call did, not how long the machine took: wall-clock
-time on a shared CI runner also counts other processes and a cyclic-GC pass over everything
-the test session has loaded (one such stall took 1.4 s around a 31-character redaction). This
+time on a shared CI runner also counts other processes and cyclic-GC passes over everything the
+test session has loaded (a 1.4 s stall around a 31-character redaction once failed CI). This
 thread's CPU time, with the collector paused for the call, counts only the call's own work.
 """
 
