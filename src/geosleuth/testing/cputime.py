@@ -16,13 +16,13 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def cpu_seconds(fn: Callable[..., T], *args: object) -> tuple[T, float]:
-    """``fn(*args)`` and the CPU seconds this thread spent in it, the garbage collector paused."""
+def cpu_seconds(fn: Callable[..., T], *args: object, **kwargs: object) -> tuple[T, float]:
+    """``fn(*args, **kwargs)`` and the CPU seconds this thread spent in it, the collector paused."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         start = time.thread_time()
-        out = fn(*args)
+        out = fn(*args, **kwargs)
         return out, time.thread_time() - start
     finally:
         if was_enabled:
