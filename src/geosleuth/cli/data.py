@@ -353,9 +353,7 @@ def export_sft_cmd(
     def run() -> None:
         path = source / "trajectories.jsonl" if source.is_dir() else source
         records = read_trajectory_records(path)
-        # sample-id order: concurrent runs append in the order requests finished, and the SFT
-        # records (so the training that reads them) must not depend on it
-        trajs = sorted((r for r in records if not isinstance(r, dict)), key=lambda t: t.sample_id)
+        trajs = [r for r in records if not isinstance(r, dict)]
         for bad in (r for r in records if isinstance(r, dict)):
             typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
         run_filter = None

@@ -149,13 +149,16 @@ def parse_phases(text: str) -> list[tuple[float, ...]]:
 
 
 def read_trajectory_records(path: Path) -> list[Trajectory | dict[str, str]]:
-    """Trajectories of a run; a broken line becomes a failure record, the rest still load."""
-    return [
+    """Trajectories of a run in sample-id order; a broken line becomes a failure record, the rest
+    still load. A concurrent run appends trajectories as its requests finish: sorted, the same run
+    gives the same SFT records and filter results (so the training that reads them) every time."""
+    records: list[Trajectory | dict[str, str]] = [
         {"sample_id": f"line {lineno}", "reason": f"invalid trajectory: {record}"[:300]}
         if isinstance(record, ValueError)
         else record
         for lineno, record in scan_trajectories(path)
     ]
+    return sorted(records, key=lambda r: r["sample_id"] if isinstance(r, dict) else r.sample_id)
 
 
 def read_samples(path: Path | None) -> dict[str, Sample]:
