@@ -236,9 +236,10 @@ def grpo(work: Path, model: Path, data: Path, args: argparse.Namespace) -> list[
 
 
 def row(what: str, value: float, ref_what: str, ref: float) -> None:
-    """One figure, its reference from the same run, the ratio and the difference."""
-    ratio = value / ref if ref else float("nan")
-    print(f"{what:38s} {value:6.3f} | {ref_what:16s} {ref:6.3f} | {ratio:6.2f}x ({value - ref:+.3f})")
+    """One figure, its reference from the same run, the ratio and the difference (no ratio to a
+    reference of 0: a run too short to earn a reward says so instead of printing nan)."""
+    ratio = f"{value / ref:6.2f}x" if ref else "no ratio (reference 0)"
+    print(f"{what:38s} {value:6.3f} | {ref_what:16s} {ref:6.3f} | {ratio} ({value - ref:+.3f})")
 
 
 def summarise(logs: list[dict[str, Any]], batch: int, seconds: float) -> dict[str, Any]:

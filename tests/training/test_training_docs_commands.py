@@ -300,6 +300,8 @@ def test_the_learning_bench_smoke_command_runs_every_stage(workspace: dict[str, 
     assert all(0.0 <= summary[k] <= 1.0 for k in ("first_reward", "last_reward", "first_parse_rate",
                                                   "last_parse_rate"))  # fmt: skip
     assert "synthesis kept 4 of 4" in run.stdout  # the cold-start trajectories came from `data synthesize`
+    figures = [line for line in run.stdout.splitlines() if line.startswith(("reward (step)", "parse rate"))]
+    assert len(figures) == 2 and not any("nan" in line for line in figures)  # no ratio to a 0, not a nan
     assert Image.open(ws / "lb-smoke" / "learning_curves.png").format == "PNG"
     (saved,) = (ws / "lb-smoke" / "grpo-out").glob("checkpoint-*/trainer_state.json")
     state = json.loads(saved.read_text())
