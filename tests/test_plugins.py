@@ -12,7 +12,7 @@ def test_both_spellings_load_and_every_failure_names_what_was_asked_for() -> Non
 
     assert load_callable("os.path:join") is os.path.join
     assert load_callable("os.path.join") is os.path.join
-    with pytest.raises(ValueError, match="verifier must look like 'package.module:function'"):
+    with pytest.raises(ValueError, match="verifier must look like 'package.module:name'"):
         load_callable("nodots", "verifier")
     with pytest.raises(ValueError, match="cannot import agent function 'no_such_mod:fn'"):
         load_callable("no_such_mod:fn", "agent function")

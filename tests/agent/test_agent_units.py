@@ -124,7 +124,7 @@ def test_every_style_renders_tools_and_task_without_placeholders() -> None:
             assert "A. France" in user and "Hint: Europe" in user and "city level" in user
     bare_system, _ = build_prompts(load_style("direct"), Task(id="t"), [], "native", "absolute", (800, 600))
     assert "Tools" not in bare_system and "tool_response" not in bare_system
-    with pytest.raises(ValueError, match="available: direct"):
+    with pytest.raises(ValueError, match="choose one of direct"):
         load_style("nope")
 
 

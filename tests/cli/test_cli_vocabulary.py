@@ -94,28 +94,34 @@ def test_short_p_format_and_key_flags_mean_one_thing() -> None:
 
 
 def test_help_lists_every_registered_choice() -> None:
+    """Every door's help reads the registries: each loaded entry's name is in the help text."""
     from geosleuth.agent.config import AgentConfig
     from geosleuth.agent.prompting import available_styles
     from geosleuth.cli import choices
-    from geosleuth.eval.datasets import FORMATS
+    from geosleuth.eval.datasets.catalog import DATASET_FORMATS
+    from geosleuth.eval.judges.catalog import JUDGES
+    from geosleuth.scoring.catalog import PROTOCOLS
+    from geosleuth.tools.catalog import TOOLS
+    from geosleuth.training.rewards.catalog import REWARDS
 
     assert choices.prompt_styles() == available_styles() and "geoagent" in available_styles()
     assert get_args(AgentConfig.model_fields["provider"].annotation) == choices.PROVIDERS
     assert get_args(get_args(AgentConfig.model_fields["tool_calling"].annotation)[0]) == choices.TOOL_CALLING
-    from geosleuth.eval.config import JUDGE_TASKS
-    from geosleuth.scoring import PROTOCOLS
-
-    assert tuple(PROTOCOLS) == choices.PROTOCOLS  # the light mirrors `--help` reads
-    assert tuple(FORMATS) == choices.DATASET_FORMATS
-    assert tuple(JUDGE_TASKS) == choices.JUDGE_TASKS
-    score_help = " ".join(CliRunner().invoke(app, ["score", "--help"], env={"COLUMNS": "400"}).output.split())
-    assert all(name in score_help for name in PROTOCOLS)
+    for registry in (PROTOCOLS, DATASET_FORMATS, JUDGES, TOOLS, REWARDS):
+        assert set(registry.load_all()) == set(registry.names()), registry.kind  # every name loads
     runner = CliRunner()
+
+    def help_of(*command: str) -> str:
+        return " ".join(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output.split())
+
+    assert all(name in help_of("score") for name in PROTOCOLS) and "wherebench" in PROTOCOLS
     for command in (["locate"], ["serve"], ["eval"]):
-        text = " ".join(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output.split())
-        assert all(style in text for style in available_styles()), command
-    text = " ".join(runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "400"}).output.split())
-    assert all(fmt in text for fmt in FORMATS)
+        assert all(style in help_of(*command) for style in available_styles()), command
+    eval_help = help_of("eval")
+    assert all(fmt in eval_help for fmt in choices.dataset_formats()) and "hf" in eval_help
+    assert all(judge in eval_help for judge in JUDGES)
+    assert all(tool in help_of("locate") for tool in TOOLS)
+    assert all(reward in help_of("data", "export-verl") for reward in REWARDS)
 
 
 def test_score_json_and_csv_and_the_old_spellings() -> None:

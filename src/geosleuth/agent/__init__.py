@@ -25,28 +25,38 @@ Public entry points::
   OpenAI chat export.
 """
 
-from geosleuth.agent.client import ChatClient, ModelError
-from geosleuth.agent.config import AgentConfig
-from geosleuth.agent.images import ImageInputError, load_image
-from geosleuth.agent.prompting import available_styles, load_style
-from geosleuth.agent.runner import run_task, run_task_sync, run_tasks
-from geosleuth.agent.scaling import medoid_aggregate, verifier_view
-from geosleuth.agent.trajectory import read_trajectories, to_openai_chat, write_trajectories
+from __future__ import annotations
 
-__all__ = [
-    "AgentConfig",
-    "ChatClient",
-    "ImageInputError",
-    "ModelError",
-    "available_styles",
-    "load_image",
-    "load_style",
-    "medoid_aggregate",
-    "read_trajectories",
-    "run_task",
-    "run_task_sync",
-    "run_tasks",
-    "to_openai_chat",
-    "verifier_view",
-    "write_trajectories",
-]
+from typing import Any
+
+_EXPORTS = {
+    "ChatClient": "geosleuth.agent.client",
+    "ModelError": "geosleuth.agent.client",
+    "AgentConfig": "geosleuth.agent.config",
+    "ImageInputError": "geosleuth.agent.images",
+    "load_image": "geosleuth.agent.images",
+    "available_styles": "geosleuth.agent.prompting",
+    "load_style": "geosleuth.agent.prompting",
+    "run_task": "geosleuth.agent.runner",
+    "run_task_sync": "geosleuth.agent.runner",
+    "run_tasks": "geosleuth.agent.runner",
+    "medoid_aggregate": "geosleuth.agent.scaling",
+    "verifier_view": "geosleuth.agent.scaling",
+    "read_trajectories": "geosleuth.agent.trajectory",
+    "to_openai_chat": "geosleuth.agent.trajectory",
+    "write_trajectories": "geosleuth.agent.trajectory",
+}
+"""Public name -> its module, imported on first use (the prompt-style registry stays light)."""
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    from importlib import import_module
+
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'geosleuth.agent' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -11,11 +11,13 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field
 
+from geosleuth.agent.catalog import PROMPT_STYLES
 from geosleuth.core.records import Task
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -59,18 +61,22 @@ def _read(name: str) -> dict[str, Any]:
 
 
 def available_styles() -> list[str]:
-    """Style names shipped with the package (the verifier, observer and shared text are not styles)."""
-    folder = resources.files("geosleuth.agent").joinpath("prompts")
-    names = (p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
-    return sorted(n for n in names if n not in {"common", "verifier", "observer"})
+    """Every registered style name: the shipped ones, then run-time and entry-point ones."""
+    return PROMPT_STYLES.names()
 
 
 @lru_cache(maxsize=32)
 def load_style(name: str) -> PromptStyle:
-    """A style by name; the error lists the available ones."""
-    if name not in available_styles():
-        raise ValueError(f"unknown prompt style {name!r}; available: {', '.join(available_styles())}")
-    return PromptStyle.model_validate(_read(name))
+    """A style by registered name or ``package.module:STYLE``; the error lists the available ones."""
+    source = PROMPT_STYLES.get_entry(name)
+    if isinstance(source, Path):
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"prompt style file {source} must be a mapping")
+    else:
+        data = dict(source)
+    data.setdefault("name", name)
+    return PromptStyle.model_validate(data)
 
 
 @lru_cache(maxsize=1)

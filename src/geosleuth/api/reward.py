@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosleuth.training.reward_registry import DISTANCE_REWARDS, RewardSpec
-from geosleuth.training.rollout_scoring import score_distance_one, score_texts
+from geosleuth.training.rewards.batch import score_distance_one, score_texts
+from geosleuth.training.rewards.registry import RewardSpec, is_distance_reward
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Reward:
 
     def details(self, text: str | None, truth: Any) -> dict[str, float]:
         """The score with its distance, parse flag and Acc@k hits (verl logs them as metrics)."""
-        if self.spec.name in DISTANCE_REWARDS:
+        if is_distance_reward(self.spec.name):
             return score_distance_one(self.spec, text, truth)
         return score_texts(self.spec, [text], [truth]).item_info(0)
 

@@ -1,48 +1,50 @@
 """Choice lists for option help, read from the registries so the help cannot go stale.
 
-Kept light (no import of the agent package): ``geosleuth locate --help`` should not pay for
-httpx and pydantic models. ``tests/cli/test_cli_vocabulary.py`` checks each list against the
-registry it mirrors (prompt files, ``AgentConfig`` literals, the scoring protocols, dataset
-formats and judge tasks).
+Each registry's light module (``*.catalog``) lists its names without importing what the entries
+need: ``geosleuth locate --help`` pays for neither httpx nor pydantic models, and a protocol,
+format, style, tool, reward or judge that a user's package registers shows up here too.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-NOT_STYLES = frozenset({"common", "verifier", "observer"})  # prompt files that are not styles
 PROVIDERS = ("auto", "generic", "openai", "gemini", "deepseek")  # AgentConfig.provider
 TOOL_CALLING = ("native", "text")  # AgentConfig.tool_calling
-PROTOCOLS = (
-    "twm",
-    "osv5m",
-    "spotagent",
-    "geovista",
-    "wherebench",
-    "geoclip",
-    "g3",
-    "pigeon",
-    "geoestimation",
-    "default",
-)
-"""scoring.protocols.PROTOCOLS (importing it for `score --help` would load NumPy)."""
-DATASET_FORMATS = (
-    "generic", "im2gps3k", "yfcc4k", "osv5m", "mp16pro", "greval", "geobench", "mapbench",
-    "wherecountry", "wherestreet", "hf",
-)  # fmt: skip
-"""eval.adapters.FORMATS."""
-JUDGE_TASKS = ("levels", "path", "clues", "shapley")  # eval.config.JUDGE_TASKS
+
+
+def protocols() -> list[str]:
+    from geosleuth.scoring.catalog import PROTOCOLS
+
+    return PROTOCOLS.names()
+
+
+def dataset_formats() -> list[str]:
+    from geosleuth.eval.datasets.catalog import format_names
+
+    return format_names()
 
 
 def prompt_styles() -> list[str]:
-    """The style names shipped in ``geosleuth/agent/prompts`` (as ``available_styles`` lists them)."""
-    spec = importlib.util.find_spec("geosleuth.agent")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    folder = Path(next(iter(spec.submodule_search_locations))) / "prompts"
-    names = (p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
-    return sorted(n for n in names if n not in NOT_STYLES)
+    from geosleuth.agent.catalog import PROMPT_STYLES
+
+    return PROMPT_STYLES.names()
+
+
+def tools() -> list[str]:
+    from geosleuth.tools.catalog import TOOLS
+
+    return TOOLS.names()
+
+
+def rewards() -> list[str]:
+    from geosleuth.training.rewards.catalog import REWARDS
+
+    return REWARDS.names()
+
+
+def judges() -> list[str]:
+    from geosleuth.eval.judges.catalog import JUDGES
+
+    return JUDGES.names()
 
 
 def one_of(values: list[str] | tuple[str, ...]) -> str:

@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from geosleuth.cli.choices import PROVIDERS, TOOL_CALLING, one_of, prompt_styles
+from geosleuth.cli.choices import PROVIDERS, TOOL_CALLING, one_of, prompt_styles, tools
 
-STYLE_HELP = f"Prompt style: {one_of(prompt_styles())}."
+STYLE_HELP = f"Prompt style: {one_of(prompt_styles())}, or package.module:STYLE."
 PROVIDER_HELP = f"Request dialect: {one_of(PROVIDERS)} (auto: from the base URL)."
 TOOL_CALLING_HELP = f"{one_of(TOOL_CALLING)} (default: the style's)."
 RESIZE_HELP = (
@@ -23,7 +23,7 @@ RESIZE_HELP = (
 )
 API_KEY_ENV_HELP = "Environment variable holding the API key (never the key itself); default OPENAI_API_KEY."
 JSON_HELP = "Print the result as JSON."
-TOOLS_HELP = "Comma-separated tool names (default: the style's tools; `geosleuth tools list` shows them all)."
+TOOLS_HELP = f"Comma-separated tool names (default: the style's tools): {one_of(tools())}."
 
 ModelOpt = Annotated[
     str | None,

@@ -17,13 +17,13 @@ if TYPE_CHECKING:
 
 
 def _protocol_help() -> str:
-    """The choices from the protocol registry's light mirror (tests tie the two together)."""
-    from geosleuth.cli.choices import PROTOCOLS
+    """The choices, from the protocol registry (users' registered protocols included)."""
+    from geosleuth.cli.choices import protocols
 
     return (
-        f"One of: {', '.join(PROTOCOLS)}. Each reproduces that paper's released evaluation "
-        "(docs/evaluation.md has one table of them all); default is geosleuth's own. "
-        "Accuracies are percentages."
+        f"One of: {', '.join(protocols())}, or package.module:PROTOCOL. Each reproduces that "
+        "paper's released evaluation (docs/evaluation.md has one table of them all); default is "
+        "geosleuth's own. Accuracies are percentages."
     )
 
 
@@ -177,8 +177,8 @@ def score(
 
 
 def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.judges import GeoVistaVerifier
+    from geosleuth.eval.judges.tasks import GeoVistaVerifier
+    from geosleuth.eval.run.config import JudgeSettings
 
     settings = JudgeSettings(model=model, api_key_env=api_key_env)
     if base_url:
@@ -187,8 +187,8 @@ def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
 
 
 def _judge(model: str, base_url: str | None, api_key_env: str | None) -> Any:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.wherebench_judge import WhereBenchJudge
+    from geosleuth.eval.run.config import JudgeSettings
+    from geosleuth.eval.wherebench.judge import WhereBenchJudge
 
     settings = JudgeSettings(model=model, api_key_env=api_key_env)
     if base_url:

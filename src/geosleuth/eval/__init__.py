@@ -1,14 +1,14 @@
-"""Benchmark evaluation: datasets, the resumable runner, judges, reports, comparisons, scale-out.
+"""Benchmark evaluation: datasets, the resumable runner, reports, judges, WhereBench.
 
 Where things live:
 
-- ``datasets`` / ``hf``: loaders for every released layout, with up-front row validation;
-- ``config``: the eval config (flags, YAML or TOML) and the run manifest (no secrets);
-- ``store`` / ``runner`` / ``run``: the durable JSONL log, bounded-concurrency execution of
-  any async ``(Task) -> Trajectory`` and the end-to-end `eval` flow;
-- ``backends``: sharding and lost-worker retries; ``ray_backend``: the Ray actors (spread,
-  restartable); ``merge``: one run from ``--shard I/N`` job arrays;
-- ``scores`` / ``summary`` / ``report`` / ``plots`` / ``html``: per-sample scores, aggregated
-  metrics (math from ``geosleuth.core.metrics``, protocols from ``geosleuth.scoring``) and outputs;
-- ``judges`` (+ ``judge_prompts/``): LLM-as-a-judge; ``compare``: paired significance between runs.
+- ``datasets/``: the format registry (``formats``), released layouts, table rows, image
+  references, Hugging Face rows and the loaders (``loading``) with up-front row validation;
+- ``run/``: the eval config and run manifest (``config``), the durable JSONL log (``store``),
+  bounded-concurrency execution (``runner``), the end-to-end flow (``pipeline``), backends
+  (sharding, job arrays, Ray) and ``merge``;
+- ``report/``: per-sample score rows, the summary (protocol figures from ``geosleuth.scoring``),
+  Markdown / CSV / HTML / plots and ``compare`` (paired significance between runs);
+- ``judges/``: LLM-as-a-judge tasks and their prompt files;
+- ``wherebench/``: WhereBench's rules, released files and released judge.
 """

@@ -13,7 +13,6 @@ Reverse geocoding and geocoding are injected (the gazetteer by default) so tests
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
@@ -405,9 +404,8 @@ def score_file(
         raise ScoreInputError(
             f"--columns does not apply to {protocol.name}, which reads its own released files"
         )
-    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench), named as a plugin path
-        module, _, function = protocol.file_scorer.partition(":")
-        scorer: Callable[..., FileScore] = getattr(importlib.import_module(module), function)
+    if protocol.file_scorer:  # a benchmark with its own rules (WhereBench, registered from above)
+        scorer: Callable[..., FileScore] = protocol.file_scorer
         return (
             scorer(path, protocol, truth_path) if judge is None else scorer(path, protocol, truth_path, judge)
         )

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from geosleuth.tools.base import ToolRegistry
 from geosleuth.tools.builtin import BUILTIN_TOOLS
 from geosleuth.tools.cache import ToolCache
+from geosleuth.tools.catalog import TOOLS
 from geosleuth.tools.config import PROVIDER_TOOLS, ToolSettings
 from geosleuth.tools.runtime import ToolRuntime
 
@@ -46,7 +47,8 @@ def build_registry(
     if cache is None:
         cache = ToolCache.from_settings(settings.cache, settings.cache_path())
     runtime = ToolRuntime(settings=settings, cache=cache)
-    registry = ToolRegistry(t.bind(runtime=runtime) if "runtime" in t.needs else t for t in BUILTIN_TOOLS)
+    offered = TOOLS.load_all().values()  # the built-ins first, then users' registered tools
+    registry = ToolRegistry(t.bind(runtime=runtime) if "runtime" in t.needs else t for t in offered)
     registry.runtime = runtime
     if names is None:
         return registry
