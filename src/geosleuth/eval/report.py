@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.eval.config import Price
+from geosleuth.eval.fairness import add_fairness
+from geosleuth.eval.fairness_report import fairness_markdown
 from geosleuth.eval.judges import judge_summary, read_judgments
 from geosleuth.eval.rundata import RunData, load_records, load_run
 from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
@@ -62,6 +64,7 @@ def compute(
             "dataset",
         )
     }
+    add_fairness(summary, rows, proto, run.records, seed=int(config.get("seed") or 0))
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
@@ -155,7 +158,7 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"| {name} | {passes} | {_fmt(multi['best@n'][name])} | {_fmt(multi['aggregated'][name])} |"
             )
     for field, groups in summary["breakdowns"].items():
-        keys = list(dict.fromkeys(k for g in groups.values() for k in g if k != "n"))  # metric order
+        keys = list(dict.fromkeys(k for g in groups.values() for k in g if k not in ("n", "ci95")))
         lines += [
             "",
             f"## By {field} (accuracies in %)",
@@ -164,8 +167,13 @@ def markdown(summary: dict[str, Any]) -> str:
             "|" + "---|" * (len(keys) + 2),
         ]
         for value, group in groups.items():
-            cells = [_fmt(group.get(k)) for k in keys]
+            ci95 = group.get("ci95") or {}  # groupings of the truth carry each accuracy's interval
+            cells = [
+                _metric_cell({"value": group.get(k), "ci95": ci95[k]}) if k in ci95 else _fmt(group.get(k))
+                for k in keys
+            ]
             lines.append("| " + " | ".join([value, str(group["n"]), *cells]) + " |")
+    lines += fairness_markdown(summary.get("fairness"))
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,225 @@
+"""The fairness part of a run's summary: breakdowns by groupings of the truth, disparity, over-prediction.
+
+`add_fairness` is the one call the report makes. It labels every score row with its groups
+(`geosleuth.core.country_groups`; the settlement class needs the gazetteer), adds one breakdown
+per grouping to ``summary["breakdowns"]`` with every accuracy's bootstrap 95 % interval (like the
+headline figures) and the median km, and a ``summary["fairness"]`` block: per grouping its
+description and `Disparity` of the headline accuracy, accuracy per truth country (the report's
+choropleth), and the countries whose predicted cities have the lowest entropy. Accuracies in percent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from geosleuth.core import metrics
+from geosleuth.core.country_groups import COUNTRY_GROUPINGS, DESCRIPTIONS, GROUPINGS, country_group
+from geosleuth.core.fairness import MIN_ENTROPY_N, MIN_GROUP_N, disparity, prediction_entropy
+from geosleuth.core.records import Trajectory
+from geosleuth.core.text import normalize
+from geosleuth.eval.scores import RecordStats, ScoreRow
+from geosleuth.eval.summary import distance_metrics, level_metrics, percent_summary
+from geosleuth.scoring.protocols import ScoringProtocol
+
+log = logging.getLogger(__name__)
+
+LOWEST_ENTROPY_SHOWN = 10
+_GAZETTEER_ERRORS = (ImportError, AttributeError, OSError, RuntimeError)
+
+
+def group_labels(rows: Sequence[ScoreRow]) -> tuple[dict[str, list[str | None]], list[str]]:
+    """Each grouping's group per row (None: unassigned), and notes on groupings left empty."""
+    labels: dict[str, list[str | None]] = {
+        g: [country_group(g, r.country_code) for r in rows] for g in COUNTRY_GROUPINGS
+    }
+    notes: list[str] = []
+    located = [i for i, r in enumerate(rows) if r.true_lat is not None and r.true_lon is not None]
+    settlement: list[str | None] = [None] * len(rows)
+    if located:
+        from geosleuth.core.country_groups import settlement_classes
+
+        try:
+            from geosleuth.gazetteer import get_gazetteer
+
+            population, dist = get_gazetteer().place_population_batch(
+                np.array([rows[i].true_lat for i in located], dtype=np.float64),
+                np.array([rows[i].true_lon for i in located], dtype=np.float64),
+            )
+        except _GAZETTEER_ERRORS as exc:
+            notes.append(f"settlement: no gazetteer to find the truth's place ({type(exc).__name__}: {exc})")
+        else:
+            for i, label in zip(located, settlement_classes(population, dist), strict=True):
+                settlement[i] = label
+    labels["settlement"] = settlement
+    return labels, notes
+
+
+def headline_metric(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> tuple[str, np.ndarray] | None:
+    """The accuracy a disparity compares and its per-row hits (None: row not scored by it).
+
+    Distance protocols: Acc at the protocol's middle threshold (the one calibration uses);
+    else country accuracy, else multiple-choice accuracy; None when the rows have none of these.
+    """
+    coords = [r.true_lat is not None and r.answer_type != "choice" for r in rows]
+    if any(coords):
+        thresholds = metrics.resolve_thresholds(protocol.thresholds)
+        km = thresholds[len(thresholds) // 2]
+        d = np.array([r.distance_km if c else np.nan for r, c in zip(rows, coords, strict=True)])
+        hits = metrics.hits_at(d, km, protocol.strict_threshold).astype(object)
+        hits[~np.array(coords)] = None
+        return metrics.threshold_name(km), hits
+    for name, of in (
+        ("country_acc", lambda r: r.level_hits.get("country")),
+        ("choice_acc", lambda r: r.choice_correct),
+    ):
+        values = np.array([of(r) for r in rows], dtype=object)
+        if any(v is not None for v in values):
+            return name, values
+    return None
+
+
+def _group_entry(rows: Sequence[ScoreRow], protocol: ScoringProtocol, seed: int) -> dict[str, Any]:
+    """n, every accuracy (percent) with its interval in ``ci95``, median km: one breakdown group."""
+    figures = percent_summary(
+        {"metrics": {**distance_metrics(rows, protocol, seed), **level_metrics(rows, seed)}}
+    )
+    entry: dict[str, Any] = {"n": len(rows)}
+    ci95: dict[str, list[float | None]] = {}
+    for name, metric in figures["metrics"].items():
+        if isinstance(metric, dict):
+            entry[name] = metric["value"]
+            ci95[name] = metric["ci95"]
+        else:
+            entry[name] = metric
+    entry["ci95"] = ci95
+    return entry
+
+
+def fairness_breakdowns(
+    rows: Sequence[ScoreRow],
+    labels: Mapping[str, Sequence[str | None]],
+    protocol: ScoringProtocol,
+    seed: int = 0,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """One breakdown per grouping: its groups (sorted), each a `_group_entry`."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for grouping, values in labels.items():
+        members: dict[str, list[ScoreRow]] = defaultdict(list)
+        for row, value in zip(rows, values, strict=True):
+            if value is not None:
+                members[value].append(row)
+        if members:
+            out[grouping] = {g: _group_entry(m, protocol, seed) for g, m in sorted(members.items())}
+    return out
+
+
+def predicted_cities(
+    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None
+) -> list[str | None]:
+    """The city each answer names: its coordinates' city by reverse geocoding ("Lyon, FR"), else
+    the answer's own city text; None for no answer."""
+    out: list[str | None] = [None] * len(rows)
+    with_coords = [i for i, r in enumerate(rows) if r.pred_lat is not None and r.pred_lon is not None]
+    if with_coords:
+        try:
+            from geosleuth.gazetteer import get_gazetteer
+
+            found = get_gazetteer().reverse_batch(
+                np.array([rows[i].pred_lat for i in with_coords], dtype=np.float64),
+                np.array([rows[i].pred_lon for i in with_coords], dtype=np.float64),
+            )
+        except _GAZETTEER_ERRORS as exc:
+            log.info("over-prediction: no gazetteer (%s); answers' city texts only", exc)
+        else:
+            for i, city, cc in zip(with_coords, found["city"], found["country_code"], strict=True):
+                out[i] = f"{city}, {cc}" if city else None
+    for i, row in enumerate(rows):
+        if out[i] is None and records is not None and row.sample_id in records:
+            prediction = RecordStats.of(records[row.sample_id]).prediction
+            if prediction is not None and prediction.city and normalize(prediction.city):
+                out[i] = normalize(prediction.city)
+    return out
+
+
+def _pct(hits: Sequence[Any]) -> float | None:
+    scored = [bool(h) for h in hits if h is not None]
+    return round(100.0 * float(np.mean(scored)), 4) if scored else None
+
+
+def fairness_block(
+    rows: Sequence[ScoreRow],
+    labels: Mapping[str, Sequence[str | None]],
+    protocol: ScoringProtocol,
+    records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None = None,
+    seed: int = 0,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """``summary["fairness"]``: metric, per-grouping disparity, accuracy per country, over-prediction."""
+    block: dict[str, Any] = {"groupings": {}, "notes": list(notes)}
+    headline = headline_metric(rows, protocol)
+    if headline is None:
+        block["notes"].append("no accuracy to compare across groups (no scored sample)")
+        return block
+    name, hits = headline
+    block["metric"] = name
+    block["min_group_n"] = MIN_GROUP_N
+    overall = _pct(list(hits))
+    for grouping, values in labels.items():
+        by_group: dict[str, list[bool]] = defaultdict(list)
+        for value, hit in zip(values, hits, strict=True):
+            if value is not None and hit is not None:
+                by_group[value].append(bool(hit))
+        result = disparity(by_group, name, overall, seed=seed)
+        block["groupings"][grouping] = {
+            "description": DESCRIPTIONS[grouping],
+            "n_assigned": int(sum(v is not None for v in values)),
+            "n_unassigned": int(sum(v is None for v in values)),
+            "disparity": result.as_dict() if result else None,
+        }
+        if result is None:
+            block["notes"].append(
+                f"{grouping}: fewer than two groups of {MIN_GROUP_N} samples or more, so no disparity"
+            )
+    by_country: dict[str, list[Any]] = defaultdict(list)
+    for row, hit in zip(rows, hits, strict=True):
+        if row.country_code and hit is not None:
+            by_country[row.country_code].append(hit)
+    block["by_country"] = {cc: {"n": len(h), "value": _pct(h)} for cc, h in sorted(by_country.items())}
+    entropy = prediction_entropy([r.country_code for r in rows], predicted_cities(rows, records))
+    block["over_prediction"] = {
+        "min_n": MIN_ENTROPY_N,
+        "n_countries": len(entropy),
+        "lowest_entropy": [
+            {
+                "country": e.country,
+                "n": e.n,
+                "entropy": round(e.entropy, 4),
+                "distinct_cities": e.distinct,
+                "top_city": e.top_city,
+                "top_share": round(e.top_share, 4),
+            }
+            for e in entropy[:LOWEST_ENTROPY_SHOWN]
+        ],
+    }
+    return block
+
+
+def add_fairness(
+    summary: dict[str, Any],
+    rows: Sequence[ScoreRow],
+    protocol: ScoringProtocol,
+    records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None = None,
+    seed: int = 0,
+) -> None:
+    """Add the grouping breakdowns and the ``fairness`` block to a (percent) summary."""
+    labels, notes = group_labels(rows)
+    summary.setdefault("breakdowns", {}).update(fairness_breakdowns(rows, labels, protocol, seed))
+    summary["fairness"] = fairness_block(rows, labels, protocol, records, seed, notes)
+
+
+__all__ = ["GROUPINGS", "add_fairness", "fairness_block", "fairness_breakdowns", "group_labels"]
