@@ -29,6 +29,7 @@ from geosleuth.scoring.protocols import ScoringProtocol
 log = logging.getLogger(__name__)
 
 LOWEST_ENTROPY_SHOWN = 10
+HEADLINE_KM = 25.0
 _GAZETTEER_ERRORS = (ImportError, AttributeError, OSError, RuntimeError)
 
 
@@ -62,13 +63,14 @@ def group_labels(rows: Sequence[ScoreRow]) -> tuple[dict[str, list[str | None]],
 def headline_metric(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> tuple[str, np.ndarray] | None:
     """The accuracy a disparity compares and its per-row hits (None: row not scored by it).
 
-    Distance protocols: Acc at the protocol's middle threshold (the one calibration uses);
-    else country accuracy, else multiple-choice accuracy; None when the rows have none of these.
+    Distance protocols: Acc@25 km (city level, in every published threshold preset), or the
+    protocol's middle threshold when it has no 25 km; else country accuracy, else
+    multiple-choice accuracy; None when the rows have none of these.
     """
     coords = [r.true_lat is not None and r.answer_type != "choice" for r in rows]
     if any(coords):
         thresholds = metrics.resolve_thresholds(protocol.thresholds)
-        km = thresholds[len(thresholds) // 2]
+        km = HEADLINE_KM if HEADLINE_KM in thresholds else thresholds[len(thresholds) // 2]
         d = np.array([r.distance_km if c else np.nan for r, c in zip(rows, coords, strict=True)])
         hits = metrics.hits_at(d, km, protocol.strict_threshold).astype(object)
         hits[~np.array(coords)] = None
