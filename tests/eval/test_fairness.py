@@ -188,3 +188,41 @@ def test_report_carries_fairness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "## By income (accuracies in %)" in markdown and "## Fairness: disparity of acc@25km" in markdown
     page = (run_dir / "html" / "index.html").read_text()
     assert '<svg id="choropleth"' in page and 'id="by-income"' in page and "style=" not in page
+
+
+def _predictions(path: Path) -> Path:
+    # 10 truths in New York (US, High income), 8 answered exactly; 10 in Addis Ababa (ET, Low income),
+    # 3 answered exactly; every other answer is at (0, 0), thousands of km away
+    lines = []
+    for i in range(20):
+        lat, lon = (40.7128, -74.006) if i < 10 else (9.03, 38.74)
+        right = i < 8 or 10 <= i < 13
+        pred = (lat, lon) if right else (0.0, 0.0)
+        row = {"id": f"s{i}", "pred_lat": pred[0], "pred_lon": pred[1], "true_lat": lat, "true_lon": lon}
+        lines.append(json.dumps(row))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_score_by_income(tmp_path: Path) -> None:
+    predictions = _predictions(tmp_path / "p.jsonl")
+    result = CliRunner().invoke(
+        app, ["score", str(predictions), "--protocol", "geoclip", "--by", "income", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    groups = payload["groups"]
+    assert (
+        groups["High income"]["metrics"]["acc@25km"] == 80.0
+        and groups["Low income"]["metrics"]["acc@25km"] == 30.0
+    )
+    assert groups["High income"]["n"] == 10 and groups["High income"]["ci95"]["acc@25km"][1] > 80.0
+    d = payload["disparity"]
+    assert (d["metric"], d["best"]["group"], d["worst"]["group"]) == ("acc@25km", "High income", "Low income")
+    assert d["gap"] == pytest.approx(50.0) and d["ratio"] == pytest.approx(0.375)  # 80 - 30; 30 / 80
+    assert d["headline"] == pytest.approx(55.0) and d["macro_mean"] == pytest.approx(55.0)  # 11 / 20
+    table = CliRunner().invoke(
+        app, ["score", str(predictions), "--protocol", "geoclip", "--by", "m49_region"]
+    )
+    assert table.exit_code == 0 and "Africa" in table.stdout and "Americas" in table.stdout
+    assert "disparity of acc@25km over 2 groups: best Americas 80.00 %, worst Africa 30.00 %" in table.stdout
