@@ -23,7 +23,6 @@ from geosleuth.core.fairness import MIN_ENTROPY_N, MIN_GROUP_N, disparity, predi
 from geosleuth.core.records import Trajectory
 from geosleuth.core.text import normalize
 from geosleuth.eval.scores import RecordStats, ScoreRow
-from geosleuth.eval.summary import distance_metrics, level_metrics, percent_summary
 from geosleuth.scoring.protocols import ScoringProtocol
 
 log = logging.getLogger(__name__)
@@ -85,19 +84,39 @@ def headline_metric(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> tupl
     return None
 
 
+def _accuracy(hits: np.ndarray, seed: int) -> tuple[float | None, list[float | None]]:
+    """An accuracy and its bootstrap 95 % interval, in percent (as the headline figures)."""
+    lo, hi = metrics.bootstrap_ci(hits, seed=seed)
+    return _round(100 * metrics.accuracy(hits)), [_round(100 * lo), _round(100 * hi)]
+
+
+def _round(value: float) -> float | None:
+    return round(float(value), 4) if np.isfinite(value) else None
+
+
 def _group_entry(rows: Sequence[ScoreRow], protocol: ScoringProtocol, seed: int) -> dict[str, Any]:
-    """n, every accuracy (percent) with its interval in ``ci95``, median km: one breakdown group."""
-    figures = percent_summary(
-        {"metrics": {**distance_metrics(rows, protocol, seed), **level_metrics(rows, seed)}}
-    )
+    """One breakdown group: n, every accuracy of the headline table (percent) with its interval in
+    ``ci95``, the GeoGuessr score, median and mean km. Same figures as ``summary.distance_metrics``
+    and ``level_metrics``, without the GeoGuessr interval (not an accuracy, and the costly one)."""
     entry: dict[str, Any] = {"n": len(rows)}
     ci95: dict[str, list[float | None]] = {}
-    for name, metric in figures["metrics"].items():
-        if isinstance(metric, dict):
-            entry[name] = metric["value"]
-            ci95[name] = metric["ci95"]
-        else:
-            entry[name] = metric
+    scored = [r for r in rows if r.true_lat is not None and r.answer_type != "choice"]
+    if scored:
+        d = np.array([r.distance_km for r in scored], dtype=np.float64)
+        for km in metrics.resolve_thresholds(protocol.thresholds):
+            name = metrics.threshold_name(km)
+            entry[name], ci95[name] = _accuracy(metrics.hits_at(d, km, protocol.strict_threshold), seed)
+        entry["geoguessr"] = _round(metrics.geoguessr_score(d))
+        entry["median_km"] = _round(metrics.median_km(d))
+        entry["mean_km"] = _round(metrics.mean_km(d))
+        entry["answered"] = int(np.isfinite(d).sum())
+    for level in metrics.PATH_LEVELS:
+        hits = np.array([r.level_hits[level] for r in rows if level in r.level_hits], dtype=bool)
+        if hits.size:
+            entry[f"{level}_acc"], ci95[f"{level}_acc"] = _accuracy(hits, seed)
+    choices = np.array([bool(r.choice_correct) for r in rows if r.choice_correct is not None], dtype=bool)
+    if choices.size:
+        entry["choice_acc"], ci95["choice_acc"] = _accuracy(choices, seed)
     entry["ci95"] = ci95
     return entry
 

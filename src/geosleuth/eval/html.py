@@ -21,6 +21,7 @@ from typing import Any
 
 from geosleuth.core.records import Sample, Trajectory, cap_text
 from geosleuth.eval.fairness_report import fairness_html
+from geosleuth.eval.grounding_report import grounding_html
 from geosleuth.eval.judges import read_judgments
 from geosleuth.eval.rundata import RunData
 from geosleuth.eval.scores import ScoreRow
@@ -330,6 +331,7 @@ def index_html(
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
         f"{wherebench_html(summary.get('wherebench'))}{fairness_html(summary)}"
+        f"{grounding_html(summary.get('grounding'))}"
         f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
         f"{_plots_html(plots or [])}"
         f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'

@@ -12,6 +12,8 @@ from typing import Any
 from geosleuth.eval.config import Price
 from geosleuth.eval.fairness import add_fairness
 from geosleuth.eval.fairness_report import fairness_markdown
+from geosleuth.eval.grounding import add_grounding
+from geosleuth.eval.grounding_report import grounding_markdown
 from geosleuth.eval.judges import judge_summary, read_judgments
 from geosleuth.eval.rundata import RunData, load_records, load_run
 from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
@@ -65,6 +67,7 @@ def compute(
         )
     }
     add_fairness(summary, rows, proto, run.records, seed=int(config.get("seed") or 0))
+    add_grounding(summary, run.run_dir, rows, run.records)
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
@@ -174,6 +177,7 @@ def markdown(summary: dict[str, Any]) -> str:
             ]
             lines.append("| " + " | ".join([value, str(group["n"]), *cells]) + " |")
     lines += fairness_markdown(summary.get("fairness"))
+    lines += grounding_markdown(summary.get("grounding"))
     return "\n".join(lines) + "\n"
 
 
