@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
+from eval_data import make_csv_dataset, write_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from geosleuth.cli.app import app
 from geosleuth.core.grounding import Claim, Evidence, check_claims, sentence_citations
 from geosleuth.core.metrics import macro_recall_f1
 from geosleuth.core.parsing.coordinates import MAX_TEXT_PAIRS, coordinate_pairs
@@ -15,6 +20,7 @@ from geosleuth.core.records import Prediction, ToolCallRecord, Trajectory, Turn
 from geosleuth.eval.grounding import geocomp_levels, grounding_block, sample_grounding
 from geosleuth.eval.grounding_report import grounding_markdown
 from geosleuth.eval.scores import ScoreRow
+from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
 
 def _trajectory(sid: str, tool: str, result: str, final: str, city: str, country: str) -> Trajectory:
@@ -185,3 +191,67 @@ def test_geocomp_levels() -> None:
     # none
     # recall (0 + 0 + 0 + 1 + 0) / 5 = 20 %; F1 paris 1 -> 20 %
     assert levels["city"]["macro_recall"] == 20.0 and levels["city"]["macro_f1"] == 20.0
+
+
+def _geoagent_rollout() -> str:
+    why = "The clues visible in the photo, read one by one, leave only one answer at this stage. " * 3
+    stages = zip(
+        ("CountryIdentification", "RegionalGuess", "PreciseLocalization"),
+        ("France", "Île-de-France", "Paris"),
+        strict=True,
+    )
+    chain = {
+        "ChainOfThought": {s: {"Clues": ["c"], "Reasoning": why, "Conclusion": c} for s, c in stages},
+        "FinalAnswer": "France; Île-de-France; Paris",
+    }
+    answer = "<answer>France; Île-de-France; Paris</answer>"
+    return f"<think>{json.dumps(chain, ensure_ascii=False)}</think>\n{answer}"
+
+
+def _judge_by_level(payload: dict) -> object:
+    prompt = payload["messages"][0]["content"]
+    answer = "France" if "which country" in prompt else "Île-de-France" if "province" in prompt else "Paris"
+    return reply(json.dumps({"answer": answer}))
+
+
+def test_report_consistency_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = {
+        "paris": {
+            "lat": 48.8566,
+            "lon": 2.3522,
+            "country": "France",
+            "city": "Paris",
+            "raw": _geoagent_rollout(),
+        },
+        "berlin": {"lat": 52.52, "lon": 13.405, "country": "Germany"},
+        "sydney": {"raise": "endpoint down"},
+    }
+    data = make_csv_dataset(tmp_path / "bench")
+    monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
+    run = tmp_path / "run"
+    args = ["eval", str(data), "--out", str(run), "--agent-fn", "eval_fake_agent:planned", "--no-report"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    with FakeOpenAIServer(_judge_by_level) as server:
+        result = CliRunner().invoke(
+            app,
+            [
+                "report",
+                str(run),
+                "--no-plots",
+                "--no-html",
+                "--consistency-judge",
+                "judge",
+                "--consistency-base-url",
+                server.base_url,
+            ],  # fmt: skip
+        )
+    assert result.exit_code == 0, result.output
+    block = json.loads((run / "summary.json").read_text())["grounding"]["consistency"]
+    # paris: each level's reasoning is 255 characters, so p = sigma(8 * 0.5) = sigma(4) (paper, Eq. 9);
+    # the judge re-derives France / Île-de-France / Paris; the dataset's truth has country and city
+    # but no region: c = (1, 0, 1), R_con = (0.1 + 0.3) * sigma(4). berlin answers "final" (no
+    # conclusion, R_con 0); sydney and the samples the plan leaves out failed and are left out.
+    sigma4 = 1 / (1 + math.exp(-4))
+    ok = block["n"]
+    assert ok == 2 and block["judge"] == "judge"
+    assert block["r_con_mean"] == pytest.approx(0.4 * sigma4 / ok, abs=1e-6)

@@ -10,9 +10,12 @@ tool or OCR result mentions, and the unsupported claims of each sample (``summar
 from __future__ import annotations
 
 import logging
+import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 from geosleuth.core import metrics
 from geosleuth.core.countries import country_info, country_name, resolve_country
@@ -219,15 +222,64 @@ def grounding_block(groundings: Iterable[SampleGrounding]) -> dict[str, Any]:
     return block
 
 
-def run_grounding(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
-    """The grounding block of a run's trajectories (the last record of a sample wins)."""
+ConsistencyFn = Callable[[Sequence[str], Sequence[Mapping[str, Any]]], Sequence[float]]
+"""GeoAgent's R_con of rollouts against ground truths (the training reward's judge, handed in by the
+CLI: evaluation sits below training, so it takes the scorer rather than importing it)."""
+CONSISTENCY_BATCH = 256
+
+
+def rollout_text(trajectory: Trajectory) -> str:
+    """The final reasoning as the consistency reward reads a rollout: ``<think>`` reasoning, then text."""
+    for turn in reversed(trajectory.turns):
+        if turn.note == "observation" or not (turn.reasoning or turn.text).strip():
+            continue
+        think = f"<think>{turn.reasoning}</think>\n" if turn.reasoning else ""
+        return cap_text(think + turn.text, MAX_REASONING_CHARS)[0]
+    return ""
+
+
+def run_grounding(
+    trajectories: Iterable[Trajectory],
+    consistency: tuple[str, ConsistencyFn] | None = None,
+    truths: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The grounding block of a run's trajectories (the last record of a sample wins), with the
+    mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they stream."""
     from geosleuth.gazetteer import get_gazetteer
 
     places = get_gazetteer()
     found: dict[str, SampleGrounding] = {}
+    r_con: dict[str, float] = {}
+    batch: list[tuple[str, str, Mapping[str, Any]]] = []
+
+    def flush() -> None:
+        if consistency is not None and batch:
+            scores = consistency[1]([b[1] for b in batch], [b[2] for b in batch])
+            r_con.update(zip([b[0] for b in batch], (float(x) for x in scores), strict=True))
+            batch.clear()
+
     for trajectory in trajectories:
         found[trajectory.sample_id] = sample_grounding(trajectory, places)
-    return grounding_block(found.values())
+        truth = (truths or {}).get(trajectory.sample_id) or {}
+        has_point = truth.get("lat") is not None and truth.get("lon") is not None
+        if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
+            batch.append((trajectory.sample_id, rollout_text(trajectory), truth))
+            if len(batch) >= CONSISTENCY_BATCH:
+                flush()
+    flush()
+    block = grounding_block(found.values())
+    if consistency is not None:
+        values = np.array(list(r_con.values()), dtype=np.float64)
+        lo, hi = metrics.bootstrap_ci_mean(values) if values.size else (math.nan, math.nan)
+        block["consistency"] = {
+            "judge": consistency[0],
+            "n": int(values.size),
+            "r_con_mean": round(float(values.mean()), 6) if values.size else None,
+            "ci95": [round(lo, 6), round(hi, 6)] if values.size else [None, None],
+            "note": "GeoAgent's R_con (Eq. 8-9) of the final reasoning of each finished trajectory whose "
+            "truth has coordinates, in [0, 1]",
+        }
+    return block
 
 
 def _continent(code: str | None) -> str | None:
@@ -292,12 +344,15 @@ def add_grounding(
     run_dir: Any,
     rows: Sequence[ScoreRow],
     records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
+    consistency: tuple[str, ConsistencyFn] | None = None,
+    truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    """Add ``summary["grounding"]``: the run's grounding figures and GeoComp's per-level figures."""
+    """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
+    R_con when a consistency judge is given (``truths``: the ground truth of each sample id)."""
     from geosleuth.eval.store import TrajectoryStore
 
     try:
-        block = run_grounding(TrajectoryStore(run_dir).records())
+        block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
     block["geocomp"] = geocomp_levels(rows, records)

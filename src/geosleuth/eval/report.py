@@ -12,7 +12,7 @@ from typing import Any
 from geosleuth.eval.config import Price
 from geosleuth.eval.fairness import add_fairness
 from geosleuth.eval.fairness_report import fairness_markdown
-from geosleuth.eval.grounding import add_grounding
+from geosleuth.eval.grounding import ConsistencyFn, add_grounding
 from geosleuth.eval.grounding_report import grounding_markdown
 from geosleuth.eval.judges import judge_summary, read_judgments
 from geosleuth.eval.rundata import RunData, load_records, load_run
@@ -38,7 +38,10 @@ PER_SAMPLE = "per_sample.csv"
 
 
 def compute(
-    run: RunData, protocol: str | None = None, fields: list[str] | None = None
+    run: RunData,
+    protocol: str | None = None,
+    fields: list[str] | None = None,
+    consistency: tuple[str, ConsistencyFn] | None = None,
 ) -> tuple[dict[str, Any], list[ScoreRow]]:
     """Score rows and the summary of a loaded run."""
     config = run.config
@@ -67,7 +70,8 @@ def compute(
         )
     }
     add_fairness(summary, rows, proto, run.records, seed=int(config.get("seed") or 0))
-    add_grounding(summary, run.run_dir, rows, run.records)
+    truths = {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.samples} if consistency else None
+    add_grounding(summary, run.run_dir, rows, run.records, consistency, truths)
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
@@ -280,10 +284,12 @@ def write_report(
     fields: list[str] | None = None,
     html: bool = True,
     plots: bool = True,
+    consistency: tuple[str, ConsistencyFn] | None = None,
 ) -> dict[str, Any]:
-    """Compute and write every report file; returns the summary."""
+    """Compute and write every report file; returns the summary. ``consistency`` (judge name,
+    scorer) adds GeoAgent's R_con to the grounding figures."""
     run = load_run(run_dir)
-    summary, rows = compute(run, protocol, fields)
+    summary, rows = compute(run, protocol, fields, consistency)
     outputs: dict[str, Any] = {"summary": SUMMARY, "markdown": MARKDOWN, "csv": PER_SAMPLE}
     pngs: list[Path] = []
     if plots:
