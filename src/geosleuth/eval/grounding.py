@@ -111,6 +111,26 @@ class PlaceFinder(Protocol):
     def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[Any]: ...
 
 
+MAX_CACHED_NAMES = 100_000
+
+
+class CachedFinder:
+    """A `PlaceFinder` that looks each phrase up once per run (names repeat across trajectories)."""
+
+    def __init__(self, finder: PlaceFinder) -> None:
+        self.finder = finder
+        self.cache: dict[str, list[Any]] = {}
+
+    def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[Any]:
+        key = f"{min_population}\x00{max_ngram}\x00{text}"
+        found = self.cache.get(key)
+        if found is None:
+            if len(self.cache) >= MAX_CACHED_NAMES:
+                self.cache.clear()
+            found = self.cache[key] = self.finder.match_names(text, min_population, max_ngram)
+        return found
+
+
 def final_reasoning(trajectory: Trajectory) -> str:
     """The reasoning and text of the last model turn (observations are not the model's), capped."""
     for turn in reversed(trajectory.turns):
@@ -247,7 +267,7 @@ def run_grounding(
     mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they stream."""
     from geosleuth.gazetteer import get_gazetteer
 
-    places = get_gazetteer()
+    places = CachedFinder(get_gazetteer())
     found: dict[str, SampleGrounding] = {}
     r_con: dict[str, float] = {}
     batch: list[tuple[str, str, Mapping[str, Any]]] = []
