@@ -13,9 +13,12 @@ reference, measured in the same run on the same rows, as a ratio:
 - ``fairness_block``: the disparity of each grouping with its bootstrap gap interval, accuracy per
   country, and the over-prediction entropy (reverse-geocodes every answer);
 - ``score --by income`` (the streaming scorer on a JSONL file of the same rows) beside plain ``score``,
-  best of two runs each.
+  best of two runs each;
+- the grounding figures (``run_grounding``) of ``--grounding-n`` trajectories whose final reasoning
+  names real places, countries and a coordinate and whose one search result names some of them,
+  beside reading the same trajectories from their JSON lines (the least any pass over a run does).
 
-Run: ``.venv/bin/python bench/fairness_bench.py [--n 100000] [--json]``
+Run: ``.venv/bin/python bench/fairness_bench.py [--n 100000] [--grounding-n 10000] [--json]``
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from typing import Any
 import numpy as np
 from score_bench import perturb  # the same log-normal answers as the scoring bench
 
+from geosleuth.core.countries import country_name
 from geosleuth.core.geo import haversine_km
+from geosleuth.core.records import Prediction, ToolCallRecord, Trajectory, Turn
 from geosleuth.eval.fairness import fairness_block, fairness_breakdowns, group_labels
+from geosleuth.eval.grounding import run_grounding
 from geosleuth.eval.scores import ScoreRow
 from geosleuth.eval.summary import summarize
 from geosleuth.gazetteer import get_gazetteer
@@ -77,6 +83,32 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
     return best, out
 
 
+def make_trajectories(n: int, seed: int = 0) -> list[str]:
+    """``n`` trajectory JSON lines: a search result naming the place, a final reasoning that names
+    it, its country, another place the search never returned, and a coordinate."""
+    rng = np.random.default_rng(seed)
+    gazetteer = get_gazetteer()
+    big = np.flatnonzero((gazetteer.kind == "city") & (gazetteer.population >= 100_000))
+    pick = rng.choice(big, size=(n, 2))
+    out = []
+    for i in range(n):
+        first, second = gazetteer.place(int(pick[i, 0])), gazetteer.place(int(pick[i, 1]))
+        country = country_name(first.country_code or "")
+        search = ToolCallRecord(name="web_search", result_text=f"{first.name} is a city in {country}.")
+        final = (
+            f"The signs point to {country}. The search confirms {first.name}, not far from {second.name}. "
+            f"I estimate {first.lat:.3f}, {first.lon:.3f}."
+        )
+        trajectory = Trajectory(
+            sample_id=f"s{i}",
+            model="bench",
+            turns=[Turn(index=0, text="Searching.", tool_calls=[search]), Turn(index=1, text=final)],
+            prediction=Prediction(city=first.name, country=country),
+        )
+        out.append(trajectory.model_dump_json())
+    return out
+
+
 def write_jsonl(rows: list[ScoreRow], path: Path) -> None:
     with path.open("w") as fh:
         for r in rows:
@@ -97,6 +129,7 @@ def write_jsonl(rows: list[ScoreRow], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--grounding-n", type=int, default=10_000)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     protocol = get_protocol("default")
@@ -112,6 +145,9 @@ def main() -> None:
         score_protocol = get_protocol("geoclip")
         t_plain, _ = timed(lambda: score_file(path, score_protocol, keep_rows=False), repeat=2)
         t_by, by = timed(lambda: score_file(path, score_protocol, by="income", keep_rows=False), repeat=2)
+    lines = make_trajectories(args.grounding_n)
+    t_read, parsed = timed(lambda: [Trajectory.model_validate_json(line) for line in lines])
+    t_ground, grounding = timed(lambda: run_grounding(parsed))
     figures = {
         "n": args.n,
         "reference_summarize_s": round(ref, 3),
@@ -123,6 +159,11 @@ def main() -> None:
         "reference_score_s": round(t_plain, 3),
         "score_by_income_s": round(t_by, 3),
         "score_by_income_over_score": round(t_by / t_plain, 3),
+        "grounding_n": args.grounding_n,
+        "reference_read_trajectories_s": round(t_read, 3),
+        "grounding_s": round(t_ground, 3),
+        "grounding_over_read": round(t_ground / t_read, 3),
+        "claim_support_rate": grounding["claim_support_rate"],
         "groups": {g: len(v) for g, v in breakdowns.items()},
         "income_disparity": block["groupings"]["income"]["disparity"],
         "score_by_income_disparity_gap": (by.score.disparity or {}).get("gap"),
@@ -142,6 +183,9 @@ def main() -> None:
     print(f"  fairness, all              {total:8.2f} s   {total / ref:6.2f} x reference")
     print(f"  score (reference)          {t_plain:8.2f} s")
     print(f"  score --by income          {t_by:8.2f} s   {t_by / t_plain:6.2f} x reference")
+    print(f"{args.grounding_n:,} trajectories; reference = reading them from their JSON lines")
+    print(f"  read (reference)           {t_read:8.2f} s")
+    print(f"  grounding figures          {t_ground:8.2f} s   {t_ground / t_read:6.2f} x reference")
     print(f"groups per grouping: {figures['groups']}")
     print(f"income disparity: {figures['income_disparity']}")
 

@@ -17,7 +17,13 @@ from geosleuth.core.grounding import Claim, Evidence, check_claims, sentence_cit
 from geosleuth.core.metrics import macro_recall_f1
 from geosleuth.core.parsing.coordinates import MAX_TEXT_PAIRS, coordinate_pairs
 from geosleuth.core.records import Prediction, ToolCallRecord, Trajectory, Turn
-from geosleuth.eval.grounding import geocomp_levels, grounding_block, sample_grounding
+from geosleuth.eval.grounding import (
+    MAX_CLAIMS,
+    geocomp_levels,
+    grounding_block,
+    place_claims,
+    sample_grounding,
+)
 from geosleuth.eval.grounding_report import grounding_markdown
 from geosleuth.eval.scores import ScoreRow
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
@@ -255,3 +261,23 @@ def test_report_consistency_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     ok = block["n"]
     assert ok == 2 and block["judge"] == "judge"
     assert block["r_con_mean"] == pytest.approx(0.4 * sigma4 / ok, abs=1e-6)
+
+
+class _EveryPhraseIsACountry:
+    """A place finder that calls every phrase a country (the worst case for the claim count)."""
+
+    def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[object]:
+        from types import SimpleNamespace
+
+        from geosleuth.core.text import normalize
+
+        place = SimpleNamespace(kind="country", country_code="FR", name="France", population=10**8)
+        return [SimpleNamespace(text=normalize(text), place=place)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=2000))
+def test_place_claims_any_reasoning(reasoning: str) -> None:
+    claims = place_claims(reasoning, _EveryPhraseIsACountry())
+    assert len(claims) <= MAX_CLAIMS
+    assert all(0 <= c.start < max(len(reasoning), 1) for c in claims)
