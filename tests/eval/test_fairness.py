@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.country_groups import REMOTE, country_group, settlement_classes
-from geosleuth.core.fairness import disparity, prediction_entropy
+from geosleuth.core.fairness import disparity, headline_threshold, prediction_entropy
 from geosleuth.eval.fairness import fairness_block, fairness_breakdowns, group_labels
 from geosleuth.eval.fairness_report import accuracy_colour, choropleth_svg, fairness_markdown
 from geosleuth.eval.scores import ScoreRow
@@ -226,3 +226,11 @@ def test_score_by_income(tmp_path: Path) -> None:
     )
     assert table.exit_code == 0 and "Africa" in table.stdout and "Americas" in table.stdout
     assert "disparity of acc@25km over 2 groups: best Americas 80.00 %, worst Africa 30.00 %" in table.stdout
+
+
+def test_headline_threshold() -> None:
+    assert headline_threshold((1.0, 25.0, 200.0, 750.0, 2500.0)) == 25.0  # the city level when scored
+    assert headline_threshold((10.0, 0.5, 2.0)) == 2.0  # else the middle of 0.5, 2, 10
+    assert headline_threshold((3.0,)) == 3.0  # GeoVista's one threshold
+    with pytest.raises(ValueError, match="no headline threshold"):
+        headline_threshold(())

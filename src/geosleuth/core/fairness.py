@@ -25,6 +25,18 @@ MIN_ENTROPY_N = 5
 """Countries with fewer answered samples get no entropy: a handful of answers is always low."""
 
 
+HEADLINE_KM = 25.0
+"""The accuracy a disparity compares: Acc@25 km (city level, in every published threshold preset)."""
+
+
+def headline_threshold(thresholds: Sequence[float]) -> float:
+    """`HEADLINE_KM` when the protocol scores it, else its middle threshold (sorted)."""
+    ordered = sorted(thresholds)
+    if not ordered:
+        raise ValueError("a protocol without distance thresholds has no headline threshold")
+    return HEADLINE_KM if HEADLINE_KM in ordered else ordered[len(ordered) // 2]
+
+
 @dataclass(frozen=True)
 class Disparity:
     """How unequal one accuracy is across the groups of one grouping (accuracies in percent)."""

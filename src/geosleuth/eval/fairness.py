@@ -13,13 +13,26 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from geosleuth.core import metrics
-from geosleuth.core.country_groups import COUNTRY_GROUPINGS, DESCRIPTIONS, GROUPINGS, country_group
-from geosleuth.core.fairness import MIN_ENTROPY_N, MIN_GROUP_N, disparity, prediction_entropy
+from geosleuth.core.country_groups import (
+    COUNTRY_GROUPINGS,
+    DESCRIPTIONS,
+    GROUPINGS,
+    country_group,
+    settlement_classes,
+)
+from geosleuth.core.fairness import (
+    MIN_ENTROPY_N,
+    MIN_GROUP_N,
+    disparity,
+    headline_threshold,
+    prediction_entropy,
+)
 from geosleuth.core.records import Trajectory
 from geosleuth.core.text import normalize
 from geosleuth.eval.scores import RecordStats, ScoreRow
@@ -28,7 +41,6 @@ from geosleuth.scoring.protocols import ScoringProtocol
 log = logging.getLogger(__name__)
 
 LOWEST_ENTROPY_SHOWN = 10
-HEADLINE_KM = 25.0
 _GAZETTEER_ERRORS = (ImportError, AttributeError, OSError, RuntimeError)
 
 
@@ -41,8 +53,6 @@ def group_labels(rows: Sequence[ScoreRow]) -> tuple[dict[str, list[str | None]],
     located = [i for i, r in enumerate(rows) if r.true_lat is not None and r.true_lon is not None]
     settlement: list[str | None] = [None] * len(rows)
     if located:
-        from geosleuth.core.country_groups import settlement_classes
-
         try:
             from geosleuth.gazetteer import get_gazetteer
 
@@ -62,14 +72,12 @@ def group_labels(rows: Sequence[ScoreRow]) -> tuple[dict[str, list[str | None]],
 def headline_metric(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> tuple[str, np.ndarray] | None:
     """The accuracy a disparity compares and its per-row hits (None: row not scored by it).
 
-    Distance protocols: Acc@25 km (city level, in every published threshold preset), or the
-    protocol's middle threshold when it has no 25 km; else country accuracy, else
-    multiple-choice accuracy; None when the rows have none of these.
+    Distance protocols: Acc at `headline_threshold` (25 km, else the middle threshold); else
+    country accuracy, else multiple-choice accuracy; None when the rows have none of these.
     """
     coords = [r.true_lat is not None and r.answer_type != "choice" for r in rows]
     if any(coords):
-        thresholds = metrics.resolve_thresholds(protocol.thresholds)
-        km = HEADLINE_KM if HEADLINE_KM in thresholds else thresholds[len(thresholds) // 2]
+        km = headline_threshold(metrics.resolve_thresholds(protocol.thresholds))
         d = np.array([r.distance_km if c else np.nan for r, c in zip(rows, coords, strict=True)])
         hits = metrics.hits_at(d, km, protocol.strict_threshold).astype(object)
         hits[~np.array(coords)] = None
@@ -94,15 +102,43 @@ def _round(value: float) -> float | None:
     return round(float(value), 4) if np.isfinite(value) else None
 
 
-def _group_entry(rows: Sequence[ScoreRow], protocol: ScoringProtocol, seed: int) -> dict[str, Any]:
-    """One breakdown group: n, every accuracy of the headline table (percent) with its interval in
-    ``ci95``, the GeoGuessr score, median and mean km. Same figures as ``summary.distance_metrics``
-    and ``level_metrics``, without the GeoGuessr interval (not an accuracy, and the costly one)."""
-    entry: dict[str, Any] = {"n": len(rows)}
+@dataclass(frozen=True)
+class RowArrays:
+    """The per-row figures a breakdown group reads, as arrays (built once for every grouping)."""
+
+    distance: np.ndarray  # km; NaN for a failure
+    on_distance: np.ndarray  # scored by distance (a truth point, not multiple choice)
+    level_hit: dict[str, np.ndarray]
+    level_has: dict[str, np.ndarray]  # the truth has that level
+    choice_hit: np.ndarray
+    choice_has: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[ScoreRow]) -> RowArrays:
+        levels = {lv for r in rows for lv in r.level_hits}
+        return cls(
+            distance=np.array([r.distance_km for r in rows], dtype=np.float64),
+            on_distance=np.array(
+                [r.true_lat is not None and r.answer_type != "choice" for r in rows], dtype=bool
+            ),
+            level_hit={
+                lv: np.array([r.level_hits.get(lv, False) for r in rows], dtype=bool) for lv in levels
+            },
+            level_has={lv: np.array([lv in r.level_hits for r in rows], dtype=bool) for lv in levels},
+            choice_hit=np.array([bool(r.choice_correct) for r in rows], dtype=bool),
+            choice_has=np.array([r.choice_correct is not None for r in rows], dtype=bool),
+        )
+
+
+def group_entry(arrays: RowArrays, index: np.ndarray, protocol: ScoringProtocol, seed: int) -> dict[str, Any]:
+    """One breakdown group (rows ``index``): n, every accuracy of the headline table (percent) with
+    its interval in ``ci95``, the GeoGuessr score, median and mean km. Same figures as
+    ``summary.distance_metrics`` and ``level_metrics``, without the GeoGuessr interval (not an
+    accuracy, and the costly one)."""
+    entry: dict[str, Any] = {"n": int(index.size)}
     ci95: dict[str, list[float | None]] = {}
-    scored = [r for r in rows if r.true_lat is not None and r.answer_type != "choice"]
-    if scored:
-        d = np.array([r.distance_km for r in scored], dtype=np.float64)
+    d = arrays.distance[index[arrays.on_distance[index]]]
+    if d.size:
         for km in metrics.resolve_thresholds(protocol.thresholds):
             name = metrics.threshold_name(km)
             entry[name], ci95[name] = _accuracy(metrics.hits_at(d, km, protocol.strict_threshold), seed)
@@ -111,10 +147,11 @@ def _group_entry(rows: Sequence[ScoreRow], protocol: ScoringProtocol, seed: int)
         entry["mean_km"] = _round(metrics.mean_km(d))
         entry["answered"] = int(np.isfinite(d).sum())
     for level in metrics.PATH_LEVELS:
-        hits = np.array([r.level_hits[level] for r in rows if level in r.level_hits], dtype=bool)
-        if hits.size:
-            entry[f"{level}_acc"], ci95[f"{level}_acc"] = _accuracy(hits, seed)
-    choices = np.array([bool(r.choice_correct) for r in rows if r.choice_correct is not None], dtype=bool)
+        if level in arrays.level_has:
+            hits = arrays.level_hit[level][index[arrays.level_has[level][index]]]
+            if hits.size:
+                entry[f"{level}_acc"], ci95[f"{level}_acc"] = _accuracy(hits, seed)
+    choices = arrays.choice_hit[index[arrays.choice_has[index]]]
     if choices.size:
         entry["choice_acc"], ci95["choice_acc"] = _accuracy(choices, seed)
     entry["ci95"] = ci95
@@ -127,15 +164,16 @@ def fairness_breakdowns(
     protocol: ScoringProtocol,
     seed: int = 0,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """One breakdown per grouping: its groups (sorted), each a `_group_entry`."""
+    """One breakdown per grouping: its groups (sorted), each a `group_entry`."""
+    arrays = RowArrays.of(rows)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for grouping, values in labels.items():
-        members: dict[str, list[ScoreRow]] = defaultdict(list)
-        for row, value in zip(rows, values, strict=True):
-            if value is not None:
-                members[value].append(row)
-        if members:
-            out[grouping] = {g: _group_entry(m, protocol, seed) for g, m in sorted(members.items())}
+        codes = np.array(values, dtype=object)
+        groups = sorted({v for v in values if v is not None})
+        if groups:
+            out[grouping] = {
+                g: group_entry(arrays, np.flatnonzero(codes == g), protocol, seed) for g in groups
+            }
     return out
 
 

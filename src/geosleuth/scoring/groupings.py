@@ -16,7 +16,8 @@ from numpy.typing import NDArray
 
 from geosleuth.core.countries import resolve_country
 from geosleuth.core.country_groups import COUNTRY_GROUPINGS, GROUPINGS, country_group, settlement_classes
-from geosleuth.core.fairness import disparity
+from geosleuth.core.fairness import disparity, headline_threshold
+from geosleuth.core.metrics import threshold_name
 from geosleuth.scoring.columnstore import Growing, Interned
 from geosleuth.scoring.io import Truth
 from geosleuth.scoring.results import ScoreArrays
@@ -66,13 +67,11 @@ class TruthGroups:
 
 
 def headline_name(arrays: ScoreArrays) -> str | None:
-    """The accuracy a disparity compares: acc@25km, else the middle distance threshold, else
-    the first accuracy the protocol scores."""
-    distance = sorted((k for k in arrays.hits if k.startswith("acc@")), key=lambda k: float(k[4:-2]))
-    if "acc@25km" in distance:
-        return "acc@25km"
-    if distance:
-        return distance[len(distance) // 2]
+    """The accuracy a disparity compares: Acc at `headline_threshold` of the distance thresholds
+    scored, else the first accuracy the protocol scores (levels, choices)."""
+    kms = [float(k[4:-2]) for k in arrays.hits if k.startswith("acc@") and k.endswith("km")]
+    if kms:
+        return threshold_name(headline_threshold(kms))
     return next(iter(arrays.hits), None)
 
 
