@@ -234,3 +234,22 @@ def test_headline_threshold() -> None:
     assert headline_threshold((3.0,)) == 3.0  # GeoVista's one threshold
     with pytest.raises(ValueError, match="no headline threshold"):
         headline_threshold(())
+
+
+def test_score_by_settlement_and_economy(tmp_path: Path) -> None:
+    predictions = _predictions(tmp_path / "p.jsonl")
+    out = CliRunner().invoke(
+        app, ["score", str(predictions), "--protocol", "geoclip", "--by", "settlement", "--json"]
+    )
+    payload = json.loads(out.stdout)
+    # New York and Addis Ababa both have over a million people: one group, so no disparity
+    assert list(payload["groups"]) == ["metropolis (1M+)"] and "disparity" not in payload
+    out = CliRunner().invoke(
+        app, ["score", str(predictions), "--protocol", "geoclip", "--by", "economy", "--json"]
+    )
+    groups = json.loads(out.stdout)["groups"]
+    # Natural Earth: the US "1. Developed region: G7", Ethiopia "7. Least developed region"
+    assert {g: v["metrics"]["acc@25km"] for g, v in groups.items()} == {
+        "developed": 80.0,
+        "least developed": 30.0,
+    }
