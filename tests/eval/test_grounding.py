@@ -71,8 +71,8 @@ def test_a_tool_cited_for_what_it_never_returned(gazetteer) -> None:  # type: ig
     a = sample_grounding(CITED_WRONGLY, gazetteer)
     got = {(c.claim.kind, c.claim.text, c.cited, c.supported) for c in a.checked}
     assert got == {
-        ("country", "france", None, True),  # the search result names France
-        ("place", "lyon", "search", False),  # cited to the search, which never named Lyon
+        ("country", "France", None, True),  # the search result names France
+        ("place", "Lyon", "search", False),  # cited to the search, which never named Lyon
         ("coordinates", "45.76, 4.84", None, False),  # no result states a point near it
     }
     assert a.answer_place == "Lyon" and a.answer_mentioned is False
@@ -97,14 +97,15 @@ def test_a_tool_cited_for_what_it_never_returned(gazetteer) -> None:  # type: ig
     assert block["unsupported"] == {
         "a": {
             "claims": [
-                {"kind": "place", "text": "lyon", "cited": "search"},
+                {"kind": "place", "text": "Lyon", "cited": "search"},
                 {"kind": "coordinates", "text": "45.76, 4.84", "cited": None},
             ],
             "answer_place_unmentioned": "Lyon",
         }
     }
     text = "\n".join(grounding_markdown(block))
-    assert "| a | place “lyon” (cites search); coordinates “45.76, 4.84”; answer “Lyon” in no tool" in text
+    assert "| a | place “Lyon” (cites search); coordinates “45.76, 4.84”; answer “Lyon” in no tool" in text
+    assert "6 claims in 2 final reasonings (of 2 trajectories)" in text
 
 
 def test_citation_needs_the_cited_tool() -> None:
@@ -261,6 +262,7 @@ def test_report_consistency_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     ok = block["n"]
     assert ok == 2 and block["judge"] == "judge"
     assert block["r_con_mean"] == pytest.approx(0.4 * sigma4 / ok, abs=1e-6)
+    assert "GeoAgent's consistency R_con (judge `judge`): mean 0.1964" in (run / "summary.md").read_text()
 
 
 class _EveryPhraseIsACountry:

@@ -65,6 +65,7 @@ class SampleGrounding:
 
     sample_id: str
     checked: list[Checked] = field(default_factory=list)
+    reasoned: bool = True  # the trajectory has a final reasoning to check
     answer_place: str | None = None
     answer_mentioned: bool | None = None  # None: the answer names no place
 
@@ -148,6 +149,7 @@ def grounding_figures(samples: Sequence[SampleGrounding]) -> dict[str, object]:
     cited = [c for c in checked if c.cited]
     return {
         "n_trajectories": len(samples),
+        "n_reasonings": sum(s.reasoned for s in samples),
         "n_claims": len(checked),
         "claim_support_rate": rate(checked),
         "by_kind": by_kind,

@@ -46,7 +46,7 @@ MIN_WORD_POPULATION = 15_000
 _CONNECTORS = (
     r"(?:de|del|della|di|da|do|dos|das|du|des|la|le|les|los|las|von|van|der|den|of|upon|am|sur|en|y)"
 )
-_WORD = r"[A-ZÀ-ÖØ-Þ\u0100-\u024F\u0370-\u03FF\u0400-\u04FF][\w'’.-]*"
+_WORD = r"[A-ZÀ-ÖØ-Þ\u0100-\u024F\u0370-\u03FF\u0400-\u04FF][\w'’-]*"
 _SPAN = re.compile(rf"(?<![\w]){_WORD}(?:[ -](?:{_CONNECTORS} )?{_WORD}){{0,3}}")
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{2,12}")
 _LEADING = frozenset(
@@ -180,11 +180,12 @@ def place_claims(text: str, places: PlaceFinder) -> list[Claim]:
         for f in found:
             place = f.place
             start = m.start() + offset
+            written = span if whole else f.text  # the phrase as the reasoning wrote it, when it is the name
             if place.kind == "country" and place.country_code:
                 names = (f.text, place.name, country_name(place.country_code))
-                claims.append(Claim("country", f.text, names, start=start))
+                claims.append(Claim("country", written, names, start=start))
             else:
-                claims.append(Claim("place", f.text, (f.text, place.name), start=start))
+                claims.append(Claim("place", written, (f.text, place.name), start=start))
         if len(claims) >= MAX_CLAIMS:
             break
     return sorted(claims[:MAX_CLAIMS], key=lambda c: c.start)
@@ -217,7 +218,11 @@ def sample_grounding(trajectory: Trajectory, places: PlaceFinder) -> SampleGroun
     evidence = evidence_of(trajectory)
     points = [[(lat, lon) for _, lat, lon in coordinate_pairs(e.text)] for e in evidence]
     claims = sorted([*place_claims(reasoning, places), *coordinate_claims(reasoning)], key=lambda c: c.start)
-    out = SampleGrounding(trajectory.sample_id, check_claims(reasoning, claims, evidence, points))
+    out = SampleGrounding(
+        trajectory.sample_id,
+        check_claims(reasoning, claims, evidence, points),
+        reasoned=bool(reasoning.strip()),
+    )
     names = answer_names(trajectory.prediction)
     if names:
         out.answer_place = names[0]

@@ -33,11 +33,20 @@ def grounding_markdown(block: dict[str, Any] | None) -> list[str]:
     if "n_claims" in block:
         kinds = ", ".join(f"{k} {_pct(v['support_rate'])} % of {v['n']}" for k, v in block["by_kind"].items())
         lines += [
-            f"{block['n_claims']} claims in {block['n_trajectories']} final reasonings; supported by an "
+            f"{block['n_claims']} claims in {block['n_reasonings']} final reasonings (of "
+            f"{block['n_trajectories']} trajectories); supported by an "
             f"OCR or tool result: {_pct(block['claim_support_rate'])} % ({kinds or 'none'}); claims citing "
             f"a tool backed by that tool: {_pct(block['cited_support_rate'])} % of {block['n_cited']}; "
             "answers whose place no tool or OCR result mentions: "
             f"{_pct(block['unmentioned_answer_rate'])} % of {block['n_answers_with_place']}.",
+        ]
+    consistency = block.get("consistency")
+    if consistency and consistency.get("n"):
+        lo, hi = consistency["ci95"]
+        lines += [
+            "",
+            f"GeoAgent's consistency R_con (judge `{consistency['judge']}`): mean "
+            f"{consistency['r_con_mean']:.4f} [{lo:.4f}, {hi:.4f}] over {consistency['n']} trajectories.",
         ]
     geocomp = block.get("geocomp") or {}
     if geocomp:
