@@ -24,7 +24,7 @@ from geosleuth.eval.grounding import (
     place_claims,
     sample_grounding,
 )
-from geosleuth.eval.grounding_report import grounding_markdown
+from geosleuth.eval.grounding_report import grounding_html, grounding_markdown
 from geosleuth.eval.scores import ScoreRow
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
@@ -283,3 +283,10 @@ def test_place_claims_any_reasoning(reasoning: str) -> None:
     claims = place_claims(reasoning, _EveryPhraseIsACountry())
     assert len(claims) <= MAX_CLAIMS
     assert all(0 <= c.start < max(len(reasoning), 1) for c in claims)
+
+
+def test_grounding_html_links_samples() -> None:
+    block = {"unsupported": {"a<b": {"claims": [{"kind": "place", "text": "Lyon", "cited": "search"}]}}}
+    page = grounding_html(block, lambda sid: "samples/a_b-1.html")
+    assert '<a href="samples/a_b-1.html">a&lt;b</a></td><td>place “Lyon” (cites search)' in page
+    assert "<td>a&lt;b</td>" in grounding_html(block)  # no page: the id alone, escaped

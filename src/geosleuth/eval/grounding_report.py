@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 MAX_SHOWN = 200
@@ -21,6 +22,11 @@ def _claims(entry: dict[str, Any]) -> str:
     if entry.get("answer_place_unmentioned"):
         parts.append(f"answer “{entry['answer_place_unmentioned']}” in no tool or OCR result")
     return "; ".join(parts)
+
+
+def _sample_cell(sample_id: str, page: str | None) -> str:
+    name = html.escape(sample_id)
+    return f'<a href="{html.escape(page)}">{name}</a>' if page else name
 
 
 def grounding_markdown(block: dict[str, Any] | None) -> list[str]:
@@ -72,8 +78,11 @@ def grounding_markdown(block: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def grounding_html(block: dict[str, Any] | None) -> str:
-    """The report's grounding section: the rates, GeoComp's levels, unsupported claims per sample."""
+def grounding_html(
+    block: dict[str, Any] | None, page_of: Callable[[str], str | None] = lambda _: None
+) -> str:
+    """The report's grounding section: the rates, GeoComp's levels, unsupported claims per sample
+    (each sample linked to its page where ``page_of`` names one)."""
     if not block:
         return ""
     lines = grounding_markdown(block)
@@ -92,7 +101,7 @@ def grounding_html(block: dict[str, Any] | None) -> str:
         else ""
     )
     unsupported = "".join(
-        f"<tr><td>{html.escape(sid)}</td><td>{html.escape(_claims(entry))}</td></tr>"
+        f"<tr><td>{_sample_cell(sid, page_of(sid))}</td><td>{html.escape(_claims(entry))}</td></tr>"
         for sid, entry in list((block.get("unsupported") or {}).items())[:MAX_SHOWN]
     )
     listed = (

@@ -223,6 +223,10 @@ def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
     return "".join(parts)
 
 
+def _page_link(sample_id: str, pages: set[str]) -> str | None:
+    return f"samples/{_page_name(sample_id)}" if sample_id in pages else None
+
+
 def _page_name(sample_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)[:100]
     digest = hashlib.sha1(sample_id.encode()).hexdigest()[:10]
@@ -331,7 +335,7 @@ def index_html(
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
         f"{wherebench_html(summary.get('wherebench'))}{fairness_html(summary)}"
-        f"{grounding_html(summary.get('grounding'))}"
+        f"{grounding_html(summary.get('grounding'), lambda sid: _page_link(sid, pages))}"
         f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
         f"{_plots_html(plots or [])}"
         f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'
