@@ -39,8 +39,8 @@ from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import Prediction, ToolCallRecord, Trajectory, Turn
 from geosleuth.eval.fairness import fairness_block, fairness_breakdowns, group_labels
 from geosleuth.eval.grounding import run_grounding
-from geosleuth.eval.scores import ScoreRow
-from geosleuth.eval.summary import summarize
+from geosleuth.eval.report.scores import ScoreRow
+from geosleuth.eval.report.summary import summarize
 from geosleuth.gazetteer import get_gazetteer
 from geosleuth.scoring import get_protocol, score_file
 

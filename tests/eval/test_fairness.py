@@ -18,7 +18,7 @@ from geosleuth.core.country_groups import REMOTE, country_group, settlement_clas
 from geosleuth.core.fairness import disparity, headline_threshold, prediction_entropy
 from geosleuth.eval.fairness import fairness_block, fairness_breakdowns, group_labels
 from geosleuth.eval.fairness_report import accuracy_colour, choropleth_svg, fairness_markdown
-from geosleuth.eval.scores import ScoreRow
+from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.scoring.protocols import get_protocol
 
 

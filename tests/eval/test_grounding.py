@@ -25,7 +25,7 @@ from geosleuth.eval.grounding import (
     sample_grounding,
 )
 from geosleuth.eval.grounding_report import grounding_html, grounding_markdown
-from geosleuth.eval.scores import ScoreRow
+from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
 

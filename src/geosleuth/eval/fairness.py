@@ -35,7 +35,7 @@ from geosleuth.core.fairness import (
 )
 from geosleuth.core.records import Trajectory
 from geosleuth.core.text import normalize
-from geosleuth.eval.scores import RecordStats, ScoreRow
+from geosleuth.eval.report.scores import RecordStats, ScoreRow
 from geosleuth.scoring.protocols import ScoringProtocol
 
 log = logging.getLogger(__name__)

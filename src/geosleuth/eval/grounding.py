@@ -30,7 +30,7 @@ from geosleuth.core.grounding import (
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
-from geosleuth.eval.scores import RecordStats, ScoreRow
+from geosleuth.eval.report.scores import RecordStats, ScoreRow
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +374,7 @@ def add_grounding(
 ) -> None:
     """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
     R_con when a consistency judge is given (``truths``: the ground truth of each sample id)."""
-    from geosleuth.eval.store import TrajectoryStore
+    from geosleuth.eval.run.store import TrajectoryStore
 
     try:
         block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
