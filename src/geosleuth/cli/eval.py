@@ -297,6 +297,16 @@ def report_command(
         str | None, typer.Option("--judge-key-env", hidden=True, help="Old spelling of --judge-api-key-env.")
     ] = None,
     judges: Annotated[str | None, typer.Option(help=JUDGES_HELP)] = None,
+    consistency_judge: Annotated[
+        str | None,
+        typer.Option(help="Model that re-derives each level from the reasoning: adds GeoAgent's R_con."),
+    ] = None,
+    consistency_base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint of the consistency judge.")
+    ] = None,
+    consistency_api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the consistency judge's key.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Metrics, tool-use statistics, plots and the HTML report of a run directory."""
@@ -308,10 +318,28 @@ def report_command(
         settings = judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
         if settings is not None:
             _run_judges(run_dir, settings)
-        summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots)
+        consistency = (
+            _consistency(consistency_judge, consistency_base_url, consistency_api_key_env)
+            if consistency_judge
+            else None
+        )
+        summary = write_report(run_dir, protocol, breakdown, html=html, plots=plots, consistency=consistency)
     except (RunDirError, ValueError, OSError) as exc:
         _fail(str(exc))
     _print_summary(summary, run_dir, as_json)
+
+
+def _consistency(model: str, base_url: str | None, api_key_env: str | None) -> tuple[str, Any]:
+    """GeoAgent's consistency judge (the training reward's, as the paper sets it) as a report scorer."""
+    import os
+
+    from geosleuth.training.rewards.consistency import ConsistencyJudge, JudgeConfig
+
+    if api_key_env and not os.environ.get(api_key_env):
+        raise ValueError(f"--consistency-api-key-env {api_key_env}: that environment variable is not set")
+    key = os.environ.get(api_key_env) if api_key_env else None
+    judge = ConsistencyJudge(JudgeConfig(model=model, base_url=base_url, api_key=key))
+    return model, judge.score_texts_sync
 
 
 def merge_command(

@@ -53,7 +53,12 @@ def score(
         str | None, typer.Option("-p", hidden=True, help="Old short form of --protocol.")
     ] = None,
     by: Annotated[
-        str | None, typer.Option("--by", help="Break results down by a row field (e.g. data_source, split).")
+        str | None,
+        typer.Option(
+            "--by",
+            help="Break results down by a row field (e.g. data_source, split), or by a grouping of the "
+            "truth: income, m49_region, m49_subregion, economy, settlement (with their disparity).",
+        ),
     ] = None,
     truth: Annotated[
         Path | None,
@@ -252,8 +257,21 @@ def _tables(results: list[FileScore]) -> None:
             cells += [_fmt(name, g["metrics"].get(name)) for g in groups.values()]
             table.add_row(name, *cells)
         out.print(table)
+        if s.disparity:
+            out.print(escape(disparity_line(s.disparity)), highlight=False, soft_wrap=True)
         for w in s.warnings:
             err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+
+
+def disparity_line(d: dict[str, Any]) -> str:
+    """One line of a grouping's disparity: best and worst group, gap with its interval, ratio."""
+    lo, hi = d["gap_ci95"]
+    ratio = "–" if d["ratio"] is None else f"{d['ratio']:.3f}"
+    return (
+        f"disparity of {d['metric']} over {d['n_groups']} groups: best {d['best']['group']} "
+        f"{d['best']['value']:.2f} %, worst {d['worst']['group']} {d['worst']['value']:.2f} %, gap "
+        f"{d['gap']:.2f} points [{lo:.2f}, {hi:.2f}], ratio {ratio}, macro mean {d['macro_mean']:.2f} %"
+    )
 
 
 def _fmt(name: str, value: float | None) -> str:

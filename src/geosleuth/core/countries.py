@@ -312,6 +312,11 @@ def _ne_by_code() -> dict[str, dict[str, object]]:
     return chosen
 
 
+def natural_earth_record(code: str) -> dict[str, object] | None:
+    """The Natural Earth admin-0 attributes of an alpha-2 code (ECONOMY, INCOME_GRP, …), if any."""
+    return _ne_by_code().get(code.upper())
+
+
 @lru_cache(maxsize=512)
 def country_info(code: str) -> CountryInfo | None:
     """Facts for an alpha-2 code (or any resolvable name); None when unknown."""

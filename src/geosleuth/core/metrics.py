@@ -484,3 +484,27 @@ def expected_calibration_error(confidence: ArrayLike, hits: ArrayLike, n_bins: i
     mean_conf = np.bincount(index, weights=conf, minlength=n_bins)[used] / count[used]
     hit_rate = np.bincount(index, weights=h, minlength=n_bins)[used] / count[used]
     return float(np.sum(np.abs(mean_conf - hit_rate) * count[used]) / conf.size)
+
+
+def macro_recall_f1(truth: Sequence[str], predicted: Sequence[str]) -> tuple[float, float, int]:
+    """Macro recall and macro F1 over classes as GeoComp reports them per level (its
+    ``calc_index.py``: scikit-learn's ``recall_score`` / ``f1_score`` with ``average='macro'``,
+    ``zero_division=0``): the classes are every label in truth or prediction, a class never true
+    (or never predicted) scores 0 where its ratio is undefined, F1 = 2TP / (2TP + FP + FN).
+    Returns (macro recall, macro F1, number of classes); NaN and 0 when there are no rows."""
+    if len(truth) != len(predicted):
+        raise ValueError(f"{len(truth)} truths but {len(predicted)} predictions")
+    labels = sorted(set(truth) | set(predicted))
+    if not labels:
+        return math.nan, math.nan, 0
+    index = {label: i for i, label in enumerate(labels)}
+    t = np.array([index[x] for x in truth], dtype=np.int64)
+    p = np.array([index[x] for x in predicted], dtype=np.int64)
+    k = len(labels)
+    tp = np.bincount(t[t == p], minlength=k).astype(np.float64)
+    true_count = np.bincount(t, minlength=k).astype(np.float64)
+    pred_count = np.bincount(p, minlength=k).astype(np.float64)
+    recall = np.divide(tp, true_count, out=np.zeros(k), where=true_count > 0)
+    denom = true_count + pred_count  # 2TP + FP + FN
+    f1 = np.divide(2 * tp, denom, out=np.zeros(k), where=denom > 0)
+    return float(recall.mean()), float(f1.mean()), k

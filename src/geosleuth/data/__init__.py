@@ -94,3 +94,14 @@ def iso3166_2_names() -> dict[str, list[str]]:
         names = dict.fromkeys([sub.name] + [c.gettext(sub.name) for c in catalogs])
         out[sub.code] = list(names)
     return out
+
+
+def country_groups_path() -> Path:
+    return Path(__file__).parent / "country_groups.csv"
+
+
+@lru_cache(maxsize=1)
+def country_group_rows() -> dict[str, dict[str, str]]:
+    """``country_groups.csv`` keyed by alpha-2: m49_region, m49_subregion, income ("" = none)."""
+    with country_groups_path().open(encoding="utf-8", newline="") as fh:
+        return {row["alpha2"]: row for row in csv.DictReader(fh)}

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +54,45 @@ class Gazetteer(NameSearch, PlaceStore, Borders, SavedParts):
         faster on large batches); the place indices come back in the caller's order and the
         name columns are built once, in that order.
         """
-        la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
-        if la.size < 2:
-            codes, on_land, chosen, dist = self._reverse_places(la, lo)
-        else:
-            order = _cell_order(la, lo)
-            sorted_parts = self._reverse_places(la[order], lo[order])
-            back = np.empty_like(order)
-            back[order] = np.arange(order.size)
-            codes, on_land, chosen, dist = (part[back] for part in sorted_parts)
+        codes, on_land, chosen, dist = self._reverse_in_cell_order(lats, lons)
         city, admin1, admin2 = (self._city_text_at(c, chosen) for c in ("name", "admin1", "admin2"))
         return {
             "country_code": codes, "admin1": admin1, "admin2": admin2, "city": city,
             "city_distance_km": chord_to_km(dist), "on_land": on_land,
         }  # fmt: skip
+
+    def place_population_batch(
+        self, lats: ArrayLike, lons: ArrayLike
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """GeoNames population of the place each point belongs to (the place `reverse_batch` names)
+        and the distance to it in km; 0 and NaN where no place is chosen (no coordinates)."""
+        _, _, chosen, dist = self._reverse_in_cell_order(lats, lons)
+        population = np.zeros(chosen.size, dtype=np.int64)
+        found = chosen >= 0
+        population[found] = self._place_population[chosen[found]]
+        return population, chord_to_km(dist)
+
+    @cached_property
+    def _place_population(self) -> NDArray[np.int64]:
+        """Population of each reverse-geocoding place (GeoNames, as the build matched it)."""
+        path = self.data_dir / "rg_population.npy"
+        if not path.exists():
+            raise RuntimeError(f"{path} is missing: rebuild the gazetteer (geosleuth gazetteer build)")
+        return np.load(path).astype(np.int64)
+
+    def _reverse_in_cell_order(
+        self, lats: ArrayLike, lons: ArrayLike
+    ) -> tuple[NDArray[Any], NDArray[np.bool_], NDArray[np.int64], NDArray[np.float64]]:
+        """`_reverse_places` run in 1-degree cell order, the parts returned in the caller's order."""
+        la, lo = np.asarray(lats, dtype=np.float64).ravel(), np.asarray(lons, dtype=np.float64).ravel()
+        if la.size < 2:
+            return self._reverse_places(la, lo)
+        order = _cell_order(la, lo)
+        sorted_parts = self._reverse_places(la[order], lo[order])
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        codes, on_land, chosen, dist = (part[back] for part in sorted_parts)
+        return codes, on_land, chosen, dist
 
     def _reverse_places(
         self, la: NDArray[np.float64], lo: NDArray[np.float64]

@@ -39,6 +39,7 @@ from geosleuth.scoring.columnstore import (
     Reservoir,
     merged_problems,
 )
+from geosleuth.scoring.groupings import GROUPINGS, TruthGroups, group_disparity
 from geosleuth.scoring.io import (
     InputRow,
     ScoreInputError,
@@ -134,6 +135,7 @@ class _Accumulator:
         self.has_response = Growing(bool)
         self.no_verdict = Capped()
         self.groups = Interned() if by else None
+        self.truth_groups = TruthGroups(by) if by in GROUPINGS else None  # income, m49_region, …
         self.ids: list[str | None] = []
         self.formats: list[str | None] = []
         self.recovered: list[str] = []
@@ -215,7 +217,9 @@ class _Accumulator:
                 self._geovista_levels(i, prediction, labels)
             else:
                 self._name_levels(prediction, labels)
-        if self.groups is not None:
+        if self.truth_groups is not None:
+            self.truth_groups.add(truth)
+        elif self.groups is not None:
             self.groups.append(field_value(data, truth, self.by or "") or MISSING_GROUP)  # type: ignore[arg-type]
         if self.keep_rows:
             self.ids.append(sid)
@@ -460,7 +464,10 @@ def score_file(
     problems = merged_problems([truth_problems, acc.duplicates, missing_problem, acc.row_problems])
     score.warnings = _warnings(path, acc, arrays, problems, [*read_notes, *notes])
     if by and acc.groups is not None:
-        score.groups = _groups(acc.groups, arrays, protocol)
+        groups = acc.truth_groups.interned(MISSING_GROUP) if acc.truth_groups else acc.groups
+        score.groups = _groups(groups, arrays, protocol)
+        if acc.truth_groups:
+            score.disparity = group_disparity(groups, arrays, MISSING_GROUP)
         if set(score.groups) == {MISSING_GROUP}:
             score.warnings.append(f"--by {by}: no row has this field")
     columns = None

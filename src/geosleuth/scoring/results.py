@@ -27,6 +27,7 @@ class Score:
     ci95: dict[str, tuple[float, float]]
     warnings: list[str] = field(default_factory=list)
     groups: dict[str, Score] = field(default_factory=dict)
+    disparity: dict[str, Any] | None = None  # across the groups of a grouping of the truth (income, …)
 
     def to_dict(self, include_warnings: bool = True) -> dict[str, Any]:
         """The JSON shape of ``geosleuth score --format json`` (NaN becomes null)."""
@@ -40,6 +41,8 @@ class Score:
             out["warnings"] = list(self.warnings)
         if self.groups:
             out["groups"] = {k: g.to_dict(include_warnings=False) for k, g in self.groups.items()}
+        if self.disparity is not None:
+            out["disparity"] = self.disparity
         return out
 
 

@@ -210,3 +210,37 @@ def _keyed_pair(text: str) -> _Found | None:
                 lat=lat, lon=lon, fmt="free_coordinates", recovered=["free_text_coordinates"], labeled=True
             )
     return last
+
+
+MAX_TEXT_PAIRS = 256
+"""At most this many pairs are read from one text (bounded work on any tool output)."""
+
+
+def coordinate_pairs(text: str) -> list[tuple[int, float, float]]:
+    """Every (offset, lat, lon) a text states: keyed pairs (``lat=1.5, lon=2.5``) and adjacent
+    number pairs of which one at least is decimal or carries a degree or hemisphere mark;
+    latitude within ±90, longitude within ±180, in text order, at most `MAX_TEXT_PAIRS`."""
+    if _DIGIT.search(text) is None:
+        return []
+    text = text.replace("−", "-")
+    found: list[tuple[int, float, float]] = []
+    for m in _KEYED_PAIR.finditer(text):
+        a = _COORD_TEXT.fullmatch(m.group("a").strip().rstrip(",;"))
+        b = _COORD_TEXT.fullmatch(m.group("b").strip().rstrip(",;"))
+        if a is not None and b is not None:
+            lat, lon = _token_value(a, "lat"), _token_value(b, "lon")
+            if lat is not None and lon is not None:
+                found.append((m.start(), lat, lon))
+    keyed = [(m.start(), m.end()) for m in _KEYED_PAIR.finditer(text)]
+    tokens = list(_COORD_TOKEN.finditer(text))[: 4 * MAX_TEXT_PAIRS]
+    for a, b in zip(tokens, tokens[1:], strict=False):
+        if any(s <= a.start() < e for s, e in keyed) or _PAIR_GAP.fullmatch(text, a.end(), b.start()) is None:
+            continue
+        if not (_marked(a) or _marked(b) or _is_decimal(a) or _is_decimal(b)):
+            continue
+        pair = _pair(a, b)
+        if pair is not None and pair.lat is not None and pair.lon is not None:
+            found.append((a.start(), pair.lat, pair.lon))
+    return [(at, lat, lon) for at, lat, lon in sorted(found) if abs(lat) <= 90 and abs(lon) <= 180][
+        :MAX_TEXT_PAIRS
+    ]

@@ -22,6 +22,8 @@ from typing import Any
 from geosleuth.bounds.imageio import ImageInputError, thumbnail
 from geosleuth.core.records import Sample, Trajectory, cap_text
 from geosleuth.eval.judges.tasks import read_judgments
+from geosleuth.eval.report.fairness_markup import fairness_html
+from geosleuth.eval.report.grounding_markup import grounding_html
 from geosleuth.eval.report.rundata import RunData
 from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.eval.run.store import load_run_trajectories
@@ -221,6 +223,10 @@ def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
     return "".join(parts)
 
 
+def _page_link(sample_id: str, pages: set[str]) -> str | None:
+    return f"samples/{_page_name(sample_id)}" if sample_id in pages else None
+
+
 def _page_name(sample_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)[:100]
     digest = hashlib.sha1(sample_id.encode()).hexdigest()[:10]
@@ -328,7 +334,8 @@ def index_html(
         f"<p>{summary['n_finished']} / {summary['n_samples']} finished; {statuses}. "
         f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
         f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
-        f"{wherebench_html(summary.get('wherebench'))}"
+        f"{wherebench_html(summary.get('wherebench'))}{fairness_html(summary)}"
+        f"{grounding_html(summary.get('grounding'), lambda sid: _page_link(sid, pages))}"
         f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
         f"{_plots_html(plots or [])}"
         f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'

@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.eval.judges.tasks import judge_summary, read_judgments
+from geosleuth.eval.report.fairness import add_fairness
+from geosleuth.eval.report.fairness_markup import fairness_markdown
+from geosleuth.eval.report.grounding import ConsistencyFn, add_grounding
+from geosleuth.eval.report.grounding_markup import grounding_markdown
 from geosleuth.eval.report.rundata import RunData, load_records, load_run
 from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
 from geosleuth.eval.report.summary import percent_judges, percent_summary, summarize
@@ -34,7 +38,10 @@ PER_SAMPLE = "per_sample.csv"
 
 
 def compute(
-    run: RunData, protocol: str | None = None, fields: list[str] | None = None
+    run: RunData,
+    protocol: str | None = None,
+    fields: list[str] | None = None,
+    consistency: tuple[str, ConsistencyFn] | None = None,
 ) -> tuple[dict[str, Any], list[ScoreRow]]:
     """Score rows and the summary of a loaded run."""
     config = run.config
@@ -62,6 +69,9 @@ def compute(
             "dataset",
         )
     }
+    add_fairness(summary, rows, proto, run.records, seed=int(config.get("seed") or 0))
+    truths = {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.samples} if consistency else None
+    add_grounding(summary, run.run_dir, rows, run.records, consistency, truths)
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
@@ -155,7 +165,7 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"| {name} | {passes} | {_fmt(multi['best@n'][name])} | {_fmt(multi['aggregated'][name])} |"
             )
     for field, groups in summary["breakdowns"].items():
-        keys = list(dict.fromkeys(k for g in groups.values() for k in g if k != "n"))  # metric order
+        keys = list(dict.fromkeys(k for g in groups.values() for k in g if k not in ("n", "ci95")))
         lines += [
             "",
             f"## By {field} (accuracies in %)",
@@ -164,8 +174,14 @@ def markdown(summary: dict[str, Any]) -> str:
             "|" + "---|" * (len(keys) + 2),
         ]
         for value, group in groups.items():
-            cells = [_fmt(group.get(k)) for k in keys]
+            ci95 = group.get("ci95") or {}  # groupings of the truth carry each accuracy's interval
+            cells = [
+                _metric_cell({"value": group.get(k), "ci95": ci95[k]}) if k in ci95 else _fmt(group.get(k))
+                for k in keys
+            ]
             lines.append("| " + " | ".join([value, str(group["n"]), *cells]) + " |")
+    lines += fairness_markdown(summary.get("fairness"))
+    lines += grounding_markdown(summary.get("grounding"))
     return "\n".join(lines) + "\n"
 
 
@@ -268,10 +284,12 @@ def write_report(
     fields: list[str] | None = None,
     html: bool = True,
     plots: bool = True,
+    consistency: tuple[str, ConsistencyFn] | None = None,
 ) -> dict[str, Any]:
-    """Compute and write every report file; returns the summary."""
+    """Compute and write every report file; returns the summary. ``consistency`` (judge name,
+    scorer) adds GeoAgent's R_con to the grounding figures."""
     run = load_run(run_dir)
-    summary, rows = compute(run, protocol, fields)
+    summary, rows = compute(run, protocol, fields, consistency)
     outputs: dict[str, Any] = {"summary": SUMMARY, "markdown": MARKDOWN, "csv": PER_SAMPLE}
     pngs: list[Path] = []
     if plots:

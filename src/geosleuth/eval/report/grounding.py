@@ -1,0 +1,384 @@
+"""The grounding figures of a run, and GeoComp's macro recall / F1 per level.
+
+For each trajectory: the places, countries and coordinates its final reasoning asserts (proper
+names the gazetteer knows, coordinate pairs), each checked against the texts the trajectory
+received (every tool result, the OCR tool's and the observer's included) by
+`geosleuth.core.grounding`. Per run: the claim-support rate, the share of answers whose place no
+tool or OCR result mentions, and the unsupported claims of each sample (``summary["grounding"]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from geosleuth.core import metrics
+from geosleuth.core.countries import country_info, country_name, resolve_country
+from geosleuth.core.grounding import (
+    Claim,
+    Evidence,
+    SampleGrounding,
+    check_claims,
+    grounding_figures,
+    mentions,
+)
+from geosleuth.core.parsing.coordinates import coordinate_pairs
+from geosleuth.core.records import Prediction, Trajectory, cap_text
+from geosleuth.core.text import normalize
+from geosleuth.eval.report.scores import RecordStats, ScoreRow
+
+log = logging.getLogger(__name__)
+
+MAX_REASONING_CHARS = 50_000
+MAX_EVIDENCE_CHARS = 20_000  # per tool result
+MAX_EVIDENCE_ITEMS = 200
+MAX_CLAIMS = 100
+MAX_LISTED_SAMPLES = 1000
+"""summary.json lists the unsupported claims of at most this many samples (all are counted)."""
+MIN_WORD_POPULATION = 15_000
+"""One word of a longer capitalised phrase counts as a place only if the place is this large."""
+
+_CONNECTORS = (
+    r"(?:de|del|della|di|da|do|dos|das|du|des|la|le|les|los|las|von|van|der|den|of|upon|am|sur|en|y)"
+)
+_WORD = r"[A-ZÀ-ÖØ-Þ\u0100-\u024F\u0370-\u03FF\u0400-\u04FF][\w'’-]*"
+_SPAN = re.compile(rf"(?<![\w]){_WORD}(?:[ -](?:{_CONNECTORS} )?{_WORD}){{0,3}}")
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{2,12}")
+_LEADING = frozenset(
+    [
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "i",
+        "in",
+        "on",
+        "at",
+        "a",
+        "an",
+        "and",
+        "but",
+        "so",
+        "as",
+        "if",
+        "however",
+        "based",
+        "given",
+        "looking",
+        "overall",
+        "there",
+        "here",
+        "my",
+        "we",
+        "our",
+        "final",
+        "answer",
+        "country",
+        "city",
+        "region",
+        "location",
+        "coordinates",
+        "latitude",
+        "longitude",
+        "also",
+        "then",
+        "while",
+        "since",
+        "because",
+        "near",
+        "north",
+        "south",
+        "east",
+        "west",
+        "northern",
+        "southern",
+        "eastern",
+        "western",
+        "central",
+    ]
+)
+
+
+class PlaceFinder(Protocol):
+    def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[Any]: ...
+
+
+MAX_CACHED_NAMES = 100_000
+
+
+class CachedFinder:
+    """A `PlaceFinder` that looks each phrase up once per run (names repeat across trajectories)."""
+
+    def __init__(self, finder: PlaceFinder) -> None:
+        self.finder = finder
+        self.cache: dict[str, list[Any]] = {}
+
+    def match_names(self, text: str, min_population: int = 0, max_ngram: int = 4) -> list[Any]:
+        key = f"{min_population}\x00{max_ngram}\x00{text}"
+        found = self.cache.get(key)
+        if found is None:
+            if len(self.cache) >= MAX_CACHED_NAMES:
+                self.cache.clear()
+            found = self.cache[key] = self.finder.match_names(text, min_population, max_ngram)
+        return found
+
+
+def final_reasoning(trajectory: Trajectory) -> str:
+    """The reasoning and text of the last model turn (observations are not the model's), capped."""
+    for turn in reversed(trajectory.turns):
+        if turn.note == "observation":
+            continue
+        text = "\n".join(t for t in (turn.reasoning, turn.text) if t)
+        if text.strip():
+            return cap_text(text, MAX_REASONING_CHARS)[0]
+    return ""
+
+
+def evidence_of(trajectory: Trajectory) -> list[Evidence]:
+    """Every successful tool result's text, in order (at most `MAX_EVIDENCE_ITEMS`, each capped)."""
+    items = [
+        Evidence(call.name, cap_text(call.result_text, MAX_EVIDENCE_CHARS)[0])
+        for turn in trajectory.turns
+        for call in turn.tool_calls
+        if call.ok and call.result_text
+    ]
+    return items[:MAX_EVIDENCE_ITEMS]
+
+
+def _stripped(span: str) -> tuple[int, str]:
+    """A capitalised span without its leading sentence words ("The Eiffel Tower" -> "Eiffel Tower")."""
+    words = span.split(" ")
+    cut = 0
+    while cut < len(words) and words[cut].lower().strip(".") in _LEADING:
+        cut += 1
+    rest = " ".join(words[cut:])
+    return len(span) - len(rest), rest
+
+
+def place_claims(text: str, places: PlaceFinder) -> list[Claim]:
+    """The places and countries a text names: capitalised phrases (and CJK runs) the gazetteer knows."""
+    claims: list[Claim] = []
+    for m in [*_SPAN.finditer(text), *_CJK_RUN.finditer(text)]:
+        offset, span = _stripped(m.group().rstrip(".'’-"))
+        if len(span) < 2:
+            continue
+        key = normalize(span)
+        found = places.match_names(span)
+        whole = [f for f in found if f.text == key]
+        if whole:
+            found = whole[:1]
+        else:  # one word of a longer phrase names a place only if it is a large one
+            found = [f for f in found if f.place.population >= MIN_WORD_POPULATION and len(f.text) >= 4]
+        for f in found:
+            place = f.place
+            start = m.start() + offset
+            written = span if whole else f.text  # the phrase as the reasoning wrote it, when it is the name
+            if place.kind == "country" and place.country_code:
+                names = (f.text, place.name, country_name(place.country_code))
+                claims.append(Claim("country", written, names, start=start))
+            else:
+                claims.append(Claim("place", written, (f.text, place.name), start=start))
+        if len(claims) >= MAX_CLAIMS:
+            break
+    return sorted(claims[:MAX_CLAIMS], key=lambda c: c.start)
+
+
+def coordinate_claims(text: str) -> list[Claim]:
+    return [
+        Claim("coordinates", f"{lat:g}, {lon:g}", point=(lat, lon), start=at)
+        for at, lat, lon in coordinate_pairs(text)
+    ]
+
+
+def answer_names(prediction: Prediction | None) -> list[str]:
+    """The names of the place an answer gives: its finest of city, admin-1, country (and the
+    country's English name)."""
+    if prediction is None:
+        return []
+    for value in (prediction.city, prediction.admin1):
+        if value and normalize(value):
+            return [value]
+    code = prediction.country_code or resolve_country(prediction.country)
+    if code:
+        return [n for n in (prediction.country, country_name(code)) if n]
+    return []
+
+
+def sample_grounding(trajectory: Trajectory, places: PlaceFinder) -> SampleGrounding:
+    """The checked claims of one trajectory and whether its answer's place was ever mentioned."""
+    reasoning = final_reasoning(trajectory)
+    evidence = evidence_of(trajectory)
+    points = [[(lat, lon) for _, lat, lon in coordinate_pairs(e.text)] for e in evidence]
+    claims = sorted([*place_claims(reasoning, places), *coordinate_claims(reasoning)], key=lambda c: c.start)
+    out = SampleGrounding(
+        trajectory.sample_id,
+        check_claims(reasoning, claims, evidence, points),
+        reasoned=bool(reasoning.strip()),
+    )
+    names = answer_names(trajectory.prediction)
+    if names:
+        out.answer_place = names[0]
+        out.answer_mentioned = any(mentions(e.text, names) for e in evidence)
+    return out
+
+
+def grounding_block(groundings: Iterable[SampleGrounding]) -> dict[str, Any]:
+    """``summary["grounding"]``: the run's figures and the unsupported claims listed per sample."""
+    samples = sorted(groundings, key=lambda g: g.sample_id)
+    block: dict[str, Any] = dict(grounding_figures(samples))
+    listed = [s for s in samples if s.unsupported or s.answer_mentioned is False]
+    block["unsupported"] = {
+        s.sample_id: {
+            "claims": [{"kind": c.claim.kind, "text": c.claim.text, "cited": c.cited} for c in s.unsupported],
+            "answer_place_unmentioned": s.answer_place if s.answer_mentioned is False else None,
+        }
+        for s in listed[:MAX_LISTED_SAMPLES]
+    }
+    if len(listed) > MAX_LISTED_SAMPLES:
+        block["unsupported_listed"] = f"the first {MAX_LISTED_SAMPLES} of {len(listed)} samples"
+    return block
+
+
+ConsistencyFn = Callable[[Sequence[str], Sequence[Mapping[str, Any]]], Sequence[float]]
+"""GeoAgent's R_con of rollouts against ground truths (the training reward's judge, handed in by the
+CLI: evaluation sits below training, so it takes the scorer rather than importing it)."""
+CONSISTENCY_BATCH = 256
+
+
+def rollout_text(trajectory: Trajectory) -> str:
+    """The final reasoning as the consistency reward reads a rollout: ``<think>`` reasoning, then text."""
+    for turn in reversed(trajectory.turns):
+        if turn.note == "observation" or not (turn.reasoning or turn.text).strip():
+            continue
+        think = f"<think>{turn.reasoning}</think>\n" if turn.reasoning else ""
+        return cap_text(think + turn.text, MAX_REASONING_CHARS)[0]
+    return ""
+
+
+def run_grounding(
+    trajectories: Iterable[Trajectory],
+    consistency: tuple[str, ConsistencyFn] | None = None,
+    truths: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The grounding block of a run's trajectories (the last record of a sample wins), with the
+    mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they stream."""
+    from geosleuth.gazetteer import get_gazetteer
+
+    places = CachedFinder(get_gazetteer())
+    found: dict[str, SampleGrounding] = {}
+    r_con: dict[str, float] = {}
+    batch: list[tuple[str, str, Mapping[str, Any]]] = []
+
+    def flush() -> None:
+        if consistency is not None and batch:
+            scores = consistency[1]([b[1] for b in batch], [b[2] for b in batch])
+            r_con.update(zip([b[0] for b in batch], (float(x) for x in scores), strict=True))
+            batch.clear()
+
+    for trajectory in trajectories:
+        found[trajectory.sample_id] = sample_grounding(trajectory, places)
+        truth = (truths or {}).get(trajectory.sample_id) or {}
+        has_point = truth.get("lat") is not None and truth.get("lon") is not None
+        if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
+            batch.append((trajectory.sample_id, rollout_text(trajectory), truth))
+            if len(batch) >= CONSISTENCY_BATCH:
+                flush()
+    flush()
+    block = grounding_block(found.values())
+    if consistency is not None:
+        values = np.array(list(r_con.values()), dtype=np.float64)
+        lo, hi = metrics.bootstrap_ci_mean(values) if values.size else (math.nan, math.nan)
+        block["consistency"] = {
+            "judge": consistency[0],
+            "n": int(values.size),
+            "r_con_mean": round(float(values.mean()), 6) if values.size else None,
+            "ci95": [round(lo, 6), round(hi, 6)] if values.size else [None, None],
+            "note": "GeoAgent's R_con (Eq. 8-9) of the final reasoning of each finished trajectory whose "
+            "truth has coordinates, in [0, 1]",
+        }
+    return block
+
+
+def _continent(code: str | None) -> str | None:
+    info = country_info(code) if code else None
+    return info.continent if info else None
+
+
+NONE = "none"
+"""What GeoComp writes for a level the answer does not give (a class of its own)."""
+
+
+def level_labels(
+    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """(truth, prediction) labels per GeoComp level over the rows whose truth has that level:
+    city names folded, countries as ISO codes, continents from the countries; "none" when missing."""
+    out: dict[str, tuple[list[str], list[str]]] = {
+        "city": ([], []),
+        "country": ([], []),
+        "continent": ([], []),
+    }
+    for row in rows:
+        record = records.get(row.sample_id)
+        stats = RecordStats.of(record) if record is not None else None
+        pred = stats.prediction if stats is not None and row.status == "ok" else None
+        pred_code = (pred.country_code or resolve_country(pred.country)) if pred else None
+        truth_city = normalize(row.labels.get("city") or "")
+        values = {
+            "city": (truth_city, normalize(pred.city or "") if pred else ""),
+            "country": (row.country_code or "", pred_code or ""),
+            "continent": (row.continent or "", _continent(pred_code) or ""),
+        }
+        for level, (truth, predicted) in values.items():
+            if truth:
+                out[level][0].append(truth)
+                out[level][1].append(predicted or NONE)
+    return out
+
+
+def geocomp_levels(
+    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats]
+) -> dict[str, dict[str, Any]]:
+    """GeoComp's accuracy, macro recall and macro F1 per level (percent), over rows with that truth."""
+    out: dict[str, dict[str, Any]] = {}
+    for level, (truth, predicted) in level_labels(rows, records).items():
+        if not truth:
+            continue
+        recall, f1, classes = metrics.macro_recall_f1(truth, predicted)
+        accuracy = sum(t == p for t, p in zip(truth, predicted, strict=True)) / len(truth)
+        out[level] = {
+            "n": len(truth),
+            "classes": classes,
+            "accuracy": round(100 * accuracy, 4),
+            "macro_recall": round(100 * recall, 4),
+            "macro_f1": round(100 * f1, 4),
+        }
+    return out
+
+
+def add_grounding(
+    summary: dict[str, Any],
+    run_dir: Any,
+    rows: Sequence[ScoreRow],
+    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
+    consistency: tuple[str, ConsistencyFn] | None = None,
+    truths: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
+    R_con when a consistency judge is given (``truths``: the ground truth of each sample id)."""
+    from geosleuth.eval.run.store import TrajectoryStore
+
+    try:
+        block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
+    except (ImportError, OSError, RuntimeError) as exc:
+        block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
+    block["geocomp"] = geocomp_levels(rows, records)
+    summary["grounding"] = block
