@@ -59,7 +59,8 @@ from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
 from geosleuth.eval.datasets import Dataset, load_dataset
 from geosleuth.eval.run import check_images
 from geosleuth.eval.styles import choose_style
-from geosleuth.integrations.harness import Answered, defined, row_result, score_answers, truth_record
+from geosleuth.eval.truth import truth_record
+from geosleuth.integrations.harness import Answered, defined, row_result, score_answers
 from geosleuth.scoring import get_protocol
 
 META = "geosleuth"

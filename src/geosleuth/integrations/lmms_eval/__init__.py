@@ -43,8 +43,9 @@ from geosleuth.core.records import Task as GeoTask
 from geosleuth.eval.datasets import DatasetError, load_dataset
 from geosleuth.eval.run import check_images
 from geosleuth.eval.styles import choose_style
+from geosleuth.eval.truth import truth_record
 from geosleuth.imageio import ImageInputError
-from geosleuth.integrations.harness import Answered, defined, metrics, score_answers, truth_record
+from geosleuth.integrations.harness import Answered, defined, metrics, score_answers
 from geosleuth.scoring import get_protocol
 
 log = logging.getLogger(__name__)
