@@ -181,3 +181,14 @@ def test_harness_rows_are_found_by_either_spelling() -> None:
     result = score_answers([Answered(truth, '{"lat": 32.325436, "lon": -64.764404}')], "default")
     record = row_result(result, ROWS[0][0])
     assert record["id"] == IDS[0] and record["distance_km"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_eval_and_score_read_the_same_id_from_a_row() -> None:
+    """One reader: named id columns before positions, then the image's file name."""
+    from geosleuth.eval.adapters import row_sample_id
+    from geosleuth.scoring.io import row_id
+
+    rows = [{"index": 3, "img_id": "a.jpg"}, {"image": "imgs/b.png"}, {"idx": 4, "uid": "u"}, {"ID": " c "}]
+    expected = ["a", "b", "u", "c"]
+    for i, (row, key) in enumerate(zip(rows, expected, strict=True)):
+        assert sample_key(row_sample_id(row, i)) == sample_key(row_id(row)) == key

@@ -9,12 +9,31 @@ Only image extensions are dropped: ``12.5`` or ``v1.2`` stay as they are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import PurePath
+from typing import Any
 
 IMAGE_EXTENSIONS = frozenset(
     {"jpg", "jpeg", "jpe", "jfif", "png", "webp", "gif", "bmp", "tif", "tiff", "heic", "heif", "avif"}
 )
 """File extensions of the photos benchmarks name their samples by (compared in lower case)."""
+
+
+ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "question_id", "uid", "panoID", "BVID")
+ID_KEYS += ("index", "idx")
+"""Columns that name a row's sample, the first present wins: named ids first (GeoEstimation's
+``img_id``, IM2GPS / YFCC's ``IMG_ID``, WhereBench's ``panoID`` / ``BVID``), positions last."""
+
+
+def written_id(row: Mapping[str, Any]) -> str | None:
+    """A row's sample id as written in its first `ID_KEYS` column present (blanks trimmed)."""
+    for key in ID_KEYS:
+        value = row.get(key)
+        if value is not None and value != "":
+            text = str(value).strip()
+            if text:
+                return text
+    return None
 
 
 def sample_key(sample_id: object) -> str:

@@ -11,14 +11,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.ids import image_sample_id
+from geosleuth.core.ids import ID_KEYS, image_sample_id, written_id
 from geosleuth.core.records import Sample
 from geosleuth.core.wherebench import answer_level, hierarchy_labels, hint_level, source_of
 from geosleuth.eval.images import ImageResolver
 from geosleuth.eval.rows import DatasetError
 
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "panoID", "BVID", "index", "idx")
 IMAGE_KEYS = ("image", "image_path", "img_path", "img", "file", "filename", "file_name", "path")
 LAT_KEYS = ("lat", "latitude", "LAT", "Latitude", "gps_lat")
 LON_KEYS = ("lon", "lng", "longitude", "LON", "Longitude", "gps_lon", "long")
@@ -78,11 +77,12 @@ def _labels(row: dict[str, Any]) -> dict[str, str]:
 
 
 def row_sample_id(row: dict[str, Any], index: int) -> str:
-    value = _first(row, ID_KEYS)
+    """The row's id (`geosleuth.core.ids.written_id`), else its image's, else its position."""
+    value = written_id(row)
     if value is None:
         image = _first(row, IMAGE_KEYS)
         return image_sample_id(image) if isinstance(image, str) else str(index)
-    return str(value)
+    return value
 
 
 def generic_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:

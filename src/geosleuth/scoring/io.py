@@ -18,7 +18,7 @@ import orjson
 
 import geosleuth.scoring.jsonstream as jsonstream
 from geosleuth.core.geo import valid_coordinates
-from geosleuth.core.ids import sample_key
+from geosleuth.core.ids import image_sample_id, sample_key, written_id
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
 from geosleuth.core.surrogates import clean_json
@@ -36,10 +36,6 @@ from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.rows import InputRow, ScoreInputError
 from geosleuth.scoring.tables import read_table
 
-NESTED_ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
-ID_KEYS = (*NESTED_ID_KEYS, "img_id", "IMG_ID", "image")
-"""A row's id: the first of these present (``img_id`` / ``IMG_ID`` / ``image``: GeoEstimation's results
-and the IM2GPS / YFCC truth files); inside a ground-truth object only the first group counts."""
 TEXT_KEYS = (
     "solution_str",
     "response",
@@ -316,17 +312,16 @@ def _csv_delimiter(header: str) -> str:
 
 
 def row_id(data: dict[str, Any]) -> str | None:
-    """The sample id of a row (first id-like key present)."""
-    for key in ID_KEYS:
-        value = data.get(key)
-        if value is not None and value != "":
-            return str(value).strip()
+    """The sample id of a row as `eval` reads it (`geosleuth.core.ids.written_id`), else that of
+    its ``image`` (the file's name without extension), else its ground-truth object's id."""
+    written = written_id(data)
+    if written is not None:
+        return written
+    image = data.get("image")
+    if image is not None and str(image).strip():
+        return image_sample_id(str(image))
     truth = _truth_dict(data)
-    if truth is not None:
-        for key in NESTED_ID_KEYS:
-            if truth.get(key) not in (None, ""):
-                return str(truth[key]).strip()
-    return None
+    return written_id(truth) if truth is not None else None
 
 
 def _number(value: Any) -> float | None:
