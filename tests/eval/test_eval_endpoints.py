@@ -165,3 +165,23 @@ def test_ray_and_the_job_array_read_endpoints_alike() -> None:
         plan_lanes(
             EvalConfig(dataset="d", out="o", model="m", backend="ray", endpoints=urls, base_url=urls[0])
         )
+
+
+@pytest.mark.slow
+def test_ray_sends_each_shard_where_the_job_array_does(
+    tmp_path: Path, servers: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = pytest.importorskip("ray", reason="ray not installed: pip install 'geosleuth[ray]'")
+    first, second, default = servers
+    data = make_csv_dataset(tmp_path / "bench")
+    config = _config(tmp_path, data, endpoints=[first.base_url, second.base_url], shards=4)
+    config.write_text(config.read_text().replace("ray_address: auto\n", ""))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # Ray 2.60's ray.init() would write ~/.ray/auth_token
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        result = runner.invoke(app, ["eval", "--config", str(config), "--no-report"])
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 0, result.output
+    assert _answered_by(tmp_path / "run") == {sid: (FIRST, SECOND)[shard_of(sid, 4) % 2] for sid in IDS}
+    assert default.chat_requests == []
