@@ -91,7 +91,7 @@ class EvalConfig(BaseModel):
     provider: str | None = None  # request dialect: auto | generic | openai | gemini | deepseek
     agent: dict[str, Any] = Field(default_factory=dict)  # further AgentConfig fields, passed through
     agent_fn: str | None = None  # "module:function", an async (Task) -> Trajectory replacing the agent
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=8, ge=1)  # samples in flight per shard (eval.endpoints)
     limit: int | None = Field(default=None, ge=1)
     timeout_s: float | None = None
     backend: Literal["local", "ray"] = "local"
