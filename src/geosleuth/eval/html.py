@@ -20,7 +20,7 @@ import logging
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from geosleuth.core.records import Sample, Trajectory
 from geosleuth.eval.judges import read_judgments
@@ -142,10 +142,27 @@ def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
     return render("worldmap.svg.j2", worldmap=_worldmap(rows, pages))
 
 
+class _Marker(NamedTuple):
+    """A point of the map, its numbers formatted as the SVG writes them."""
+
+    x: str
+    y: str
+    r: str
+    colour: str = ""
+
+
+class _MapPoint(NamedTuple):
+    title: str
+    link: str | None
+    pred: _Marker | None
+    truth: _Marker
+
+
 def _worldmap(rows: list[ScoreRow], pages: set[str], thinned: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the map template draws, numbers formatted (the viewBox frames the rows, see `map_extent`)."""
     x0, y0, width, height = map_extent(rows)
     zoom = width / MAP_W  # markers keep their on-screen size when the map is zoomed in
+    pred_r, truth_r = f"{1.6 * zoom:.3f}", f"{2 * zoom:.3f}"
     points = []
     for row in rows:
         if row.true_lat is None or row.true_lon is None:
@@ -155,15 +172,10 @@ def _worldmap(rows: list[ScoreRow], pages: set[str], thinned: dict[str, Any] | N
         pred = None
         if row.pred_lat is not None and row.pred_lon is not None:
             px, py = _xy(row.pred_lat, row.pred_lon)
-            pred = {"x": f"{px:.2f}", "y": f"{py:.2f}", "r": f"{1.6 * zoom:.3f}"}
-            pred["colour"] = _error_colour(row.distance_km)
+            pred = _Marker(f"{px:.2f}", f"{py:.2f}", pred_r, _error_colour(row.distance_km))
+        link = f"samples/{_page_name(row.sample_id)}" if row.sample_id in pages else None
         points.append(
-            {
-                "title": f"{row.sample_id}: {shown}",
-                "link": f"samples/{_page_name(row.sample_id)}" if row.sample_id in pages else None,
-                "pred": pred,
-                "truth": {"x": f"{tx:.2f}", "y": f"{ty:.2f}", "r": f"{2 * zoom:.3f}"},
-            }
+            _MapPoint(f"{row.sample_id}: {shown}", link, pred, _Marker(f"{tx:.2f}", f"{ty:.2f}", truth_r))
         )
     return {
         "viewbox": f"{x0:.1f} {y0:.1f} {width:.1f} {height:.1f}",
@@ -264,20 +276,35 @@ def index_html(
     )
 
 
-def _table_row(row: ScoreRow, pages: set[str]) -> dict[str, Any]:
+class _TableRow(NamedTuple):
+    """A row of the sample table (a tuple: templates read its fields without a dict lookup's detour)."""
+
+    id: str
+    page: str | None
+    status: str
+    css: str
+    sort: float
+    distance: str
+    country: str | None
+    continent: str | None
+    turns: int
+    tool_calls: int
+
+
+def _table_row(row: ScoreRow, pages: set[str]) -> _TableRow:
     finite = math.isfinite(row.distance_km)
-    return {
-        "id": row.sample_id,
-        "page": _page_name(row.sample_id) if row.sample_id in pages else None,
-        "status": row.status,
-        "css": "ok" if row.status == "ok" else "fail",
-        "sort": row.distance_km if finite else 1e9,
-        "distance": f"{row.distance_km:.1f}" if finite else "–",
-        "country": row.country_code,
-        "continent": row.continent,
-        "turns": row.turns,
-        "tool_calls": row.tool_calls,
-    }
+    return _TableRow(
+        row.sample_id,
+        _page_name(row.sample_id) if row.sample_id in pages else None,
+        row.status,
+        "ok" if row.status == "ok" else "fail",
+        row.distance_km if finite else 1e9,
+        f"{row.distance_km:.1f}" if finite else "–",
+        row.country_code,
+        row.continent,
+        row.turns,
+        row.tool_calls,
+    )
 
 
 def _plots(plots: list[Path]) -> list[dict[str, str]]:
