@@ -192,3 +192,20 @@ def test_eval_and_score_read_the_same_id_from_a_row() -> None:
     expected = ["a", "b", "u", "c"]
     for i, (row, key) in enumerate(zip(rows, expected, strict=True)):
         assert sample_key(row_sample_id(row, i)) == sample_key(row_id(row)) == key
+
+
+def test_a_truth_folder_eval_cannot_read_is_an_error(run: tuple[Path, Path], tmp_path: Path) -> None:
+    out, table = run
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, payload, output = _score(str(out / "trajectories.jsonl"), "--truth", str(empty))
+    assert code == 1 and payload == {} and f"--truth {empty}" in output
+
+
+def test_bad_rows_of_a_truth_folder_are_listed(run: tuple[Path, Path]) -> None:
+    out, table = run
+    table.write_text(table.read_text() + "broken.jpg,x,north,3,2,12,353,0.27,0.05,0.68\n")
+    code, payload, output = _score(str(out / "trajectories.jsonl"), "--truth", str(table.parent))
+    assert code == 0, output
+    _expected(payload["metrics"])
+    assert any("broken" in w and "not a number" in w for w in payload["warnings"]), payload["warnings"]

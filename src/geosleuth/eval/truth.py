@@ -23,8 +23,9 @@ def truth_record(sample: Sample) -> dict[str, Any]:
 
 
 def dataset_truth_rows(path: Path) -> list[InputRow] | None:
-    """The truth rows of a dataset folder or release file `eval` reads; ``None`` for a table the
-    scoring reader reads itself. `ScoreInputError` when ``eval`` cannot read it either."""
+    """The truth rows of a dataset folder or release file `eval` reads (its bad rows as failed
+    rows, which `score` lists); ``None`` for a table the scoring reader reads itself.
+    `ScoreInputError` when ``eval`` cannot read it either."""
     if path.is_file() and path.suffix.lower() in TABLE_SUFFIXES:
         return None
     if not path.exists():
@@ -33,7 +34,8 @@ def dataset_truth_rows(path: Path) -> list[InputRow] | None:
         dataset = load_dataset(path, check_images=False)
     except DatasetError as exc:
         raise ScoreInputError(f"--truth {path}: {exc}") from None
-    return list(_rows(dataset.samples))
+    bad = [InputRow(p.row + 1, None, f"{path}: {p}") for p in dataset.problems]
+    return bad + list(_rows(dataset.samples))
 
 
 def _rows(samples: list[Sample]) -> Iterator[InputRow]:
