@@ -18,9 +18,9 @@ from eval_data import PLACES, make_csv_dataset
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval.backends import shard_of
-from geosleuth.eval.config import ConfigError, EvalConfig
 from geosleuth.eval.endpoints import plan_lanes
+from geosleuth.eval.run.backends import shard_of
+from geosleuth.eval.run.config import ConfigError, EvalConfig
 from geosleuth.testing import FakeOpenAIServer, reply
 
 runner = CliRunner()

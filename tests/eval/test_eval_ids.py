@@ -185,7 +185,7 @@ def test_harness_rows_are_found_by_either_spelling() -> None:
 
 def test_eval_and_score_read_the_same_id_from_a_row() -> None:
     """One reader: named id columns before positions, then the image's file name."""
-    from geosleuth.eval.adapters import row_sample_id
+    from geosleuth.eval.datasets.formats import row_sample_id
     from geosleuth.scoring.io import row_id
 
     rows = [{"index": 3, "img_id": "a.jpg"}, {"image": "imgs/b.png"}, {"idx": 4, "uid": "u"}, {"ID": " c "}]

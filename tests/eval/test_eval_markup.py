@@ -13,9 +13,9 @@ from eval_data import make_csv_dataset, write_plan
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval import html
 from geosleuth.eval.markup import environment, render
-from geosleuth.eval.report import compute, load_run
+from geosleuth.eval.report import html
+from geosleuth.eval.report.write import compute, load_run
 
 HOSTILE = "<script>alert(1)</script>"
 PLACES = [(f"a{HOSTILE}", 48.8566, 2.3522, "France", "Paris"), ("b", 52.52, 13.405, "Germany", "Berlin")]

@@ -1,7 +1,7 @@
 """Where a run's model requests go: one reading of ``model``, ``base_url``, ``endpoints`` and
 ``shards`` for every backend, so one config file means the same run wherever it executes.
 
-A run is split into shards by a stable hash of each sample id (`geosleuth.eval.backends.shard_of`);
+A run is split into shards by a stable hash of each sample id (`geosleuth.eval.run.backends.shard_of`);
 shard ``i`` talks to ``endpoints[i % len(endpoints)]`` (``base_url``, or the client's default,
 when no ``endpoints`` are given) and runs up to ``concurrency`` samples at once. The Ray backend
 runs each shard as an actor, the local backend runs every shard in its one process, and a job
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from geosleuth.core.records import Task, Trajectory
-from geosleuth.eval.backends import shard_of
-from geosleuth.eval.config import ConfigError, EvalConfig
-from geosleuth.eval.runner import RunFn
+from geosleuth.eval.run.backends import shard_of
+from geosleuth.eval.run.config import ConfigError, EvalConfig
+from geosleuth.eval.run.runner import RunFn
 
 log = logging.getLogger(__name__)
 

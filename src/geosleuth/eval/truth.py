@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample
-from geosleuth.eval.datasets import DatasetError, load_dataset
+from geosleuth.eval.datasets.loading import DatasetError, load_dataset
 from geosleuth.scoring.rows import InputRow, ScoreInputError
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson")
