@@ -17,7 +17,7 @@ from geosleuth.cli.app import app
 from geosleuth.core.country_groups import REMOTE, country_group, settlement_classes
 from geosleuth.core.fairness import disparity, headline_threshold, prediction_entropy
 from geosleuth.eval.report.fairness import fairness_block, fairness_breakdowns, group_labels
-from geosleuth.eval.report.fairness_markup import accuracy_colour, choropleth_svg, fairness_markdown
+from geosleuth.eval.report.fairness_markup import accuracy_colour, choropleth, fairness_markdown
 from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.scoring.protocols import get_protocol
 
@@ -151,9 +151,9 @@ def test_choropleth_colours() -> None:
         "#1a9641",
         "#1a9641",
     ]
-    svg = choropleth_svg({"FR": {"n": 3, "value": 66.7}}, "acc@25km")
-    if 'data-cc="FR"' in svg:  # shapes come from the gazetteer
-        assert 'data-cc="FR" fill="#a6d96a"' in svg and "FR: 66.70 % acc@25km (n=3)" in svg
+    shapes = {c["code"]: c for c in choropleth({"FR": {"n": 3, "value": 66.7}}, "acc@25km")}
+    if "FR" in shapes:  # shapes come from the gazetteer
+        assert shapes["FR"]["fill"] == "#a6d96a" and shapes["FR"]["title"] == "FR: 66.70 % acc@25km (n=3)"
 
 
 PLAN = {

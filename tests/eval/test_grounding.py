@@ -24,7 +24,8 @@ from geosleuth.eval.report.grounding import (
     place_claims,
     sample_grounding,
 )
-from geosleuth.eval.report.grounding_markup import grounding_html, grounding_markdown
+from geosleuth.eval.report.grounding_markup import grounding_context, grounding_markdown
+from geosleuth.eval.report.markup import render
 from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
@@ -287,6 +288,7 @@ def test_place_claims_any_reasoning(reasoning: str) -> None:
 
 def test_grounding_html_links_samples() -> None:
     block = {"unsupported": {"a<b": {"claims": [{"kind": "place", "text": "Lyon", "cited": "search"}]}}}
-    page = grounding_html(block, lambda sid: "samples/a_b-1.html")
+    page = render("grounding.html.j2", grounding=grounding_context(block, lambda sid: "samples/a_b-1.html"))
     assert '<a href="samples/a_b-1.html">a&lt;b</a></td><td>place “Lyon” (cites search)' in page
-    assert "<td>a&lt;b</td>" in grounding_html(block)  # no page: the id alone, escaped
+    bare = render("grounding.html.j2", grounding=grounding_context(block))
+    assert "<td>a&lt;b</td>" in bare  # no page: the id alone, escaped

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.metrics import resolve_thresholds
+from geosleuth.eval.datasets.truth import dataset_truth_rows
 from geosleuth.scoring import get_protocol, score_file
 
 
@@ -59,13 +60,14 @@ def score(
     if thresholds:
         chosen = replace(chosen, thresholds=resolve_thresholds(thresholds))
     truth_path = Path(truth) if truth is not None else None
+    rows = dataset_truth_rows(truth_path) if truth_path is not None and chosen.file_scorer is None else None
     if isinstance(path_or_records, str | Path):
-        scored = score_file(Path(path_or_records), chosen, truth_path=truth_path, by=by)
+        scored = score_file(Path(path_or_records), chosen, truth_path=truth_path, by=by, truth_rows=rows)
     else:
         with tempfile.TemporaryDirectory(prefix="geosleuth-score-") as folder:
             path = Path(folder) / "records.jsonl"
             _write_records(path, path_or_records)
-            scored = score_file(path, chosen, truth_path=truth_path, by=by)
+            scored = score_file(path, chosen, truth_path=truth_path, by=by, truth_rows=rows)
             scored.score.warnings = [w.replace(str(path), "records") for w in scored.score.warnings]
     shown = scored.score.to_dict()
     return Score(

@@ -113,7 +113,7 @@ def eval_command(
     max_tokens: MaxTokensOpt = None,
     reasoning_effort: ReasoningEffortOpt = None,
     provider: ProviderOpt = None,
-    concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once, per shard.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first K samples.")] = None,
     timeout: Annotated[
         float | None,
@@ -146,7 +146,12 @@ def eval_command(
         float | None,
         typer.Option(help="Seconds a lost Ray actor may take to come back before the run gives up on it."),
     ] = None,
-    shards: Annotated[int | None, typer.Option(help="Ray shards (default: one per endpoint or CPU).")] = None,
+    shards: Annotated[
+        int | None,
+        typer.Option(
+            help="Shards of the run, each talking to endpoints[i % len] (default: one per endpoint)."
+        ),
+    ] = None,
     shard: Annotated[
         str | None,
         typer.Option(

@@ -62,7 +62,11 @@ def score(
     ] = None,
     truth: Annotated[
         Path | None,
-        typer.Option("--truth", help="Dataset file with ground truth, joined to predictions by id."),
+        typer.Option(
+            "--truth",
+            help="Ground truth, joined to predictions by id (with or without the image extension): "
+            "a table, or a dataset folder in any layout `eval` reads.",
+        ),
     ] = None,
     thresholds: Annotated[
         str | None,
@@ -143,6 +147,11 @@ def score(
     if judge_model and chosen.file_scorer is None:
         typer.echo(f"error: --judge applies to --protocol wherebench, not {chosen.name}", err=True)
         raise typer.Exit(2)
+    try:
+        truth_rows = _truth_rows(truth) if truth is not None and chosen.file_scorer is None else None
+    except ScoreInputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     verifier = _verifier(verifier_model, verifier_base_url, verifier_api_key_env) if verifier_model else None
     judge = _judge(judge_model, judge_base_url, judge_api_key_env) if judge_model else None
     results: list[FileScore] = []
@@ -160,6 +169,7 @@ def score(
                         keep_rows=rows is not None,
                         judge=judge,
                         columns=mapping,
+                        truth_rows=truth_rows,
                     )
                 )
             except ScoreInputError as exc:
@@ -179,6 +189,13 @@ def score(
         failed = True
     if failed:
         raise typer.Exit(1)
+
+
+def _truth_rows(truth: Path) -> Any:
+    """A dataset folder's truth rows, read as `eval` reads it (None: a table `score` reads itself)."""
+    from geosleuth.eval.datasets.truth import dataset_truth_rows
+
+    return dataset_truth_rows(truth)
 
 
 def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.records import Sample
+from geosleuth.core.ids import same_sample
 from geosleuth.scoring import FileScore, get_protocol, score_file
 from geosleuth.scoring.protocols import ScoringProtocol
 
@@ -26,16 +26,11 @@ _noted: set[tuple[str, ...]] = set()
 
 @dataclass(frozen=True)
 class Answered:
-    """One sample's ground truth (a :func:`truth_record`) and the model's final answer text."""
+    """One sample's ground truth (a `geosleuth.eval.datasets.truth.truth_record`) and the model's final
+    answer text."""
 
     truth: dict[str, Any]
     response: str
-
-
-def truth_record(sample: Sample) -> dict[str, Any]:
-    """The sample as a ground-truth row (JSON-safe); images and free metadata stay out."""
-    record = sample.model_dump(exclude={"image", "metadata"}, exclude_none=True)
-    return {k: v for k, v in record.items() if v not in ([], {})}
 
 
 def score_answers(
@@ -76,7 +71,7 @@ def defined(figures: Mapping[str, float | None], warnings: Sequence[str] = ()) -
 def row_result(result: FileScore, sample_id: str) -> dict[str, Any]:
     """One sample's per-row record (distance, status, hits), as ``geosleuth score --rows`` writes it."""
     for record in result.iter_rows():
-        if record.get("id") == sample_id:
+        if same_sample(record.get("id"), sample_id):
             return record
     raise KeyError(f"no scored row for sample {sample_id!r}")
 

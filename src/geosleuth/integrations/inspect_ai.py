@@ -57,9 +57,10 @@ from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
 from geosleuth.eval.datasets.loading import Dataset, load_dataset
+from geosleuth.eval.datasets.truth import truth_record
 from geosleuth.eval.run.pipeline import check_images
 from geosleuth.eval.run.styles import choose_style
-from geosleuth.integrations.harness import Answered, defined, row_result, score_answers, truth_record
+from geosleuth.integrations.harness import Answered, defined, row_result, score_answers
 from geosleuth.scoring import get_protocol
 
 META = "geosleuth"

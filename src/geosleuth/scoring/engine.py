@@ -14,7 +14,7 @@ Reverse geocoding and geocoding are injected (the gazetteer by default) so tests
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 import geosleuth.scoring.geovista as geovista
 from geosleuth.core import metrics as core_metrics
+from geosleuth.core.ids import sample_key
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import PLACE_LEVELS, ParseStatus, Prediction
 from geosleuth.scoring.checks import language_warning, misalignment_warning
@@ -41,6 +42,7 @@ from geosleuth.scoring.columnstore import (
 )
 from geosleuth.scoring.groupings import GROUPINGS, TruthGroups, group_disparity
 from geosleuth.scoring.io import (
+    IdJoin,
     InputRow,
     ScoreInputError,
     Truth,
@@ -233,7 +235,7 @@ class _Accumulator:
                     problem if problem.startswith(self.prefixes) else f"{self.name}:{line}: {problem}"
                 )
         if sid is not None and line:
-            self.ids_seen.add(sid, line)
+            self.ids_seen.add(sample_key(sid), line)
         if len(self.line.buffer) >= CHUNK:
             self.flush()
 
@@ -343,14 +345,21 @@ class _Accumulator:
         """Dataset samples without a prediction: one EMPTY row each; returns the summary problem."""
         ids = list(index)
         seen = self.ids_seen.contains_all(ids)
-        missing = [sid for sid, was_seen in zip(ids, seen.tolist(), strict=True) if not was_seen]
-        for sid in missing:
-            self.add(0, sid, Prediction(status=ParseStatus.EMPTY), index[sid], None, "no prediction")
+        missing = [key for key, was_seen in zip(ids, seen.tolist(), strict=True) if not was_seen]
+        for key in missing:
+            self.add(
+                0,
+                index[key].id or key,
+                Prediction(status=ParseStatus.EMPTY),
+                index[key],
+                None,
+                "no prediction",
+            )
         if not missing:
             return []
         return [
             f"{len(missing)} sample(s) of {truth_path} have no prediction in {self.name} and count as wrong "
-            f"(first: {', '.join(map(repr, missing[:5]))})"
+            f"(first: {', '.join(repr(index[key].id or key) for key in missing[:5])})"
         ]
 
 
@@ -394,6 +403,7 @@ def score_file(
     keep_rows: bool = True,
     judge: Any = None,
     columns: Mapping[str, str] | None = None,
+    truth_rows: Iterable[InputRow] | None = None,
 ) -> FileScore:
     """Score one prediction file in one streaming pass.
 
@@ -402,7 +412,8 @@ def score_file(
     ``verifier`` (GeoVista) replaces the level rule with a model's verdict, as the released code does.
     ``judge`` is handed to a protocol's own file scorer (WhereBench's released LLM judge).
     ``columns`` ({file column: reader key}, see ``scoring.columns.parse_columns``) names the
-    columns of a file whose names the reader does not know.
+    columns of a file whose names the reader does not know. ``truth_rows``: the ground truth of
+    ``truth_path`` as rows when another reader read it (a dataset folder `eval` reads).
     """
     if protocol.file_scorer and columns:
         raise ScoreInputError(
@@ -422,7 +433,7 @@ def score_file(
     truth_problems: list[str] = []
     read_notes: list[str] = []
     if truth_path is not None:
-        truth, truth_problems = truth_index(truth_path, keep_fields=by is not None, notes=read_notes)
+        truth, truth_problems = truth_index(truth_path, by is not None, read_notes, truth_rows)
     if protocol.geocode and geocoder is None:
         geocoder = default_geocoder()
     if (
@@ -436,6 +447,7 @@ def score_file(
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
+    join = IdJoin()
     rows = iter_rows(path, read_notes)
     if columns:
         rows = _mapped(rows, columns, name)
@@ -450,8 +462,13 @@ def score_file(
             sid = row_id(raw.data)
             prediction, pred_problem, from_columns = read
             row_truth, truth_problem = _row_truth(raw.data, sid, truth, truth_path, from_columns, with_labels)
+            if truth is not None and sid is not None:
+                join.add(sid, row_truth is not None)
             problem = f"{pred_problem}; {truth_problem}" if pred_problem and truth_problem else None
             acc.add(raw.line, sid, prediction, row_truth, raw.data, problem or pred_problem or truth_problem)
+    if truth is not None and truth_path is not None and join.with_id:
+        said = join.note(name, truth_path, next(iter(truth)))
+        read_notes.extend([said] if said else [])
     missing_problem = acc.finish_missing(truth, truth_path) if truth is not None and truth_path else []
     if acc.n and not acc.any_truth:
         raise ScoreInputError(
@@ -510,7 +527,7 @@ def _row_truth(
     with_labels: bool = True,
 ) -> tuple[Truth | None, str | None]:
     if truth is not None:
-        row_truth = truth.get(sid) if sid is not None else None
+        row_truth = truth.get(sample_key(sid)) if sid is not None else None
         if row_truth is not None:
             return row_truth, row_truth.problem
         if sid is None:

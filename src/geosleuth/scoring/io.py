@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +18,7 @@ import orjson
 
 import geosleuth.scoring.jsonstream as jsonstream
 from geosleuth.core.geo import valid_coordinates
+from geosleuth.core.ids import image_sample_id, sample_key, written_id
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction
 from geosleuth.core.surrogates import clean_json
@@ -35,10 +36,6 @@ from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.rows import InputRow, ScoreInputError
 from geosleuth.scoring.tables import read_table
 
-NESTED_ID_KEYS = ("id", "sample_id", "index", "question_id", "image_id", "uid", "idx")
-ID_KEYS = (*NESTED_ID_KEYS, "img_id", "IMG_ID", "image")
-"""A row's id: the first of these present (``img_id`` / ``IMG_ID`` / ``image``: GeoEstimation's results
-and the IM2GPS / YFCC truth files); inside a ground-truth object only the first group counts."""
 TEXT_KEYS = (
     "solution_str",
     "response",
@@ -95,6 +92,7 @@ class Truth:
     fields: dict[str, Any] = field(default_factory=dict)
     problem: str | None = None
     answer: str | None = None  # correct choice letter of a multiple-choice item
+    id: str | None = None  # the sample id as the truth file writes it (the index is by `sample_key`)
 
     @property
     def has_coords(self) -> bool:
@@ -314,17 +312,16 @@ def _csv_delimiter(header: str) -> str:
 
 
 def row_id(data: dict[str, Any]) -> str | None:
-    """The sample id of a row (first id-like key present)."""
-    for key in ID_KEYS:
-        value = data.get(key)
-        if value is not None and value != "":
-            return str(value).strip()
+    """The sample id of a row as `eval` reads it (`geosleuth.core.ids.written_id`), else that of
+    its ``image`` (the file's name without extension), else its ground-truth object's id."""
+    written = written_id(data)
+    if written is not None:
+        return written
+    image = data.get("image")
+    if image is not None and str(image).strip():
+        return image_sample_id(str(image))
     truth = _truth_dict(data)
-    if truth is not None:
-        for key in NESTED_ID_KEYS:
-            if truth.get(key) not in (None, ""):
-                return str(truth[key]).strip()
-    return None
+    return written_id(truth) if truth is not None else None
 
 
 def _number(value: Any) -> float | None:
@@ -529,9 +526,15 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool, with_labels: bool =
 
 
 def truth_index(
-    path: Path, keep_fields: bool = True, notes: list[str] | None = None
+    path: Path,
+    keep_fields: bool = True,
+    notes: list[str] | None = None,
+    rows: Iterable[InputRow] | None = None,
 ) -> tuple[dict[str, Truth], list[str]]:
-    """A dataset file's ground truth by sample id, plus problems found while reading it.
+    """A dataset file's ground truth by `sample_key`, plus problems found while reading it.
+
+    ``rows``: the dataset's rows when another reader read them (a dataset folder in a layout
+    `eval` reads), named ``path`` in messages.
 
     The file is streamed; ``keep_fields=False`` keeps only coordinates, labels and answers per
     sample (the dataset's other columns are needed only to group rows with ``--by``). The
@@ -542,7 +545,7 @@ def truth_index(
     problems: list[str] = []
     empty = True
     swapped: bool | None = None
-    for row in iter_rows(path, notes):
+    for row in iter_rows(path, notes) if rows is None else rows:
         empty = False
         if row.data is None:
             problems.append(row.error or f"{path}:{row.line}: unreadable")
@@ -565,10 +568,12 @@ def truth_index(
         if truth.problem:
             truth.problem = f"{path}:{row.line}: {truth.problem}"
         truth.fields = {**data, **truth.fields} if keep_fields else {}
-        if sid in index:
+        truth.id = sid
+        key = sample_key(sid)
+        if key in index:
             problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
             continue
-        index[sid] = truth
+        index[key] = truth
     if empty:
         raise ScoreInputError(f"{path}: ground-truth file is empty")
     if not index:
@@ -723,6 +728,32 @@ def field_value(data: dict[str, Any] | None, truth: Truth | None, name: str) -> 
         if value is not None and value != "":
             return str(value)
     return None
+
+
+@dataclass(slots=True)
+class IdJoin:
+    """How the predictions of a file met a truth file's ids (`sample_key`)."""
+
+    matched: int = 0
+    with_id: int = 0
+    first_id: str = ""
+
+    def add(self, sample_id: str, found: bool) -> None:
+        self.matched += found
+        self.with_id += 1
+        self.first_id = self.first_id or sample_id
+
+    def note(self, predictions: str, truth_path: Path, a_truth_id: str) -> str | None:
+        """How many matched when some did not; `ScoreInputError` when none did (every figure would be 0)."""
+        if self.matched == 0:
+            raise ScoreInputError(
+                f"{truth_path} matches none of the {self.with_id} prediction(s) in {predictions} by id "
+                f"(e.g. {self.first_id!r} there, {a_truth_id!r} here; ids match with or without an "
+                "image extension): is it the ground truth of these predictions?"
+            )
+        return (
+            f"{self.matched} of {self.with_id} prediction(s) in {predictions} matched an id in {truth_path}"
+        )
 
 
 def iter_problems(problems: list[str], limit: int = 10) -> Iterator[str]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from geosleuth.core.ids import ID_KEYS, image_sample_id, written_id
 from geosleuth.core.records import Sample
 from geosleuth.eval.datasets.catalog import DATASET_FORMATS
 from geosleuth.eval.datasets.image_refs import ImageResolver
@@ -18,7 +19,6 @@ from geosleuth.eval.datasets.table_rows import DatasetError
 from geosleuth.eval.wherebench.rules import answer_level, hierarchy_labels, hint_level, source_of
 
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-ID_KEYS = ("id", "sample_id", "ID", "IMG_ID", "img_id", "image_id", "panoID", "BVID", "index", "idx")
 IMAGE_KEYS = ("image", "image_path", "img_path", "img", "file", "filename", "file_name", "path")
 LAT_KEYS = ("lat", "latitude", "LAT", "Latitude", "gps_lat")
 LON_KEYS = ("lon", "lng", "longitude", "LON", "Longitude", "gps_lon", "long")
@@ -78,11 +78,12 @@ def _labels(row: dict[str, Any]) -> dict[str, str]:
 
 
 def row_sample_id(row: dict[str, Any], index: int) -> str:
-    value = _first(row, ID_KEYS)
+    """The row's id (`geosleuth.core.ids.written_id`), else its image's, else its position."""
+    value = written_id(row)
     if value is None:
         image = _first(row, IMAGE_KEYS)
-        return Path(str(image)).stem if isinstance(image, str) else str(index)
-    return str(value)
+        return image_sample_id(image) if isinstance(image, str) else str(index)
+    return value
 
 
 def generic_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
@@ -115,7 +116,7 @@ def im2gps_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample
     image_id = str(_first(row, ("IMG_ID", "img_id", "id", "image")) or index)
     scene = {k: v for k, v in row.items() if k not in ("IMG_ID", "LAT", "LON", "AUTHOR")}
     return Sample(
-        id=Path(image_id).stem,
+        id=image_sample_id(image_id),
         image=images.resolve(image_id, image_id),
         lat=_float(_first(row, ("LAT", "lat", "latitude")), "latitude"),
         lon=_float(_first(row, ("LON", "lon", "longitude")), "longitude"),
@@ -217,12 +218,13 @@ def mp16pro_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sampl
         )
         if row.get(key) not in (None, "")
     }
-    image = images.resolve(image_id, Path(flat).stem)
+    sample_id = image_sample_id(flat)
+    image = images.resolve(image_id, sample_id)
     if not Path(image or "").is_file():
-        image = images.resolve(flat, Path(flat).stem) or image
+        image = images.resolve(flat, sample_id) or image
     skip = {"IMG_ID", "LAT", "LON", "country", "state", "county", "city"}
     return Sample(
-        id=Path(flat).stem,
+        id=sample_id,
         image=image,
         lat=_float(row.get("LAT"), "latitude"),
         lon=_float(row.get("LON"), "longitude"),

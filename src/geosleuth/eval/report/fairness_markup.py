@@ -1,14 +1,13 @@
 """The fairness section of the Markdown and HTML reports: disparity, grouping tables, a choropleth.
 
-Kept apart from ``eval/report.py`` and ``eval/html.py`` so each is one call there (and one
-template later). The HTML is offline and within the report's CSP: an inline SVG whose colours
+The Markdown is written here; the HTML is the ``fairness.html.j2`` template over
+`fairness_context`. The HTML is offline and within the report's CSP: an inline SVG whose colours
 are SVG presentation attributes (no ``style`` attribute, no script), country shapes from the
 gazetteer's Natural Earth borders.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from functools import lru_cache
 from typing import Any
@@ -31,10 +30,6 @@ def _num(value: Any) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     return f"{value:.2f}" if isinstance(value, float) else str(value)
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def fairness_markdown(block: dict[str, Any] | None) -> list[str]:
@@ -121,102 +116,81 @@ def accuracy_colour(value: float | None) -> str:
     return CHOROPLETH_BINS[-1][1]
 
 
-def choropleth_svg(by_country: dict[str, dict[str, Any]], metric: str) -> str:
-    """A world map of accuracy per truth country (countries without samples in grey)."""
-    parts = [
-        f'<svg id="choropleth" viewBox="0 0 {MAP_W} {MAP_H}" xmlns="http://www.w3.org/2000/svg" role="img">'
-    ]
+def choropleth(by_country: dict[str, dict[str, Any]], metric: str) -> list[dict[str, str]]:
+    """Each country's shape, fill and title for the map of accuracy per truth country (grey: none)."""
+    out = []
     for code, data in country_path_data():
         figures = by_country.get(code)
         value = figures.get("value") if figures else None
         title = f"{code}: {_num(value)} % {metric} (n={figures['n']})" if figures else f"{code}: no sample"
-        parts.append(
-            f'<path class="country" data-cc="{_esc(code)}" fill="{accuracy_colour(value)}" stroke="#888" '
-            f'stroke-width="0.3" d="{data}"><title>{_esc(title)}</title></path>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+        out.append({"code": code, "fill": accuracy_colour(value), "d": data, "title": title})
+    return out
 
 
-def _legend_svg() -> str:
+def _legend() -> list[dict[str, Any]]:
     keys = [(NO_DATA, "no sample")]
     lower = 0.0
     for upper, colour in CHOROPLETH_BINS:
         keys.append((colour, f"{lower:g}–{upper:g} %"))
         lower = upper
-    items = "".join(
-        f'<rect x="{i * 110}" y="2" width="14" height="14" fill="{c}" stroke="#888"/>'
-        f'<text x="{i * 110 + 18}" y="14" font-size="12">{_esc(label)}</text>'
-        for i, (c, label) in enumerate(keys)
-    )
-    width = 110 * len(keys)
-    return (
-        f'<svg class="choropleth-legend" viewBox="0 0 {width} 18" width="{width}" height="18">{items}</svg>'
-    )
+    return [{"x": i * 110, "colour": c, "label": label} for i, (c, label) in enumerate(keys)]
 
 
-def _breakdown_table(grouping: str, groups: dict[str, dict[str, Any]]) -> str:
+def _breakdown_table(grouping: str, groups: dict[str, dict[str, Any]]) -> dict[str, Any]:
     keys = list(dict.fromkeys(k for g in groups.values() for k in g if k not in ("n", "ci95")))
-    head = "".join(f"<th>{_esc(k)}</th>" for k in keys)
     rows = []
     for name, group in groups.items():
         ci95 = group.get("ci95") or {}
         cells = []
         for k in keys:
             lo, hi = ci95.get(k) or (None, None)
-            interval = f" [{_num(lo)}, {_num(hi)}]" if k in ci95 else ""
-            cells.append(f"<td>{_num(group.get(k))}{interval}</td>")
-        rows.append(f"<tr><td>{_esc(name)}</td><td>{int(group['n'])}</td>{''.join(cells)}</tr>")
-    return (
-        f'<h3>By {_esc(grouping)} (%, [95 % CI])</h3><table class="sortable" id="by-{_esc(grouping)}">'
-        f"<thead><tr><th>{_esc(grouping)}</th><th>n</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
+            cells.append(_num(group.get(k)) + (f" [{_num(lo)}, {_num(hi)}]" if k in ci95 else ""))
+        rows.append({"name": name, "n": int(group["n"]), "cells": cells})
+    return {"grouping": grouping, "columns": keys, "rows": rows}
 
 
-def fairness_html(summary: dict[str, Any]) -> str:
-    """The report's fairness section: disparity table, choropleth, per-grouping tables, over-prediction."""
+def fairness_context(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``fairness.html.j2`` shows: disparity per grouping, the choropleth, per-group tables,
+    over-prediction (None when the run has no fairness block)."""
     block = summary.get("fairness") or {}
     if not block.get("groupings"):
-        return ""
+        return None
     metric = block.get("metric", "")
-    rows = []
+    disparity = []
     for grouping, entry in block["groupings"].items():
         d = entry.get("disparity")
         if not d:
-            rows.append(
-                f'<tr><td>{_esc(grouping)}</td><td colspan="6">no disparity (too few groups)</td></tr>'
-            )
+            disparity.append({"grouping": grouping, "cells": None})
             continue
         lo, hi = d["gap_ci95"]
-        rows.append(
-            f"<tr><td>{_esc(grouping)}</td><td>{d['n_groups']}</td>"
-            f"<td>{_esc(d['best']['group'])} {_num(d['best']['value'])}</td>"
-            f"<td>{_esc(d['worst']['group'])} {_num(d['worst']['value'])}</td>"
-            f"<td>{_num(d['gap'])} [{_num(lo)}, {_num(hi)}]</td><td>{_num(d['ratio'])}</td>"
-            f"<td>{_num(d['macro_mean'])}</td></tr>"
+        disparity.append(
+            {
+                "grouping": grouping,
+                "cells": [
+                    str(d["n_groups"]),
+                    f"{d['best']['group']} {_num(d['best']['value'])}",
+                    f"{d['worst']['group']} {_num(d['worst']['value'])}",
+                    f"{_num(d['gap'])} [{_num(lo)}, {_num(hi)}]",
+                    _num(d["ratio"]),
+                    _num(d["macro_mean"]),
+                ],
+            }
         )
     breakdowns = summary.get("breakdowns") or {}
-    tables = "".join(_breakdown_table(g, breakdowns[g]) for g in GROUPINGS if breakdowns.get(g))
     low = (block.get("over_prediction") or {}).get("lowest_entropy") or []
-    entropy = "".join(
-        f"<tr><td>{_esc(e['country'])}</td><td>{e['n']}</td><td>{_num(e['entropy'])}</td>"
-        f"<td>{e['distinct_cities']}</td><td>{_esc(e['top_city'])}</td>"
-        f"<td>{_num(100 * e['top_share'])} %</td></tr>"
-        for e in low
-    )
-    over = (
-        '<h3>Over-prediction (lowest entropy of predicted cities, nats)</h3><table id="over-prediction">'
-        "<tr><th>country</th><th>n</th><th>H</th><th>distinct cities</th><th>most predicted</th>"
-        f"<th>its share</th></tr>{entropy}</table>"
-        if entropy
-        else ""
-    )
-    notes = "".join(f"<p>Note: {_esc(n)}.</p>" for n in block.get("notes") or ())
-    return (
-        f'<h2 id="fairness">Fairness: {_esc(metric)} across groups (%)</h2>'
-        '<table id="disparity"><tr><th>grouping</th><th>groups</th><th>best</th><th>worst</th>'
-        "<th>gap, points [95 % CI]</th><th>ratio worst/best</th><th>macro mean</th></tr>"
-        f"{''.join(rows)}</table>"
-        f"<h3>{_esc(metric)} by truth country</h3>{_legend_svg()}"
-        f"{choropleth_svg(block.get('by_country') or {}, metric)}{tables}{over}{notes}"
-    )
+    return {
+        "metric": metric,
+        "disparity": disparity,
+        "legend": _legend(),
+        "legend_width": 110 * len(_legend()),
+        "countries": choropleth(block.get("by_country") or {}, metric),
+        "width": MAP_W,
+        "height": MAP_H,
+        "tables": [_breakdown_table(g, breakdowns[g]) for g in GROUPINGS if breakdowns.get(g)],
+        "over": [
+            [e["country"], e["n"], _num(e["entropy"]), e["distinct_cities"], e["top_city"],
+             f"{_num(100 * e['top_share'])} %"]
+            for e in low
+        ],
+        "notes": list(block.get("notes") or ()),
+    }  # fmt: skip

@@ -1,8 +1,8 @@
-"""The grounding section of the Markdown and HTML reports (one call in each; a template later)."""
+"""The grounding section of the reports: the Markdown here, the HTML the ``grounding.html.j2``
+template over `grounding_context`."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import Any
 
@@ -22,11 +22,6 @@ def _claims(entry: dict[str, Any]) -> str:
     if entry.get("answer_place_unmentioned"):
         parts.append(f"answer “{entry['answer_place_unmentioned']}” in no tool or OCR result")
     return "; ".join(parts)
-
-
-def _sample_cell(sample_id: str, page: str | None) -> str:
-    name = html.escape(sample_id)
-    return f'<a href="{html.escape(page)}">{name}</a>' if page else name
 
 
 def grounding_markdown(block: dict[str, Any] | None) -> list[str]:
@@ -78,36 +73,28 @@ def grounding_markdown(block: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def grounding_html(
+def grounding_context(
     block: dict[str, Any] | None, page_of: Callable[[str], str | None] = lambda _: None
-) -> str:
-    """The report's grounding section: the rates, GeoComp's levels, unsupported claims per sample
+) -> dict[str, Any] | None:
+    """What ``grounding.html.j2`` shows: the rates, GeoComp's levels, unsupported claims per sample
     (each sample linked to its page where ``page_of`` names one)."""
     if not block:
-        return ""
+        return None
     lines = grounding_markdown(block)
-    rates = "".join(
-        f"<p>{html.escape(line)}</p>" for line in lines if line and not line.startswith(("|", "#", "GeoComp"))
-    )
-    geocomp = "".join(
-        f"<tr><td>{html.escape(level)}</td><td>{f['n']}</td><td>{f['classes']}</td><td>{f['accuracy']:.2f}</td>"
-        f"<td>{f['macro_recall']:.2f}</td><td>{f['macro_f1']:.2f}</td></tr>"
+    geocomp = [
+        [
+            level,
+            f["n"],
+            f["classes"],
+            f"{f['accuracy']:.2f}",
+            f"{f['macro_recall']:.2f}",
+            f"{f['macro_f1']:.2f}",
+        ]
         for level, f in (block.get("geocomp") or {}).items()
-    )
-    table = (
-        '<table id="geocomp"><tr><th>level</th><th>n</th><th>classes</th><th>accuracy %</th>'
-        f"<th>macro recall %</th><th>macro F1 %</th></tr>{geocomp}</table>"
-        if geocomp
-        else ""
-    )
-    unsupported = "".join(
-        f"<tr><td>{_sample_cell(sid, page_of(sid))}</td><td>{html.escape(_claims(entry))}</td></tr>"
+    ]
+    unsupported = [
+        {"id": sid, "page": page_of(sid), "claims": _claims(entry)}
         for sid, entry in list((block.get("unsupported") or {}).items())[:MAX_SHOWN]
-    )
-    listed = (
-        '<table id="unsupported" class="sortable"><thead><tr><th>sample</th><th>unsupported claims</th></tr>'
-        f"</thead><tbody>{unsupported}</tbody></table>"
-        if unsupported
-        else ""
-    )
-    return f'<h2 id="grounding">Grounding of the reasoning</h2>{rates}{table}{listed}'
+    ]
+    rates = [line for line in lines if line and not line.startswith(("|", "#", "GeoComp"))]
+    return {"rates": rates, "geocomp": geocomp, "unsupported": unsupported}

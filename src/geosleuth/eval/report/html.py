@@ -4,26 +4,30 @@
 each prediction to its truth, country outlines from the gazetteer when it is available) and a
 sortable table of samples; ``samples/<id>.html`` shows one trajectory: the image, zoom crops,
 tool calls with their results, and the model's reasoning. Nothing is fetched from anywhere.
+
+The markup is Jinja2 templates (`geosleuth.eval.report.markup`, autoescaped); this module gathers what
+they show. The index is `INDEX_SECTIONS` in order: a new section is a template there plus its
+context entry in `index_html`.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import io
 import json
 import logging
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from geosleuth.bounds.imageio import ImageInputError, thumbnail
-from geosleuth.core.records import Sample, Trajectory, cap_text
+from geosleuth.core.records import Sample, Trajectory
 from geosleuth.eval.judges.tasks import read_judgments
-from geosleuth.eval.report.fairness_markup import fairness_html
-from geosleuth.eval.report.grounding_markup import grounding_html
+from geosleuth.eval.report.fairness_markup import fairness_context
+from geosleuth.eval.report.grounding_markup import grounding_context
+from geosleuth.eval.report.markup import asset, render, trusted
 from geosleuth.eval.report.rundata import RunData
 from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.eval.run.store import load_run_trajectories
@@ -37,55 +41,20 @@ MAX_MAP_POINTS = 5000
 """Beyond these the index shows the worst samples (those with pages) and maps every k-th one,
 so a 100k-sample report stays a page a browser opens; per_sample.csv keeps every sample."""
 MAX_IMAGE_PX = 1024
+INDEX_SECTIONS = (
+    "metrics.html.j2",
+    "wherebench.html.j2",
+    "fairness.html.j2",
+    "grounding.html.j2",
+    "worldmap.html.j2",
+    "plots.html.j2",
+    "samples.html.j2",
+)
+"""The index page's sections in order, each a template of ``templates/`` reading its own
+entry of the context `index_html` builds (and printing nothing when that entry is empty)."""
 
-CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:1200px}
-table{border-collapse:collapse;font-size:.9rem}
-td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
-th{background:#f4f4f4;cursor:pointer}.fail{color:#b00}.ok{color:#070}
-#worldmap{width:100%;height:auto;background:#eef5fb;border:1px solid #ccc}
-#worldmap path,#worldmap line{vector-effect:non-scaling-stroke}
-#worldmap .land{fill:#fdfdf8;stroke:#9a9a9a;stroke-width:.6}#worldmap .grid{stroke:#d6e3ee;stroke-width:.6}
-#worldmap line{stroke-width:1.6;opacity:.8}#worldmap .truth{fill:#1a7f37}#worldmap .pred{fill:#1f6feb}
-.legend span{display:inline-block;width:1.2em;height:.35em;margin:0 .25em 0 .75em;vertical-align:middle}
-pre{white-space:pre-wrap;background:#f7f7f7;padding:.5rem;border-radius:4px;max-height:30rem;overflow:auto}
-.turn{border-left:3px solid #89a;padding-left:.75rem;margin:1rem 0}
-.crop{max-width:300px;margin:.25rem;border:1px solid #ccc}
-img.main{max-width:100%;max-height:600px}
-img.plot{max-width:100%;width:560px;margin:4px}
-table{display:block;max-width:100%;overflow-x:auto}
-h1,h2,h3{overflow-wrap:anywhere}
-@media (max-width:600px){body{margin:.75rem}.crop{max-width:100%}}
-"""
-
-SORT_JS = """
-document.querySelectorAll('table.sortable th').forEach(function(th, col){
-  th.addEventListener('click', function(){
-    var body = th.closest('table').tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
-    var asc = th.dataset.asc !== '1'; th.dataset.asc = asc ? '1' : '0';
-    rows.sort(function(a, b){
-      var x = a.cells[col].dataset.v || a.cells[col].textContent;
-      var y = b.cells[col].dataset.v || b.cells[col].textContent;
-      var nx = parseFloat(x), ny = parseFloat(y);
-      var r = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
-      return asc ? r : -r;
-    });
-    rows.forEach(function(r){ body.appendChild(r); });
-  });
-});
-var filter = document.getElementById('filter');
-if (filter) filter.addEventListener('input', function(){
-  var q = filter.value.toLowerCase();
-  document.querySelectorAll('#samples tbody tr').forEach(function(r){
-    r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
-  });
-});
-"""
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+CSS = asset("report.css")
+SORT_JS = asset("report.js")
 
 
 def _xy(lat: float, lon: float) -> tuple[float, float]:
@@ -152,16 +121,6 @@ PAGE_CSP = (
 no requests. A <meta> in each page, so it holds for a report opened from disk."""
 REPORT_CSP = PAGE_CSP + "; frame-ancestors 'none'"
 """The same as a header, as the web app serves the report (frame-ancestors works only there)."""
-MAX_HTML_TEXT_CHARS = 20_000
-"""Longest model or tool text written into a page; the full text stays in trajectories.jsonl."""
-
-
-def _text(value: str | None) -> str:
-    """Escaped text cut to `MAX_HTML_TEXT_CHARS`, saying where the full text is when cut."""
-    text, original = cap_text(value or "", MAX_HTML_TEXT_CHARS)
-    if original is None:
-        return _esc(text)
-    return _esc(f"{text} (shown cut: the full {original:,} characters are in trajectories.jsonl)")
 
 
 def map_extent(rows: list[ScoreRow], min_width: float = 60.0, pad: float = 0.1) -> tuple[float, ...]:
@@ -184,47 +143,54 @@ def map_extent(rows: list[ScoreRow], min_width: float = 60.0, pad: float = 0.1) 
 
 def world_map_svg(rows: list[ScoreRow], pages: set[str]) -> str:
     """The error map: graticule, country outlines, truth → prediction lines coloured by error."""
+    return render("worldmap.svg.j2", worldmap=_worldmap(rows, pages))
+
+
+class _Marker(NamedTuple):
+    """A point of the map, its numbers formatted as the SVG writes them."""
+
+    x: str
+    y: str
+    r: str
+    colour: str = ""
+
+
+class _MapPoint(NamedTuple):
+    title: str
+    link: str | None
+    pred: _Marker | None
+    truth: _Marker
+
+
+def _worldmap(rows: list[ScoreRow], pages: set[str], thinned: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the map template draws, numbers formatted (the viewBox frames the rows, see `map_extent`)."""
     x0, y0, width, height = map_extent(rows)
     zoom = width / MAP_W  # markers keep their on-screen size when the map is zoomed in
-    parts = [
-        f'<svg id="worldmap" viewBox="{x0:.1f} {y0:.1f} {width:.1f} {height:.1f}" '
-        'xmlns="http://www.w3.org/2000/svg" role="img">'
-    ]
-    parts += [
-        f'<line class="grid" x1="0" y1="{_xy(lat, 0)[1]:.1f}" x2="{MAP_W}" y2="{_xy(lat, 0)[1]:.1f}"/>'
-        for lat in range(-60, 90, 30)
-    ]
-    parts += [
-        f'<line class="grid" x1="{_xy(0, lon)[0]:.1f}" y1="0" x2="{_xy(0, lon)[0]:.1f}" y2="{MAP_H}"/>'
-        for lon in range(-150, 180, 30)
-    ]
-    parts += [f'<path class="land" d="{d}"/>' for d in country_outline_paths()]
+    pred_r, truth_r = f"{1.6 * zoom:.3f}", f"{2 * zoom:.3f}"
+    points = []
     for row in rows:
         if row.true_lat is None or row.true_lon is None:
             continue
         tx, ty = _xy(row.true_lat, row.true_lon)
-        title = (
-            f"<title>{_esc(row.sample_id)}: {row.distance_km:.1f} km</title>"
-            if math.isfinite(row.distance_km)
-            else f"<title>{_esc(row.sample_id)}: {_esc(row.status)}</title>"
-        )
-        link = f"samples/{_page_name(row.sample_id)}" if row.sample_id in pages else None
-        inner = title
+        shown = f"{row.distance_km:.1f} km" if math.isfinite(row.distance_km) else row.status
+        pred = None
         if row.pred_lat is not None and row.pred_lon is not None:
             px, py = _xy(row.pred_lat, row.pred_lon)
-            colour = _error_colour(row.distance_km)
-            inner += (
-                f'<line x1="{px:.2f}" y1="{py:.2f}" x2="{tx:.2f}" y2="{ty:.2f}" stroke="{colour}"/>'
-                f'<circle class="pred" cx="{px:.2f}" cy="{py:.2f}" r="{1.6 * zoom:.3f}"/>'
-            )
-        inner += f'<circle class="truth" cx="{tx:.2f}" cy="{ty:.2f}" r="{2 * zoom:.3f}"/>'
-        parts.append(f'<a class="err" href="{link}">{inner}</a>' if link else f'<g class="err">{inner}</g>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _page_link(sample_id: str, pages: set[str]) -> str | None:
-    return f"samples/{_page_name(sample_id)}" if sample_id in pages else None
+            pred = _Marker(f"{px:.2f}", f"{py:.2f}", pred_r, _error_colour(row.distance_km))
+        link = f"samples/{_page_name(row.sample_id)}" if row.sample_id in pages else None
+        points.append(
+            _MapPoint(f"{row.sample_id}: {shown}", link, pred, _Marker(f"{tx:.2f}", f"{ty:.2f}", truth_r))
+        )
+    return {
+        "viewbox": f"{x0:.1f} {y0:.1f} {width:.1f} {height:.1f}",
+        "width": MAP_W,
+        "height": MAP_H,
+        "parallels": [f"{_xy(lat, 0)[1]:.1f}" for lat in range(-60, 90, 30)],
+        "meridians": [f"{_xy(0, lon)[0]:.1f}" for lon in range(-150, 180, 30)],
+        "land": country_outline_paths(),
+        "points": points,
+        "thinned": thinned,
+    }
 
 
 def _page_name(sample_id: str) -> str:
@@ -263,37 +229,24 @@ def _resolve(run_dir: Path, reference: str) -> Path:
     return path if path.is_absolute() else run_dir / path
 
 
-def _metric_rows(summary: dict[str, Any]) -> str:
-    cells = []
+def _metrics(summary: dict[str, Any]) -> list[dict[str, str]]:
+    """The metrics table: name (with its unit) and value with its 95 % interval."""
+    out = []
     for name, metric in summary["metrics"].items():
         if isinstance(metric, dict):
             value, (lo, hi) = metric["value"], metric["ci95"]
             shown = "–" if value is None else f"{value:.2f}"  # accuracies are stored in percent
             ci = "" if lo is None else f" [{lo:.2f}, {hi:.2f}]"
-            cells.append(
-                f"<tr><td>{_esc(name)}{' (%)' if 'acc' in name else ''}</td><td>{shown}{ci}</td></tr>"
-            )
+            out.append({"name": f"{name}{' (%)' if 'acc' in name else ''}", "value": f"{shown}{ci}"})
         else:
             shown = f"{metric:.2f}" if isinstance(metric, float) else metric
-            cells.append(f"<tr><td>{_esc(name)}</td><td>{_esc(shown)}</td></tr>")
-    return "".join(cells)
+            out.append({"name": name, "value": shown})
+    return out
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">'
-        f"<style>{PAGE_CSS}</style></head><body>{body}<script>{SORT_JS}</script></body></html>"
-    )
-
-
-def _legend() -> str:
-    lines = "".join(f'<span class="e{i}"></span>{_esc(label)}' for i, (label, _) in enumerate(ERROR_LEGEND))
-    return (
-        '<p class="legend"><b class="key-truth">●</b> truth, <b class="key-pred">●</b> prediction; '
-        f"line from prediction to truth by error:{lines}</p>"
-    )
+def _page_context(title: str) -> dict[str, Any]:
+    """What every page carries: its title, policy, stylesheet and script (the last three trusted)."""
+    return {"title": title, "csp": trusted(PAGE_CSP), "css": trusted(PAGE_CSS), "script": trusted(SORT_JS)}
 
 
 def index_html(
@@ -306,140 +259,118 @@ def index_html(
     listed = rows if len(rows) <= MAX_SAMPLE_PAGES else [r for r in rows if r.sample_id in pages]
     step = math.ceil(len(rows) / MAX_MAP_POINTS) if rows else 1
     mapped = rows[::step]
-    map_note = f"<p>One sample in {step} ({len(mapped):,} of {len(rows):,}) is drawn.</p>" if step > 1 else ""
-    table_note = (
-        f"<p>The {len(listed):,} worst of {len(rows):,} samples; every sample is in "
-        "<code>per_sample.csv</code>.</p>"
-        if len(listed) < len(rows)
-        else ""
+    thinned = {"step": step, "drawn": f"{len(mapped):,}", "rows": f"{len(rows):,}"} if step > 1 else None
+    cut = {"listed": f"{len(listed):,}", "rows": f"{len(rows):,}"} if len(listed) < len(rows) else None
+    model = summary.get("run", {}).get("model")
+    return render(
+        "index.html.j2",
+        **_page_context(f"geosleuth report: {model}"),
+        sections=INDEX_SECTIONS,
+        model=model,
+        n_finished=summary["n_finished"],
+        n_samples=summary["n_samples"],
+        statuses=", ".join(f"{k}: {v}" for k, v in summary["status_counts"].items()),
+        protocol=summary["protocol"]["name"],
+        metrics=_metrics(summary),
+        wherebench=summary.get("wherebench"),
+        fairness=fairness_context(summary),
+        grounding=grounding_context(
+            summary.get("grounding"),
+            lambda sid: f"samples/{_page_name(sid)}" if sid in pages else None,
+        ),
+        legend=[label for label, _ in ERROR_LEGEND],
+        worldmap=_worldmap(mapped, pages, thinned),
+        plots=_plots(plots or []),
+        samples={"cut": cut, "rows": [_table_row(row, pages) for row in listed]},
     )
-    table = []
-    for row in listed:
-        dist = f"{row.distance_km:.1f}" if math.isfinite(row.distance_km) else "–"
-        cls = "ok" if row.status == "ok" else "fail"
-        name = (
-            f'<a href="samples/{_page_name(row.sample_id)}">{_esc(row.sample_id)}</a>'
-            if row.sample_id in pages
-            else _esc(row.sample_id)
-        )
-        table.append(
-            f'<tr><td>{name}</td><td class="{cls}">{_esc(row.status)}</td>'
-            f'<td data-v="{row.distance_km if math.isfinite(row.distance_km) else 1e9}">{dist}</td>'
-            f"<td>{_esc(row.country_code)}</td><td>{_esc(row.continent)}</td><td>{row.turns}</td>"
-            f"<td>{row.tool_calls}</td></tr>"
-        )
-    statuses = ", ".join(f"{k}: {v}" for k, v in summary["status_counts"].items())
-    body = (
-        f"<h1>Evaluation: {_esc(summary.get('run', {}).get('model'))}</h1>"
-        f"<p>{summary['n_finished']} / {summary['n_samples']} finished; {statuses}. "
-        f"Protocol <code>{_esc(summary['protocol']['name'])}</code>.</p>"
-        f'<table id="metrics"><tr><th>metric</th><th>value [95 % CI]</th></tr>{_metric_rows(summary)}</table>'
-        f"{wherebench_html(summary.get('wherebench'))}{fairness_html(summary)}"
-        f"{grounding_html(summary.get('grounding'), lambda sid: _page_link(sid, pages))}"
-        f"<h2>Errors on the map</h2>{_legend()}{map_note}{world_map_svg(mapped, pages)}"
-        f"{_plots_html(plots or [])}"
-        f'<h2>Samples</h2>{table_note}<input id="filter" placeholder="filter…">'
-        f'<table id="samples" class="sortable"><thead><tr><th>id</th><th>status</th><th>error km</th>'
-        f"<th>true country</th><th>true continent</th><th>turns</th><th>tool calls</th></tr></thead>"
-        f"<tbody>{''.join(table)}</tbody></table>"
-    )
-    return _page(f"geosleuth report: {summary.get('run', {}).get('model')}", body)
 
 
-def _plots_html(plots: list[Path]) -> str:
+class _TableRow(NamedTuple):
+    """A row of the sample table (a tuple: templates read its fields without a dict lookup's detour)."""
+
+    id: str
+    page: str | None
+    status: str
+    css: str
+    sort: float
+    distance: str
+    country: str | None
+    continent: str | None
+    turns: int
+    tool_calls: int
+
+
+def _table_row(row: ScoreRow, pages: set[str]) -> _TableRow:
+    finite = math.isfinite(row.distance_km)
+    return _TableRow(
+        row.sample_id,
+        _page_name(row.sample_id) if row.sample_id in pages else None,
+        row.status,
+        "ok" if row.status == "ok" else "fail",
+        row.distance_km if finite else 1e9,
+        f"{row.distance_km:.1f}" if finite else "–",
+        row.country_code,
+        row.continent,
+        row.turns,
+        row.tool_calls,
+    )
+
+
+def _plots(plots: list[Path]) -> list[dict[str, str]]:
     """The report's PNG plots, embedded (the page stays one self-contained file per view)."""
-    figures = []
+    out = []
     for path in plots:
         try:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
         except OSError:
             continue
-        figures.append(f'<img class="plot" alt="{_esc(path.stem)}" src="data:image/png;base64,{data}">')
-    return f'<h2>Plots</h2><div id="plots">{"".join(figures)}</div>' if figures else ""
+        out.append({"name": path.stem, "uri": f"data:image/png;base64,{data}"})
+    return out
 
 
-def _tool_call_html(run_dir: Path, call: Any) -> str:
-    crops = "".join(
-        f'<img class="crop" alt="tool image" src="{uri}">'
-        for uri in (image_data_uri(_resolve(run_dir, p), 600) for p in call.result_images)
-        if uri
-    )
-    state = "ok" if call.ok else f"error: {cap_text(call.error or '', MAX_HTML_TEXT_CHARS)[0]}"
-    flags = " (cache hit)" if call.cache_hit else ""
-    arguments = _text(json.dumps(call.arguments, ensure_ascii=False))
-    css = "ok" if call.ok else "fail"
-    return (
-        f'<div class="call"><b>{_esc(call.name)}</b> <code>{arguments}</code> — '
-        f'<span class="{css}">{_esc(state)}</span>{flags}, {call.latency_s:.2f} s'
-        f"<pre>{_text(call.result_text)}</pre>{crops}</div>"
-    )
+def _turns(run_dir: Path, trajectory: Trajectory) -> list[tuple[Any, list[tuple[Any, list[str]]]]]:
+    """Each turn with its tool calls, each call with the data URIs of its result images."""
+    return [
+        (
+            turn,
+            [
+                (
+                    call,
+                    [
+                        uri
+                        for uri in (image_data_uri(_resolve(run_dir, p), 600) for p in call.result_images)
+                        if uri
+                    ],
+                )
+                for call in turn.tool_calls
+            ],
+        )
+        for turn in trajectory.turns
+    ]
 
 
 def _turns_html(run_dir: Path, trajectory: Trajectory) -> str:
-    out = []
-    for turn in trajectory.turns:
-        reasoning = (
-            f"<details open><summary>reasoning</summary><pre>{_text(turn.reasoning)}</pre></details>"
-            if (turn.reasoning)
-            else ""
-        )
-        calls = "".join(_tool_call_html(run_dir, c) for c in turn.tool_calls)
-        text = f"<pre>{_text(turn.text)}</pre>" if turn.text.strip() else ""  # tool-call-only turns
-        out.append(
-            f'<div class="turn"><h3>Turn {turn.index + 1}</h3>{reasoning}{text}{calls}'
-            f"<small>{turn.usage.prompt_tokens} + {turn.usage.completion_tokens} tokens, "
-            f"{turn.latency_s:.2f} s</small></div>"
-        )
-    return "".join(out)
+    return render("turns.html.j2", turns=_turns(run_dir, trajectory))
 
 
-def _question_html(sample: Sample) -> str:
-    """What the task asked beyond the image: choices, hint, and the annotated key clues."""
-    parts = []
-    if sample.choices:
-        options = "".join(f"<li>{_esc(c)}</li>" for c in sample.choices)
-        parts.append(f'<p>Choices (answer {_esc(sample.answer)}):</p><ol type="A">{options}</ol>')
-    if sample.hint:
-        parts.append(f"<p>Hint ({_esc(sample.hint_level)}): {_esc(sample.hint)}</p>")
-    if sample.key_clues:
-        weights = sample.clue_weights or [None] * len(sample.key_clues)
-        clues = "".join(
-            f"<li>{_esc(c)}{'' if w is None else f' ({w:.2f})'}</li>"
-            for c, w in zip(sample.key_clues, weights, strict=True)
-        )
-        parts.append(f"<p>Key clues:</p><ul>{clues}</ul>")
-    return "".join(parts)
-
-
-def _judgments_html(judgments: list[dict[str, Any]]) -> str:
-    if not judgments:
-        return ""
-    items = "".join(
-        f"<h3>{_esc(j['judge'])}: {'ok' if j['ok'] else 'failed'}</h3>"
-        + (f'<p class="fail">{_esc(j.get("error"))}</p>' if j.get("error") else "")
-        + f"<pre>{_esc(json.dumps(j.get('result'), ensure_ascii=False))}</pre>"
-        for j in judgments
-    )
-    return f'<h2>Judges</h2><div id="judges">{items}</div>'
-
-
-def _input_image_html(sample: Sample) -> str:
-    """The sample's image, or a note saying why it is not shown (a bomb, a damaged file, …)."""
+def _input_image(sample: Sample) -> dict[str, str | None]:
+    """The sample's image as a data URI, or why it is not shown (a bomb, a damaged file, …)."""
     if not sample.image:
-        return "<p>(image not available)</p>"
+        return {"uri": None, "problem": None}
     try:
-        uri = thumbnail_data_uri(Path(sample.image))
+        return {"uri": thumbnail_data_uri(Path(sample.image)), "problem": None}
     except ImageInputError as exc:
-        return f'<p class="fail">(image not shown: {_esc(str(exc))})</p>'
-    return f'<img class="main" alt="input image" src="{uri}">'
+        return {"uri": None, "problem": str(exc)}
 
 
 def _failed_page(sample_id: str, exc: Exception) -> str:
     """What a sample's page says when it could not be built: the report goes on without it."""
-    return _page(
-        f"sample {sample_id}",
-        f'<p><a href="../index.html">← report</a></p><h1>{_esc(sample_id)}</h1>'
-        f'<p class="fail">This page could not be built: {_esc(type(exc).__name__)}: {_esc(str(exc))}</p>',
+    return render(
+        "failed.html.j2",
+        **_page_context(f"sample {sample_id}"),
+        sample_id=sample_id,
+        error_type=type(exc).__name__,
+        error=str(exc),
     )
 
 
@@ -450,31 +381,28 @@ def sample_html(
     trajectory: Trajectory | None,
     judgments: list[dict[str, Any]] | None = None,
 ) -> str:
-    pic = _input_image_html(sample)
-    dist = f"{row.distance_km:.2f} km" if math.isfinite(row.distance_km) else "no distance"
-    truth = ", ".join(f"{k}: {v}" for k, v in sample.labels.items())
     prediction = (
         trajectory.prediction.model_dump(exclude={"raw"}, exclude_none=True)
         if (trajectory and trajectory.prediction)
         else None
     )
-    failure = " — " + _text(trajectory.error) if trajectory and trajectory.error else ""
-    body = (
-        f'<p><a href="../index.html">← report</a></p><h1>{_esc(sample.id)}</h1>{pic}'
-        f"<p>Status <b>{_esc(row.status)}</b>{failure}"
-        f"; error {dist}.</p><p>Truth: {_esc(sample.lat)}, {_esc(sample.lon)} {_esc(truth)}</p>"
-        f"{_question_html(sample)}"
-        f"<h2>Prediction</h2><pre>{_text(json.dumps(prediction, ensure_ascii=False, indent=1))}</pre>"
-        f"{_judgments_html(judgments or [])}"
+    weights: list[float | None] = list(sample.clue_weights) or [None] * len(sample.key_clues)
+    return render(
+        "sample.html.j2",
+        **_page_context(f"sample {sample.id}"),
+        sample=sample,
+        row=row,
+        image=_input_image(sample),
+        failure=trajectory.error if trajectory else None,
+        distance=f"{row.distance_km:.2f} km" if math.isfinite(row.distance_km) else "no distance",
+        truth=", ".join(f"{k}: {v}" for k, v in sample.labels.items()),
+        clues=list(zip(sample.key_clues, weights, strict=True)),
+        prediction=json.dumps(prediction, ensure_ascii=False, indent=1),
+        judgments=judgments or [],
+        trajectory=trajectory,
+        turns=_turns(run.run_dir, trajectory) if trajectory else [],
+        extras=[(extra, _turns(run.run_dir, extra)) for extra in trajectory.samples] if trajectory else [],
     )
-    if trajectory is not None:
-        body += f'<h2>Trajectory</h2><div id="trajectory">{_turns_html(run.run_dir, trajectory)}</div>'
-        if trajectory.prediction and trajectory.prediction.raw:
-            body += f"<h2>Final answer text</h2><pre>{_text(trajectory.prediction.raw)}</pre>"
-        for i, extra in enumerate(trajectory.samples):
-            body += f"<details><summary>sample {i + 1} ({_esc(extra.status.value)})</summary>"
-            body += f"{_turns_html(run.run_dir, extra)}</details>"
-    return _page(f"sample {sample.id}", body)
 
 
 def write_html(
@@ -510,46 +438,6 @@ def write_html(
     return index
 
 
-def _pct_cell(value: Any) -> str:
-    return "–" if value is None else f"{float(value):.2f}"
-
-
 def wherebench_html(block: dict[str, Any] | None) -> str:
     """The WhereBench section (percent): WhereCountry both ways, WhereStreet per split, Overall."""
-    if not block:
-        return ""
-    parts = ['<h2 id="wherebench">WhereBench (%)</h2>']
-    country = block.get("wherecountry")
-    if country:
-        parts.append(
-            '<table id="wherecountry"><tr><th>WhereCountry</th><th>n</th><th>parsed</th>'
-            "<th>accuracy as published (over parsed)</th><th>accuracy every row</th></tr>"
-            f"<tr><td></td><td>{int(country['n'])}</td><td>{int(country['parsed'])}</td>"
-            f"<td>{_pct_cell(country['accuracy_as_published'])}</td>"
-            f"<td>{_pct_cell(country['accuracy_every_row'])}</td></tr></table>"
-        )
-    street = block.get("wherestreet") or {}
-    if street:
-        acc = [k for k in next(iter(street.values())) if k.startswith("acc@")]
-        head = "".join(f"<th>{_esc(k)}</th>" for k in acc)
-        rows = []
-        for split, f in street.items():
-            tt, tc = f["thinking_text"], f["thinking_coordinates"]
-            cells = "".join(f"<td>{_pct_cell(f[k])}</td>" for k in acc)
-            rows.append(
-                f"<tr><td>{_esc(split)}</td><td>{int(f['n_text'])}</td><td>{_pct_cell(f['path_score'])}</td>"
-                f"<td>{int(f['n_coordinates'])}</td>{cells}<td>{_pct_cell(tt['thinking'])}</td>"
-                f"<td>{_pct_cell(tt['thinking_shapley'])}</td><td>{_pct_cell(tc['thinking'])}</td>"
-                f"<td>{_pct_cell(tc['thinking_shapley'])}</td></tr>"
-            )
-        parts.append(
-            '<table id="wherestreet"><tr><th>WhereStreet split</th><th>text n</th><th>path score</th>'
-            f"<th>coord n</th>{head}<th>thinking (text)</th><th>Shapley thinking (text)</th>"
-            f"<th>thinking (coord)</th><th>Shapley thinking (coord)</th></tr>{''.join(rows)}</table>"
-        )
-    parts.append(
-        f"<p>Overall (as released): {_pct_cell(block.get('overall'))}; every row: "
-        f"{_pct_cell(block.get('overall_every_row'))}; Eq. 2 with Acc@1 km: "
-        f"{_pct_cell(block.get('overall_eq2'))}.</p>"
-    )
-    return "".join(parts)
+    return render("wherebench.html.j2", wherebench=block)

@@ -12,7 +12,7 @@ import platform
 import re
 import time
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -96,7 +96,7 @@ class EvalConfig(BaseModel):
     provider: str | None = None  # request dialect: auto | generic | openai | gemini | deepseek
     agent: dict[str, Any] = Field(default_factory=dict)  # further AgentConfig fields, passed through
     agent_fn: str | None = None  # "module:function", an async (Task) -> Trajectory replacing the agent
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=8, ge=1)  # samples in flight per shard (eval.endpoints)
     limit: int | None = Field(default=None, ge=1)
     timeout_s: float | None = None
     backend: Literal["local", "ray"] = "local"
@@ -104,8 +104,8 @@ class EvalConfig(BaseModel):
     ray_batch_size: int = Field(default=32, ge=1)  # samples per batch sent to an actor
     ray_resources: dict[str, float] = Field(default_factory=dict)  # custom resources pinning the actors
     ray_restart_wait_s: float = Field(default=120.0, gt=0)  # a lost actor's time to come back
-    shards: int | None = None
-    endpoints: list[str] = Field(default_factory=list)  # one base_url per Ray shard, round robin
+    shards: int | None = Field(default=None, ge=1)  # shards of the run (default: one per endpoint)
+    endpoints: list[str] = Field(default_factory=list)  # base_url of shard i: endpoints[i % len], any backend
     shard: str | None = None  # "I/N": this job runs shard I of N (job arrays without Ray), see merge
     protocol: str | None = None
     breakdowns: list[str] = Field(default_factory=list)
@@ -256,8 +256,11 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def build_manifest(config: EvalConfig, dataset_info: dict[str, Any]) -> dict[str, Any]:
-    """The provenance record of a run."""
+def build_manifest(
+    config: EvalConfig, dataset_info: dict[str, Any], endpoints: Sequence[str | None] | None = None
+) -> dict[str, Any]:
+    """The provenance record of a run; ``endpoints``: the base URL of each shard it runs
+    (`geosleuth.eval.run.endpoints.plan_lanes`), ``base_url`` alone when not given."""
     providers = sorted({str(v) for k, v in config.agent.items() if "provider" in k and isinstance(v, str)})
     if config.agent_fn is None:
         providers += _tool_providers(config.agent.get("tool_settings"))
@@ -268,20 +271,24 @@ def build_manifest(config: EvalConfig, dataset_info: dict[str, Any]) -> dict[str
         "model": config.model or ("offline-pipeline" if not config.agent_fn else config.agent_fn),
         "verifier": config.verifier,
         "judge_model": config.judge.model if config.judge else None,
-        "endpoint": _endpoint(config),
+        **_endpoints(config, [config.base_url] if endpoints is None else endpoints),
         "providers": providers,
         "dataset": dataset_info,
         "config": redact(config.model_dump(mode="json")),
     }
 
 
-def _endpoint(config: EvalConfig) -> str | None:
-    """The model endpoint the run talks to, as the client resolves it (flag, then $OPENAI_BASE_URL)."""
-    if config.agent_fn or not config.model or config.backend == "ray":
-        return None
+def _endpoints(config: EvalConfig, urls: Sequence[str | None]) -> dict[str, Any]:
+    """The model endpoint the run talks to, as the client resolves it (flag, then $OPENAI_BASE_URL);
+    with several, ``endpoint`` is None and ``endpoints`` lists them."""
+    if config.agent_fn or not config.model:
+        return {"endpoint": None}
     from geosleuth.agent.client import resolve_endpoint
 
-    return resolve_endpoint(config.base_url, None)[0]
+    resolved = list(dict.fromkeys(resolve_endpoint(url, None)[0] for url in urls))
+    if len(resolved) == 1:
+        return {"endpoint": resolved[0]}
+    return {"endpoint": None, "endpoints": resolved}
 
 
 def _tool_providers(settings: Any) -> list[str]:

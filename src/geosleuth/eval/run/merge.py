@@ -197,6 +197,7 @@ def _merged_manifest(run_dir: Path, shards: list[Shard]) -> dict[str, Any]:
     config = {**first.get("config", {}), "shard": None}
     return {
         **first,
+        **_merged_endpoints(shards),
         "created_at": min(s.manifest.get("created_at", "") for s in shards),
         "dataset": dataset,
         "config": config,
@@ -206,3 +207,12 @@ def _merged_manifest(run_dir: Path, shards: list[Shard]) -> dict[str, Any]:
             "from": [str(s.path.relative_to(run_dir)) for s in shards],
         },
     }
+
+
+def _merged_endpoints(shards: list[Shard]) -> dict[str, Any]:
+    """The model endpoints of the shards (a job array spreads shards over ``endpoints``)."""
+    named = [s.manifest.get("endpoints") or [s.manifest.get("endpoint")] for s in shards]
+    urls = list(dict.fromkeys(url for urls in named for url in urls if url))
+    if len(urls) < 2:
+        return {"endpoint": urls[0] if urls else None}
+    return {"endpoint": None, "endpoints": urls}

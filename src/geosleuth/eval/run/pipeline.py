@@ -24,6 +24,7 @@ from geosleuth.eval.run.config import (
     shard_dir,
     write_manifest,
 )
+from geosleuth.eval.run.endpoints import LaneRouter, Lanes, plan_lanes
 from geosleuth.eval.run.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
 from geosleuth.eval.run.store import RunDirError, write_atomic
 from geosleuth.eval.run.styles import choose_style
@@ -36,6 +37,7 @@ class PreparedRun:
     run_dir: Path
     dataset: Dataset
     samples: list[Sample]
+    lanes: Lanes
 
 
 def load_agent_fn(spec: str) -> RunFn:
@@ -178,6 +180,7 @@ def read_samples(run_dir: Path) -> list[Sample]:
 
 def prepare_run(config: EvalConfig) -> PreparedRun:
     """Load and validate the dataset, then create or check the run directory."""
+    lanes = plan_lanes(config)
     if config.agent_fn:
         load_agent_fn(config.agent_fn)  # a wrong module:function fails before the run directory exists
     else:
@@ -209,11 +212,11 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     }
     if positions is not None:
         info["shard"] = {"index": index, "count": count, "n_selected": n_selected}
-    write_manifest(run_dir, build_manifest(config, info))
+    write_manifest(run_dir, build_manifest(config, info, lanes.endpoints))
     write_samples(run_dir, samples)
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
-    return PreparedRun(config, run_dir, dataset, samples)
+    return PreparedRun(config, run_dir, dataset, samples, lanes)
 
 
 def bad_rows_error(dataset: Dataset, source: str | Path, remedy: str, shown: int = 20) -> DatasetError:
@@ -283,10 +286,9 @@ async def execute(
 ) -> RunStats:
     """Run the pending samples on the configured backend."""
     config = prepared.config
+    lanes = prepared.lanes
+    run_fns = [build_run_fn(config, prepared.run_dir, url) for url in lanes.endpoints]
     if config.backend == "ray":
-        endpoints = config.endpoints or [config.base_url]
-        n = config.shards or len(endpoints)
-        run_fns = [build_run_fn(config, prepared.run_dir, endpoints[i % len(endpoints)]) for i in range(n)]
         from geosleuth.eval.run.ray_backend import RayBackend
 
         backend = RayBackend(
@@ -304,12 +306,12 @@ async def execute(
             retry_failed=retry_failed,
             on_result=on_result,
         )
-    run_fn = build_run_fn(config, prepared.run_dir)
+    run_fn = run_fns[0] if len(run_fns) == 1 else LaneRouter(lanes, run_fns, config.concurrency)
     return await run_samples(
         prepared.samples,
         run_fn,
         prepared.run_dir,
-        concurrency=config.concurrency,
+        concurrency=config.concurrency * len(run_fns),
         timeout_s=config.timeout_s,
         retry_failed=retry_failed,
         on_result=on_result,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geosleuth.core import metrics
+from geosleuth.core.ids import sample_key
 from geosleuth.core.parsing import parse_answer, wherecountry_choice
 from geosleuth.core.records import Prediction, Sample
 from geosleuth.eval.report.scores import sample_distance
@@ -83,7 +84,7 @@ def _truth(truth_path: Path | None) -> list[Sample]:
 
 
 def _predictions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Prediction rows by id; the released WhereStreet JSON object ``{BVID: {...}}`` is read too."""
+    """Prediction rows by `sample_key`; the released WhereStreet JSON object ``{BVID: {...}}`` is read too."""
     problems: list[str] = []
     text = path.read_text(encoding="utf-8-sig") if path.is_file() else ""
     if text.lstrip().startswith("{") and path.suffix.lower() == ".json":
@@ -92,7 +93,7 @@ def _predictions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
         except json.JSONDecodeError as exc:
             raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
         if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):
-            return {str(k): v for k, v in obj.items()}, problems
+            return {sample_key(k): v for k, v in obj.items()}, problems
     out: dict[str, dict[str, Any]] = {}
     for row in iter_rows(path):
         if row.data is None:
@@ -102,10 +103,10 @@ def _predictions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
         key = key or row_id(row.data)
         if key is None:
             problems.append(f"line {row.line}: no id")
-        elif key in out:
+        elif sample_key(key) in out:
             problems.append(f"line {row.line}: duplicate id {key} (first kept)")
         else:
-            out[key] = row.data
+            out[sample_key(key)] = row.data
     return out, problems
 
 
@@ -325,7 +326,7 @@ def score_wherebench_file(
     items: list[wherebench.WhereItem] = []
     records: list[dict[str, Any]] = []
     for sample in samples:
-        data = predictions.get(sample.id)
+        data = predictions.get(sample_key(sample.id))
         if sample.answer_type == "choice":
             item, record = _country_item(sample, data, run_choices.get(sample.id))
         else:

@@ -42,9 +42,10 @@ from geosleuth.bounds.imageio import ImageInputError
 from geosleuth.core.records import Sample
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.eval.datasets.loading import DatasetError, load_dataset
+from geosleuth.eval.datasets.truth import truth_record
 from geosleuth.eval.run.pipeline import check_images
 from geosleuth.eval.run.styles import choose_style
-from geosleuth.integrations.harness import Answered, defined, metrics, score_answers, truth_record
+from geosleuth.integrations.harness import Answered, defined, metrics, score_answers
 from geosleuth.scoring import get_protocol
 
 log = logging.getLogger(__name__)
