@@ -250,9 +250,8 @@ def arena_text(result: dict[str, Any]) -> str:
         lines.append(line)
     lines += ["", f"{'#':>3}  {'model':<{width}}  {'BT':>7}  {'95 % CI':>17}  {'Elo':>7}  {'battles':>7}"]
     for rank, model, r in _rows(result):
-        lines.append(
-            f"{rank:>3}  {model:<{width}}  {_fmt(r['bt']):>7}  {_ci(r):>17}  {_fmt(r['elo']):>7}  {r['battles']:>7}"
-        )
+        bt, elo = _fmt(r["bt"]), _fmt(r["elo"])
+        lines.append(f"{rank:>3}  {model:<{width}}  {bt:>7}  {_ci(r):>17}  {elo:>7}  {r['battles']:>7}")
     lines += [f"note: {n}" for n in result["notes"]]
     return "\n".join(lines) + "\n"
 
