@@ -54,6 +54,9 @@ class ScoringProtocol:
         None  # where released code puts an answer without coordinates
     )
     geoguessr_round: bool = False  # each row's GeoGuessr points rounded to an integer (PIGEON)
+    map_bounds: tuple[float, float, float, float] | None = (
+        None  # a GeoGuessr map: min lat, min lng, max lat, max lng
+    )
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {
@@ -159,6 +162,18 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             radius_km=6371.0,
             thresholds=THRESHOLD_PRESETS["classic"],
             strict_threshold=False,
+        ),
+        ScoringProtocol(
+            name="geoguessr-map",
+            description="ccmdi's GeoBench (geobench.py) on one GeoGuessr map: 5000 points within 25 m, "
+            "else round(5000 · 0.99866017^(metres / (D / 7.458421))), D the haversine diagonal of the "
+            "map's bounds; refusal_rate and acc_country (GeoBench's country alias groups) over all rows, "
+            "in percent; geoguessr_mean, geoguessr_median, mean_km, median_km over answered rows (median "
+            "sorted(x)[n // 2]); answers read with GeoBench's parse_response; reads its detailed.csv; "
+            "needs --map metadata.json or --map-bounds",
+            parse_mode="strict",
+            parse_protocol="geoguessr-map",
+            file_scorer="geosleuth.scoring.geoguessr_map_files:score_geoguessr_map_file",
         ),
         ScoringProtocol(
             name="default",
