@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.eval.config import Price
+from geosleuth.eval.geoguessr_map_run import geoguessr_map_markdown, run_map_figures
 from geosleuth.eval.judges import judge_summary, read_judgments
 from geosleuth.eval.rundata import RunData, load_records, load_run
 from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
@@ -65,6 +66,8 @@ def compute(
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
+    if proto.name == "geoguessr-map":
+        summary["geoguessr_map"] = run_map_figures(run.samples, run.records, int(config.get("seed") or 0))
     return summary, rows
 
 
@@ -118,6 +121,7 @@ def markdown(summary: dict[str, Any]) -> str:
         shown = ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
         lines += ["", f"Judge `{judge}`: {shown} (accuracies and scores in %)."]
     lines += wherebench_markdown(summary.get("wherebench"))
+    lines += geoguessr_map_markdown(summary.get("geoguessr_map"))
     lines += ["", "| status | samples |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary["status_counts"].items()]
     tools = summary["tools"]
