@@ -160,6 +160,16 @@ def test_answers_read_with_geobench_regex_and_truth_from_the_map(tmp_path: Path)
     _check(_metrics(_score(str(tmp_path / "p.jsonl"), "--map", str(meta))))
 
 
+def test_the_map_file_as_truth_brings_its_bounds(tmp_path: Path) -> None:
+    meta = _metadata(tmp_path / "map")
+    rows = [json.dumps({"id": "5", "response": "country: Maldives\nlat: 0\nlng: 60"})]
+    (tmp_path / "p.jsonl").write_text("\n".join(rows) + "\n")
+    metrics = _metrics(_score(str(tmp_path / "p.jsonl"), "--truth", str(meta)))
+    assert metrics["geoguessr_mean"] == 5000.0 and metrics["map_diagonal_km"] == pytest.approx(
+        QUARTER_KM, abs=1e-3
+    )
+
+
 def test_without_a_map_scoring_stops_and_says_how(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["score", str(_detailed(tmp_path / "d.csv")), "--protocol", "geoguessr-map"]

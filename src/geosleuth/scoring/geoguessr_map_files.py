@@ -224,15 +224,19 @@ def _is_metadata(path: Path) -> bool:
 def score_geoguessr_map_file(
     path: Path, protocol: ScoringProtocol, truth_path: Path | None, judge: object = None
 ) -> FileScore:
-    """Score a ``detailed.csv`` or a prediction file on the protocol's map (``map_bounds``)."""
+    """Score a ``detailed.csv`` or a prediction file on the protocol's map (``map_bounds``), else on
+    the map of a ``metadata.json`` given as the truth."""
     if judge is not None:
         raise ScoreInputError(f"--judge does not apply to --protocol {protocol.name}: GeoBench has no judge")
-    if protocol.map_bounds is None:
+    if protocol.map_bounds is not None:
+        bounds = MapBounds(*protocol.map_bounds)
+    elif truth_path is not None and truth_path.suffix.lower() == ".json" and _is_metadata(truth_path):
+        bounds = map_bounds(truth_path)  # the truth is the map's own metadata.json
+    else:
         raise ScoreInputError(
             f"--protocol {protocol.name} scores on a map: give --map metadata.json (GeoBench's dataset file) "
             "or --map-bounds MIN_LAT,MIN_LNG,MAX_LAT,MAX_LNG"
         )
-    bounds = MapBounds(*protocol.map_bounds)
     problems: list[str] = []
     if is_detailed_csv(path):
         rows = detailed_rows(path, problems)
