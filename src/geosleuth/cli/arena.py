@@ -56,6 +56,15 @@ def arena_command(
         int, typer.Option("--rounds", min=0, help="Bootstrap resamples for the 95 % intervals.")
     ] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    as_released: Annotated[
+        bool,
+        typer.Option(
+            "--as-released",
+            help="Fit GeoArena's pandas table as bt_mle.py builds it: pairs of a model not seen winning, "
+            "losing and (with ties) tying in both seats are left out and it goes unrated (default: every "
+            "battle counts).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown leaderboard.")] = False,
     out: Annotated[
@@ -103,7 +112,7 @@ def arena_command(
             data = fights_from_runs(dirs, protocol, tie_km)
             if judge_model:
                 data = _judged(data, judge_model, judge_base_url, judge_api_key_env, out)
-        result = arena_result(data, pinned, rounds, seed)
+        result = arena_result(data, pinned, rounds, seed, as_released)
     except (ArenaError, RunDirError, ValueError) as exc:
         _fail(str(exc))
     except OSError as exc:

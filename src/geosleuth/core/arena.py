@@ -9,11 +9,13 @@ Pure math, no I/O. A battle is ``(model_a, model_b, winner)`` with winner one of
   an anchor model is then shifted to its pinned rating (GeoArena: ``openai/gpt-4o`` = 1000).
   The released code builds its table with pandas, whose index alignment leaves out every pair
   that involves a model missing from one of its pivot tables (a model that never tied, once any
-  battle is a tie); here every battle counts. Where each model has a tie, a win and a loss both
-  as ``model_a`` and ``model_b`` the two agree.
+  battle is a tie); by default every battle counts here, and ``released=True`` fits that table
+  as it is (:func:`released_table`). Where each model has a tie, a win and a loss both as
+  ``model_a`` and ``model_b`` the two agree; otherwise a note names the models concerned.
   The MLE exists only when the "won or tied against" graph is strongly connected (otherwise a
-  model that never lost would rate +∞): then no rating is given, and :attr:`BradleyTerry.note`
-  says why, instead of the large finite number a stopped optimiser would print.
+  model that never lost would rate +∞): then no rating is given, and a note
+  says why (:attr:`BradleyTerry.notes`), instead of the large finite number a stopped optimiser
+  would print.
 * **Online Elo** (GeoArena's leaderboard): K = 4, every model starting at 1000, battles replayed
   in order, both tie kinds scoring ½.
 * **Bootstrap**: battles resampled with replacement and refitted, the 2.5 / 97.5 percentiles per
@@ -177,13 +179,53 @@ def fit_bt(s: NDArray[np.float64]) -> NDArray[np.float64] | None:
     return beta - beta.mean()
 
 
+def released_table(codes: NDArray[np.int64], p: int) -> NDArray[np.bool_]:
+    """The models whose pairs GeoArena's pandas table keeps, from the cells that hold battles.
+
+    ``ptbl_a_win * 2 + ptbl_b_win.T * 2 + ptbl_tie`` aligns pivot tables whose index and columns
+    are the models seen in one role each; a pair survives (no NaN either way) only when both of
+    its models won as model_a, lost as model_b, lost as model_a and won as model_b, and, once any
+    battle is a tie, tied in both seats.
+    """
+    pair, result = np.divmod(codes, 3)
+    first, second = np.divmod(pair, p)
+
+    def seen(seat: NDArray[np.int64], outcome: int) -> NDArray[np.bool_]:
+        out = np.zeros(p, dtype=bool)
+        out[seat[result == outcome]] = True
+        return out
+
+    keep = seen(first, 0) & seen(second, 0) & seen(first, 1) & seen(second, 1)
+    if (result == 2).any():
+        keep &= seen(first, 2) & seen(second, 2)
+    return keep
+
+
+def _fit(
+    codes: NDArray[np.int64], counts: NDArray[np.float64], p: int, released: bool
+) -> NDArray[np.float64] | None:
+    """β for every model (NaN: left out of the released table), or None without a finite MLE."""
+    s = score_matrix(codes, counts, p)
+    if not released:
+        return fit_bt(s)
+    keep = released_table(codes, p)
+    fitted = fit_bt(s[np.ix_(keep, keep)]) if keep.sum() >= 2 else None
+    if fitted is None:
+        return None
+    beta = np.full(p, np.nan)
+    beta[keep] = fitted
+    return beta
+
+
 def ratings_from_beta(
     beta: NDArray[np.float64], models: Sequence[str], anchor: tuple[str, float] | None
 ) -> NDArray[np.float64]:
     """400·β + 1000, shifted so the anchor model (when rated) sits at its pinned rating."""
     ratings = SCALE * beta + INIT_RATING
     if anchor is not None and anchor[0] in models:
-        ratings = ratings + (anchor[1] - ratings[list(models).index(anchor[0])])
+        pinned = ratings[list(models).index(anchor[0])]
+        if math.isfinite(pinned):  # released: an anchor outside the table sits at 1000, shifting nothing
+            ratings = ratings + (anchor[1] - pinned)
     return ratings
 
 
@@ -204,7 +246,8 @@ class BradleyTerry:
     anchor: tuple[str, float] | None
     rounds: int
     rounds_without_mle: int
-    note: str | None = None
+    notes: tuple[str, ...] = ()
+    released: bool = False  # fitted on GeoArena's pandas table (see ``released_table``)
 
 
 def bradley_terry(
@@ -212,35 +255,66 @@ def bradley_terry(
     anchor: tuple[str, float] | None = None,
     rounds: int = BOOTSTRAP_ROUNDS,
     seed: int = 0,
+    released: bool = False,
 ) -> BradleyTerry:
-    """Point ratings and a percentile bootstrap 95 % interval per model (``rounds`` resamples)."""
+    """Point ratings and a percentile bootstrap 95 % interval per model (``rounds`` resamples).
+
+    ``released`` fits GeoArena's pandas table as it is (pairs of models outside
+    :func:`released_table` left out, those models unrated); by default every battle counts.
+    """
     models = battles.models
     p = len(models)
     if anchor is not None and anchor[0] not in models:
         raise ArenaError(f"anchor model {anchor[0]!r} fought no battle; rated: {', '.join(models)}")
     chosen = default_anchor(models, anchor)
     codes, counts = np.unique(cell_codes(battles), return_counts=True)
-    beta = fit_bt(score_matrix(codes, counts.astype(np.float64), p))
+    notes = [_table_note(codes, models, released)] if not released_table(codes, p).all() else []
+    beta = _fit(codes, counts.astype(np.float64), p, released)
     if beta is None:
-        return BradleyTerry(models, None, None, chosen, rounds, rounds, _no_mle_note(battles))
+        notes.insert(0, _no_mle_note(battles))
+        return BradleyTerry(models, None, None, chosen, rounds, rounds, tuple(notes), released)
     point = ratings_from_beta(beta, models, chosen)
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(battles.n, counts / counts.sum(), size=rounds) if rounds else np.zeros((0, 0))
     samples = []
     for row in draws:
         kept = row > 0
-        fitted = fit_bt(score_matrix(codes[kept], row[kept].astype(np.float64), p))
+        fitted = _fit(codes[kept], row[kept].astype(np.float64), p, released)
         if fitted is not None:
             samples.append(ratings_from_beta(fitted, models, chosen))
     missing = rounds - len(samples)
-    ci = np.percentile(np.asarray(samples), [2.5, 97.5], axis=0).T if samples else None
-    note = (
-        f"{missing} of {rounds} bootstrap resamples had no finite MLE (a model unbeaten in the "
-        "resample) and were left out of the intervals"
-        if missing
-        else None
+    ci = _percentiles(np.asarray(samples)) if samples else None
+    if missing:
+        notes.append(
+            f"{missing} of {rounds} bootstrap resamples had no finite MLE (a model unbeaten in the "
+            "resample) and were left out of the intervals"
+        )
+    return BradleyTerry(models, point, ci, chosen, rounds, missing, tuple(notes), released)
+
+
+def _percentiles(samples: NDArray[np.float64]) -> NDArray[np.float64]:
+    """2.5 / 97.5 percentiles per model over the resamples that rated it (NaN: none did)."""
+    out = np.full((samples.shape[1], 2), np.nan)
+    for j in range(samples.shape[1]):
+        rated = samples[:, j][np.isfinite(samples[:, j])]
+        if rated.size:
+            out[j] = np.percentile(rated, [2.5, 97.5])
+    return out
+
+
+def _table_note(codes: NDArray[np.int64], models: Sequence[str], released: bool) -> str:
+    """Which models GeoArena's table leaves out, and what that means for these ratings."""
+    out = [m for m, k in zip(models, released_table(codes, len(models)), strict=True) if not k]
+    names = ", ".join(out)
+    if released:
+        return (
+            f"GeoArena's table leaves out every pair involving {names} (not seen winning, losing and, with "
+            "ties, tying in both seats): unrated here, shown at 1000 on its leaderboard"
+        )
+    return (
+        f"GeoArena's bt_mle.py would leave out every pair involving {names} (not seen winning, losing "
+        "and, with ties, tying in both seats); these ratings count every battle (--as-released: its table)"
     )
-    return BradleyTerry(models, point, ci, chosen, rounds, missing, note)
 
 
 def _no_mle_note(battles: Battles) -> str:
@@ -308,7 +382,10 @@ class Arena:
     def ranked(self) -> list[str]:
         """Models by BT rating (by Elo where BT does not exist), best first."""
         if self.bt.ratings is not None:
-            order = dict(zip(self.bt.models, self.bt.ratings.tolist(), strict=True))
+            order = {
+                m: r if math.isfinite(r) else -math.inf
+                for m, r in zip(self.bt.models, self.bt.ratings.tolist(), strict=True)
+            }
         else:
             order = self.elo
         return sorted(self.models, key=lambda m: (-order[m], m))
@@ -319,8 +396,9 @@ def rate(
     anchor: tuple[str, float] | None = None,
     rounds: int = BOOTSTRAP_ROUNDS,
     seed: int = 0,
+    released: bool = False,
 ) -> Arena:
-    """Rate every model of ``battles`` (at least one battle)."""
+    """Rate every model of ``battles`` (at least one battle); ``released``: see :func:`bradley_terry`."""
     if battles.n == 0:
         raise ArenaError("no battles to rate")
     t = tallies(battles)
@@ -334,7 +412,7 @@ def rate(
         for i, m in enumerate(models)
     }
     return Arena(
-        bt=bradley_terry(battles, anchor, rounds, seed),
+        bt=bradley_terry(battles, anchor, rounds, seed, released),
         elo=dict(zip(models, online_elo(battles).tolist(), strict=True)),
         battles={m: int(t[:, i, :].sum()) for i, m in enumerate(models)},
         pairs=pairs,
@@ -348,8 +426,10 @@ def as_json(arena: Arena) -> dict[str, object]:
     for model in arena.ranked():
         i = arena.models.index(model)
         ratings[model] = {
-            "bt": None if bt.ratings is None else round(float(bt.ratings[i]), 6),
-            "ci95": None if bt.ci95 is None else [round(float(x), 6) for x in bt.ci95[i]],
+            "bt": None if bt.ratings is None else _finite(bt.ratings[i]),
+            "ci95": None
+            if bt.ci95 is None or not np.isfinite(bt.ci95[i]).all()
+            else [_finite(x) for x in bt.ci95[i]],
             "elo": round(arena.elo[model], 6),
             "battles": arena.battles[model],
         }
@@ -362,8 +442,13 @@ def as_json(arena: Arena) -> dict[str, object]:
         },
         "anchor": None if bt.anchor is None else {"model": bt.anchor[0], "rating": bt.anchor[1]},
         "bootstrap": {"rounds": bt.rounds, "without_mle": bt.rounds_without_mle},
-        "notes": [bt.note] if bt.note else [],
+        "table": "released" if bt.released else "every battle",
+        "notes": list(bt.notes),
     }
+
+
+def _finite(value: float) -> float | None:
+    return round(float(value), 6) if math.isfinite(value) else None
 
 
 def parse_anchor(text: str) -> tuple[str, float]:

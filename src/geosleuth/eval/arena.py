@@ -194,9 +194,11 @@ def arena_result(
     anchor: tuple[str, float] | None = None,
     rounds: int = core.BOOTSTRAP_ROUNDS,
     seed: int = 0,
+    released: bool = False,
 ) -> dict[str, Any]:
-    """The arena's JSON: ``ratings`` (bt, ci95, elo, battles) first, then the win rates and how."""
-    rated = core.rate(core.battles_from(data.triples), anchor, rounds, seed)
+    """The arena's JSON: ``ratings`` (bt, ci95, elo, battles) first, then the win rates and how;
+    ``released`` fits GeoArena's pandas table as it is (see ``core.arena.released_table``)."""
+    rated = core.rate(core.battles_from(data.triples), anchor, rounds, seed, released)
     body = core.as_json(rated)
     notes = [*data.notes, *body.pop("notes")]  # type: ignore[misc]
     return {
