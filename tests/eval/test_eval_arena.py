@@ -64,6 +64,13 @@ def test_bad_vote_lines_are_skipped_and_named(tmp_path: Path) -> None:
     assert "1120.4" in result.output
 
 
+def test_an_overlong_line_is_skipped_unread(tmp_path: Path) -> None:
+    path = _votes(tmp_path / "v.jsonl", ["x" * 200_000, '{"model_a": "A", "model_b": "C", "winner": "tie"}'])
+    data = arena.read_votes(path)
+    assert len(data.triples) == len(VOTES) + 1  # the line after the long one is read
+    assert "line 12: longer than 65536 bytes" in data.notes[0]
+
+
 def test_no_vote_at_all_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "v.jsonl").write_text('{"model_a": "A"}\n')
     result = CliRunner().invoke(app, ["arena", str(tmp_path / "v.jsonl")])

@@ -275,9 +275,10 @@ def bradley_terry(
         return BradleyTerry(models, None, None, chosen, rounds, rounds, tuple(notes), released)
     point = ratings_from_beta(beta, models, chosen)
     rng = np.random.default_rng(seed)
-    draws = rng.multinomial(battles.n, counts / counts.sum(), size=rounds) if rounds else np.zeros((0, 0))
+    shares = counts / counts.sum()
     samples = []
-    for row in draws:
+    for _ in range(rounds):  # one draw per round: memory stays one row of cells
+        row = rng.multinomial(battles.n, shares)
         kept = row > 0
         fitted = _fit(codes[kept], row[kept].astype(np.float64), p, released)
         if fitted is not None:

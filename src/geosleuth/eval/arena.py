@@ -24,13 +24,12 @@ from geosleuth.core import metrics
 from geosleuth.eval.rundata import RunData, load_run
 from geosleuth.eval.scores import protocol_for, score_run
 from geosleuth.scoring.protocols import ScoringProtocol
-from geosleuth.textrows import text_lines
 
 DEFAULT_TIE_KM = 1.0
 """Errors closer than this are a tie: 1 km is the finest threshold of the classic Acc@k scale,
 and a smaller gap says nothing about which model looked better."""
 MAX_VOTE_CHARS = 1 << 16
-"""A vote is three short strings; a longer line is not a vote."""
+"""A vote is a few short strings; a longer line (bytes) is not a vote and is never read whole."""
 SHOWN_NOTES = 10
 
 
@@ -60,11 +59,29 @@ class ArenaInput:
 # ----------------------------------------------------------------------------- votes
 
 
+def _lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
+    """``(number, text, None)`` per line, or ``(number, None, why)`` for a line that is too long
+    (never held whole) or not UTF-8."""
+    with path.open("rb") as handle:
+        number = 0
+        while raw := handle.readline(MAX_VOTE_CHARS + 1):
+            number += 1
+            if len(raw) > MAX_VOTE_CHARS and not raw.endswith(b"\n"):
+                while (rest := handle.readline(MAX_VOTE_CHARS)) and not rest.endswith(b"\n"):
+                    pass  # the rest of an overlong line, read in bounded pieces
+                yield number, None, f"line {number}: longer than {MAX_VOTE_CHARS} bytes"
+                continue
+            try:
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8"), None
+            except UnicodeDecodeError as exc:
+                yield number, None, f"line {number} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+
+
 def read_votes(path: Path) -> ArenaInput:
     """The votes of a JSONL file; bad lines are skipped and named, no vote at all is an error."""
     triples: list[tuple[str, str, str]] = []
     problems: list[str] = []
-    for number, text, why in text_lines(path):
+    for number, text, why in _lines(path):
         if text is None:
             problems.append(str(why))
             continue
@@ -81,8 +98,6 @@ def read_votes(path: Path) -> ArenaInput:
 
 def _vote(text: str, out: list[tuple[str, str, str]]) -> str | None:
     """Append the vote on one line, or say why it is none."""
-    if len(text) > MAX_VOTE_CHARS:
-        return f"longer than {MAX_VOTE_CHARS} characters"
     try:
         row = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
