@@ -53,3 +53,11 @@ def test_eval_on_a_geoguessr_map_reports_geobench_figures(
     assert block["median_km"] == pytest.approx(DEG_KM, abs=1e-3)
     assert block["mean_km"] == pytest.approx(11.5 * DEG_KM / 4, abs=1e-3)
     assert "## GeoGuessr map (GeoBench)" in (out / "summary.md").read_text()
+    scored = CliRunner().invoke(
+        app,
+        ["score", str(out / "trajectories.jsonl"), "--protocol", "geoguessr-map"]
+        + ["--map", str(folder / "metadata.json"), "--json"],
+    )
+    assert scored.exit_code == 0, scored.output
+    metrics = json.loads(scored.output)["metrics"]  # the run's records, the truth from the map's images
+    assert metrics["acc_country"] == pytest.approx(60.0) and metrics["geoguessr_median"] == 4730.0
