@@ -12,9 +12,11 @@ on long replies; it is split here into three searches, each starting where the p
 ended, which finds the same match: only the first country line can start one (any later line has
 less text after it), and only the first latitude line after it.
 
-Bounds on untrusted text (the released code has none): the reply is cut to its last
+Bounds on untrusted text (the released code has none; its optional asterisk wrappers around a
+lazy name backtrack in cubic time on a line of asterisks): the reply is cut to its last
 ``MAX_PARSE_CHARS`` as every parser here does, blank runs are squeezed (a name's inner spaces
-become one), and a line longer than :data:`MAX_LINE_CHARS` is no answer line.
+become one), a run of more than four asterisks counts as four, and a line longer than
+:data:`MAX_LINE_CHARS` characters is no answer line (real ones are a few dozen).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import re
 from geosleuth.core.parsing.base import _Found
 from geosleuth.core.parsing.delimiters import squeeze
 
-MAX_LINE_CHARS = 1000
+MAX_LINE_CHARS = 200
+_STARS = re.compile(r"\*{5,}")
 _FLAGS = re.MULTILINE | re.DOTALL
 COUNTRY = re.compile(
     r"(?:^|\n)(?:\*\*)?(?:country|Country)(?:\*\*)?:\s*(\*+)?\s*([^,\r\n]+?)\s*(\*+)?\s*(?:\n|$)", _FLAGS
@@ -38,8 +41,8 @@ LNG = re.compile(
 
 
 def _bounded_lines(text: str) -> str:
-    """The text squeezed, with overlong lines emptied (their newlines kept)."""
-    lines = squeeze(text).split("\n")
+    """The text squeezed, asterisk runs cut to four, overlong lines emptied (their newlines kept)."""
+    lines = _STARS.sub("****", squeeze(text)).split("\n")
     return "\n".join("" if len(line) > MAX_LINE_CHARS else line for line in lines)
 
 
