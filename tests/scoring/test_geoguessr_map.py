@@ -221,12 +221,13 @@ LINES = st.sampled_from(
         "country: France", "Country: **Spain**", "**country**: Peru", "country: France, Paris", "country:",
         "lat: 48.85", "Lat: -12", "lat: 91.5", "lat: 48.85°", "**Lat**: *3.5*", "lat: 7.",
         "lng: 2.35", "Lng: +100", "lng: 200", "lng: 2,35", "LNG: 5",
-        "I think it is", "", "country: Chile lat: 3", "  ", "lat:\n4.5",
+        "I think it is", "", "country: Chile lat: 3", "  ", " \t ", "\r", "lat:\n4.5",
+        "country:  New  Zealand  ", "country: *", "lng: 7 ", "**", "France, Paris",
     ]
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(st.lists(LINES, max_size=12))
 def test_split_search_finds_what_the_released_regex_finds(lines: list[str]) -> None:
     text = "\n".join(lines)
