@@ -227,7 +227,7 @@ LINES = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.lists(LINES, max_size=12))
 def test_split_search_finds_what_the_released_regex_finds(lines: list[str]) -> None:
     text = "\n".join(lines)
