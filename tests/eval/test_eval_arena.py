@@ -182,6 +182,19 @@ def test_runs_battle_on_shared_samples(two_runs: tuple[Path, Path]) -> None:
     assert result["settings"]["samples"] == 8 and result["settings"]["tie_km"] == arena.DEFAULT_TIE_KM
 
 
+def test_runs_battles_written_as_votes_rate_the_same(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "arena"
+    first = CliRunner().invoke(
+        app, ["arena", *map(str, two_runs), "--out", str(out), "--json", "--rounds", "0"]
+    )
+    assert first.exit_code == 0, first.output
+    rows = [json.loads(line) for line in (out / "battles.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and rows[0]["sample_id"] == "berlin" and rows[0]["error_a_km"] == 0.0
+    again = CliRunner().invoke(app, ["arena", str(out / "battles.jsonl"), "--json", "--rounds", "0"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["ratings"] == json.loads(first.output)["ratings"]
+
+
 def test_runs_judge_decides_on_reasoning(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
     def script(body: dict[str, Any]):  # type: ignore[no-untyped-def]
         prompt = body["messages"][0]["content"]

@@ -69,7 +69,11 @@ def arena_command(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown leaderboard.")] = False,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write arena.json, arena.md and arena.html (and the judge's cache) here."),
+        typer.Option(
+            "--out",
+            help="Write arena.json, arena.md, arena.html and, from runs, battles.jsonl (every battle as a "
+            "vote row; and the judge's cache) here.",
+        ),
     ] = None,
     judge_model: Annotated[
         str | None,
@@ -118,7 +122,7 @@ def arena_command(
     except OSError as exc:
         _fail(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
     if out is not None:
-        _write(out, result, arena_markdown(result))
+        _write(out, result, arena_markdown(result), data.fights)
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     else:
@@ -134,11 +138,15 @@ def _judged(data: Any, model: str, base_url: str | None, key_env: str | None, ou
     return judge_fights(data, settings, out)
 
 
-def _write(out: Path, result: dict[str, Any], markdown: str) -> None:
+def _write(out: Path, result: dict[str, Any], markdown: str, fights: list[Any]) -> None:
+    from geosleuth.eval.arena import battle_rows
     from geosleuth.eval.arena_html import arena_page
 
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if fights:  # runs: every battle as a vote row, so `geosleuth arena battles.jsonl` rates the same
+            rows = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in battle_rows(fights))
+            (out / "battles.jsonl").write_text(rows, encoding="utf-8")
         (out / "arena.json").write_text(
             json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )

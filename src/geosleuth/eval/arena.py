@@ -201,6 +201,19 @@ def judged(data: ArenaInput, winners: Sequence[str]) -> ArenaInput:
     return ArenaInput(data.source, triples, data.notes, fights, {**data.settings, "decided_by": "judge"})
 
 
+def battle_rows(fights: Sequence[Fight]) -> Iterator[dict[str, Any]]:
+    """Each battle as a Chatbot Arena vote row with its sample and both errors (km; null: none)."""
+    for f in fights:
+        yield {
+            "model_a": f.model_a,
+            "model_b": f.model_b,
+            "winner": f.winner,
+            "sample_id": f.sample_id,
+            "error_a_km": f.error_a if math.isfinite(f.error_a) else None,
+            "error_b_km": f.error_b if math.isfinite(f.error_b) else None,
+        }
+
+
 # ----------------------------------------------------------------------------- rating and output
 
 
