@@ -35,6 +35,7 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.parsing.geobench import released_geobench
+from geosleuth.scoring import get_protocol, score_file
 from geosleuth.scoring.geoguessr_map import MapBounds, parse_bounds, points, same_country
 
 QUARTER_KM = 6371.0088 * math.pi / 2  # 10007.557
@@ -168,6 +169,19 @@ def test_the_map_file_as_truth_brings_its_bounds(tmp_path: Path) -> None:
     assert metrics["geoguessr_mean"] == 5000.0 and metrics["map_diagonal_km"] == pytest.approx(
         QUARTER_KM, abs=1e-3
     )
+
+
+def test_a_map_folder_as_truth_as_the_harnesses_pass_it(tmp_path: Path) -> None:
+    """inspect / lmms-eval hand the dataset's path (the map folder) to a protocol's own file scorer."""
+    meta = _metadata(tmp_path / "map")
+    rows = [json.dumps({"id": sid, "response": "country: Gabon\nlat: 0\nlng: 11"}) for sid in ("1", "4")]
+    (tmp_path / "p.jsonl").write_text("\n".join(rows) + "\n")
+    metrics = score_file(
+        tmp_path / "p.jsonl", get_protocol("geoguessr-map"), truth_path=meta.parent
+    ).score.metrics
+    # row 1: 1° off, Gabon (4474 points, country right); row 4: Somalia at lng 50, guess at lng 11: 39°
+    # off, 0.99866017^(82.871344 · 39) = e^−4.333 → 65.6 → 66 points, country wrong
+    assert metrics["acc_country"] == 50.0 and metrics["geoguessr_mean"] == pytest.approx((4474 + 66) / 2)
 
 
 def test_without_a_map_scoring_stops_and_says_how(tmp_path: Path) -> None:

@@ -225,9 +225,11 @@ def score_geoguessr_map_file(
     path: Path, protocol: ScoringProtocol, truth_path: Path | None, judge: object = None
 ) -> FileScore:
     """Score a ``detailed.csv`` or a prediction file on the protocol's map (``map_bounds``), else on
-    the map of a ``metadata.json`` given as the truth."""
+    the map of a ``metadata.json`` (or the map folder holding it) given as the truth."""
     if judge is not None:
         raise ScoreInputError(f"--judge does not apply to --protocol {protocol.name}: GeoBench has no judge")
+    if truth_path is not None and truth_path.is_dir() and _is_metadata(truth_path / "metadata.json"):
+        truth_path = truth_path / "metadata.json"  # a map folder (the harnesses pass the dataset's)
     if protocol.map_bounds is not None:
         bounds = MapBounds(*protocol.map_bounds)
     elif truth_path is not None and truth_path.suffix.lower() == ".json" and _is_metadata(truth_path):
