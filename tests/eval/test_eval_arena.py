@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +217,13 @@ def test_runs_judge_decides_on_reasoning(two_runs: tuple[Path, Path], tmp_path: 
     assert body["pairs"]["a"]["b"] == {"wins": 8, "losses": 0, "ties": 0}
     assert body["settings"]["decided_by"] == "judge"
     assert (out / "arena_judge_cache.sqlite").is_file()
+
+
+@pytest.mark.slow
+def test_arena_bench_prints_each_figure_beside_its_reference() -> None:
+    bench = Path(__file__).resolve().parents[2] / "bench" / "arena_bench.py"
+    args = ["--battles", "2000", "--rounds", "20", "--reference-rounds", "2"]
+    done = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "ratio reference / geosleuth:" in done.stdout
+    assert float(done.stdout.split("max |geosleuth - reference|: ")[1].split()[0]) < 0.5  # rating points
