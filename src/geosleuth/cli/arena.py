@@ -93,7 +93,7 @@ def arena_command(
     """Rate models from pairwise battles: Bradley-Terry with 95 % intervals, Elo, win-rate matrix."""
     from geosleuth.core.arena import ArenaError, parse_anchor
     from geosleuth.eval.arena import arena_markdown, arena_result, arena_text, fights_from_runs, read_votes
-    from geosleuth.eval.store import RunDirError
+    from geosleuth.eval.run.store import RunDirError
 
     if as_json and markdown:
         _fail("--json and --markdown exclude each other")
@@ -131,7 +131,7 @@ def arena_command(
 
 def _judged(data: Any, model: str, base_url: str | None, key_env: str | None, out: Path | None) -> Any:
     from geosleuth.eval.arena_judge import judge_fights
-    from geosleuth.eval.config import JudgeSettings
+    from geosleuth.eval.run.config import JudgeSettings
 
     settings = JudgeSettings(model=model, api_key_env=key_env, **({"base_url": base_url} if base_url else {}))
     assert out is not None  # checked by the caller

@@ -21,8 +21,8 @@ from typing import Any
 
 from geosleuth.core import arena as core
 from geosleuth.core import metrics
-from geosleuth.eval.rundata import RunData, load_run
-from geosleuth.eval.scores import protocol_for, score_run
+from geosleuth.eval.report.rundata import RunData, load_run
+from geosleuth.eval.report.scores import protocol_for, score_run
 from geosleuth.scoring.protocols import ScoringProtocol
 
 DEFAULT_TIE_KM = 1.0

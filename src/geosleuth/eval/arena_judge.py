@@ -19,9 +19,9 @@ from pydantic import BaseModel
 
 from geosleuth.core.records import Trajectory
 from geosleuth.eval.arena import ArenaInput, Fight, judged
-from geosleuth.eval.config import JudgeSettings
-from geosleuth.eval.judges import Judge, JudgeError, answer_text, parse_verdict, reasoning_text, render
-from geosleuth.eval.store import load_run_trajectories
+from geosleuth.eval.judges.tasks import Judge, JudgeError, answer_text, parse_verdict, reasoning_text, render
+from geosleuth.eval.run.config import JudgeSettings
+from geosleuth.eval.run.store import load_run_trajectories
 
 JUDGE_CACHE = "arena_judge_cache.sqlite"
 MAX_REASONING_CHARS = 12_000

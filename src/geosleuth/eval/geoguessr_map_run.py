@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from geosleuth.core.records import Sample, TrajectoryStatus
-from geosleuth.eval.scores import RecordStats
+from geosleuth.eval.report.scores import RecordStats
 from geosleuth.scoring.geoguessr_map import MapBounds, haversine_km, map_figures, same_country
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from geosleuth.bounds.textrows import csv_records
 from geosleuth.scoring.geoguessr_map import MapBounds, haversine_km, map_figures, points, same_country
 from geosleuth.scoring.io import (
     ScoreInputError,
@@ -35,7 +36,6 @@ from geosleuth.scoring.io import (
 )
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import FileScore, Score
-from geosleuth.textrows import csv_records
 
 MAX_METADATA_BYTES = 256 * 1024 * 1024
 DETAILED_COLUMNS = ("location_id", "country_true", "lat_true", "lng_true", "refused")
