@@ -12,12 +12,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from geosleuth.scoring import get_protocol, score_file
+from geosleuth.scoring import ScoringProtocol, get_protocol, score_file
 from geosleuth.training.rewards.batch import score_texts
 
 
@@ -38,11 +39,12 @@ LEVELS = {"country": "Switzerland", "admin1": "Lucerne", "city": "Luzern"}
 TRUTH_ROW = {"lat": LAT, "lon": LON, **LEVELS}
 TRUTH_REWARD = {"lat": LAT, "lon": LON, "levels": LEVELS}
 rt = _load_roundtrip()
-ANSWERING = ("direct", "geoagent", "geovista", "spotagent", "thinking_with_map", "verifier")
+ANSWERING = ("direct", "geoagent", "geoguessr_map", "geovista", "spotagent", "thinking_with_map", "verifier")
 PEERS = ("geoclip", "g3", "pigeon")  # coordinate protocols: every style that states coordinates
 PROTOCOLS = {  # the scoring protocols that claim each style's answer format
     "direct": ("twm", "default", *PEERS),
     "geoagent": ("default",),
+    "geoguessr_map": ("geoguessr-map", *PEERS),  # `default` would also score city levels it never asks
     "geovista": ("geovista", "default", *PEERS),
     "spotagent": ("spotagent", "default", *PEERS),
     "thinking_with_map": ("twm", "default", *PEERS),
@@ -70,11 +72,20 @@ def _quoted(text: str, fence: tuple[str, str]) -> str:
     return call + fence[0] + body + fence[1]
 
 
+SWISS_MAP = (45.8, 5.9, 47.8, 10.5)
+"""geoguessr-map scores on a map: a box around Switzerland (min lat, min lng, max lat, max lng)."""
+
+
+def _protocol(name: str) -> ScoringProtocol:
+    chosen = get_protocol(name)
+    return replace(chosen, map_bounds=SWISS_MAP) if name == "geoguessr-map" else chosen
+
+
 def _score(tmp_path: Path, text: str, protocol: str) -> dict[str, float]:
     """Score a one-row JSONL and return its metrics."""
     path = tmp_path / f"{protocol}.jsonl"
     path.write_text(json.dumps({"id": "luzern", "response": text, "ground_truth": TRUTH_ROW}) + "\n")
-    return dict(score_file(path, get_protocol(protocol)).score.metrics)
+    return dict(score_file(path, _protocol(protocol)).score.metrics)
 
 
 def _accuracies(metrics: dict[str, float]) -> dict[str, float]:
@@ -180,6 +191,10 @@ SHAPES = {  # name -> (answer, protocols that claim it); each is a perfect answe
     "geoagent-final-answer-prefix": ("Final answer: Switzerland; Lucerne; Luzern", ("default",)),
     "prose-city-state-country": ("This is Luzern (Lucerne, Switzerland).", ("default",)),
     "coarse-to-fine-address": ("Switzerland, Lucerne, Luzern", ("default",)),
+    "geoguessr-map-bold": (  # GeoBench's regex takes **key**: and a value wrapped in * or **
+        f"Alps and a lake.\n**Country**: **Switzerland**\n**Lat**: *{LAT}*\n**Lng**: {LON}",
+        ("geoguessr-map",),
+    ),
 }
 COORDINATE_SHAPES = [n for n, (text, _) in SHAPES.items() if str(LAT) in text]
 SHAPE_CASES = [(n, p) for n, (_, protocols) in SHAPES.items() for p in protocols]

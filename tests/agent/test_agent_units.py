@@ -114,7 +114,14 @@ def test_every_style_renders_tools_and_task_without_placeholders() -> None:
         },
     }
     task = Task(id="t", choices=["France", "Italy"], hint="Europe", answer_level="city")
-    assert set(available_styles()) == {"geovista", "thinking_with_map", "spotagent", "direct", "geoagent"}
+    assert set(available_styles()) == {
+        "geovista",
+        "thinking_with_map",
+        "spotagent",
+        "direct",
+        "geoagent",
+        "geoguessr_map",
+    }
     for name in available_styles():
         style = load_style(name)
         for mode in ("text", "native"):

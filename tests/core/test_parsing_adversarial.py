@@ -24,7 +24,8 @@ PER_CHAR_S = 10e-6  # linear term: 10 µs per character of (capped) input
 def _parse_all_ways(text: str) -> None:
     """Robust, every strict protocol, with choices; each bounded in CPU time and crash-free."""
     for mode, protocol in (("robust", None), ("strict", "twm"), ("strict", "spotagent"),
-                           ("strict", "geovista"), ("strict", "geoagent"), ("strict", None)):  # fmt: skip
+                           ("strict", "geovista"), ("strict", "geoagent"), ("strict", "geoguessr-map"),
+                           ("strict", None)):  # fmt: skip
         pred, spent = cpu_seconds(parse_answer, text, mode=mode, protocol=protocol, choices=CHOICES)
         assert not any(r.startswith("parser_error") for r in pred.recovered), (mode, protocol, pred.recovered)
         assert spent < BASE_S + PER_CHAR_S * min(len(text), MAX_PARSE_CHARS), (
@@ -57,6 +58,18 @@ def _warm() -> None:
     [" " * 80 + "Paris", " \n" * 60 + "done", " " * 100, " " * 100 + "Paris", "\t \n" * 5000 + "Latitude: 1"],
 )
 def test_whitespace_runs_that_used_to_take_seconds(text: str) -> None:
+    _parse_all_ways(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ("country: " + "*" * 190 + ",\n") * 2000,  # GeoBench's released regex: cubic on each such line
+        "country: France\n" + ("lat: " + "1" * 194 + "x\n") * 2000,
+        "country: France\n" * 30_000,
+    ],
+)
+def test_geoguessr_map_lines_that_the_released_regex_backtracks_on(text: str) -> None:
     _parse_all_ways(text)
 
 
@@ -106,6 +119,7 @@ _FRAGMENTS = [
     "</tool_response>",
     "<<<TOOL OUTPUT x>>>", "<<<END TOOL OUTPUT>>>", "<observation>", "answer: ", "choice", "(B)", "4",
     "Paris", "France", "The photo was taken in ", "coordinates", "0.85, 0.9",
+    "country: ", "**Country**: ", "lat: ", "lng: ", "Lng:",
 ]  # fmt: skip
 
 whitespace_runs = st.builds(

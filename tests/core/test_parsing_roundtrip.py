@@ -35,13 +35,17 @@ def _styles() -> list[tuple[str, dict]]:
 
 
 def _template(system: str) -> str:
-    """The answer format a system prompt shows: its last ``<answer>`` block, else its JSON object."""
+    """The answer format a system prompt shows: its last ``<answer>`` block, else its JSON object,
+    else its ``country: / lat: / lng:`` lines."""
     blocks = re.findall(r"<answer>.*?</answer>", system, re.S)
     if blocks and "<" in blocks[-1][len("<answer>") : -len("</answer>")]:
         return blocks[-1]
     objects = [line.strip() for line in system.splitlines() if line.strip().startswith('{"lat"')]
     if objects:
         return objects[-1]
+    lines = [line.strip() for line in system.splitlines() if re.match(r"(country|lat|lng): <", line.strip())]
+    if lines:  # ccmdi's GeoBench: three bare answer lines
+        return "\n".join(lines)
     assert "<country>; <region>; <place>" in system, "the prompt shows no answer format"
     return GEOAGENT_TEMPLATE  # GeoAgent shows its format in the JSON FinalAnswer and literal examples
 

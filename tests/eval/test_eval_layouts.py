@@ -547,3 +547,39 @@ def test_hub_split_in_several_shards_keeps_each_image(tmp_path: Path) -> None:
     assert images == [(tmp_path / "u0.jpg").read_bytes(), (tmp_path / "u1.jpg").read_bytes()]
     (train,) = load_dataset(snapshot, split="train").samples
     assert train.id == "u1" and Path(train.image or "").read_bytes() == (tmp_path / "u1.jpg").read_bytes()
+
+
+def _geoguessr_map(folder: Path, images: list[dict] | None = None) -> Path:
+    """ccmdi's GeoBench dataset folder as dataset.py writes it: metadata.json beside images/N.jpg."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = images or [
+        {"image_path": "images/1.jpg", "country": "Japan", "lat": 35.68, "lng": 139.69},
+        {"image_path": "images/2.jpg", "country": "Kenya", "lat": -1.29, "lng": 36.82},
+    ]
+    for i, entry in enumerate(entries):
+        if str(entry.get("image_path", "")).endswith(".jpg"):
+            make_image(folder / entry["image_path"], i)
+    bounds = {"min": {"lat": -55.0, "lng": -170.0}, "max": {"lat": 78.0, "lng": 179.0}}
+    (folder / "metadata.json").write_text(json.dumps({"bounds": bounds, "images": entries}, indent=2))
+    return folder
+
+
+def test_geoguessr_map_folder_of_ccmdi_geobench(tmp_path: Path) -> None:
+    folder = _geoguessr_map(tmp_path / "acw")
+    for source in (folder, folder / "metadata.json"):
+        ds = load_dataset(source)
+        assert "GeoBench GeoGuessr map" in str(ds.layout)
+        first = ds.samples[0]
+        assert (first.id, first.lat, first.lon, first.labels["country"]) == ("1", 35.68, 139.69, "Japan")
+        assert Path(first.image or "") == folder / "images" / "1.jpg"
+        assert first.metadata["map_bounds"] == [-55.0, -170.0, 78.0, 179.0]
+        assert first.data_source == "geoguessr_map"
+
+
+def test_geoguessr_map_with_bad_bounds_is_an_error(tmp_path: Path) -> None:
+    folder = _geoguessr_map(tmp_path / "bad")
+    data = json.loads((folder / "metadata.json").read_text())
+    data["bounds"] = {"min": {"lat": 0}, "max": {"lat": 1, "lng": 2}}
+    (folder / "metadata.json").write_text(json.dumps(data))
+    with pytest.raises(DatasetError, match="bounds.min is not an object with lat and lng"):
+        load_dataset(folder)

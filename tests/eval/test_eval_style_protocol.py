@@ -25,17 +25,19 @@ ANSWER = '{"lat": 48.8566, "lon": 2.3522, "city": "Paris", "country": "France"}'
 JSON = {"direct", "thinking_with_map"}  # {"lat", "lon", "city", "country"} as one JSON object
 LINES = {"geovista", "spotagent"}  # Country / City / Latitude / Longitude lines inside <answer>
 NAMES = {"geoagent"}  # "Country; Region; Place": names, no coordinates
+GEOBENCH = {"geoguessr_map"}  # ccmdi's GeoBench: bare country: / lat: / lng: lines
 READABLE = {  # by hand from each paper's released reader
     "twm": JSON,  # the first JSON object with lat, lon, city and country
-    "spotagent": LINES,  # Latitude / Longitude lines of the <answer> block
-    "g3": JSON | LINES,  # the first two decimal numbers
-    "osv5m": JSON | LINES,  # coordinates; nothing is geocoded
-    "geoclip": JSON | LINES,
-    "pigeon": JSON | LINES,
-    "geoestimation": JSON | LINES,  # coordinates as given, nothing geocoded
-    "geovista": JSON | LINES | NAMES,  # place names are geocoded
-    "default": JSON | LINES | NAMES,
-    "wherebench": JSON | LINES | NAMES,  # its own rules: a choice letter, a path of levels
+    "spotagent": LINES | GEOBENCH,  # Latitude / Longitude (lat / lng) lines of the <answer> block or text
+    "g3": JSON | LINES | GEOBENCH,  # the first two decimal numbers
+    "osv5m": JSON | LINES | GEOBENCH,  # coordinates; nothing is geocoded
+    "geoclip": JSON | LINES | GEOBENCH,
+    "pigeon": JSON | LINES | GEOBENCH,
+    "geoestimation": JSON | LINES | GEOBENCH,  # coordinates as given, nothing geocoded
+    "geovista": JSON | LINES | NAMES | GEOBENCH,  # place names are geocoded
+    "default": JSON | LINES | NAMES | GEOBENCH,
+    "wherebench": JSON | LINES | NAMES | GEOBENCH,  # its own rules: a choice letter, a path of levels
+    "geoguessr-map": GEOBENCH,  # parse_response: "lat:" and "lng:" keys exactly, after a country line
 }
 TWM_TOOLS = [  # Thinking with Map's tools (zoom with a 0-1000 box, POI search and details, maps)
     "image_zoom_in_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
@@ -44,7 +46,7 @@ TWM_TOOLS = [  # Thinking with Map's tools (zoom with a 0-1000 box, POI search a
 
 
 def test_which_styles_each_protocol_reads() -> None:
-    assert set(READABLE) == set(PROTOCOLS) and set(available_styles()) == JSON | LINES | NAMES
+    assert set(READABLE) == set(PROTOCOLS) and set(available_styles()) == JSON | LINES | NAMES | GEOBENCH
     for protocol, styles in READABLE.items():
         assert {s for s in available_styles() if reads(protocol, s)} == styles, protocol
 
@@ -56,6 +58,7 @@ def test_a_papers_protocol_brings_its_style() -> None:
     assert choose_style(None, "twm", tools=False) == "direct"
     assert choose_style(None, "osv5m", tools=True) == "geovista"
     assert choose_style("geoagent", "default", tools=False) == "geoagent"
+    assert choose_style(None, "geoguessr-map", tools=False) == "geoguessr_map"
 
 
 def _eval(data: Path, out: Path, base_url: str, *extra: str):
@@ -64,7 +67,8 @@ def _eval(data: Path, out: Path, base_url: str, *extra: str):
 
 
 @pytest.mark.parametrize(
-    ("prompt", "protocol"), [("geovista", "twm"), ("direct", "spotagent"), ("geoagent", "osv5m")]
+    ("prompt", "protocol"),
+    [("geovista", "twm"), ("direct", "spotagent"), ("geoagent", "osv5m"), ("direct", "geoguessr-map")],
 )
 def test_eval_refuses_a_style_the_protocol_cannot_read(tmp_path: Path, prompt: str, protocol: str) -> None:
     data = make_csv_dataset(tmp_path / "bench")

@@ -41,6 +41,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "compare": LazyCommand(
         "geosleuth.cli.eval", "Runs side by side on their common samples, with paired significance tests."
     ),
+    "arena": LazyCommand(
+        "geosleuth.cli.arena",
+        "Rate models from pairwise battles: Bradley-Terry with 95 % intervals, Elo, win-rate matrix.",
+    ),
     "merge": LazyCommand(
         "geosleuth.cli.eval",
         "Merge the shards of a run (eval --shard I/N) into one run directory, then report.",

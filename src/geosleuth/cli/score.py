@@ -99,6 +99,18 @@ def score(
     verifier_api_key_env: Annotated[
         str | None, typer.Option("--verifier-api-key-env", help="Environment variable holding its key.")
     ] = None,
+    map_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--map",
+            help="geoguessr-map: GeoBench's dataset metadata.json (its bounds; its images are the truth "
+            "of rows without their own).",
+        ),
+    ] = None,
+    map_bounds: Annotated[
+        str | None,
+        typer.Option("--map-bounds", help="geoguessr-map: the map as MIN_LAT,MIN_LNG,MAX_LAT,MAX_LNG."),
+    ] = None,
     judge_model: Annotated[
         str | None,
         typer.Option(
@@ -141,6 +153,8 @@ def score(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if map_file is not None or map_bounds is not None:
+        chosen, truth = _on_map(chosen, map_file, map_bounds, truth)
     if verifier_model and chosen.level_rule != "geovista":
         typer.echo(f"error: --verifier-model applies to --protocol geovista, not {chosen.name}", err=True)
         raise typer.Exit(2)
@@ -196,6 +210,33 @@ def _truth_rows(truth: Path) -> Any:
     from geosleuth.eval.datasets.truth import dataset_truth_rows
 
     return dataset_truth_rows(truth)
+
+
+def _on_map(
+    chosen: Any, map_file: Path | None, bounds: str | None, truth: Path | None
+) -> tuple[Any, Path | None]:
+    """The protocol with its map's bounds (and the map file as truth when none is given)."""
+    from dataclasses import replace
+
+    from geosleuth.scoring import ScoreInputError
+    from geosleuth.scoring.geoguessr_map import parse_bounds
+    from geosleuth.scoring.geoguessr_map_files import map_bounds
+
+    if chosen.name != "geoguessr-map":
+        typer.echo(
+            f"error: --map and --map-bounds apply to --protocol geoguessr-map, not {chosen.name}", err=True
+        )
+        raise typer.Exit(2)
+    if map_file is not None and bounds is not None:
+        typer.echo("error: --map and --map-bounds exclude each other", err=True)
+        raise typer.Exit(2)
+    try:
+        found = map_bounds(map_file) if map_file is not None else parse_bounds(str(bounds))
+    except (ScoreInputError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    corners = (found.min_lat, found.min_lng, found.max_lat, found.max_lng)
+    return replace(chosen, map_bounds=corners), truth if truth is not None or map_file is None else map_file
 
 
 def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:

@@ -15,8 +15,19 @@ PROTOCOLS: Registry[Any] = Registry(  # of scoring.protocols.ScoringProtocol, wh
     "protocol",
     "geosleuth.protocols",
     builtins=dict.fromkeys(
-        ("twm", "osv5m", "spotagent", "geovista", "geoclip", "g3", "pigeon", "geoestimation", "default"),
+        (
+            "twm",
+            "osv5m",
+            "spotagent",
+            "geovista",
+            "geoclip",
+            "g3",
+            "pigeon",
+            "geoestimation",
+            "default",
+        ),
         "geosleuth.scoring.protocols",
-    ),
+    )
+    | {"geoguessr-map": "geosleuth.scoring.geoguessr_map_files"},
 )
 """Every scoring protocol by name: ``PROTOCOLS.register("mine", ScoringProtocol(...))`` adds one."""

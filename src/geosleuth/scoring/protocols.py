@@ -58,6 +58,12 @@ class ScoringProtocol:
         None  # where released code puts an answer without coordinates
     )
     geoguessr_round: bool = False  # each row's GeoGuessr points rounded to an integer (PIGEON)
+    map_bounds: tuple[float, float, float, float] | None = (
+        None  # a GeoGuessr map: min lat, min lng, max lat, max lng
+    )
+    map_bounds: tuple[float, float, float, float] | None = (
+        None  # a GeoGuessr map: min lat, min lng, max lat, max lng
+    )
 
 
 _BUILTIN: tuple[ScoringProtocol, ...] = (

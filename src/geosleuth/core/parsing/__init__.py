@@ -10,7 +10,8 @@ first outermost brace span that ``json.loads`` reads with lat, lon, city and cou
 coordinates as geopy reads them; ``spotagent`` / ``geovista``: ``Key: value`` lines of the first
 ``<answer>`` block, one per line or inline ``key: v, key: v``, decimal degrees with an optional
 degree mark and hemisphere letter; ``geoagent``: ``Country; Region; Place``; ``json``: the first
-JSON object with answer keys).
+JSON object with answer keys; ``geoguessr-map``: ccmdi's GeoBench ``country:`` / ``lat:`` / ``lng:``
+lines, read as its released regex reads them, see :mod:`geosleuth.core.parsing.geobench`).
 ``robust`` (the default) recovers what a careful reader would: the last answer block of a
 multi-turn text, tolerant JSON, degree/minute/second and hemisphere notation, swapped lat/lon,
 plain addresses geocoded by an injected geocoder. Whatever it repairs is listed in
@@ -101,7 +102,7 @@ from geosleuth.core.parsing.strict import _strict_generic
 from geosleuth.core.parsing.twm import released_twm
 from geosleuth.core.records import ParseStatus, Prediction
 
-STRICT_PROTOCOLS: tuple[str, ...] = ("twm", "spotagent", "geovista", "geoagent", "json")
+STRICT_PROTOCOLS: tuple[str, ...] = ("twm", "spotagent", "geovista", "geoagent", "json", "geoguessr-map")
 """Parsers ``mode="strict"`` can reproduce; ``None`` tries each strict format in turn."""
 
 

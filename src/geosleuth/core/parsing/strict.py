@@ -5,6 +5,7 @@ from __future__ import annotations
 from geosleuth.core.parsing.base import _Found
 from geosleuth.core.parsing.delimiters import _answer_blocks, squeeze
 from geosleuth.core.parsing.fields import _from_mapping
+from geosleuth.core.parsing.geobench import released_geobench
 from geosleuth.core.parsing.json_answer import _json_objects
 from geosleuth.core.parsing.keyvalue import _from_lines
 from geosleuth.core.parsing.semicolon import _from_semicolons, _semicolon_value
@@ -16,6 +17,8 @@ def _strict_generic(text: str, protocol: str | None) -> _Found | None:
     Only that region is squeezed: squeezing is local to whitespace runs and a block is bounded
     by its tags, so this reads exactly what squeezing the whole text first would give.
     """
+    if protocol == "geoguessr-map":  # ccmdi's GeoBench: its released regex over the whole reply
+        return released_geobench(text)
     blocks = _answer_blocks(text)
     region = squeeze(blocks[0] if blocks else text)
     if protocol in (None, "spotagent", "geovista"):

@@ -163,7 +163,8 @@ def _unique_name(unique: Any) -> str | None:
 
 
 def geobench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Sample:
-    """GeoBench-style: metadata JSON with a location and ``{country, province_or_state, city}``."""
+    """GeoBench-style: metadata JSON with a location and ``{country, province_or_state, city}``
+    (GeoVista's GeoBench), or ccmdi's GeoBench map rows ``{image_path, country, lat, lng, map_bounds}``."""
     meta = _maybe_json(row.get("metadata")) or {}
     if not isinstance(meta, dict):
         raise ValueError("metadata is not a JSON object")
@@ -177,6 +178,9 @@ def geobench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Samp
     uid = meta.get("uid") or row.get("uid")
     sample_id = str(uid) if uid not in (None, "") else row_sample_id(row, index)
     data_type = _first(merged, ("data_type", "type", "image_type"))
+    metadata: dict[str, Any] = {"data_type": data_type} if data_type else {}
+    if row.get("map_bounds") is not None:  # ccmdi's GeoGuessr maps: the map a guess is scored on
+        metadata["map_bounds"] = row["map_bounds"]
     return Sample(
         id=sample_id,
         image=images.resolve(_first(row, (*IMAGE_KEYS, "raw_image_path")), sample_id),
@@ -184,7 +188,7 @@ def geobench_row(row: dict[str, Any], index: int, images: ImageResolver) -> Samp
         lon=_float(_first(merged, LON_KEYS), "longitude"),
         labels=_labels(merged),
         data_source=str(row.get("data_source") or "geobench"),
-        metadata={"data_type": data_type} if data_type else {},
+        metadata=metadata,
     )
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from geosleuth.bounds.textrows import csv_records
 from geosleuth.scoring.columns import PLACES365_2018_HEADER
+from geosleuth.scoring.geoguessr_map_files import image_rows, map_bounds, read_metadata
+from geosleuth.scoring.io import ScoreInputError
 
 Rows = Callable[[], Iterator[dict[str, Any]]]
 
@@ -58,6 +60,8 @@ EXPECTED: dict[str, str] = {
     "mp16pro": "IMG_ID, LAT, LON, neighbourhood, city, county, state, region, country, continent",
     "greval (GREval-Bench.json)": "sample_id, image_path, gt_lat, gt_lon (gt_cot)",
     "geobench (GeoVistaBench)": "metadata {uid, location {lat, lng}, multi_level_loc_dict}, raw_image_path",
+    "geobench (ccmdi's GeoGuessr maps)": 'metadata.json {"bounds": {"min", "max"}, "images": [{image_path, '
+    "country, lat, lng}]}",
     "wherecountry": "nation, panoID, options, answer-type",
     "wherestreet": "BVID, key_clues, answer, answer_type, hint",
 }
@@ -125,6 +129,29 @@ def swapped_places365_rows(path: Path) -> Iterator[dict[str, Any]]:
         yield {"__error__": problem} if row is None else {**row, "LAT": row.get("LON"), "LON": row.get("LAT")}
 
 
+def geoguessr_map_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """ccmdi's GeoBench ``metadata.json``: one row per image, id its file stem (GeoBench's
+    ``Location.id``), with the map's bounds (min lat, min lng, max lat, max lng) on every row."""
+    try:
+        data = read_metadata(path)
+        bounds = map_bounds(path)
+    except ScoreInputError as exc:
+        raise LayoutError(str(exc)) from None
+    corners = [bounds.min_lat, bounds.min_lng, bounds.max_lat, bounds.max_lng]
+    for row in image_rows(data):
+        yield row if "__error__" in row else {**row, "map_bounds": corners, "data_source": "geoguessr_map"}
+
+
+def _is_geoguessr_map(path: Path) -> bool:
+    """A ``metadata.json`` whose opening names GeoBench's ``bounds`` and ``images`` keys."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            head = handle.read(1 << 16)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return '"bounds"' in head and '"images"' in head
+
+
 # ----------------------------------------------------------------------------- detection
 
 
@@ -147,6 +174,14 @@ def _header(path: Path) -> list[str]:
 def table_layout(table: Path) -> Layout | None:
     """A layout named by a table's file name and header (None: an ordinary table)."""
     name = table.name.lower()
+    if name == "metadata.json" and _is_geoguessr_map(table):
+        return Layout(
+            "GeoBench GeoGuessr map (ccmdi: metadata.json with bounds and images)",
+            "geobench",
+            table,
+            images=table.parent,
+            rows=lambda: geoguessr_map_rows(table),
+        )
     header = _header(table)
     columns = set(header)
     if name.endswith("_places365.csv") or name.startswith("mp16_pro"):
@@ -196,7 +231,7 @@ def folder_layout(folder: Path) -> Layout | None:
     for known in ("GREval-Bench.json", "bench_data/GREval-Bench.json"):
         if (folder / known).is_file():
             return Layout(f"GREval-Bench ({known})", "greval", folder / known)
-    for known in ("wherecountry_500.csv", "all.csv", "test.csv"):
+    for known in ("wherecountry_500.csv", "all.csv", "test.csv", "metadata.json"):
         if (folder / known).is_file() and (found := table_layout(folder / known)) is not None:
             return found
     tables = sorted({*folder.glob("*_places365.csv"), *folder.glob("MP16_Pro*.csv")})

@@ -12,6 +12,7 @@ from typing import Any
 from geosleuth.eval.judges.tasks import judge_summary, read_judgments
 from geosleuth.eval.report.fairness import add_fairness
 from geosleuth.eval.report.fairness_markup import fairness_markdown
+from geosleuth.eval.report.geoguessr_map import geoguessr_map_markdown, run_map_figures
 from geosleuth.eval.report.grounding import ConsistencyFn, add_grounding
 from geosleuth.eval.report.grounding_markup import grounding_markdown
 from geosleuth.eval.report.rundata import RunData, load_records, load_run
@@ -75,6 +76,8 @@ def compute(
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
+    if proto.name == "geoguessr-map":
+        summary["geoguessr_map"] = run_map_figures(run.samples, run.records, int(config.get("seed") or 0))
     return summary, rows
 
 
@@ -128,6 +131,7 @@ def markdown(summary: dict[str, Any]) -> str:
         shown = ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
         lines += ["", f"Judge `{judge}`: {shown} (accuracies and scores in %)."]
     lines += wherebench_markdown(summary.get("wherebench"))
+    lines += geoguessr_map_markdown(summary.get("geoguessr_map"))
     lines += ["", "| status | samples |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary["status_counts"].items()]
     tools = summary["tools"]

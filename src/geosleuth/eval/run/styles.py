@@ -35,10 +35,11 @@ def reads(protocol: str, style: str) -> bool:
 
     The style's example answer goes through the protocol's own reader, as ``geosleuth score``
     would read it; without geocoding, place names alone locate nothing. A protocol that scores
-    whole files by its own rules (WhereBench: a choice letter, a path of levels) reads any style.
+    whole files by its own rules (WhereBench: a choice letter, a path of levels) reads any style,
+    unless it names its own answer parser (``geoguessr-map``: GeoBench's regex).
     """
     chosen = get_protocol(protocol)
-    if chosen.file_scorer:
+    if chosen.file_scorer and chosen.parse_protocol is None:
         return True
     prediction, _, _ = prediction_from_row({"response": load_style(style).answer_example}, chosen, None)
     if RELEASED_ORIGIN in prediction.recovered:  # G3 puts an unread answer at (0, 0)

@@ -33,7 +33,7 @@ ABILITY = "geolocation"
 REGION_STYLES = frozenset({"geovista", "geoagent"})
 """Prompt styles whose answer names the admin-1 region (GeoVista's ``Province/State:`` line,
 GeoAgent's ``Country; Region; Place``)."""
-NO_REGION_STYLES = frozenset({"spotagent", "thinking_with_map", "direct"})
+NO_REGION_STYLES = frozenset({"spotagent", "thinking_with_map", "direct", "geoguessr_map"})
 REGION_REWARDS = {
     "hierarchical": "geovista",
     "semantic": "geoagent",
