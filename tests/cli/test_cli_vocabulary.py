@@ -108,6 +108,9 @@ def test_help_lists_every_registered_choice() -> None:
     assert tuple(PROTOCOLS) == choices.PROTOCOLS  # the light mirrors `--help` reads
     assert tuple(FORMATS) == choices.DATASET_FORMATS
     assert tuple(JUDGE_TASKS) == choices.JUDGE_TASKS
+    from geosleuth.tools.leakguard import GUARD_MODES
+
+    assert tuple(GUARD_MODES) == choices.GUARD_MODES
     score_help = " ".join(CliRunner().invoke(app, ["score", "--help"], env={"COLUMNS": "400"}).output.split())
     assert all(name in score_help for name in PROTOCOLS)
     runner = CliRunner()

@@ -33,6 +33,7 @@ DATASET_FORMATS = (
 )  # fmt: skip
 """eval.adapters.FORMATS."""
 JUDGE_TASKS = ("levels", "path", "clues", "shapley")  # eval.config.JUDGE_TASKS
+GUARD_MODES = ("off", "hosts", "strict")  # tools.leakguard.GUARD_MODES
 
 
 def prompt_styles() -> list[str]:

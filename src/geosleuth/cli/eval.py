@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from geosleuth.cli.choices import DATASET_FORMATS, JUDGE_TASKS
+from geosleuth.cli.choices import DATASET_FORMATS, GUARD_MODES, JUDGE_TASKS
 from geosleuth.cli.options import (
     JSON_HELP,
     ApiKeyEnvOpt,
@@ -161,6 +161,28 @@ def eval_command(
     judge_api_key_env: JudgeKeyEnvOpt = None,
     judges: Annotated[str | None, typer.Option(help=JUDGES_HELP)] = None,
     report: Annotated[bool, typer.Option(help="Write the report at the end.")] = True,
+    allow_metadata: Annotated[
+        bool,
+        typer.Option(
+            help="Let the agent read the images' metadata (EXIF GPS, captions, XMP, IPTC); by default "
+            "it sees pixels only. For EXIF-aware systems evaluated on purpose, not leaderboard figures."
+        ),
+    ] = False,
+    leak_guard: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Search / POI results dropped before the model sees them: {' | '.join(GUARD_MODES)} "
+            "(default hosts: the dataset's source sites and the sample's id or file name; strict: also "
+            "results stating coordinates within 1 km of the truth)."
+        ),
+    ] = None,
+    leak_host: Annotated[
+        list[str] | None, typer.Option(help="Another source host whose results are dropped (repeatable).")
+    ] = None,
+    manifest: Annotated[
+        str | None,
+        typer.Option(help="Frozen manifest (`geosleuth datasets freeze`): refuse a dataset that differs."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""

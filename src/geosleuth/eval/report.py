@@ -11,6 +11,7 @@ from typing import Any
 
 from geosleuth.eval.config import Price
 from geosleuth.eval.judges import judge_summary, read_judgments
+from geosleuth.eval.leaks import leak_notes, leak_summary
 from geosleuth.eval.rundata import RunData, load_records, load_run
 from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
 from geosleuth.eval.store import write_atomic
@@ -62,6 +63,8 @@ def compute(
             "dataset",
         )
     }
+    summary.update(leak_summary(run.manifest, run.records))
+    summary["notes"] = [*(summary.get("notes") or []), *leak_notes(summary, run.manifest)]
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)

@@ -15,6 +15,7 @@ from typing import Any
 from geosleuth.core.records import Sample, Task, Trajectory
 from geosleuth.eval.backends import shard_of
 from geosleuth.eval.config import (
+    MANIFEST,
     SAMPLES,
     SHARD_POSITIONS,
     EvalConfig,
@@ -23,11 +24,22 @@ from geosleuth.eval.config import (
     write_manifest,
 )
 from geosleuth.eval.datasets import Dataset, DatasetError, detect_format, load_dataset
-from geosleuth.eval.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
+from geosleuth.eval.frozen import (
+    FrozenMismatch,
+    check_frozen,
+    image_conflicts,
+    image_metadata,
+    image_sha256,
+    read_frozen,
+    run_image_hashes,
+)
+from geosleuth.eval.layouts import SOURCE_HOSTS
+from geosleuth.eval.runner import Guards, ProgressFn, RunAborted, RunFn, RunStats, run_samples
 from geosleuth.eval.scores import protocol_for
 from geosleuth.eval.store import RunDirError, write_atomic
 from geosleuth.eval.styles import choose_style
 from geosleuth.plugins import load_callable
+from geosleuth.tools.leakguard import GuardSpec, sample_needles
 
 
 @dataclass
@@ -36,6 +48,7 @@ class PreparedRun:
     run_dir: Path
     dataset: Dataset
     samples: list[Sample]
+    guards: Guards | None = None  # per sample: how its search / POI results are screened
 
 
 def load_agent_fn(spec: str) -> RunFn:
@@ -62,6 +75,7 @@ def agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str,
         "max_tokens": config.max_tokens,
         "reasoning_effort": config.reasoning_effort,
         "provider": config.provider,
+        "pixels_only": not config.allow_metadata,
     }
     return {**config.agent, **{k: v for k, v in explicit.items() if v is not None}}
 
@@ -198,6 +212,14 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         n_selected = len(samples)
         samples = [samples[i] for i in positions]
         run_dir = shard_dir(run_dir, index, count)
+    hashes = image_sha256(dataset.samples if config.manifest else samples)
+    if config.manifest:
+        try:
+            check_frozen(read_frozen(Path(config.manifest).expanduser()), dataset.samples, hashes)
+        except FrozenMismatch as exc:
+            raise DatasetError(str(exc)) from None
+    hashes = {s.id: hashes[s.id] for s in samples if s.id in hashes}
+    check_same_images_as_before(run_dir, hashes)
     info = {
         "source": dataset.source,
         "format": dataset.format,
@@ -206,6 +228,11 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         "n_selected": len(samples),
         "n_invalid_rows": len(dataset.problems),
         "invalid_rows": [str(p) for p in dataset.problems[:100]],
+        "image_sha256": hashes,
+        "image_metadata": image_metadata(samples),  # what the agent was kept from (see allow_metadata)
+        "metadata_withheld": not config.allow_metadata,
+        "leak_guard": config.leak_guard,
+        "source_hosts": source_hosts(config, dataset),
     }
     if positions is not None:
         info["shard"] = {"index": index, "count": count, "n_selected": n_selected}
@@ -213,7 +240,47 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     write_samples(run_dir, samples)
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
-    return PreparedRun(config, run_dir, dataset, samples)
+    return PreparedRun(config, run_dir, dataset, samples, leak_guards(config, dataset, samples))
+
+
+def source_hosts(config: EvalConfig, dataset: Dataset) -> list[str]:
+    """The hosts whose results the leak guard drops: the format's sources and the user's."""
+    return sorted({*SOURCE_HOSTS.get(dataset.format, ()), *config.leak_hosts})
+
+
+def leak_guards(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -> Guards | None:
+    """Each sample's screen (None with ``leak_guard: off``); only a strict one holds the truth."""
+    if config.leak_guard == "off":
+        return None
+    hosts = tuple(source_hosts(config, dataset))
+
+    def spec(s: Sample) -> GuardSpec:
+        truth = (
+            (s.lat, s.lon)
+            if config.leak_guard == "strict" and s.lat is not None and s.lon is not None
+            else None
+        )
+        return GuardSpec(config.leak_guard, hosts, sample_needles(s.id, s.image), truth)
+
+    return {s.id: spec(s) for s in samples}
+
+
+def check_same_images_as_before(run_dir: Path, hashes: dict[str, str]) -> None:
+    """A resumed run must see the image files it started with (same sizes can hide new pixels)."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        before = run_image_hashes(json.loads(path.read_text(encoding="utf-8")))
+    except ValueError:
+        return  # an unreadable manifest is reported by write_manifest
+    differ = image_conflicts(before, hashes)
+    if differ:
+        shown = ", ".join(differ[:10]) + (f" … and {len(differ) - 10} more" if len(differ) > 10 else "")
+        raise RunDirError(
+            f"{run_dir} was started on other image files for {len(differ)} sample(s): {shown}; "
+            "use a new --out directory"
+        )
 
 
 def bad_rows_error(dataset: Dataset, source: str | Path, remedy: str, shown: int = 20) -> DatasetError:
@@ -303,6 +370,7 @@ async def execute(
             timeout_s=config.timeout_s,
             retry_failed=retry_failed,
             on_result=on_result,
+            guards=prepared.guards,
         )
     run_fn = build_run_fn(config, prepared.run_dir)
     return await run_samples(
@@ -313,4 +381,5 @@ async def execute(
         timeout_s=config.timeout_s,
         retry_failed=retry_failed,
         on_result=on_result,
+        guards=prepared.guards,
     )

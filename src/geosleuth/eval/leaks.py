@@ -1,0 +1,58 @@
+"""What a run's contamination guards removed, for ``summary.json`` and the report.
+
+``metadata_withheld``: samples whose image file carried answer-bearing metadata (EXIF GPS,
+captions, XMP, IPTC, PNG text, JPEG comments) that the agent was not given (0 when the run
+allowed metadata). ``search_results_blocked``: search and POI results the leak guard dropped
+(``None`` when the guard was off). Runs made before these were recorded get neither key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from geosleuth.eval.scores import RecordStats
+
+
+def leak_summary(manifest: Mapping[str, Any], records: Mapping[str, RecordStats]) -> dict[str, Any]:
+    """The two summary keys, from ``run.json`` and the records."""
+    dataset = manifest.get("dataset", {})
+    if "metadata_withheld" not in dataset:
+        return {}
+    carried = len(dataset.get("image_metadata") or {})
+    blocked = [r.search_results_blocked for r in records.values() if r.search_results_blocked is not None]
+    off = dataset.get("leak_guard") == "off"
+    return {
+        "metadata_withheld": carried if dataset["metadata_withheld"] else 0,
+        "search_results_blocked": None if off else sum(blocked),
+    }
+
+
+def leak_notes(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
+    """One sentence per guard, for the report's notes."""
+    dataset = manifest.get("dataset", {})
+    if "metadata_withheld" not in dataset:
+        return []
+    n = dataset.get("n_selected")
+    carried = len(dataset.get("image_metadata") or {})
+    if dataset["metadata_withheld"]:
+        notes = [
+            f"metadata withheld: {carried} of {n} image(s) carried location metadata (GPS, caption, XMP, "
+            "IPTC or text); the agent saw pixels only"
+        ]
+    else:
+        notes = [
+            f"metadata allowed (--allow-metadata): {carried} of {n} image(s) carried location metadata the "
+            "agent could read; not comparable with pixel-only runs"
+        ]
+    mode = dataset.get("leak_guard")
+    if mode == "off":
+        notes.append("leak guard off: search and POI results were not screened for the samples' own pages")
+    else:
+        hosts = ", ".join(dataset.get("source_hosts") or []) or "none"
+        notes.append(
+            f"leak guard {mode}: {summary.get('search_results_blocked')} search / POI result(s) dropped "
+            f"(source hosts: {hosts}; sample ids and file names"
+            + ("; coordinates within 1 km of the truth)" if mode == "strict" else ")")
+        )
+    return notes
