@@ -444,6 +444,73 @@ def validate_command(
         raise typer.Exit(1)
 
 
+@datasets_app.command("freeze")
+def freeze_command(
+    path: Annotated[str, typer.Argument(help="Dataset file or folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write (JSON).")],
+    format: Annotated[str, typer.Option(help=FORMAT_HELP)] = "auto",
+    images: Annotated[str | None, typer.Option(help="Image folder.")] = None,
+    split: Annotated[str | None, typer.Option(help="Dataset split.")] = None,
+) -> None:
+    """Write a shareable manifest: sample ids, image SHA-256s and one hash of the ground truth
+    (not the truth itself). `eval --manifest FILE` then refuses any other copy of the benchmark."""
+    from geosleuth.eval.datasets import DatasetError, load_dataset
+    from geosleuth.eval.frozen import FrozenMismatch, freeze_manifest
+
+    try:
+        dataset = load_dataset(path, format, images, split=split)
+        if dataset.problems:
+            raise DatasetError(
+                f"{len(dataset.problems)} bad row(s), first: {dataset.problems[0]}; fix them first"
+            )
+        manifest = freeze_manifest(Path(path).stem, dataset.format, dataset.samples)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    except (DatasetError, FrozenMismatch) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(_os_error(exc))
+    truth = manifest["truth_sha256"][:12]
+    typer.echo(f"froze {manifest['n_samples']} sample(s) of {path} into {out} (truth {truth}…)")
+
+
+@datasets_app.command("overlap")
+def overlap_command(
+    first: Annotated[str, typer.Argument(help="Dataset A (e.g. the training set).")],
+    second: Annotated[str, typer.Argument(help="Dataset B (e.g. the benchmark).")],
+    format: Annotated[str, typer.Option(help=FORMAT_HELP)] = "auto",
+    strict: Annotated[bool, typer.Option(help="Exit 1 when the datasets share any sample.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Samples A and B share: by id, by image SHA-256, and by near-identical coordinates with the
+    same image size."""
+    from dataclasses import asdict
+
+    from geosleuth.eval.datasets import DatasetError, load_dataset
+    from geosleuth.eval.overlap import NEAR_M, find_overlap
+
+    try:
+        a, b = (load_dataset(p, format, check_images=False) for p in (first, second))
+        found = find_overlap(a.samples, b.samples)
+    except DatasetError as exc:
+        _fail(str(exc))
+    if as_json:
+        _print_json(asdict(found))
+    else:
+        typer.echo(f"A {first}: {found.n_a} sample(s); B {second}: {found.n_b} sample(s)")
+        for label, items in (
+            ("same id", found.by_id),
+            ("same image file", found.by_image),
+            (f"same place (within {NEAR_M:g} m) and image size", found.by_place),
+        ):
+            shown = ", ".join(str(i if isinstance(i, str) else f"{i[0]}={i[1]}") for i in items[:10])
+            typer.echo(
+                f"{label}: {len(items)}" + (f" ({shown}{' …' if len(items) > 10 else ''})" if items else "")
+            )
+    if strict and found.any:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
     app.command("eval")(eval_command)

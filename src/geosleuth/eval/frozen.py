@@ -171,3 +171,13 @@ def require_same_images(
 def _named(ids: Sequence[str]) -> str:
     more = f" … and {len(ids) - SHOWN} more" if len(ids) > SHOWN else ""
     return ", ".join(ids[:SHOWN]) + more
+
+
+def benchmark_images(manifests: Sequence[Mapping[str, Any]], hashes: Mapping[str, str]) -> list[str]:
+    """Training samples whose image file is a frozen benchmark's, as ``id (= DATASET:id)``: a
+    model trained on them has seen the test photos (SpotAgent keeps its test set disjoint)."""
+    owners: dict[str, str] = {}
+    for manifest in manifests:
+        for bench_id, digest in manifest_hashes(manifest).items():
+            owners.setdefault(digest, f"{manifest.get('dataset')}:{bench_id}")
+    return [f"{i} (= {owners[h]})" for i, h in sorted(hashes.items()) if h in owners]
