@@ -151,21 +151,25 @@ def require_same_images(
     """Refuse to pair runs that saw different image files for the same sample id.
 
     ``runs`` are (name, ``run.json`` content); ``ids`` limits the check to the samples to be
-    paired. Every pair of runs is checked against the first; the error names each sample.
-    For ``compare``, ``merge`` and ``arena`` (`image_conflicts` for two plain hash maps)."""
-    if not runs:
-        return
+    paired. A sample's first recorded hash is compared with every later run's; the error names
+    each differing sample and the two runs. Runs made before hashes were recorded pass unchecked.
+    For ``compare``, ``merge`` and ``arena`` (`image_conflicts` compares two plain hash maps)."""
     wanted = set(ids) if ids is not None else None
-    base_name, base = runs[0][0], run_image_hashes(runs[0][1])
-    for name, manifest in runs[1:]:
-        other = run_image_hashes(manifest)
-        differ = [i for i in image_conflicts(base, other) if wanted is None or i in wanted]
-        if differ:
-            raise FrozenMismatch(
-                f"{name} and {base_name} saw different image files for {len(differ)} sample(s): "
-                f"{_named(differ)}; pair runs made on the same copy of the benchmark "
-                "(`geosleuth datasets freeze` + `eval --manifest`)"
-            )
+    first: dict[str, tuple[str, str]] = {}  # id -> (hash, run that recorded it)
+    clashes: dict[str, str] = {}
+    for name, manifest in runs:
+        for sample_id, digest in run_image_hashes(manifest).items():
+            if wanted is not None and sample_id not in wanted:
+                continue
+            seen = first.setdefault(sample_id, (digest, name))
+            if seen[0] != digest and sample_id not in clashes:
+                clashes[sample_id] = f"{sample_id} ({seen[1]} vs {name})"
+    if clashes:
+        shown = [clashes[i] for i in sorted(clashes)]
+        raise FrozenMismatch(
+            f"the runs saw different image files for {len(shown)} sample(s): {_named(shown)}; pair only "
+            "runs made on the same copy of the benchmark (`geosleuth datasets freeze` + `eval --manifest`)"
+        )
 
 
 def _named(ids: Sequence[str]) -> str:
