@@ -39,7 +39,7 @@ from geosleuth.eval.scores import protocol_for
 from geosleuth.eval.store import RunDirError, write_atomic
 from geosleuth.eval.styles import choose_style
 from geosleuth.plugins import load_callable
-from geosleuth.tools.leakguard import GuardSpec, sample_needles
+from geosleuth.tools.leakguard import GuardMode, GuardSpec, sample_needles
 
 
 @dataclass
@@ -253,16 +253,14 @@ def leak_guards(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample])
     if config.leak_guard == "off":
         return None
     hosts = tuple(source_hosts(config, dataset))
+    return {s.id: sample_guard(config.leak_guard, hosts, s) for s in samples}
 
-    def spec(s: Sample) -> GuardSpec:
-        truth = (
-            (s.lat, s.lon)
-            if config.leak_guard == "strict" and s.lat is not None and s.lon is not None
-            else None
-        )
-        return GuardSpec(config.leak_guard, hosts, sample_needles(s.id, s.image), truth)
 
-    return {s.id: spec(s) for s in samples}
+def sample_guard(mode: GuardMode, hosts: Sequence[str], sample: Sample) -> GuardSpec:
+    """One sample's screen: the hosts, its id and file name, and (strict only) its truth."""
+    strict = mode == "strict" and sample.lat is not None and sample.lon is not None
+    truth = (sample.lat, sample.lon) if strict else None
+    return GuardSpec(mode, tuple(hosts), sample_needles(sample.id, sample.image), truth)  # type: ignore[arg-type]
 
 
 def check_same_images_as_before(run_dir: Path, hashes: dict[str, str]) -> None:
