@@ -137,10 +137,13 @@ def _png_chunks(handle: BinaryIO) -> Iterator[tuple[bytes, int]]:
         yield kind, length
 
 
-def pixels_only_data_url(path: str | Path) -> str:
-    """A data URL of an image file without its metadata (for a harness that sends files as is)."""
-    data = stripped_file_bytes(Path(path).read_bytes())
-    with open_header(data, label=str(path)) as im:
+def pixels_only_data_url(source: str | Path) -> str:
+    """A data URL of an image without its file's metadata, from a path or a ``data:`` URL (for a
+    harness that sends image files as they are)."""
+    text = str(source)
+    raw = base64.b64decode(text.split(",", 1)[1]) if text.startswith("data:") else Path(text).read_bytes()
+    data = stripped_file_bytes(raw)
+    with open_header(data, label="image") as im:
         mime = Image.MIME.get(str(im.format), "image/png")
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 

@@ -85,7 +85,7 @@ def geolocation(
     tool_names: str | None = None,
     allow_metadata: bool = False,
     leak_guard: str = "hosts",
-    leak_hosts: str | None = None,
+    leak_hosts: str | list[str] | None = None,
 ) -> Task:
     """Geolocate every image of ``dataset`` (any layout ``geosleuth datasets validate`` reads).
 
@@ -107,7 +107,12 @@ def geolocation(
     if not loaded.samples:
         raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
     check_images(loaded, loaded.samples, "-T images=FOLDER")
-    hosts = sorted({*SOURCE_HOSTS.get(loaded.format, ()), *(split_list(leak_hosts) or [])})
+    hosts = sorted(
+        {
+            *SOURCE_HOSTS.get(loaded.format, ()),
+            *(split_list(leak_hosts) if isinstance(leak_hosts, str) else leak_hosts or []),
+        }
+    )
     guards = {s.id: sample_guard(leak_guard, hosts, s) for s in loaded.samples}  # type: ignore[arg-type]
     if tools:
         config = AgentConfig(
@@ -185,8 +190,8 @@ def answer_once(pixels_only: bool = True) -> Solver:
 
 
 def _pixels_only(part: Content) -> Content:
-    """An image part read from a file becomes a data URL of its pixels alone."""
-    if isinstance(part, ContentImage) and not part.image.startswith(("data:", "http://", "https://")):
+    """An image part (a file, or the data URL inspect made of it) becomes a data URL of its pixels alone."""
+    if isinstance(part, ContentImage) and not part.image.startswith(("http://", "https://")):
         return ContentImage(image=pixels_only_data_url(part.image), detail=part.detail)
     return part
 
