@@ -69,6 +69,7 @@ def test_eval_drops_the_photos_own_pages_and_sends_no_id(
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["search_results_blocked"] == blocked and summary["metadata_withheld"] == 1
     assert any("metadata withheld: 1 of 1" in n for n in summary["notes"])
+    assert any(f"leak guard {mode}: {blocked} search / POI result(s) dropped" in n for n in summary["notes"])
     manifest = json.loads((tmp_path / "run" / "run.json").read_text())
     assert manifest["dataset"]["image_metadata"] == {"eiffel-0042": ["caption", "comment", "gps"]}
     assert "flickr.com" not in manifest["dataset"]["source_hosts"]  # a generic table names no source

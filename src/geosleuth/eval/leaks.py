@@ -11,16 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from geosleuth.core.records import Trajectory
 from geosleuth.eval.scores import RecordStats
 
 
-def leak_summary(manifest: Mapping[str, Any], records: Mapping[str, RecordStats]) -> dict[str, Any]:
+def leak_summary(
+    manifest: Mapping[str, Any], records: Mapping[str, RecordStats | Trajectory]
+) -> dict[str, Any]:
     """The two summary keys, from ``run.json`` and the records."""
     dataset = manifest.get("dataset", {})
     if "metadata_withheld" not in dataset:
         return {}
     carried = len(dataset.get("image_metadata") or {})
-    blocked = [r.search_results_blocked for r in records.values() if r.search_results_blocked is not None]
+    counts = (RecordStats.of(r).search_results_blocked for r in records.values())
+    blocked = [n for n in counts if n is not None]
     off = dataset.get("leak_guard") == "off"
     return {
         "metadata_withheld": carried if dataset["metadata_withheld"] else 0,
@@ -29,30 +33,31 @@ def leak_summary(manifest: Mapping[str, Any], records: Mapping[str, RecordStats]
 
 
 def leak_notes(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
-    """One sentence per guard, for the report's notes."""
+    """A sentence for each guard that removed something or was turned off (none for a run with
+    nothing to withhold and nothing blocked: the summary's zeros say that)."""
     dataset = manifest.get("dataset", {})
     if "metadata_withheld" not in dataset:
         return []
     n = dataset.get("n_selected")
     carried = len(dataset.get("image_metadata") or {})
-    if dataset["metadata_withheld"]:
-        notes = [
-            f"metadata withheld: {carried} of {n} image(s) carried location metadata (GPS, caption, XMP, "
-            "IPTC or text); the agent saw pixels only"
-        ]
-    else:
-        notes = [
+    notes = []
+    if not dataset["metadata_withheld"]:
+        notes.append(
             f"metadata allowed (--allow-metadata): {carried} of {n} image(s) carried location metadata the "
             "agent could read; not comparable with pixel-only runs"
-        ]
-    mode = dataset.get("leak_guard")
+        )
+    elif carried:
+        notes.append(
+            f"metadata withheld: {carried} of {n} image(s) carried location metadata (GPS, caption, XMP, "
+            "IPTC or text); the agent saw pixels only"
+        )
+    mode, blocked = dataset.get("leak_guard"), summary.get("search_results_blocked")
     if mode == "off":
         notes.append("leak guard off: search and POI results were not screened for the samples' own pages")
-    else:
+    elif blocked:
         hosts = ", ".join(dataset.get("source_hosts") or []) or "none"
         notes.append(
-            f"leak guard {mode}: {summary.get('search_results_blocked')} search / POI result(s) dropped "
-            f"(source hosts: {hosts}; sample ids and file names"
-            + ("; coordinates within 1 km of the truth)" if mode == "strict" else ")")
+            f"leak guard {mode}: {blocked} search / POI result(s) dropped (source hosts: {hosts}; sample "
+            "ids and file names" + ("; coordinates within 1 km of the truth)" if mode == "strict" else ")")
         )
     return notes
