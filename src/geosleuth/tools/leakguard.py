@@ -42,7 +42,10 @@ T = TypeVar("T")
 def host_of(value: str) -> str:
     """The lower-case host of a URL or a bare host name, without ``www.`` or a port."""
     text = value.strip().lower()
-    host = urlsplit(text if "//" in text else "//" + text).hostname or ""
+    try:
+        host = urlsplit(text if "//" in text else "//" + text).hostname or ""
+    except ValueError:  # "http://[" and other unparseable text: no host to match
+        return ""
     return host.removeprefix("www.")
 
 
