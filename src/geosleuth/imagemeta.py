@@ -65,9 +65,12 @@ def metadata_kinds(source: str | Path) -> list[str]:
     ``comment`` (JPEG). Camera make and model alone name no place and are not listed.
     `ImageInputError` when the file is not a readable image."""
     path = Path(source)
-    with path.open("rb") as handle:
-        if handle.read(8) == _PNG_SIGNATURE:
-            return sorted(_png_kinds(handle))
+    try:
+        with path.open("rb") as handle:
+            if handle.read(8) == _PNG_SIGNATURE:
+                return sorted(_png_kinds(handle))
+    except OSError as exc:
+        raise ImageInputError(f"{path}: {exc.strerror or exc}") from None
     kinds: set[str] = set()
     with open_header(path, label=str(path)) as im:
         exif = im.info.get("exif")
