@@ -141,3 +141,17 @@ def test_offline_pipeline_no_longer_answers_from_exif(tmp_path: Path) -> None:
     opened = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert opened["metadata_withheld"] == 0 and opened["metrics"]["acc@1km"]["value"] == 100.0
     assert any("--allow-metadata" in n for n in opened["notes"])
+
+
+def test_the_verifier_reads_the_filtered_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeSearxng() as search, FakeOpenAIServer(scripted_searcher) as server:
+        bench = leaky_benchmark(tmp_path / "bench", search.url)
+        monkeypatch.setenv("GEOSLEUTH_TOOLS_CONFIG", str(bench.tools_config))
+        result = _eval(bench, tmp_path / "run", server, "--samples", "2", "--verifier", "fake-vlm")
+        bodies = [r.body.decode() for r in server.chat_requests]
+    assert result.exit_code == 0, result.output
+    assert len(bodies) == 5  # two samples of two turns each, then the verifier
+    assert HONEST_URL in bodies[-1] and "img.example.net" not in bodies[-1]  # it saw what the samples saw
+    assert_clean_requests(bodies, bench)
+    record = json.loads((tmp_path / "run" / "trajectories.jsonl").read_text())
+    assert record["metadata"]["search_results_blocked"] == 4  # two per sample
