@@ -20,14 +20,14 @@ def leak_summary(
 ) -> dict[str, Any]:
     """The two summary keys, from ``run.json`` and the records."""
     dataset = manifest.get("dataset", {})
-    if "metadata_withheld" not in dataset:
+    if "pixels_only" not in dataset:
         return {}
     carried = len(dataset.get("image_metadata") or {})
     counts = (RecordStats.of(r).search_results_blocked for r in records.values())
     blocked = [n for n in counts if n is not None]
     off = dataset.get("leak_guard") == "off"
     return {
-        "metadata_withheld": carried if dataset["metadata_withheld"] else 0,
+        "metadata_withheld": carried if dataset["pixels_only"] else 0,
         "search_results_blocked": None if off else sum(blocked),
     }
 
@@ -36,12 +36,12 @@ def leak_notes(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[
     """A sentence for each guard that removed something or was turned off (none for a run with
     nothing to withhold and nothing blocked: the summary's zeros say that)."""
     dataset = manifest.get("dataset", {})
-    if "metadata_withheld" not in dataset:
+    if "pixels_only" not in dataset:
         return []
     n = dataset.get("n_selected")
     carried = len(dataset.get("image_metadata") or {})
     notes = []
-    if not dataset["metadata_withheld"]:
+    if not dataset["pixels_only"]:
         notes.append(
             f"metadata allowed (--allow-metadata): {carried} of {n} image(s) carried location metadata the "
             "agent could read; not comparable with pixel-only runs"

@@ -230,7 +230,7 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         "invalid_rows": [str(p) for p in dataset.problems[:100]],
         "image_sha256": hashes,
         "image_metadata": image_metadata(samples),  # what the agent was kept from (see allow_metadata)
-        "metadata_withheld": not config.allow_metadata,
+        "pixels_only": not config.allow_metadata,
         "leak_guard": config.leak_guard,
         "source_hosts": source_hosts(config, dataset),
     }
