@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
+from geosleuth.bounds.imageio import ImageInputError
 from geosleuth.core.records import Sample, Task, Trajectory
-from geosleuth.eval.backends import InProcessExecutor, run_sharded
-from geosleuth.eval.store import TrajectoryStore
-from geosleuth.imageio import ImageInputError
+from geosleuth.eval.run.backends import InProcessExecutor, run_sharded
+from geosleuth.eval.run.store import TrajectoryStore
 from geosleuth.imagemeta import metadata_kinds, pixels_only_data_url, strip_metadata, stripped_file_bytes
 from geosleuth.tools.leakguard import GuardSpec, active_guard
 

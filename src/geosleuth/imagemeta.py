@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from PIL import Image
 
-from geosleuth.imageio import ImageInputError, open_header
+from geosleuth.bounds.imageio import ImageInputError, open_header
 
 KEEP_INFO = frozenset({"transparency", "icc_profile", "gamma", "decode_scale", "original_size", "work_scale"})
 """Decoded-image info kept by `strip_metadata`: how pixels are drawn, and geosleuth's own sizes."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import geosleuth
-from geosleuth.eval.datasets import DatasetError
+from geosleuth.eval.datasets.loading import DatasetError
 from geosleuth.testing import FakeOpenAIServer
 from geosleuth.testing.leaky import FakeSearxng, leaked_strings, leaky_benchmark, scripted_searcher
 

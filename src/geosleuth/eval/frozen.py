@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from geosleuth.bounds.imageio import ImageInputError
 from geosleuth.core.records import Sample
-from geosleuth.imageio import ImageInputError
 from geosleuth.imagemeta import file_sha256, metadata_kinds
 
 MANIFEST_KIND = "geosleuth-frozen-benchmark"

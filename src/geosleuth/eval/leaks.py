@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from geosleuth.core.records import Trajectory
-from geosleuth.eval.scores import RecordStats
+from geosleuth.eval.report.scores import RecordStats
 
 
 def leak_summary(

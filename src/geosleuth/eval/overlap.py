@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from geosleuth.bounds.imageio import header_size
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import Sample
 from geosleuth.eval.frozen import image_sha256
-from geosleuth.imageio import header_size
 
 NEAR_M = 10.0
 """Coordinates this close count as one place (GPS noise, rounding in a released table)."""

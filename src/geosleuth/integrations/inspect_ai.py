@@ -57,12 +57,12 @@ from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
-from geosleuth.eval.config import split_list
-from geosleuth.eval.datasets import Dataset, load_dataset
+from geosleuth.eval.datasets.layouts import SOURCE_HOSTS
+from geosleuth.eval.datasets.loading import Dataset, load_dataset
 from geosleuth.eval.frozen import image_metadata
-from geosleuth.eval.layouts import SOURCE_HOSTS
-from geosleuth.eval.run import check_images, sample_guard
-from geosleuth.eval.styles import choose_style
+from geosleuth.eval.run.config import split_list
+from geosleuth.eval.run.pipeline import check_images, sample_guard
+from geosleuth.eval.run.styles import choose_style
 from geosleuth.imagemeta import pixels_only_data_url
 from geosleuth.integrations.harness import Answered, defined, row_result, score_answers, truth_record
 from geosleuth.scoring import get_protocol
