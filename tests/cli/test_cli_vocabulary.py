@@ -107,6 +107,9 @@ def test_help_lists_every_registered_choice() -> None:
     assert choices.prompt_styles() == available_styles() and "geoagent" in available_styles()
     assert get_args(AgentConfig.model_fields["provider"].annotation) == choices.PROVIDERS
     assert get_args(get_args(AgentConfig.model_fields["tool_calling"].annotation)[0]) == choices.TOOL_CALLING
+    from geosleuth.tools.leakguard import GUARD_MODES
+
+    assert tuple(GUARD_MODES) == choices.GUARD_MODES
     for registry in (PROTOCOLS, DATASET_FORMATS, JUDGES, TOOLS, REWARDS):
         assert set(registry.load_all()) == set(registry.names()), registry.kind  # every name loads
     runner = CliRunner()

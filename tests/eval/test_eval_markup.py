@@ -77,11 +77,14 @@ def test_the_index_is_its_sections_in_order(run_dir: Path) -> None:
     run = load_run(run_dir)
     summary, rows = compute(run)
     summary["wherebench"] = {"overall": 50.0}
+    summary["notes"] = ["metadata withheld from 2 <sample> image(s)"]
     index = html.index_html(run, rows, summary, set(), [])
+    assert "<li>metadata withheld from 2 &lt;sample&gt; image(s)</li>" in index
     marks = ['id="metrics"', 'id="wherebench"', 'id="worldmap"', 'id="samples"']
     assert [index.index(m) for m in marks] == sorted(index.index(m) for m in marks)
     assert list(html.INDEX_SECTIONS) == [
         "metrics.html.j2",
+        "notes.html.j2",
         "wherebench.html.j2",
         "fairness.html.j2",
         "grounding.html.j2",

@@ -76,6 +76,7 @@ class AgentConfig(BaseModel):
     )  # send the final-answer nudge this many turns before the end
     tool_settings: Any = None  # passed to geosleuth.tools.build_registry
     offline_use_ocr: bool = True
+    pixels_only: bool = False  # benchmark runs: no file metadata or path reaches model, tools or observer
     geocode_answers: bool = False  # answers naming a place but no coordinates get the gazetteer's
 
     @model_validator(mode="after")

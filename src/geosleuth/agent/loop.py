@@ -127,7 +127,7 @@ class AgentLoop:
             )
         self.ctx = ToolContext(
             image=image,
-            image_path=task.image,
+            image_path=None if config.pixels_only else task.image,  # a path lets a tool read the file
             model_scale=prepared.scale,
             model_size=prepared.image.size,  # the exact frame sent, which the prompt states
             bbox_convention=bbox,

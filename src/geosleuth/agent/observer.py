@@ -104,11 +104,13 @@ def describe_offline(
     frame: Frame | None = None,
     path: str | None = None,
     engine: str = "rapidocr",
+    metadata: bool = True,
 ) -> str:
     """The offline clue pipeline's findings as text (blocking: OCR and gazetteer lookups).
 
     For the photo, OCR boxes are given in the reasoner's frame and convention so it can zoom
-    on them; for a zoomed region the lines are listed in reading order without boxes.
+    on them; for a zoomed region the lines are listed in reading order without boxes. Without
+    ``metadata`` (benchmark runs) the file's EXIF is neither read nor mentioned.
     """
     from geosleuth.agent.offline import locate_offline
     from geosleuth.tools.exif import read_exif
@@ -119,11 +121,12 @@ def describe_offline(
         w, h = frame.size
         unit = "pixels of that frame" if frame.convention == "absolute" else "a 0-1000 grid"
         out.append(f"Photo of {w}x{h} pixels; boxes are [x1, y1, x2, y2] in {unit}.")
+    if target == "photo" and frame is not None and metadata:
         try:
             out.append("EXIF: " + read_exif(image, path).describe().replace("\n", "; "))
         except Exception as exc:  # a broken EXIF block must not hide the rest
             out.append(f"EXIF: unreadable ({type(exc).__name__})")
-    else:
+    if target != "photo" or frame is None:
         out.append("Zoomed region (text listed in reading order).")
     try:
         if target == "photo" and frame is not None:
@@ -152,7 +155,9 @@ def describe_offline(
         out += [f"- {c.kind} {c.text!r} → {'/'.join(c.countries[:4]) or '?'} {c.detail}".rstrip()
                 for c in report.clues[:20]]  # fmt: skip
     if report.lines:
-        result = locate_offline(image, path if target == "photo" else None, ocr=lambda _img: report)
+        result = locate_offline(
+            image, path if target == "photo" else None, ocr=lambda _img: report, use_metadata=metadata
+        )
         unique = list({c.label: c for c in reversed(result.candidates)}.values())[::-1]  # best of each place
         if unique:
             out.append("Candidate places (offline gazetteer, ranked by agreeing clues):")
@@ -166,14 +171,17 @@ class OfflineObserver:
 
     name = "offline"
 
-    def __init__(self, engine: str = "rapidocr") -> None:
+    def __init__(self, engine: str = "rapidocr", metadata: bool = True) -> None:
         self.engine = engine
+        self.metadata = metadata  # False in benchmark runs: pixels only
 
     async def observe(
         self, image: Image.Image, target: Target, *, frame: Frame | None = None, path: str | None = None
     ) -> Observation:
         start = time.perf_counter()
-        text = await asyncio.to_thread(describe_offline, image, target, frame, path, self.engine)
+        text = await asyncio.to_thread(
+            describe_offline, image, target, frame, path, self.engine, self.metadata
+        )
         return Observation(text, self.name, target, time.perf_counter() - start)
 
     async def aclose(self) -> None:
@@ -260,7 +268,7 @@ def make_observer(config: Any) -> Observer | None:
     if spec is None:
         return None
     if spec.strip().lower() == "offline":
-        return OfflineObserver()
+        return OfflineObserver(metadata=not getattr(config, "pixels_only", False))
     from geosleuth.agent.client import make_client
 
     client = make_client(config, spec, config.observer_base_url or config.base_url, agent=False)

@@ -24,6 +24,7 @@ from PIL import Image
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError
 from geosleuth.bounds.imageio import open_work_copy
+from geosleuth.bounds.imagemeta import strip_metadata
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import (
     ParseStatus,
@@ -365,11 +366,13 @@ def locate_offline(
     gazetteer: Gazetteer | None = None,
     ocr: Callable[[Image.Image], Any] | None = None,
     on_step: Callable[[list[Step]], None] | None = None,
+    use_metadata: bool = True,
 ) -> OfflineResult:
     """The whole pipeline on one decoded image (blocking: OCR and gazetteer lookups).
 
     ``on_step(steps)`` sees the steps so far each time one finishes (the web app streams them);
-    an exception it raises (a cancelled job) ends the pipeline there."""
+    an exception it raises (a cancelled job) ends the pipeline there. Without ``use_metadata``
+    (benchmark runs) no EXIF step runs: the clues come from pixels only."""
     from geosleuth.tools.clues import country_votes, extract_clues
     from geosleuth.tools.exif import read_exif
 
@@ -389,10 +392,11 @@ def locate_offline(
             done()
         return loaded[0]
 
-    exif = _timed(steps, "exif_gps", {}, lambda: read_exif(image, image_path))
+    exif = _timed(steps, "exif_gps", {}, lambda: read_exif(image, image_path)) if use_metadata else None
     if exif is not None:
         steps[0].text = exif.describe()
-    done()
+    if use_metadata:
+        done()
     if exif is not None and exif.lat is not None and exif.lon is not None:
         return OfflineResult(_exif_prediction(exif.lat, exif.lon, gaz()), steps, [])
     if not use_ocr:
@@ -570,6 +574,8 @@ async def run_offline(
         image = await asyncio.to_thread(
             open_work_copy, task.image, OFFLINE_WORK_PIXELS, config.max_image_pixels
         )
+        if config.pixels_only:
+            image = strip_metadata(image)
     except ImageInputError as exc:
         traj.status, traj.error, traj.finished_at = TrajectoryStatus.INPUT_ERROR, str(exc), time.time()
         return traj
@@ -580,7 +586,12 @@ async def run_offline(
             on_turn(0, _steps_turn(steps, "", time.perf_counter() - start))
 
     result = await asyncio.to_thread(
-        locate_offline, image, task.image, use_ocr=config.offline_use_ocr, on_step=on_step
+        locate_offline,
+        image,
+        None if config.pixels_only else task.image,
+        use_ocr=config.offline_use_ocr,
+        on_step=on_step,
+        use_metadata=not config.pixels_only,
     )
     summary = _summary(result)
     traj.turns = [_steps_turn(result.steps, summary, time.perf_counter() - start)]

@@ -19,6 +19,7 @@ from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
 from geosleuth.bounds.deadline import defer_clock
+from geosleuth.bounds.imagemeta import strip_metadata
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
 from geosleuth.tools.base import ToolRegistry
 
@@ -58,6 +59,8 @@ async def _load(task: Task, config: AgentConfig) -> tuple[Image.Image, PreparedI
     if not task.image:
         raise ImageInputError(f"task {task.id} has no image")
     img = await asyncio.to_thread(load_image, task.image, config.max_image_pixels)
+    if config.pixels_only:
+        img = await asyncio.to_thread(strip_metadata, img)
     prepared = await asyncio.to_thread(
         prepare_image, img, config.pixel_budget, config.image_format, config.resize_factor
     )
@@ -145,7 +148,7 @@ async def _observe_photo(
 ) -> Observation:  # fmt: skip
     """The observer's description of the photo, in the frame and box convention the reasoner uses."""
     frame = Frame(prepared.image.size, config.bbox_convention or style.bbox_convention, prepared.scale)
-    return await observer.observe(img, "photo", frame=frame, path=task.image)
+    return await observer.observe(img, "photo", frame=frame, path=None if config.pixels_only else task.image)
 
 
 def _observer_failed(task: Task, model: str, style: str, observation: Observation) -> Trajectory:

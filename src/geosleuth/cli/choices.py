@@ -9,6 +9,7 @@ from __future__ import annotations
 
 PROVIDERS = ("auto", "generic", "openai", "gemini", "deepseek")  # AgentConfig.provider
 TOOL_CALLING = ("native", "text")  # AgentConfig.tool_calling
+GUARD_MODES = ("off", "hosts", "strict")  # tools.leakguard.GUARD_MODES
 
 
 def protocols() -> list[str]:

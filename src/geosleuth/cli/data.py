@@ -87,6 +87,35 @@ def _tool_schemas(names: str | None, settings: Path | None, allow_exif: bool = F
 
 
 AllowExifOpt = Annotated[bool, typer.Option("--allow-exif", help=EXIF_HELP)]
+BenchmarkOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--benchmark-manifest",
+        help="Frozen benchmark manifest (`geosleuth datasets freeze`): warn when one of its images is "
+        "in the training data (repeatable).",
+    ),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option("--strict", help="Refuse, instead of warning, training data holding a benchmark's images."),
+]
+
+
+def _check_benchmarks(samples: list[Any], manifests: list[Path] | None, strict: bool) -> None:
+    """Training and test kept apart (SpotAgent C.2): the samples whose image file is a frozen
+    benchmark's are named, as a warning or, with ``strict``, as the error that stops the export."""
+    if not manifests:
+        return
+    from geosleuth.eval.datasets.frozen import benchmark_images, image_sha256, read_frozen
+
+    shared = benchmark_images([read_frozen(p) for p in manifests], image_sha256(samples))
+    if not shared:
+        return
+    more = f" … and {len(shared) - 10} more" if len(shared) > 10 else ""
+    message = f"{len(shared)} training sample(s) are benchmark images: {', '.join(shared[:10])}{more}"
+    if strict:
+        raise ValueError(f"{message}; remove them from the training data")
+    typer.echo(f"warning: {message}", err=True)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")]
@@ -218,6 +247,8 @@ def export_verl_cmd(
         str | None, typer.Option(help="data_source column (default: the sample's).")
     ] = None,
     allow_exif: AllowExifOpt = False,
+    benchmark_manifest: BenchmarkOpt = None,
+    strict: StrictOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write verl RL parquet rows: prompt with the image, ground truth, tools_kwargs for zoom.
@@ -238,6 +269,7 @@ def export_verl_cmd(
         chosen = style_for_reward(style, reward)
         frame, frame_report = _image_frame(model, pixel_budget, min_pixels, resize_factor)
         samples = _load_samples(dataset, fmt, images)
+        _check_benchmarks(samples, benchmark_manifest, strict)
         names = tools if tools is not None else ",".join(load_style(chosen).tools)
         options = VerlExportOptions(
             style=chosen,
@@ -296,6 +328,8 @@ def export_swift_cmd(
     min_pixels: MinPixelsOpt = None,
     resize_factor: ResizeFactorOpt = None,
     allow_exif: AllowExifOpt = False,
+    benchmark_manifest: BenchmarkOpt = None,
+    strict: StrictOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write an ms-swift GRPO dataset: messages, images, the `solution` column the geo ORMs read.
@@ -309,6 +343,7 @@ def export_swift_cmd(
     def run() -> None:
         frame, frame_report = _image_frame(model, pixel_budget, min_pixels, resize_factor)
         samples = _load_samples(dataset, fmt, images)
+        _check_benchmarks(samples, benchmark_manifest, strict)
         options = SwiftExportOptions(
             style=style, schemas=tuple(_tool_schemas(tools or "", tool_settings, allow_exif)), **frame
         )
@@ -342,6 +377,8 @@ def export_sft_cmd(
         Path | None, typer.Option("--truth", help="Ground truth JSONL (default: RUN_DIR/samples.jsonl).")
     ] = None,
     allow_exif: AllowExifOpt = False,
+    benchmark_manifest: BenchmarkOpt = None,
+    strict: StrictOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Trajectories -> chat SFT records, loss on assistant turns only, in sample-id order (the
@@ -363,8 +400,16 @@ def export_sft_cmd(
         for bad in (r for r in records if isinstance(r, dict)):
             typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
         run_filter = None
+        truth_file = samples or (source / "samples.jsonl" if source.is_dir() else None)
+        if benchmark_manifest:
+            if truth_file is None:
+                raise ValueError(
+                    "--benchmark-manifest reads the trajectories' images from --truth SAMPLES.jsonl"
+                )
+            ids = {t.sample_id for t in trajs}
+            kept = [s for i, s in read_samples(truth_file).items() if i in ids]
+            _check_benchmarks(kept, benchmark_manifest, strict)
         if max_km is not None:
-            truth_file = samples or (source / "samples.jsonl" if source.is_dir() else None)
             run_filter = _within(trajs, read_samples(truth_file), max_km, truth_of)
         report = export_sft(
             trajs,
@@ -638,7 +683,8 @@ def synthesize_cmd(
             "--observer",
             "--observer-model",
             help="Who sees the image: a vision model (name) or 'offline' (the offline clue pipeline: "
-            "OCR text with positions, EXIF, languages, phone numbers, domains, candidate places).",
+            "OCR text with positions, languages, phone numbers, domains, candidate places). Pixels "
+            "only: the file's metadata never reaches a trajectory.",
         ),
     ],
     planner_model: Annotated[str, typer.Option(help="Planner LLM (calls tools, concludes).")],
@@ -695,6 +741,8 @@ def synthesize_cmd(
     ] = False,
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
+    benchmark_manifest: BenchmarkOpt = None,
+    strict: StrictOpt = False,
     as_json: AlwaysJsonOpt = False,
 ) -> None:
     """Cold-start trajectories: observer VLM + planner LLM + real tools, kept only if verified."""
@@ -721,7 +769,8 @@ def synthesize_cmd(
 
         async with ChatClient(planner_model, planner_url) as planner:
             if observer_model.strip().lower() == "offline":
-                return await Synthesizer(config, registry, OfflineObserver(), planner, out).run(samples)
+                seer = OfflineObserver(metadata=False)
+                return await Synthesizer(config, registry, seer, planner, out).run(samples)
             async with ChatClient(observer_model, observer_url) as observer:
                 return await Synthesizer(config, registry, observer, planner, out).run(samples)
 
@@ -731,6 +780,7 @@ def synthesize_cmd(
         if planner_constrained and planner_tool_calling != "text":
             raise ValueError("--planner-constrained needs --planner-tool-calling text")
         samples = _load_samples(dataset, fmt, images)[:limit]
+        _check_benchmarks(samples, benchmark_manifest, strict)
         report = asyncio.run(go(samples, _registry(tool_settings, registry_factory)))
         typer.echo(json.dumps(report, indent=2))
 

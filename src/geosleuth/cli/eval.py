@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from geosleuth.cli.choices import dataset_formats, judges
+from geosleuth.cli.choices import GUARD_MODES, dataset_formats, judges
 from geosleuth.cli.options import (
     JSON_HELP,
     ApiKeyEnvOpt,
@@ -168,6 +168,28 @@ def eval_command(
     judge_api_key_env: JudgeKeyEnvOpt = None,
     judges: Annotated[str | None, typer.Option(help=JUDGES_HELP)] = None,
     report: Annotated[bool, typer.Option(help="Write the report at the end.")] = True,
+    allow_metadata: Annotated[
+        bool,
+        typer.Option(
+            help="Let the agent read the images' metadata (EXIF GPS, captions, XMP, IPTC); by default "
+            "it sees pixels only. For EXIF-aware systems evaluated on purpose, not leaderboard figures."
+        ),
+    ] = False,
+    leak_guard: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Search / POI results dropped before the model sees them: {' | '.join(GUARD_MODES)} "
+            "(default hosts: the dataset's source sites and the sample's id or file name; strict: also "
+            "results stating coordinates within 1 km of the truth)."
+        ),
+    ] = None,
+    leak_host: Annotated[
+        list[str] | None, typer.Option(help="Another source host whose results are dropped (repeatable).")
+    ] = None,
+    manifest: Annotated[
+        str | None,
+        typer.Option(help="Frozen manifest (`geosleuth datasets freeze`): refuse a dataset that differs."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""
@@ -454,6 +476,73 @@ def validate_command(
     for problem in [*dataset.problems, *dataset.missing_images]:
         typer.echo(f"  {problem}")
     if dataset.problems or dataset.missing_images:
+        raise typer.Exit(1)
+
+
+@datasets_app.command("freeze")
+def freeze_command(
+    path: Annotated[str, typer.Argument(help="Dataset file or folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write (JSON).")],
+    format: Annotated[str, typer.Option(help=FORMAT_HELP)] = "auto",
+    images: Annotated[str | None, typer.Option(help="Image folder.")] = None,
+    split: Annotated[str | None, typer.Option(help="Dataset split.")] = None,
+) -> None:
+    """Write a shareable manifest: sample ids, image SHA-256s and one hash of the ground truth
+    (not the truth itself). `eval --manifest FILE` then refuses any other copy of the benchmark."""
+    from geosleuth.eval.datasets.frozen import FrozenMismatch, freeze_manifest
+    from geosleuth.eval.datasets.loading import DatasetError, load_dataset
+
+    try:
+        dataset = load_dataset(path, format, images, split=split)
+        if dataset.problems:
+            raise DatasetError(
+                f"{len(dataset.problems)} bad row(s), first: {dataset.problems[0]}; fix them first"
+            )
+        manifest = freeze_manifest(Path(path).stem, dataset.format, dataset.samples)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    except (DatasetError, FrozenMismatch) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(_os_error(exc))
+    truth = manifest["truth_sha256"][:12]
+    typer.echo(f"froze {manifest['n_samples']} sample(s) of {path} into {out} (truth {truth}…)")
+
+
+@datasets_app.command("overlap")
+def overlap_command(
+    first: Annotated[str, typer.Argument(help="Dataset A (e.g. the training set).")],
+    second: Annotated[str, typer.Argument(help="Dataset B (e.g. the benchmark).")],
+    format: Annotated[str, typer.Option(help=FORMAT_HELP)] = "auto",
+    strict: Annotated[bool, typer.Option(help="Exit 1 when the datasets share any sample.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Samples A and B share: by id, by image SHA-256, and by near-identical coordinates with the
+    same image size."""
+    from dataclasses import asdict
+
+    from geosleuth.eval.datasets.loading import DatasetError, load_dataset
+    from geosleuth.eval.datasets.overlap import NEAR_M, find_overlap
+
+    try:
+        a, b = (load_dataset(p, format, check_images=False) for p in (first, second))
+        found = find_overlap(a.samples, b.samples)
+    except DatasetError as exc:
+        _fail(str(exc))
+    if as_json:
+        _print_json(asdict(found))
+    else:
+        typer.echo(f"A {first}: {found.n_a} sample(s); B {second}: {found.n_b} sample(s)")
+        for label, items in (
+            ("same id", found.by_id),
+            ("same image file", found.by_image),
+            (f"same place (within {NEAR_M:g} m) and image size", found.by_place),
+        ):
+            shown = ", ".join(str(i if isinstance(i, str) else f"{i[0]}={i[1]}") for i in items[:10])
+            typer.echo(
+                f"{label}: {len(items)}" + (f" ({shown}{' …' if len(items) > 10 else ''})" if items else "")
+            )
+    if strict and found.any:
         raise typer.Exit(1)
 
 

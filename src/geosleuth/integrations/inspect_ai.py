@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,19 @@ from inspect_ai.tool import ToolCall, ToolInfo, ToolParams
 from geosleuth.agent.client import ChatChoice, ChatResponse, ModelError, ProviderProfile, RawToolCall
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.prompting import build_prompts, load_style
+from geosleuth.bounds.imagemeta import pixels_only_data_url
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
+from geosleuth.eval.datasets.frozen import image_metadata
+from geosleuth.eval.datasets.layouts import SOURCE_HOSTS
 from geosleuth.eval.datasets.loading import Dataset, load_dataset
 from geosleuth.eval.datasets.truth import truth_record
-from geosleuth.eval.run.pipeline import check_images
+from geosleuth.eval.run.config import split_list
+from geosleuth.eval.run.pipeline import check_images, sample_guard
 from geosleuth.eval.run.styles import choose_style
 from geosleuth.integrations.harness import Answered, defined, row_result, score_answers
 from geosleuth.scoring import get_protocol
+from geosleuth.tools.leakguard import GUARD_MODES, GuardSpec, guarding
 
 META = "geosleuth"
 """Key of geosleuth's data in inspect's sample metadata, score metadata and task state."""
@@ -78,6 +84,9 @@ def geolocation(
     split: str | None = None,
     max_turns: int | None = None,
     tool_names: str | None = None,
+    allow_metadata: bool = False,
+    leak_guard: str = "hosts",
+    leak_hosts: str | list[str] | None = None,
 ) -> Task:
     """Geolocate every image of ``dataset`` (any layout ``geosleuth datasets validate`` reads).
 
@@ -86,25 +95,39 @@ def geolocation(
     agent loop with the style's tools (or ``tool_names``, comma-separated) for at most
     ``max_turns`` turns; ``protocol`` is any ``geosleuth score`` protocol. A style whose answers
     the protocol cannot read, or a dataset none of whose images exists, stops before the run.
+
+    As in `geosleuth eval`, the model and the tools see pixels only (``allow_metadata=true`` lets
+    the file's EXIF, XMP, IPTC and text through) and the agent's search and POI results pass the
+    leak guard (``leak_guard`` off | hosts | strict; ``leak_hosts`` adds comma-separated hosts).
     """
+    if leak_guard not in GUARD_MODES:
+        raise ValueError(f"leak_guard must be one of {', '.join(GUARD_MODES)}, not {leak_guard!r}")
     get_protocol(protocol)  # an unknown protocol fails before the run, with the valid names
     style_name = choose_style(prompt, protocol, tools)
     loaded = load_dataset(dataset, format=format, images=images, split=split)
     if not loaded.samples:
         raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
     check_images(loaded, loaded.samples, "-T images=FOLDER")
+    hosts = sorted(
+        {
+            *SOURCE_HOSTS.get(loaded.format, ()),
+            *(split_list(leak_hosts) if isinstance(leak_hosts, str) else leak_hosts or []),
+        }
+    )
+    guards = {s.id: sample_guard(leak_guard, hosts, s) for s in loaded.samples}  # type: ignore[arg-type]
     if tools:
         config = AgentConfig(
             model="inspect",
             prompt_style=style_name,
             max_turns=max_turns,
             tools=[t.strip() for t in tool_names.split(",") if t.strip()] if tool_names else None,
+            pixels_only=not allow_metadata,
         )
-        chosen: Solver = agent_loop(config)
+        chosen: Solver = agent_loop(config, None if leak_guard == "off" else guards)
     else:
-        chosen = answer_once()
+        chosen = answer_once(pixels_only=not allow_metadata)
     return Task(
-        dataset=inspect_dataset(loaded, style_name),
+        dataset=inspect_dataset(loaded, style_name, image_metadata(loaded.samples)),
         solver=chosen,
         scorer=protocol_scorer(protocol, loaded.source),
         metrics=[protocol_metrics(protocol, loaded.source)],
@@ -112,10 +135,13 @@ def geolocation(
     )
 
 
-def inspect_dataset(loaded: Dataset, style_name: str) -> MemoryDataset:
+def inspect_dataset(
+    loaded: Dataset, style_name: str, carried: Mapping[str, list[str]] | None = None
+) -> MemoryDataset:
     """geosleuth samples as inspect samples: the style's system and user prompt plus the photo.
 
-    The ground truth travels in the metadata (the solver never reads it; the scorer does).
+    The ground truth travels in the metadata (the solver never reads it; the scorer does), with
+    the answer-bearing metadata kinds the photo's file carries (``carried``, by sample id).
     """
     style = load_style(style_name)
     samples = []
@@ -132,29 +158,49 @@ def inspect_dataset(loaded: Dataset, style_name: str) -> MemoryDataset:
                 id=sample.id,
                 input=[ChatMessageSystem(content=system), ChatMessageUser(content=content)],
                 target=json.dumps(truth, ensure_ascii=False),
-                metadata={META: {"truth": truth, "task": geo_task.model_dump(), "has_image": has_image}},
+                metadata={
+                    META: {
+                        "truth": truth,
+                        "task": geo_task.model_dump(),
+                        "has_image": has_image,
+                        "file_metadata": (carried or {}).get(sample.id, []),
+                    }
+                },
             )
         )
     return MemoryDataset(samples, name=loaded.name, location=loaded.source)
 
 
 @solver
-def answer_once() -> Solver:
-    """One generate; a sample whose image is missing gets no model call and an empty answer."""
+def answer_once(pixels_only: bool = True) -> Solver:
+    """One generate; a sample whose image is missing gets no model call and an empty answer.
+    With ``pixels_only`` the photo goes as a copy without its file's metadata."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         if not state.metadata[META]["has_image"]:
             state.output = ModelOutput.from_content(model=str(state.model), content="")
             state.metadata[META]["status"] = "input_error: image not found"
             return state
+        if pixels_only:
+            for message in state.messages:
+                if isinstance(message.content, list):
+                    message.content = [_pixels_only(part) for part in message.content]
         return await generate(state)
 
     return solve
 
 
+def _pixels_only(part: Content) -> Content:
+    """An image part (a file, or the data URL inspect made of it) becomes a data URL of its pixels alone."""
+    if isinstance(part, ContentImage) and not part.image.startswith(("http://", "https://")):
+        return ContentImage(image=pixels_only_data_url(part.image), detail=part.detail)
+    return part
+
+
 @solver
-def agent_loop(config: AgentConfig) -> Solver:
-    """geosleuth's agent loop (its prompts, tools and budgets) driving inspect's model."""
+def agent_loop(config: AgentConfig, guards: Mapping[str, GuardSpec] | None = None) -> Solver:
+    """geosleuth's agent loop (its prompts, tools and budgets) driving inspect's model; with
+    ``guards`` (by sample id) its search and POI results pass the sample's leak guard."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         from geosleuth.agent.runner import run_task
@@ -162,7 +208,11 @@ def agent_loop(config: AgentConfig) -> Solver:
         client = InspectChatClient(get_model())
         geo_task = GeoTask.model_validate(state.metadata[META]["task"])
         run_config = config.model_copy(update={"model": client.model})
-        trajectory = await run_task(geo_task, run_config, client=client)  # type: ignore[arg-type]
+        spec = guards.get(geo_task.id) if guards else None
+        with guarding(spec.start() if spec is not None else None) as screen:
+            trajectory = await run_task(geo_task, run_config, client=client)  # type: ignore[arg-type]
+        if screen is not None:
+            state.metadata[META]["search_results_blocked"] = screen.blocked
         last = trajectory.turns[-1].text if trajectory.turns else ""
         state.messages.append(ChatMessageAssistant(content=last, model=client.model))
         state.output = ModelOutput.from_content(model=client.model, content=final_text(trajectory))

@@ -244,3 +244,28 @@ def coordinate_pairs(text: str) -> list[tuple[int, float, float]]:
     return [(at, lat, lon) for at, lat, lon in sorted(found) if abs(lat) <= 90 and abs(lon) <= 180][
         :MAX_TEXT_PAIRS
     ]
+
+
+def stated_pairs(text: str, limit: int = MAX_PAIR_TOKENS) -> list[tuple[float, float]]:
+    """Every position a text states, as (lat, lon): adjacent number pairs (``48.8584, 2.2945``,
+    ``48°51′N 2°17′E``) and keyed ones (``lat=48.8584 lon=2.2945``), however the text is framed.
+
+    For screening tool output (a search result giving a photo's geotag), not for reading an
+    answer: no context is required, and at most ``limit`` numbers are examined."""
+    text = text.replace("−", "-")
+    found: list[tuple[float, float]] = []
+    at = 0
+    while (m := _KEYED_PAIR.search(text, at)) is not None:
+        a = _COORD_TEXT.fullmatch(m.group("a").strip().rstrip(",;"))
+        b = _COORD_TEXT.fullmatch(m.group("b").strip().rstrip(",;"))
+        pair = _pair(a, b) if a is not None and b is not None else None
+        if pair is not None:
+            found.append((pair.lat, pair.lon))  # type: ignore[arg-type]
+        at = m.end() if pair is not None else m.start() + 1  # "geo:lat"> lat=…: retry inside the match
+    tokens = list(_COORD_TOKEN.finditer(text))[:limit]
+    for a, b in zip(tokens, tokens[1:], strict=False):
+        if _PAIR_GAP.fullmatch(text, a.end(), b.start()) is not None:
+            pair = _pair(a, b)
+            if pair is not None:
+                found.append((pair.lat, pair.lon))  # type: ignore[arg-type]
+    return found

@@ -68,6 +68,19 @@ EXPECTED: dict[str, str] = {
 """What each format reads, for the error a layout yielding no sample raises."""
 
 
+FLICKR = ("flickr.com", "flic.kr", "staticflickr.com")
+SOURCE_HOSTS: dict[str, tuple[str, ...]] = {
+    "im2gps3k": FLICKR,
+    "yfcc4k": (*FLICKR, "yfcc100m.appspot.com", "multimediacommons.wordpress.com"),
+    "mp16pro": FLICKR,
+    "osv5m": ("mapillary.com",),
+    "wherestreet": ("bilibili.com", "b23.tv"),
+}
+"""The sites each format's photos were taken from, by row adapter: a search result on one of
+them may be the sample's own page (its geotag, its caption). The leak guard drops them in
+benchmark runs; ``leak_hosts`` in the eval config adds more (for generic or Hugging Face data)."""
+
+
 def expected_text() -> str:
     return "; ".join(f"{name}: {columns}" for name, columns in EXPECTED.items())
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from geosleuth.core import arena as core
 from geosleuth.core import metrics
+from geosleuth.eval.datasets.frozen import require_same_images
 from geosleuth.eval.report.rundata import RunData, load_run
 from geosleuth.eval.report.scores import protocol_for, score_run
 from geosleuth.scoring.protocols import ScoringProtocol
@@ -161,6 +162,7 @@ def fights_from_runs(
     common = set.intersection(*({s.id for s in r.samples} for r in runs))
     if not common:
         raise core.ArenaError("the runs share no sample ids")
+    require_same_images([(str(r.run_dir), r.manifest) for r in runs], common)  # same pixels or no battle
     chosen = protocol_for(protocol or runs[0].config.get("protocol"), runs[0].samples)
     errors = []
     for run in runs:

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from geosleuth.core import metrics
+from geosleuth.eval.datasets.frozen import require_same_images
 from geosleuth.eval.report.rundata import load_run
 from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
 from geosleuth.scoring.protocols import ScoringProtocol
@@ -58,6 +59,7 @@ def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[
     common = set.intersection(*({s.id for s in r.samples} for r in runs))
     if not common:
         raise ValueError("the runs share no sample ids")
+    require_same_images([(str(r.run_dir), r.manifest) for r in runs], common)
     proto = protocol_for(protocol or runs[0].config.get("protocol"), runs[0].samples)
     vectors, medians = [], []
     for run in runs:

@@ -43,6 +43,7 @@ so a 100k-sample report stays a page a browser opens; per_sample.csv keeps every
 MAX_IMAGE_PX = 1024
 INDEX_SECTIONS = (
     "metrics.html.j2",
+    "notes.html.j2",
     "wherebench.html.j2",
     "fairness.html.j2",
     "grounding.html.j2",
@@ -272,6 +273,7 @@ def index_html(
         statuses=", ".join(f"{k}: {v}" for k, v in summary["status_counts"].items()),
         protocol=summary["protocol"]["name"],
         metrics=_metrics(summary),
+        notes=[str(note) for note in summary.get("notes") or ()],
         wherebench=summary.get("wherebench"),
         fairness=fairness_context(summary),
         grounding=grounding_context(

@@ -193,6 +193,7 @@ class RecordStats:
     usage: tuple[tuple[str, int, int], ...]  # (model, prompt tokens, completion tokens) per model
     samples: tuple[RecordStats, ...] = ()
     aggregator: str | None = None
+    search_results_blocked: int | None = None  # by the leak guard; None: the run had none
 
     @classmethod
     def of(cls, trajectory: Trajectory | RecordStats) -> RecordStats:
@@ -214,6 +215,7 @@ class RecordStats:
             usage=tuple(model_usage(trajectory)),
             samples=tuple(cls.of(s) for s in trajectory.samples),
             aggregator=trajectory.aggregator,
+            search_results_blocked=trajectory.metadata.get("search_results_blocked"),
         )
 
 

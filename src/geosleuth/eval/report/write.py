@@ -15,6 +15,7 @@ from geosleuth.eval.report.fairness_markup import fairness_markdown
 from geosleuth.eval.report.geoguessr_map import geoguessr_map_markdown, run_map_figures
 from geosleuth.eval.report.grounding import ConsistencyFn, add_grounding
 from geosleuth.eval.report.grounding_markup import grounding_markdown
+from geosleuth.eval.report.leaks import leak_notes, leak_summary
 from geosleuth.eval.report.rundata import RunData, load_records, load_run
 from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
 from geosleuth.eval.report.summary import percent_judges, percent_summary, summarize
@@ -73,6 +74,8 @@ def compute(
     add_fairness(summary, rows, proto, run.records, seed=int(config.get("seed") or 0))
     truths = {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.samples} if consistency else None
     add_grounding(summary, run.run_dir, rows, run.records, consistency, truths)
+    summary.update(leak_summary(run.manifest, run.records))
+    summary["notes"] = [*(summary.get("notes") or []), *leak_notes(summary, run.manifest)]
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
 from geosleuth.eval.run.runner import (
+    Guards,
     ProgressFn,
     RunAborted,
     RunFn,
@@ -64,7 +65,11 @@ ABORTED = "run_aborted"  # trajectory metadata: the sample met an error every sa
 
 
 async def run_batch(
-    run_fn: RunFn, tasks: Sequence[Task], concurrency: int, timeout_s: float | None
+    run_fn: RunFn,
+    tasks: Sequence[Task],
+    concurrency: int,
+    timeout_s: float | None,
+    guards: Guards | None = None,
 ) -> list[Trajectory]:
     """What a worker does with one batch: the runner's per-sample semantics, bounded concurrency."""
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -73,7 +78,7 @@ async def run_batch(
         async with gate:
             started = time.time()
             try:
-                return await run_one(run_fn, task, timeout_s)
+                return await run_one(run_fn, task, timeout_s, guards.get(task.id) if guards else None)
             except RunAborted as exc:  # marked, so the driver stops the run (it may sit across Ray)
                 aborted = failed_trajectory(task, TrajectoryStatus.MODEL_ERROR, str(exc), started)
                 aborted.metadata[ABORTED] = True
@@ -99,13 +104,20 @@ class BatchExecutor(Protocol):
 class InProcessExecutor:
     """Each shard is a run function in this process (tests, and a reference for Ray)."""
 
-    def __init__(self, run_fns: Sequence[RunFn], concurrency: int, timeout_s: float | None) -> None:
+    def __init__(
+        self,
+        run_fns: Sequence[RunFn],
+        concurrency: int,
+        timeout_s: float | None,
+        guards: Guards | None = None,
+    ) -> None:
         self.run_fns = list(run_fns)
         self.concurrency = concurrency
         self.timeout_s = timeout_s
+        self.guards = guards
 
     async def run(self, shard: int, tasks: list[Task]) -> list[Trajectory]:
-        return await run_batch(self.run_fns[shard], tasks, self.concurrency, self.timeout_s)
+        return await run_batch(self.run_fns[shard], tasks, self.concurrency, self.timeout_s, self.guards)
 
     async def recover(self, shard: int) -> bool:
         return True

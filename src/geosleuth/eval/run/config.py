@@ -23,6 +23,7 @@ import geosleuth
 from geosleuth.eval.judges.catalog import JUDGES
 from geosleuth.eval.run.store import TRAJECTORIES, RunDirError, write_atomic
 from geosleuth.secrets import redact_text
+from geosleuth.tools.leakguard import GuardMode
 
 MANIFEST = "run.json"
 SAMPLES = "samples.jsonl"
@@ -113,6 +114,10 @@ class EvalConfig(BaseModel):
     judge: JudgeSettings | None = None
     skip_invalid: bool = False
     report: bool = True
+    allow_metadata: bool = False  # the agent may read the image's metadata (EXIF GPS, captions, …)
+    leak_guard: GuardMode = "hosts"  # search / POI results dropped: off | hosts | strict
+    leak_hosts: list[str] = Field(default_factory=list)  # source hosts added to the layout's
+    manifest: str | None = None  # a frozen benchmark manifest the dataset must match
 
     @field_validator("shard")
     @classmethod
@@ -203,9 +208,16 @@ FLAG_FIELDS: Mapping[str, str] = {
     "breakdown": "breakdowns",
     "ray_resource": "ray_resources",
     "ray_restart_wait": "ray_restart_wait_s",
+    "leak_host": "leak_hosts",
 }
 """Flags of `geosleuth eval` (options of `geosleuth.evaluate`) whose config field has another name."""
-DEFAULT_MEANS_UNSET: Mapping[str, Any] = {"skip_invalid": False, "report": True, "breakdown": []}
+DEFAULT_MEANS_UNSET: Mapping[str, Any] = {
+    "skip_invalid": False,
+    "report": True,
+    "breakdown": [],
+    "allow_metadata": False,
+    "leak_host": [],
+}
 """Flags whose default value leaves the config file's setting as it is."""
 JUDGE_FLAGS = ("judge_model", "judge_base_url", "judge_api_key_env", "judges")
 
@@ -316,6 +328,9 @@ AGENT_FIELDS = (
     "provider",
     "agent",
     "agent_fn",
+    "allow_metadata",
+    "leak_guard",
+    "leak_hosts",
 )
 """Config fields that define the system under test: a resumed run must keep them, and the endpoint
 they resolve to (`endpoint` in the manifest); one absent from an older manifest is not checked."""

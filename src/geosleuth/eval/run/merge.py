@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geosleuth.eval.datasets.frozen import FrozenMismatch, require_same_images
 from geosleuth.eval.judges.tasks import JUDGMENTS
 from geosleuth.eval.run.config import AGENT_FIELDS, MANIFEST, SAMPLES, SHARD_POSITIONS, SHARDS, read_manifest
 from geosleuth.eval.run.store import (
@@ -109,9 +110,15 @@ def _check_together(shards: list[Shard]) -> None:
 def merge_shards(run_dir: Path) -> MergeResult:
     """Write ``run_dir`` as one run from its complete set of shards (repeatable)."""
     manifest_path = run_dir / MANIFEST
-    if manifest_path.exists() and "merged" not in json.loads(manifest_path.read_text(encoding="utf-8")):
+    previous = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else None
+    if previous is not None and "merged" not in previous:
         raise RunDirError(f"{run_dir} holds a run of its own; merge writes only into a run of shards")
     shards = find_shards(run_dir)
+    try:  # a shard run again on another copy of the images must not join the earlier merge's records
+        earlier = [(f"the earlier merge in {run_dir}", previous)] if previous is not None else []
+        require_same_images([*earlier, *((str(s.path), s.manifest) for s in shards)])
+    except FrozenMismatch as exc:
+        raise RunDirError(str(exc)) from None
     samples = _merge_samples(shards)
     write_atomic(run_dir / SAMPLES, "".join(samples))
     done: dict[int, set[str]] = {s.index: set() for s in shards}
@@ -194,6 +201,9 @@ def _merged_manifest(run_dir: Path, shards: list[Shard]) -> dict[str, Any]:
     first = shards[0].manifest
     dataset = {k: v for k, v in first.get("dataset", {}).items() if k != "shard"}
     dataset["n_selected"] = first["dataset"]["shard"]["n_selected"]
+    for key in ("image_sha256", "image_metadata"):  # each shard recorded its own samples'
+        if any(key in s.manifest.get("dataset", {}) for s in shards):
+            dataset[key] = {k: v for s in shards for k, v in s.manifest["dataset"].get(key, {}).items()}
     config = {**first.get("config", {}), "shard": None}
     return {
         **first,

@@ -13,10 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Task, Trajectory
+from geosleuth.eval.datasets.frozen import (
+    FrozenMismatch,
+    check_frozen,
+    image_conflicts,
+    image_metadata,
+    image_sha256,
+    read_frozen,
+    run_image_hashes,
+)
+from geosleuth.eval.datasets.layouts import SOURCE_HOSTS
 from geosleuth.eval.datasets.loading import Dataset, DatasetError, detect_format, load_dataset
 from geosleuth.eval.report.scores import protocol_for
 from geosleuth.eval.run.backends import shard_of
 from geosleuth.eval.run.config import (
+    MANIFEST,
     SAMPLES,
     SHARD_POSITIONS,
     EvalConfig,
@@ -25,10 +36,11 @@ from geosleuth.eval.run.config import (
     write_manifest,
 )
 from geosleuth.eval.run.endpoints import LaneRouter, Lanes, plan_lanes
-from geosleuth.eval.run.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
+from geosleuth.eval.run.runner import Guards, ProgressFn, RunAborted, RunFn, RunStats, run_samples
 from geosleuth.eval.run.store import RunDirError, write_atomic
 from geosleuth.eval.run.styles import choose_style
 from geosleuth.plugins import load_callable
+from geosleuth.tools.leakguard import GuardMode, GuardSpec, sample_needles
 
 
 @dataclass
@@ -38,6 +50,7 @@ class PreparedRun:
     dataset: Dataset
     samples: list[Sample]
     lanes: Lanes
+    guards: Guards | None = None  # per sample: how its search / POI results are screened
 
 
 def load_agent_fn(spec: str) -> RunFn:
@@ -64,6 +77,7 @@ def agent_settings(config: EvalConfig, base_url: str | None = None) -> dict[str,
         "max_tokens": config.max_tokens,
         "reasoning_effort": config.reasoning_effort,
         "provider": config.provider,
+        "pixels_only": not config.allow_metadata,
     }
     return {**config.agent, **{k: v for k, v in explicit.items() if v is not None}}
 
@@ -201,6 +215,14 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         n_selected = len(samples)
         samples = [samples[i] for i in positions]
         run_dir = shard_dir(run_dir, index, count)
+    hashes = image_sha256(dataset.samples if config.manifest else samples)
+    if config.manifest:
+        try:
+            check_frozen(read_frozen(Path(config.manifest).expanduser()), dataset.samples, hashes)
+        except FrozenMismatch as exc:
+            raise DatasetError(str(exc)) from None
+    hashes = {s.id: hashes[s.id] for s in samples if s.id in hashes}
+    check_same_images_as_before(run_dir, hashes)
     info = {
         "source": dataset.source,
         "format": dataset.format,
@@ -209,6 +231,11 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         "n_selected": len(samples),
         "n_invalid_rows": len(dataset.problems),
         "invalid_rows": [str(p) for p in dataset.problems[:100]],
+        "image_sha256": hashes,
+        "image_metadata": image_metadata(samples),  # what the agent was kept from (see allow_metadata)
+        "pixels_only": not config.allow_metadata,
+        "leak_guard": config.leak_guard,
+        "source_hosts": source_hosts(config, dataset),
     }
     if positions is not None:
         info["shard"] = {"index": index, "count": count, "n_selected": n_selected}
@@ -216,7 +243,45 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     write_samples(run_dir, samples)
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
-    return PreparedRun(config, run_dir, dataset, samples, lanes)
+    return PreparedRun(config, run_dir, dataset, samples, lanes, leak_guards(config, dataset, samples))
+
+
+def source_hosts(config: EvalConfig, dataset: Dataset) -> list[str]:
+    """The hosts whose results the leak guard drops: the format's sources and the user's."""
+    return sorted({*SOURCE_HOSTS.get(dataset.format, ()), *config.leak_hosts})
+
+
+def leak_guards(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -> Guards | None:
+    """Each sample's screen (None with ``leak_guard: off``); only a strict one holds the truth."""
+    if config.leak_guard == "off":
+        return None
+    hosts = tuple(source_hosts(config, dataset))
+    return {s.id: sample_guard(config.leak_guard, hosts, s) for s in samples}
+
+
+def sample_guard(mode: GuardMode, hosts: Sequence[str], sample: Sample) -> GuardSpec:
+    """One sample's screen: the hosts, its id and file name, and (strict only) its truth."""
+    strict = mode == "strict" and sample.lat is not None and sample.lon is not None
+    truth = (sample.lat, sample.lon) if strict else None
+    return GuardSpec(mode, tuple(hosts), sample_needles(sample.id, sample.image), truth)  # type: ignore[arg-type]
+
+
+def check_same_images_as_before(run_dir: Path, hashes: dict[str, str]) -> None:
+    """A resumed run must see the image files it started with (same sizes can hide new pixels)."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        before = run_image_hashes(json.loads(path.read_text(encoding="utf-8")))
+    except ValueError:
+        return  # an unreadable manifest is reported by write_manifest
+    differ = image_conflicts(before, hashes)
+    if differ:
+        shown = ", ".join(differ[:10]) + (f" … and {len(differ) - 10} more" if len(differ) > 10 else "")
+        raise RunDirError(
+            f"{run_dir} was started on other image files for {len(differ)} sample(s): {shown}; "
+            "use a new --out directory"
+        )
 
 
 def bad_rows_error(dataset: Dataset, source: str | Path, remedy: str, shown: int = 20) -> DatasetError:
@@ -305,6 +370,7 @@ async def execute(
             timeout_s=config.timeout_s,
             retry_failed=retry_failed,
             on_result=on_result,
+            guards=prepared.guards,
         )
     run_fn = run_fns[0] if len(run_fns) == 1 else LaneRouter(lanes, run_fns, config.concurrency)
     return await run_samples(
@@ -315,4 +381,5 @@ async def execute(
         timeout_s=config.timeout_s,
         retry_failed=retry_failed,
         on_result=on_result,
+        guards=prepared.guards,
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from geosleuth.core.records import Sample, Task, Trajectory
 from geosleuth.eval.run.backends import DEFAULT_BATCH, WorkerLost, run_batch, run_sharded
-from geosleuth.eval.run.runner import ProgressFn, RunFn, RunStats
+from geosleuth.eval.run.runner import Guards, ProgressFn, RunFn, RunStats
 from geosleuth.eval.run.store import TrajectoryStore
 
 DEFAULT_RESTART_WAIT_S = 120.0
@@ -35,14 +35,17 @@ log = logging.getLogger(__name__)
 class _RayShardWorker:
     """Body of the Ray actor: one run function (and connection pool) per worker process."""
 
-    def __init__(self, run_fn: RunFn, concurrency: int, timeout_s: float | None) -> None:
+    def __init__(
+        self, run_fn: RunFn, concurrency: int, timeout_s: float | None, guards: Guards | None = None
+    ) -> None:
         self.run_fn = run_fn
         self.concurrency = concurrency
         self.timeout_s = timeout_s
+        self.guards = guards
 
     async def run(self, tasks_json: list[str]) -> list[str]:
         tasks = [Task.model_validate_json(t) for t in tasks_json]
-        results = await run_batch(self.run_fn, tasks, self.concurrency, self.timeout_s)
+        results = await run_batch(self.run_fn, tasks, self.concurrency, self.timeout_s, self.guards)
         return [r.model_dump_json() for r in results]
 
     def ping(self) -> bool:
@@ -157,6 +160,7 @@ class RayExecutor:
         *,
         resources: Mapping[str, float] | None = None,
         restart_wait_s: float = DEFAULT_RESTART_WAIT_S,
+        guards: Guards | None = None,
     ) -> None:
         import ray
 
@@ -168,7 +172,7 @@ class RayExecutor:
             options["resources"] = dict(resources)
         actor = ray.remote(_RayShardWorker)
         self.actors: list[Any] = [
-            actor.options(scheduling_strategy=where, **options).remote(fn, concurrency, timeout_s)
+            actor.options(scheduling_strategy=where, **options).remote(fn, concurrency, timeout_s, guards)
             for fn, where in zip(run_fns, _placements(len(run_fns), resources or {}), strict=True)
         ]
 
@@ -229,6 +233,7 @@ class RayBackend:
         timeout_s: float | None,
         retry_failed: bool = False,
         on_result: ProgressFn | None = None,
+        guards: Guards | None = None,
     ) -> RunStats:
         """Run the pending ``samples`` into ``run_dir``; shard i runs on ``run_fns[i]``."""
         try:
@@ -242,6 +247,7 @@ class RayBackend:
             self.address,
             resources=self.resources,
             restart_wait_s=self.restart_wait_s,
+            guards=guards,
         )
         store = TrajectoryStore(run_dir)
         return await run_sharded(

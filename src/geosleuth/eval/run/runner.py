@@ -11,16 +11,20 @@ import asyncio
 import contextlib
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from geosleuth.bounds.deadline import STARTUP_TIMEOUT_S, SampleClock, reset_clock, set_clock
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
 from geosleuth.eval.run.store import TrajectoryStore
+from geosleuth.tools.leakguard import GuardSpec, guarding
 
 RunFn = Callable[[Task], Awaitable[Trajectory]]
 ProgressFn = Callable[[Trajectory, "RunStats"], None]
+Guards = Mapping[str, GuardSpec]
+"""Sample id -> how its search and POI results are screened (`geosleuth.tools.leakguard`)."""
+BLOCKED = "search_results_blocked"  # trajectory metadata: results the sample's leak guard dropped
 
 
 @dataclass
@@ -50,12 +54,24 @@ def failed_trajectory(task: Task, status: TrajectoryStatus, error: str, started:
     )
 
 
-async def run_one(run_fn: RunFn, task: Task, timeout_s: float | None) -> Trajectory:
+async def run_one(
+    run_fn: RunFn, task: Task, timeout_s: float | None, guard: GuardSpec | None = None
+) -> Trajectory:
     """Run one task; exceptions and timeouts become failed records with their cause.
 
     ``timeout_s`` counts from the task's first model request when its agent defers the clock
-    (the built-in agent does; see `geosleuth.bounds.deadline`), else from its start.
+    (the built-in agent does; see `geosleuth.bounds.deadline`), else from its start. With a ``guard``
+    the task's tool results are screened and the record counts what was dropped.
     """
+    if guard is None:
+        return await _run_one(run_fn, task, timeout_s)
+    screen = guard.start()
+    with guarding(screen):
+        trajectory = await _run_one(run_fn, task, timeout_s)
+    return trajectory.model_copy(update={"metadata": {**trajectory.metadata, BLOCKED: screen.blocked}})
+
+
+async def _run_one(run_fn: RunFn, task: Task, timeout_s: float | None) -> Trajectory:
     started = time.time()
     clock = SampleClock()
     try:
@@ -160,6 +176,7 @@ async def run_samples(
     timeout_s: float | None = None,
     retry_failed: bool = False,
     on_result: ProgressFn | None = None,
+    guards: Guards | None = None,
 ) -> RunStats:
     """Run every sample not yet finished in ``run_dir``; append one durable record per sample."""
     if concurrency < 1:
@@ -187,7 +204,8 @@ async def run_samples(
             while not jobs.empty() and not aborted:
                 sample = jobs.get_nowait()
                 try:
-                    trajectory = await run_one(run_fn, Task.from_sample(sample), timeout_s)
+                    guard = guards.get(sample.id) if guards else None
+                    trajectory = await run_one(run_fn, Task.from_sample(sample), timeout_s, guard)
                 except RunAborted as exc:
                     aborted.append(exc)
                     return

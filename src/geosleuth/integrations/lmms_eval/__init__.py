@@ -17,6 +17,10 @@ models (``openai``, ``vllm``, ``sglang``, the Qwen-VL classes: ``doc_to_messages
 turn with the photo and the same text; servers such as llama.cpp's refuse a system turn in the
 list form lmms-eval sends).
 
+The model sees pixels only: the photo goes without its file's EXIF, XMP, IPTC or text (how many
+photos carried some is logged); ``GEOSLEUTH_ALLOW_METADATA=1`` lets the metadata through, for an
+EXIF-aware system evaluated on purpose.
+
 lmms-eval's CLI logs an exception raised while it evaluates and exits 0; a task that cannot run
 (no dataset, no image, a style the protocol cannot read) or a run whose every request failed
 therefore stops with :class:`TaskStopped`, a ``SystemExit``, so the exit status says so.
@@ -39,8 +43,10 @@ from PIL import Image
 from geosleuth.agent.images import load_image
 from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.bounds.imageio import ImageInputError
+from geosleuth.bounds.imagemeta import strip_metadata
 from geosleuth.core.records import Sample
 from geosleuth.core.records import Task as GeoTask
+from geosleuth.eval.datasets.frozen import image_metadata
 from geosleuth.eval.datasets.loading import DatasetError, load_dataset
 from geosleuth.eval.datasets.truth import truth_record
 from geosleuth.eval.run.pipeline import check_images
@@ -129,6 +135,12 @@ class GeolocationTask(ConfigurableTask):
             raise DatasetError(f"{self.source}: no usable samples ({len(loaded.problems)} bad rows)")
         check_images(loaded, loaded.samples, "GEOSLEUTH_DATASET (or the table's image paths)")
         self.samples = loaded.samples
+        carried = len(image_metadata(loaded.samples))
+        fate = "sent (GEOSLEUTH_ALLOW_METADATA)" if _allow_metadata() else "withheld"
+        log.warning(
+            "geosleuth: %d of %d photo(s) carry location metadata (GPS, caption, XMP, IPTC or text): %s",
+            carried, len(loaded.samples), fate,
+        )  # fmt: skip
         return reported_metrics(self.samples, self.protocol, self.source)
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None) -> None:
@@ -209,6 +221,10 @@ def _scored(items: tuple[tuple[str, str], ...], protocol: str, source: str | Non
     return defined(metrics(result), result.score.warnings)
 
 
+def _allow_metadata() -> bool:
+    return os.environ.get("GEOSLEUTH_ALLOW_METADATA", "").strip().lower() in ("1", "true", "yes")
+
+
 def doc_to_visual(doc: dict[str, Any]) -> list[Image.Image]:
     """The photo, decoded within geosleuth's pixel limit (EXIF orientation applied); none when it
     is missing or unreadable: the model answers blind and is scored on what it answers."""
@@ -216,7 +232,8 @@ def doc_to_visual(doc: dict[str, Any]) -> list[Image.Image]:
     if not path:
         return []
     try:
-        return [load_image(path).convert("RGB")]
+        image = load_image(path)
+        return [(image if _allow_metadata() else strip_metadata(image)).convert("RGB")]
     except ImageInputError as exc:
         log.warning("sample %s: %s", doc.get("id"), exc)
         return []

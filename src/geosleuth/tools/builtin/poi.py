@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from geosleuth.core.records import Place
 from geosleuth.tools.base import ToolError, ToolResult, tool
 from geosleuth.tools.builtin.results import (
     check_coords,
     format_place,
+    place_view,
     places_result,
     query_text,
     remember_cached,
+    screened_places,
 )
+from geosleuth.tools.leakguard import active_guard
 from geosleuth.tools.runtime import ToolRuntime
 
 
@@ -29,9 +33,8 @@ async def poi_input_tips(runtime: ToolRuntime, query: str, city: str | None = No
         places = await p.input_tips(query, city=city, limit=runtime.settings.max_results)
         return places_result(runtime, "poi_input_tips", query, places)
 
-    return remember_cached(
-        runtime, await runtime.run("poi_input_tips", "poi", {"query": query, "city": city}, call)
-    )
+    result = await runtime.run("poi_input_tips", "poi", {"query": query, "city": city}, call)
+    return screened_places(runtime, "poi_input_tips", query, remember_cached(runtime, result))
 
 
 @tool
@@ -63,7 +66,8 @@ async def poi_keyword_search(
         places = await p.keyword_search(query, city=city, near=near, limit=runtime.settings.max_results)
         return places_result(runtime, "poi_keyword_search", query, places)
 
-    return remember_cached(runtime, await runtime.run("poi_keyword_search", "poi", args, call))
+    result = remember_cached(runtime, await runtime.run("poi_keyword_search", "poi", args, call))
+    return screened_places(runtime, "poi_keyword_search", query, result)
 
 
 @tool
@@ -87,4 +91,12 @@ async def poi_detail_query(runtime: ToolRuntime, poi_id: str) -> ToolResult:
             text=runtime.output("poi_detail_query", text), data=place.model_dump(exclude_none=True)
         )
 
-    return await runtime.run("poi_detail_query", "poi", {"poi_id": poi_id}, call)
+    result = await runtime.run("poi_detail_query", "poi", {"poi_id": poi_id}, call)
+    guard = active_guard()
+    if guard is not None and result.ok and isinstance(result.data, dict):
+        place = Place.model_validate(result.data)
+        if not guard.keep([place], place_view):  # answered as an unknown id: a dropped place leaves no trace
+            return ToolResult.failure(
+                f"no POI with id {poi_id!r}; use an id from a previous POI search result", result.provider
+            )
+    return result

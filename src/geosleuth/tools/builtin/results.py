@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PIL import Image
 
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.records import Place
 from geosleuth.tools.base import ToolContext, ToolError, ToolResult
+from geosleuth.tools.leakguard import active_guard
 from geosleuth.tools.runtime import ToolRuntime
 from geosleuth.tools.text import strip_html
 
@@ -38,6 +41,26 @@ def places_result(runtime: ToolRuntime, tool: str, query: str, places: list[Plac
         text = "\n".join(format_place(p, i + 1) for i, p in enumerate(places))
     data = [p.model_dump(exclude_none=True) for p in places]
     return ToolResult(text=runtime.output(tool, text), data=data)
+
+
+def place_view(p: Place) -> tuple[str | None, str]:
+    """A place as the leak guard reads it: its web address, if any, and all its text."""
+    url = next((str(p.extra[k]) for k in ("url", "website", "link") if p.extra.get(k)), None)
+    extras = " ".join(str(v) for v in p.extra.values() if v not in (None, "", [], {}))
+    return url, f"{format_place(p)} {extras}"
+
+
+def screened_places(runtime: ToolRuntime, tool: str, query: str, result: ToolResult) -> ToolResult:
+    """A place list without the places the running sample's leak guard drops (after the cache)."""
+    guard = active_guard()
+    if guard is None or not result.ok or not isinstance(result.data, list):
+        return result
+    places = [Place.model_validate(d) for d in result.data]
+    kept = guard.keep(places, place_view)
+    if len(kept) == len(places):
+        return result
+    fresh = places_result(runtime, tool, query, kept)
+    return replace(result, text=fresh.text, data=fresh.data)
 
 
 def remember_cached(runtime: ToolRuntime, result: ToolResult) -> ToolResult:

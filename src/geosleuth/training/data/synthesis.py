@@ -4,8 +4,9 @@ The observer looks at the photo and describes its clues from macro (climate, ter
 vegetation, architecture) to micro (text, signs, plates); it also describes every zoomed
 region the zoom tool returns. It is a VLM (a chat client, prompted as below) or any
 `geosleuth.agent.observer.Observer` — ``--observer offline`` uses the offline clue pipeline
-(OCR text with positions, EXIF, languages, phone numbers, domains, candidate places).
-The planner never sees pixels: it reads those descriptions,
+(OCR text with positions, languages, phone numbers, domains, candidate places). Observer,
+planner and tools get the photo's pixels only: its file's EXIF (a GPS position), captions and
+other metadata never reach a trajectory. The planner never sees pixels: it reads those descriptions,
 calls tools (executed for real through the geosleuth registry, providers and cache) and
 concludes with coordinates. A trajectory is kept only if every tool call was valid and the
 answer lies within ``delta_km`` of the truth; every rejection is recorded with its reason.
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from geosleuth.bounds.imagemeta import strip_metadata
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
 from geosleuth.core.records import Sample, Task, ToolCallRecord, Trajectory, TrajectoryStatus, Turn
@@ -216,13 +218,13 @@ class Synthesizer:
         if sample.lat is None or sample.lon is None or not sample.image:
             raise Rejected("input_error", "sample needs an image and coordinates")
         try:
-            image = load_image(sample.image)
+            image = strip_metadata(load_image(sample.image))  # the photo's own EXIF is its answer
         except (ImageInputError, OSError) as exc:
             raise Rejected("input_error", str(exc)) from None
         seen, scale = fit_to_budget(image, self.config.pixel_budget)
         store = ImageStore(self.out_dir, safe_name(sample.id), self.config.pixel_budget)
-        ctx = ToolContext(image=image, image_path=sample.image, model_scale=scale, artifacts_dir=self.out_dir)
-        description = await self._observe(image, "photo", Frame(seen.size, "absolute", scale), sample.image)
+        ctx = ToolContext(image=image, model_scale=scale, artifacts_dir=self.out_dir)  # no path: pixels only
+        description = await self._observe(image, "photo", Frame(seen.size, "absolute", scale))
         schemas = self.registry.schemas()
         text_mode = self.config.tool_calling == "text"
         messages = self._opening(schemas, seen.size, description)

@@ -4,8 +4,8 @@ Each row follows verl's RLHF dataset layout for a vision-language agent:
 
 - ``prompt``: chat messages; the user turn carries ``<image>``, which verl swaps for the
   image in ``images``;
-- ``images``: ``[{"bytes": …}]`` (embedded, so every node reads the same pixels) or
-  ``[{"image": "file://…"}]``;
+- ``images``: ``[{"bytes": …}]`` (embedded, so every node reads the same pixels; the file
+  without its EXIF, XMP, IPTC or text, which can hold the answer) or ``[{"image": "file://…"}]``;
 - ``reward_model``: ``{"style": "rule", "ground_truth": {"lat", "lon", "levels": {…}}}``,
   every level key present so all rows share one parquet schema;
 - ``extra_info``: ``index``, ``sample_id``, ``split``, ``need_tools_kwargs`` and
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.agent.images import smart_resize
+from geosleuth.bounds.imagemeta import stripped_file_bytes
 from geosleuth.core.records import Sample, Task
 from geosleuth.training.qwen.processor_config import DEFAULT_FRAME
 from geosleuth.training.rewards.truth import GroundTruth
@@ -122,7 +123,11 @@ def verl_row(sample: Sample, index: int, options: VerlExportOptions) -> dict[str
     system, user = build_prompts(
         style, Task.from_sample(sample), list(options.schemas), "native", convention, seen
     )
-    image = {"bytes": path.read_bytes()} if options.embed_images else {"image": path.as_uri()}
+    image = (
+        {"bytes": stripped_file_bytes(path.read_bytes())}
+        if options.embed_images
+        else {"image": path.as_uri()}
+    )
     create = {
         "image": str(path),
         "model_scale": seen[0] / size[0],
@@ -181,7 +186,7 @@ def export_verl(samples: Sequence[Sample], out_path: Path, options: VerlExportOp
             group = rows[start : start + ROW_GROUP]
             if options.embed_images:
                 group = [
-                    {**r, "images": [{"bytes": p.read_bytes()}]}
+                    {**r, "images": [{"bytes": stripped_file_bytes(p.read_bytes())}]}  # pixels only
                     for r, p in zip(group, paths[start : start + ROW_GROUP], strict=True)
                 ]
             writer.write_table(pa.Table.from_pylist(group, schema=schema))
