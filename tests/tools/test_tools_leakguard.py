@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from geosleuth.core.parsing.coordinates import stated_pairs
+from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.testing import cpu_seconds
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import ToolSettings
@@ -115,7 +115,7 @@ async def test_poi_results_are_screened_after_the_cache(tmp_path: Path) -> None:
 @given(st.text(max_size=300), st.text(max_size=120))
 def test_screening_any_text_never_raises(text: str, url: str) -> None:
     guard("strict").leaks(url, text)
-    for lat, lon in stated_pairs(text):
+    for _, lat, lon in coordinate_pairs(text, any_pair=True):
         assert math.isfinite(lat) and math.isfinite(lon) and abs(lat) <= 180 and abs(lon) <= 180
 
 

@@ -28,7 +28,7 @@ from typing import Literal, TypeVar, get_args
 from urllib.parse import urlsplit
 
 from geosleuth.core.geo import haversine_km
-from geosleuth.core.parsing.coordinates import stated_pairs
+from geosleuth.core.parsing.coordinates import coordinate_pairs
 
 GuardMode = Literal["off", "hosts", "strict"]
 GUARD_MODES: tuple[str, ...] = get_args(GuardMode)
@@ -128,7 +128,7 @@ class LeakGuard:
 
 def _positions(text: str) -> Iterator[tuple[float, float]]:
     """Stated pairs in both orders (a page may write ``lon, lat``), valid ones only."""
-    for a, b in stated_pairs(text):
+    for _, a, b in coordinate_pairs(text, any_pair=True):
         for lat, lon in ((a, b), (b, a)):
             if abs(lat) <= 90 and abs(lon) <= 180:
                 yield lat, lon

@@ -216,56 +216,43 @@ MAX_TEXT_PAIRS = 256
 """At most this many pairs are read from one text (bounded work on any tool output)."""
 
 
-def coordinate_pairs(text: str) -> list[tuple[int, float, float]]:
-    """Every (offset, lat, lon) a text states: keyed pairs (``lat=1.5, lon=2.5``) and adjacent
-    number pairs of which one at least is decimal or carries a degree or hemisphere mark;
-    latitude within ±90, longitude within ±180, in text order, at most `MAX_TEXT_PAIRS`."""
+def coordinate_pairs(text: str, *, any_pair: bool = False) -> list[tuple[int, float, float]]:
+    """Every (offset, lat, lon) a text states, in text order, at most `MAX_TEXT_PAIRS`: keyed pairs
+    (``lat=1.5, lon=2.5``) and adjacent number pairs (``48.8584, 2.2945``, ``48°51′N 2°17′E``).
+
+    Read as claims (grounding a reasoning), an adjacent pair needs a decimal or a degree or
+    hemisphere mark on one of its numbers, and both values in range. ``any_pair`` screens tool
+    output instead (the leak guard, which also tries a page's ``lon, lat`` order): every adjacent
+    pair, however the text is framed, and no range check. At most `MAX_PAIR_TOKENS` numbers are
+    examined either way."""
     if _DIGIT.search(text) is None:
         return []
     text = text.replace("−", "-")
     found: list[tuple[int, float, float]] = []
-    for m in _KEYED_PAIR.finditer(text):
+    keyed: list[tuple[int, int]] = []
+    at = 0
+    while (m := _KEYED_PAIR.search(text, at)) is not None:
+        keyed.append((m.start(), m.end()))
         a = _COORD_TEXT.fullmatch(m.group("a").strip().rstrip(",;"))
         b = _COORD_TEXT.fullmatch(m.group("b").strip().rstrip(",;"))
-        if a is not None and b is not None:
-            lat, lon = _token_value(a, "lat"), _token_value(b, "lon")
-            if lat is not None and lon is not None:
-                found.append((m.start(), lat, lon))
-    keyed = [(m.start(), m.end()) for m in _KEYED_PAIR.finditer(text)]
-    tokens = list(_COORD_TOKEN.finditer(text))[: 4 * MAX_TEXT_PAIRS]
+        lat = _token_value(a, "lat") if a is not None else None
+        lon = _token_value(b, "lon") if b is not None else None
+        if lat is not None and lon is not None:
+            found.append((m.start(), lat, lon))
+        at = m.end() if lat is not None and lon is not None else m.start() + 1  # retry inside a miss
+    tokens = list(_COORD_TOKEN.finditer(text))[:MAX_PAIR_TOKENS]
     for a, b in zip(tokens, tokens[1:], strict=False):
-        if any(s <= a.start() < e for s, e in keyed) or _PAIR_GAP.fullmatch(text, a.end(), b.start()) is None:
+        if _PAIR_GAP.fullmatch(text, a.end(), b.start()) is None:
             continue
-        if not (_marked(a) or _marked(b) or _is_decimal(a) or _is_decimal(b)):
+        if not any_pair and (
+            any(s <= a.start() < e for s, e in keyed)
+            or not (_marked(a) or _marked(b) or _is_decimal(a) or _is_decimal(b))
+        ):
             continue
         pair = _pair(a, b)
         if pair is not None and pair.lat is not None and pair.lon is not None:
             found.append((a.start(), pair.lat, pair.lon))
-    return [(at, lat, lon) for at, lat, lon in sorted(found) if abs(lat) <= 90 and abs(lon) <= 180][
-        :MAX_TEXT_PAIRS
-    ]
-
-
-def stated_pairs(text: str, limit: int = MAX_PAIR_TOKENS) -> list[tuple[float, float]]:
-    """Every position a text states, as (lat, lon): adjacent number pairs (``48.8584, 2.2945``,
-    ``48°51′N 2°17′E``) and keyed ones (``lat=48.8584 lon=2.2945``), however the text is framed.
-
-    For screening tool output (a search result giving a photo's geotag), not for reading an
-    answer: no context is required, and at most ``limit`` numbers are examined."""
-    text = text.replace("−", "-")
-    found: list[tuple[float, float]] = []
-    at = 0
-    while (m := _KEYED_PAIR.search(text, at)) is not None:
-        a = _COORD_TEXT.fullmatch(m.group("a").strip().rstrip(",;"))
-        b = _COORD_TEXT.fullmatch(m.group("b").strip().rstrip(",;"))
-        pair = _pair(a, b) if a is not None and b is not None else None
-        if pair is not None:
-            found.append((pair.lat, pair.lon))  # type: ignore[arg-type]
-        at = m.end() if pair is not None else m.start() + 1  # "geo:lat"> lat=…: retry inside the match
-    tokens = list(_COORD_TOKEN.finditer(text))[:limit]
-    for a, b in zip(tokens, tokens[1:], strict=False):
-        if _PAIR_GAP.fullmatch(text, a.end(), b.start()) is not None:
-            pair = _pair(a, b)
-            if pair is not None:
-                found.append((pair.lat, pair.lon))  # type: ignore[arg-type]
-    return found
+    found.sort()
+    if not any_pair:
+        found = [(at, lat, lon) for at, lat, lon in found if abs(lat) <= 90 and abs(lon) <= 180]
+    return found[:MAX_TEXT_PAIRS]
