@@ -27,7 +27,7 @@ Public entry points::
 
 from __future__ import annotations
 
-from typing import Any
+from geosleuth.lazy import lazy_getattr
 
 _EXPORTS = {
     "ChatClient": "geosleuth.agent.client",
@@ -51,12 +51,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    from importlib import import_module
-
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'geosleuth.agent' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -6,7 +6,7 @@ read by ``--help`` without loading NumPy.
 
 from __future__ import annotations
 
-from typing import Any
+from geosleuth.lazy import lazy_getattr
 
 _EXPORTS = {
     "PROTOCOLS": "geosleuth.scoring.catalog",
@@ -21,12 +21,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    from importlib import import_module
-
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'geosleuth.scoring' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -3,15 +3,9 @@ cache and MCP server. `build_registry` is the entry point."""
 
 from __future__ import annotations
 
-from typing import Any
+from geosleuth.lazy import lazy_getattr
 
 __all__ = ["build_registry"]
 
-
-def __getattr__(name: str) -> Any:
-    """Import the registry lazily so that `geosleuth.tools.base` stays light."""
-    if name == "build_registry":
-        from geosleuth.tools.registry import build_registry
-
-        return build_registry
-    raise AttributeError(name)
+__getattr__ = lazy_getattr(__name__, {"build_registry": "geosleuth.tools.registry"})
+"""The registry is imported on first use, so that `geosleuth.tools.base` stays light."""
