@@ -39,7 +39,9 @@ def _client(tmp_path: Path) -> TestClient:
 
 def test_jobs_and_cases_survive_a_restart(tmp_path: Path) -> None:
     with _client(tmp_path) as client:
-        job = client.post("/api/locate", files={"image": ("Hertenstein sign.png", EXAMPLE.read_bytes())}).json()
+        job = client.post(
+            "/api/locate", files={"image": ("Hertenstein sign.png", EXAMPLE.read_bytes())}
+        ).json()
         before = events_of(client, job["id"])
         client.patch(f"/api/cases/{job['case_id']}", json={"notes": "seen on a forum", "tags": ["lucerne"]})
     assert (tmp_path / "jobs" / "cases.sqlite").is_file()
@@ -128,7 +130,10 @@ def test_every_export_carries_the_provenance_and_no_server_path(tmp_path: Path) 
         for fmt in ("json", "geojson", "kml", "csv", "html"):
             response = client.get(f"/api/jobs/{job['id']}/answer.{fmt}")
             assert response.status_code == 200, fmt
-            assert f'filename="Hertensteinstrasse_12-{job["id"]}.{fmt}"' in response.headers["content-disposition"]
+            assert (
+                f'filename="Hertensteinstrasse_12-{job["id"]}.{fmt}"'
+                in response.headers["content-disposition"]
+            )
             texts[fmt] = response.text
         page = client.get(f"/api/jobs/{job['id']}").text + client.get("/api/jobs").text
     digest = hashlib.sha256(data).hexdigest()

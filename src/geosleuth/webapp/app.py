@@ -37,7 +37,16 @@ from geosleuth.imageio import ImageInputError, thumbnail
 from geosleuth.secrets import redact_text
 from geosleuth.webapp import exports
 from geosleuth.webapp.casestore import CaseStore, claim_workdir
-from geosleuth.webapp.jobs import DOWNLOADS, FINISHED, PREVIEW_FILE, PREVIEW_PX, Job, JobManager, UploadError
+from geosleuth.webapp.jobs import (
+    DOWNLOADS,
+    FINISHED,
+    MAX_NAME_CHARS,
+    PREVIEW_FILE,
+    PREVIEW_PX,
+    Job,
+    JobManager,
+    UploadError,
+)
 from geosleuth.webapp.runs import RunIndex, RunNotFound
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import answer_geojson, trajectory_view
@@ -519,7 +528,7 @@ MAX_TAGS = 50
 def _case_fields(body: dict[str, Any]) -> dict[str, Any] | Response:
     """``name``, ``notes`` (text) and ``tags`` (a list of short strings) from a request, checked."""
     out: dict[str, Any] = {}
-    for key, cap in (("name", 200), ("notes", MAX_NOTES_CHARS)):
+    for key, cap in (("name", MAX_NAME_CHARS), ("notes", MAX_NOTES_CHARS)):
         if key in body:
             if not isinstance(body[key], str) or len(body[key]) > cap:
                 return _error(f"{key} must be text of at most {cap} characters")

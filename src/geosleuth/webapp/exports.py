@@ -266,7 +266,7 @@ h1{font-size:1.4rem;overflow-wrap:anywhere}
 h2{font-size:1.1rem;margin-top:1.4rem;border-bottom:1px solid #dde1e7}
 table{border-collapse:collapse;width:100%;font-size:.88rem;table-layout:fixed}
 td,th{border:1px solid #dde1e7;padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f4f5f7;width:14rem}.mono{font-family:ui-monospace,monospace;font-size:.85rem}
+th{background:#f4f5f7}table.kv th{width:30%}.mono{font-family:ui-monospace,monospace;font-size:.85rem}
 .imgs{display:flex;gap:1rem;flex-wrap:wrap}.imgs img{max-width:100%;max-height:22rem;border:1px solid #dde1e7}
 .conflict{color:#9a6700}pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.8rem}
 @media print{body{margin:0;max-width:none}h2{break-after:avoid}table,img{break-inside:avoid}}
@@ -292,7 +292,7 @@ def _table(rows: list[tuple[str, Any]]) -> str:
         f"<tr><th>{html.escape(k)}</th><td class=mono>{html.escape('' if v is None else str(v))}</td></tr>"
         for k, v in rows
     )
-    return f"<table>{cells}</table>"
+    return f"<table class=kv>{cells}</table>"
 
 
 def html_report(job: Job, case: dict[str, Any] | None) -> str:

@@ -45,6 +45,8 @@ MAP_FILE = "answer_map.png"
 MAP_PX = 640
 PREVIEW_FILE = "preview.jpg"  # what the page shows: any input format, at most PREVIEW_PX on a side
 PREVIEW_PX = 1600
+MAX_NAME_CHARS = 1024
+"""Longest upload name kept (in full in the provenance; the page wraps it)."""
 CHEAP_PREVIEW_PIXELS = 4_000_000
 """An upload whose decode (after JPEG reduction) is at most this gets its preview at once;
 larger ones get it when their job leaves the queue."""
@@ -561,7 +563,7 @@ def _check_style(style: str) -> None:
 
 def _display_name(filename: str) -> str:
     name = Path(filename.replace("\\", "/")).name
-    return "".join(c for c in name if c.isprintable())[:120] or "upload"
+    return "".join(c for c in name if c.isprintable())[:MAX_NAME_CHARS] or "upload"
 
 
 def _store_image(folder: Path, data: bytes | None, filename: str, settings: ServeSettings) -> str:
