@@ -17,6 +17,7 @@ Latin signs render, in Pillow's own font).
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,7 +295,13 @@ def _font(font: str, px: int) -> ImageFont.FreeTypeFont:
         return ImageFont.truetype(str(path), px)
     if font == LATIN_FONT:
         return ImageFont.load_default(size=px)  # type: ignore[return-value]
-    raise FileNotFoundError(f"{path} is missing: install fonts-noto-core and fonts-wqy-microhei to draw this script")
+    raise MissingFont(
+        f"{path} is missing: install fonts-noto-core and fonts-wqy-microhei to draw this script"
+    )
+
+
+class MissingFont(FileNotFoundError):
+    """The font a sign's script needs is not installed (the sign is skipped, never half drawn)."""
 
 
 def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (1280, 860)) -> Path:
@@ -316,10 +323,18 @@ def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (128
     return path
 
 
-def render_set(folder: Path) -> list[tuple[SignSpec, Path]]:
-    """Every sign of `SIGN_SET` as ``folder/NAME.png``."""
+def render_set(folder: Path, skipped: list[str] | None = None) -> list[tuple[SignSpec, Path]]:
+    """Every sign of `SIGN_SET` whose fonts are installed as ``folder/NAME.png``; the names of the
+    others (a script without its font) are appended to ``skipped``."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [(spec, render_sign(spec.lines, folder / f"{spec.name}.png")) for spec in SIGN_SET]
+    rendered = []
+    for spec in SIGN_SET:
+        try:
+            rendered.append((spec, render_sign(spec.lines, folder / f"{spec.name}.png")))
+        except MissingFont:
+            if skipped is not None:
+                skipped.append(spec.name)
+    return rendered
 
 
 if __name__ == "__main__":
@@ -327,7 +342,13 @@ if __name__ == "__main__":
     parser.add_argument("--set", type=Path, help="render the whole sign set into this folder")
     args = parser.parse_args()
     if args.set:
-        for _, path in render_set(args.set):
+        missing: list[str] = []
+        for _, path in render_set(args.set, missing):
             print(path)
+        if missing:
+            print(
+                f"skipped {len(missing)} signs whose script fonts are not installed: {', '.join(missing)}",
+                file=sys.stderr,
+            )
     else:
         print(make_sign())
