@@ -35,8 +35,9 @@ from starlette.routing import Route
 from geosleuth.eval.store import RunDirError
 from geosleuth.imageio import ImageInputError, thumbnail
 from geosleuth.secrets import redact_text
-from geosleuth.webapp import exports
 from geosleuth.webapp.casestore import CaseStore, claim_workdir
+from geosleuth.webapp.exports import MEDIA, download_name, export
+from geosleuth.webapp.exports import REPORT_CSP as JOB_REPORT_CSP
 from geosleuth.webapp.jobs import (
     DOWNLOADS,
     FINISHED,
@@ -359,12 +360,12 @@ class Api:
         if job.trajectory is None:
             return _error(f"the job has no answer yet ({job.status})", 404)
         case = self.manager.store.case(job.case_id)
-        text = await asyncio.to_thread(exports.export, job, fmt, case.public() if case else None)
-        name = exports.download_name(job, fmt)
+        text = await asyncio.to_thread(export, job, fmt, case.public() if case else None)
+        name = download_name(job, fmt)
         headers = {"content-disposition": f'{"inline" if fmt == "html" else "attachment"}; filename="{name}"'}
         if fmt == "html":
-            headers["content-security-policy"] = exports.REPORT_CSP + "; frame-ancestors 'none'"
-        return Response(redact_text(text), media_type=exports.MEDIA[fmt], headers=headers)
+            headers["content-security-policy"] = JOB_REPORT_CSP + "; frame-ancestors 'none'"
+        return Response(redact_text(text), media_type=MEDIA[fmt], headers=headers)
 
     async def job_image(self, request: Request) -> Response:
         job = self._job(request)
