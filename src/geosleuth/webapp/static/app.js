@@ -285,6 +285,10 @@ function renderAnswer(trajectory, mapUrl, errorKm, truth, downloads) {
   }
   if (trajectory.error) left.appendChild(renderError(trajectory.error));
   append(left, downloadLinks(downloads));
+  if ((trajectory.conflicts || []).length) {
+    left.appendChild(el("div", { class: "muted small", text: "Clues that disagree" }));
+    left.appendChild(el("ul", { class: "conflicts", id: "conflicts" }, trajectory.conflicts.map(function (c) { return el("li", { text: c }); })));
+  }
   var cands = trajectory.candidates || [];
   if (cands.length > 1) {
     left.appendChild(el("div", { class: "muted small", text: "Ranked candidates (" + cands.length + ")" }));
