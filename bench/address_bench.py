@@ -31,15 +31,47 @@ from geosleuth.tools.ocr import run_ocr
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNS: dict[str, tuple[tuple[str, ...], float, float]] = {
-    "luzern_geneva_phone": (("CAFÉ ALPENBLICK", "Hertensteinstrasse 12", "6004 Luzern", "Tel. 022 310 45 67"), 47.0502, 8.3093),
-    "bern_zurich_phone": (("BÄCKEREI MÜLLER", "Marktgasse 5", "3011 Bern", "Tel. 044 211 22 33"), 46.9481, 7.4474),
-    "zurich_geneva_phone": (("UHREN HUBER", "Bahnhofstrasse 45", "8001 Zürich", "Tel. 022 700 12 12"), 47.3769, 8.5417),
-    "graz": (("GASTHAUS ZUR LINDE", "Herrengasse 7", "8010 Graz", "Tel. 0316 81 20 45"), 47.0707, 15.4395),
-    "lyon": (("BOULANGERIE DUPONT", "12 Rue de la République", "69002 Lyon", "Tél. 04 78 42 10 10"), 45.7640, 4.8357),
-    "bologna": (("TRATTORIA DA MARIO", "Via Rizzoli 3", "40125 Bologna", "Tel. 051 23 45 67"), 44.4949, 11.3426),
-    "salzburg": (("CAFÉ MOZART", "Getreidegasse 9", "5020 Salzburg", "Tel. 0662 84 43 13"), 47.7994, 13.0440),
-    "basel": (("BUCHHANDLUNG ROTH", "Freie Strasse 20", "4001 Basel", "Tel. 061 261 22 33"), 47.5584, 7.5733),
-}  # fmt: skip
+    "luzern_geneva_phone": (
+        ("CAFÉ ALPENBLICK", "Hertensteinstrasse 12", "6004 Luzern", "Tel. 022 310 45 67"),
+        47.0502,
+        8.3093,
+    ),
+    "bern_zurich_phone": (
+        ("BÄCKEREI MÜLLER", "Marktgasse 5", "3011 Bern", "Tel. 044 211 22 33"),
+        46.9481,
+        7.4474,
+    ),
+    "zurich_geneva_phone": (
+        ("UHREN HUBER", "Bahnhofstrasse 45", "8001 Zürich", "Tel. 022 700 12 12"),
+        47.3769,
+        8.5417,
+    ),
+    "graz": (
+        ("GASTHAUS ZUR LINDE", "Herrengasse 7", "8010 Graz", "Tel. 0316 81 20 45"),
+        47.0707,
+        15.4395,
+    ),
+    "lyon": (
+        ("BOULANGERIE DUPONT", "12 Rue de la République", "69002 Lyon", "Tél. 04 78 42 10 10"),
+        45.7640,
+        4.8357,
+    ),
+    "bologna": (
+        ("TRATTORIA DA MARIO", "Via Rizzoli 3", "40125 Bologna", "Tel. 051 23 45 67"),
+        44.4949,
+        11.3426,
+    ),
+    "salzburg": (
+        ("CAFÉ MOZART", "Getreidegasse 9", "5020 Salzburg", "Tel. 0662 84 43 13"),
+        47.7994,
+        13.0440,
+    ),
+    "basel": (
+        ("BUCHHANDLUNG ROTH", "Freie Strasse 20", "4001 Basel", "Tel. 061 261 22 33"),
+        47.5584,
+        7.5733,
+    ),
+}
 """Name -> (sign lines, city latitude, city longitude)."""
 
 
@@ -93,9 +125,8 @@ def main() -> None:
             pred = new.prediction
             answer = pred.city or pred.country_code if pred else "none"
             radius = f"{pred.radius_km:.0f}" if pred and pred.radius_km else "–"
-            print(
-                f"{name:<22} {before[-1]:>10.1f} {after[-1]:>9.1f} {radius:>7}  {answer}  ({len(new.conflicts)})"
-            )
+            told = len(new.conflicts)
+            print(f"{name:<22} {before[-1]:>10.1f} {after[-1]:>9.1f} {radius:>7}  {answer}  ({told})")
     old_median, new_median = statistics.median(before), statistics.median(after)
     print(f"median error before {old_median:.1f} km, after {new_median:.1f} km", end="")
     print(f" (after / before {new_median / old_median:.2f})" if old_median > 0 else "")

@@ -167,3 +167,25 @@ def test_an_international_number_of_another_country_keeps_its_rank_but_is_told()
     near = _cand("Kriens", 47.033, 8.28, "CH", "phone_area", 1.0, national=True)  # 3 km from Luzern: agrees
     luzern = _cand("Luzern", 47.0502, 8.3093, "CH", "place_names", 0.65)
     assert names_win([near, luzern]) == ([near, luzern], [])
+
+
+@pytest.mark.slow
+def test_address_bench_on_a_photographed_sign_that_names_its_city() -> None:
+    """bench/address_bench.py as written, on one sign: Luzern named, a Geneva number in national
+    format that also fits Purkersdorf (AT), about 600 km away: the answer stays in Luzern."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "bench/address_bench.py", "--signs", "luzern_geneva_phone"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+    row = next(line for line in out.splitlines() if line.startswith("luzern_geneva_phone"))
+    before_km, after_km = (float(x) for x in row.split()[1:3])
+    assert before_km > 500 and after_km < 10 and "Luzern" in row
+    assert "median error before" in out and "after / before" in out
