@@ -115,6 +115,7 @@ class OfflineResult:
     candidates: list[Candidate]
     evidence_strength: float | None = None  # the confidence before calibration (see `calibrated`)
     conflicts: list[str] = field(default_factory=list)  # clues that disagree, and which one won
+    text: str = ""  # what OCR read, line by line
 
 
 def _timed(steps: list[Step], name: str, arguments: dict[str, Any], fn: Callable[[], Any]) -> Any:
@@ -518,7 +519,7 @@ def locate_offline(
         coords_source="geocoded",
         evidence=best.evidence + clue_evidence,
     )
-    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength, conflicts)
+    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength, conflicts, text)
 
 
 def _verdict(candidate: Candidate, best: Candidate) -> str:
@@ -623,6 +624,7 @@ async def run_offline(
     result = await asyncio.to_thread(
         locate_offline, image, task.image, use_ocr=config.offline_use_ocr, on_step=on_step
     )
+    street = await _with_street(result, config.tool_settings, on_step)
     summary = _summary(result)
     traj.turns = [_steps_turn(result.steps, summary, time.perf_counter() - start)]
     traj.messages = [
@@ -638,5 +640,30 @@ async def run_offline(
     traj.status = TrajectoryStatus.OK if result.prediction is not None else TrajectoryStatus.NO_EVIDENCE
     traj.error = None if result.prediction is not None else "cannot locate: no usable clue"
     traj.metadata = {"candidates": candidate_records(result.candidates[:10]), "conflicts": result.conflicts}
+    if street is not None:
+        traj.metadata["street_geocode"] = street
     traj.finished_at = time.time()
     return traj
+
+
+async def _with_street(
+    result: OfflineResult, tool_settings: Any, on_step: Callable[[list[Step]], None]
+) -> dict[str, Any] | None:
+    """With a geocoding provider configured, the sign's street address refines the answer
+    (`geosleuth.agent.street`); the step, any disagreement and the source are recorded."""
+    if result.prediction is None or not result.text:
+        return None
+    from geosleuth.agent.street import street_level
+
+    fix = await street_level(result.prediction, result.text, tool_settings)
+    if fix is None:
+        return None
+    result.steps.append(
+        Step("street_geocode", {"address": fix.query}, fix.text, fix.latency_s, fix.ok, fix.error)
+    )
+    on_step(result.steps)
+    if fix.conflict:
+        result.conflicts.append(fix.conflict)
+    if fix.prediction is not None:
+        result.prediction = fix.prediction
+    return {"address": fix.query, "provider": fix.provider, "used": fix.prediction is not None}

@@ -326,6 +326,7 @@ def html_report(job: Job, case: dict[str, Any] | None) -> str:
             ("uncertainty radius", f"± {pred['radius_km']:g} km" if pred.get("radius_km") else None),
             ("confidence", pred.get("confidence")),
             ("coordinates from", pred.get("coords_source")),
+            ("street-level geocode", _street_line(record.get("metadata", {}).get("street_geocode"))),
             ("status", trajectory.status.value),
             ("error", record.get("error")),
         ]
@@ -398,6 +399,14 @@ def html_report(job: Job, case: dict[str, Any] | None) -> str:
         f"<h2>Steps (UTC)</h2>{steps}<h2>EXIF of the uploaded file</h2>{exif}"
         "</body></html>"
     )
+
+
+def _street_line(street: dict[str, Any] | None) -> str | None:
+    """Which provider geocoded which address, and whether the answer uses it."""
+    if not street:
+        return None
+    used = "used" if street.get("used") else "not used: it disagreed with the place the sign names"
+    return f"{street.get('address')} by {street.get('provider')} ({used})"
 
 
 def download_name(job: Job, fmt: str) -> str:
