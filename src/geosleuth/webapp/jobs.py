@@ -258,7 +258,12 @@ class JobManager:
         """What a job ran with, as its record and exports name it (no keys: `ServeSettings.public`)."""
         public = self.settings.public()
         if mode == "offline":
-            return {"mode": mode, "model": "offline clue pipeline", "offline_use_ocr": ocr}
+            return {
+                "mode": mode,
+                "model": "offline clue pipeline",
+                "offline_use_ocr": ocr,
+                "geocode_provider": _geocode_provider(self.settings.tool_settings),
+            }
         return {
             "mode": mode,
             "model": public["model"],
@@ -417,7 +422,14 @@ class JobManager:
         options = dict(self.settings.agent_options)
         if job.mode == "offline":
             return AgentConfig(
-                **(options | {"model": None, "offline_use_ocr": job.settings.get("offline_use_ocr", True)})
+                **(
+                    options
+                    | {
+                        "model": None,
+                        "offline_use_ocr": job.settings.get("offline_use_ocr", True),
+                        "tool_settings": self.settings.tool_settings,  # a geocoder refines to the street
+                    }
+                )
             )
         chosen = {
             "model": self.settings.model,
@@ -606,3 +618,10 @@ def _check_tools(tools: list[str] | None) -> None:
     unknown = sorted(set(tools or []) - set(TOOL_NAMES))
     if unknown:
         raise UploadError(f"unknown tool(s): {', '.join(unknown)}; known: {', '.join(TOOL_NAMES)}")
+
+
+def _geocode_provider(tool_settings: Any) -> str:
+    """The geocoder jobs use for street addresses ("offline": none, the gazetteer's cities only)."""
+    from geosleuth.tools.registry import coerce_settings
+
+    return coerce_settings(tool_settings).providers.geocode
