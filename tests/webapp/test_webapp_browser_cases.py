@@ -140,3 +140,23 @@ def test_case_file_in_chromium(tmp_path: Path, width: int) -> None:
             assert dialogs == ["Delete this case, its 2 job(s) and their files?"]
         browser.close()
     assert not errors, errors
+
+
+def test_a_wide_runs_table_says_it_scrolls_on_a_phone(tmp_path: Path) -> None:
+    from webapp_helpers import make_run
+
+    sync_api = _playwright()
+    run_root = make_run(tmp_path / "eval")
+    with serving(make_settings(tmp_path, runs=[run_root])) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=shutil.which("chromium") or CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        page.goto(base + "/#/runs")
+        page.wait_for_selector("#runs")
+        page.wait_for_selector(".table-card.scrolls #scroll-cue", state="visible")
+        assert "scroll sideways" in page.locator("#scroll-cue").inner_text()
+        _no_overflow(page, 390)  # the card scrolls, not the page
+        page.locator(".table-card").evaluate("card => { card.scrollLeft = card.scrollWidth; }")
+        page.wait_for_selector("#scroll-cue", state="hidden")  # at the end: no more to see
+        browser.close()

@@ -197,3 +197,29 @@ def test_circle_ring_by_hand() -> None:
     assert math.isclose(ring[0][1], 1.0, abs_tol=1e-4) and math.isclose(ring[0][0], 0.0, abs_tol=1e-6)
     assert math.isclose(ring[1][0], -1.0, abs_tol=1e-4) and math.isclose(ring[1][1], 0.0, abs_tol=1e-4)
     assert ring[0] == ring[-1] and len(ring) == 5
+
+
+def test_clues_that_disagree_are_shown_and_reported(tmp_path: Path) -> None:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("make_sign", EXAMPLE.parent / "make_sign.py")
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    sys.modules["make_sign"] = maker
+    spec.loader.exec_module(maker)
+    sign = maker.render_sign(
+        ("CAFÉ ALPENBLICK", "Hertensteinstrasse 12", "6004 Luzern", "Tel. 022 310 45 67"), tmp_path / "s.png"
+    )
+    with _client(tmp_path) as client:
+        job = client.post("/api/locate", files={"image": ("alpenblick.png", sign.read_bytes())}).json()
+        events_of(client, job["id"])
+        view = client.get(f"/api/jobs/{job['id']}").json()["trajectory"]
+        report = client.get(f"/api/jobs/{job['id']}/answer.html").text
+    assert view["prediction"]["city"] == "Luzern"  # the named city, not the Austrian area code
+    (conflict,) = view["conflicts"]
+    assert "Purkersdorf" in conflict and "the name wins" in conflict
+    labels = [c["label"] for c in view["candidates"]]
+    assert labels[0].startswith("Luzern") and any(label.startswith("Purkersdorf") for label in labels)
+    assert all(c["evidence"] and isinstance(c["score"], float) for c in view["candidates"])
+    assert "Conflicting clues" in report and "Purkersdorf" in report
