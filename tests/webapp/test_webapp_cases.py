@@ -17,6 +17,7 @@ from PIL import Image
 from starlette.testclient import TestClient
 from webapp_helpers import events_of, make_settings
 
+from geosleuth.core.records import Trajectory
 from geosleuth.webapp import create_app
 from geosleuth.webapp.casestore import SCHEMA_VERSION, CaseStore, WorkdirInUse
 from geosleuth.webapp.exports import circle_ring
@@ -68,11 +69,21 @@ def test_job_folders_from_before_the_store_are_imported(tmp_path: Path) -> None:
     old = tmp_path / "jobs" / "0123456789ab"
     old.mkdir(parents=True)
     (old / "input.png").write_bytes(EXAMPLE.read_bytes())
+    done = tmp_path / "jobs" / "ba9876543210"
+    done.mkdir()
+    (done / "input.png").write_bytes(EXAMPLE.read_bytes())
+    record = Trajectory(sample_id="ba9876543210", model="offline-clues", prompt_style="offline", status="ok")
+    (done / "trajectories.jsonl").write_text(record.model_dump_json() + "\n")
     with _client(tmp_path) as client:
         listed = client.get("/api/jobs").json()
-        assert [j["id"] for j in listed] == ["0123456789ab"]
+        assert sorted(j["id"] for j in listed) == ["0123456789ab", "ba9876543210"]
+        finished = events_of(client, "ba9876543210")
+        assert finished[-1]["type"] == "result" and finished[-1]["trajectory"]["status"] == "ok"
+        assert finished[-1]["mode"] == "offline"
+        listed = [j for j in listed if j["id"] == "0123456789ab"]
         assert listed[0]["sha256"] == hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
         assert listed[0]["status"] == "failed" and "before the case file" in listed[0]["error"]
+        assert events_of(client, "0123456789ab")[-1]["type"] == "error"  # its page ends, as any job's
 
 
 def test_case_with_several_files_a_rerun_and_delete(tmp_path: Path) -> None:

@@ -136,6 +136,9 @@ def _v1(db: sqlite3.Connection, workdir: Path) -> None:
         image = next(folder.glob("input.*"))
         record = folder / "trajectories.jsonl"
         trajectory = record.read_text(encoding="utf-8").splitlines()[0] if record.is_file() else None
+        mode = (
+            "offline" if trajectory and json.loads(trajectory).get("prompt_style") == "offline" else "model"
+        )
         db.execute(
             "INSERT INTO jobs (id, case_id, image_name, image_file, sha256, size_bytes, mode, prompt_style,"
             " samples, created_at, status, error, trajectory) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -146,8 +149,8 @@ def _v1(db: sqlite3.Connection, workdir: Path) -> None:
                 image.name,
                 file_sha256(image),
                 image.stat().st_size,
-                "offline" if trajectory and '"prompt_style": "offline"' in trajectory else "model",
-                "unknown",
+                mode,
+                "offline" if mode == "offline" else "unknown",
                 1,
                 folder.stat().st_mtime,
                 "done" if trajectory else "failed",

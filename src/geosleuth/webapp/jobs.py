@@ -222,6 +222,11 @@ def _job_from_row(row: dict[str, Any], workdir: Path) -> Job:
     if job.status not in FINISHED:
         job.status, job.error = "failed", INTERRUPTED
         job.emit("error", {"status": job.status, "message": job.error})
+    elif not job.events:  # imported from a workdir older than the store: its page needs its end
+        if job.status == "done":
+            job.emit("result", job.summary())
+        else:
+            job.emit("error", {"status": job.status, "message": job.error or job.status})
     return job
 
 
