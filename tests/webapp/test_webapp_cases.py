@@ -74,9 +74,14 @@ def test_job_folders_from_before_the_store_are_imported(tmp_path: Path) -> None:
     (done / "input.png").write_bytes(EXAMPLE.read_bytes())
     record = Trajectory(sample_id="ba9876543210", model="offline-clues", prompt_style="offline", status="ok")
     (done / "trajectories.jsonl").write_text(record.model_dump_json() + "\n")
+    broken = tmp_path / "jobs" / "ffffffffffff"
+    broken.mkdir()
+    (broken / "input.png").write_bytes(EXAMPLE.read_bytes())
+    (broken / "trajectories.jsonl").write_text("{not json\n")
     with _client(tmp_path) as client:
         listed = client.get("/api/jobs").json()
-        assert sorted(j["id"] for j in listed) == ["0123456789ab", "ba9876543210"]
+        assert sorted(j["id"] for j in listed) == ["0123456789ab", "ba9876543210", "ffffffffffff"]
+        assert next(j for j in listed if j["id"] == "ffffffffffff")["status"] == "failed"
         finished = events_of(client, "ba9876543210")
         assert finished[-1]["type"] == "result" and finished[-1]["trajectory"]["status"] == "ok"
         assert finished[-1]["mode"] == "offline"

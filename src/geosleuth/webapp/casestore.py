@@ -135,7 +135,7 @@ def _v1(db: sqlite3.Connection, workdir: Path) -> None:
     for folder in legacy:
         image = next(folder.glob("input.*"))
         record = folder / "trajectories.jsonl"
-        trajectory = record.read_text(encoding="utf-8").splitlines()[0] if record.is_file() else None
+        trajectory = _first_record(record)
         mode = (
             "offline" if trajectory and json.loads(trajectory).get("prompt_style") == "offline" else "model"
         )
@@ -158,6 +158,22 @@ def _v1(db: sqlite3.Connection, workdir: Path) -> None:
                 trajectory,
             ),
         )
+
+
+MAX_RECORD_CHARS = 50_000_000
+"""Longest trajectory line read from an old job folder (a record with many tool images' text)."""
+
+
+def _first_record(path: Path) -> str | None:
+    """The first JSON object of a job's ``trajectories.jsonl``; None when absent or unreadable."""
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        line = handle.readline(MAX_RECORD_CHARS)
+    try:
+        return line if isinstance(json.loads(line), dict) else None
+    except ValueError:
+        return None
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection, Path], None]] = {1: _v1}

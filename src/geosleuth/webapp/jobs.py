@@ -216,9 +216,13 @@ def _job_from_row(row: dict[str, Any], workdir: Path) -> Job:
         status=row["status"],
         error=row["error"],
         map_file=row["map_file"],
-        trajectory=Trajectory.model_validate_json(row["trajectory"]) if row["trajectory"] else None,
         events=row["events"],
     )
+    try:
+        job.trajectory = Trajectory.model_validate_json(row["trajectory"]) if row["trajectory"] else None
+    except ValueError as exc:  # a record this version cannot read: the job is listed, marked failed
+        job.status, job.error = "failed", f"its stored record cannot be read: {type(exc).__name__}"
+        job.events = []
     if job.status not in FINISHED:
         job.status, job.error = "failed", INTERRUPTED
         job.emit("error", {"status": job.status, "message": job.error})
