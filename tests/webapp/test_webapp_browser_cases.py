@@ -160,3 +160,27 @@ def test_a_wide_runs_table_says_it_scrolls_on_a_phone(tmp_path: Path) -> None:
         page.locator(".table-card").evaluate("card => { card.scrollLeft = card.scrollWidth; }")
         page.wait_for_selector("#scroll-cue", state="hidden")  # at the end: no more to see
         browser.close()
+
+
+def test_cancel_during_ocr_says_the_slot_stays_taken_until_it_stops(tmp_path: Path) -> None:
+    sync_api = _playwright()
+    with serving(make_settings(tmp_path, concurrency=1)) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=shutil.which("chromium") or CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        page.goto(base + "/")
+        page.click("#example")
+        page.wait_for_selector("#live .call .tool-name:text('exif_gps')", timeout=60_000)  # OCR runs now
+        page.click("#cancel-job")
+        page.wait_for_function(
+            "() => document.querySelector('#job-status-text')?.textContent.startsWith('Cancelling')"
+        )
+        assert "keeps its worker slot" in page.locator("#job-status-text").inner_text()
+        assert page.locator("#cancel-job").count() == 0
+        page.wait_for_function(
+            "() => document.querySelector('#job-status-text')?.textContent.startsWith('Cancelled')",
+            timeout=60_000,
+        )
+        assert page.locator("#answer").count() == 0
+        browser.close()
