@@ -17,6 +17,7 @@ Latin signs render, in Pillow's own font).
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,9 +295,13 @@ def _font(font: str, px: int) -> ImageFont.FreeTypeFont:
         return ImageFont.truetype(str(path), px)
     if font == LATIN_FONT:
         return ImageFont.load_default(size=px)  # type: ignore[return-value]
-    raise FileNotFoundError(
+    raise MissingFont(
         f"{path} is missing: install fonts-noto-core and fonts-wqy-microhei to draw this script"
     )
+
+
+class MissingFont(FileNotFoundError):
+    """The font a sign's script needs is not installed (the sign is skipped, never half drawn)."""
 
 
 def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (1280, 860)) -> Path:
@@ -318,10 +323,43 @@ def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (128
     return path
 
 
-def render_set(folder: Path) -> list[tuple[SignSpec, Path]]:
-    """Every sign of `SIGN_SET` as ``folder/NAME.png``."""
+def photograph(sign: Path, path: Path, angle: float = 3.0, seed: int = 0, quality: int = 80) -> Path:
+    """The sign as a photo rather than a drawing: on a textured facade (brick courses and noise),
+    turned by ``angle`` degrees, with sensor noise, saved as a JPEG of ``quality``: what the
+    held-out signs look like, and what a bench must read."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    img = Image.open(sign).convert("RGB")
+    width, height = img.size
+    wall_w, wall_h = int(width * 1.25), int(height * 1.3)
+    wall = np.full((wall_h, wall_w, 3), (150, 92, 70), dtype=np.float32)
+    for row, y in enumerate(range(0, wall_h, 34)):  # brick courses, every other one offset by half a brick
+        wall[y : y + 4, :] = (205, 200, 190)
+        for x in range((row % 2) * 45, wall_w, 90):
+            wall[y : y + 34, x : x + 4] = (205, 200, 190)
+    wall += rng.normal(0, 14, wall.shape)
+    facade = Image.fromarray(np.clip(wall, 0, 255).astype(np.uint8))
+    turned = img.rotate(angle, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=(0, 0, 0))
+    mask = Image.new("L", img.size, 255).rotate(angle, resample=Image.Resampling.BICUBIC, expand=True)
+    facade.paste(turned, ((wall_w - turned.width) // 2, (wall_h - turned.height) // 2), mask)
+    pixels = np.asarray(facade, dtype=np.float32) + rng.normal(0, 6, (wall_h, wall_w, 3))
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, format="JPEG", quality=quality)
+    return path
+
+
+def render_set(folder: Path, skipped: list[str] | None = None) -> list[tuple[SignSpec, Path]]:
+    """Every sign of `SIGN_SET` whose fonts are installed as ``folder/NAME.png``; the names of the
+    others (a script without its font) are appended to ``skipped``."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [(spec, render_sign(spec.lines, folder / f"{spec.name}.png")) for spec in SIGN_SET]
+    rendered = []
+    for spec in SIGN_SET:
+        try:
+            rendered.append((spec, render_sign(spec.lines, folder / f"{spec.name}.png")))
+        except MissingFont:
+            if skipped is not None:
+                skipped.append(spec.name)
+    return rendered
 
 
 if __name__ == "__main__":
@@ -329,7 +367,13 @@ if __name__ == "__main__":
     parser.add_argument("--set", type=Path, help="render the whole sign set into this folder")
     args = parser.parse_args()
     if args.set:
-        for _, path in render_set(args.set):
+        missing: list[str] = []
+        for _, path in render_set(args.set, missing):
             print(path)
+        if missing:
+            print(
+                f"skipped {len(missing)} signs whose script fonts are not installed: {', '.join(missing)}",
+                file=sys.stderr,
+            )
     else:
         print(make_sign())

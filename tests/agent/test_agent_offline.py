@@ -123,3 +123,69 @@ def test_national_phone_format_is_read_once_the_country_is_known() -> None:
     result, gaz = run("Tel. 041 410 23 45\nwww.konditorei-frey.ch")  # no +41: the .ch domain says CH
     pred = result.prediction
     assert pred is not None and pred.city == "Luzern" and ("Lucerne", "CH") in gaz.searches
+
+
+def _cand(label: str, lat: float, lon: float, cc: str, source: str, score: float, national: bool = False):  # type: ignore[no-untyped-def]
+    from geosleuth.agent.offline import Candidate
+
+    return Candidate(
+        lat, lon, label, score, cc, 25.0, [f"{source} clue for {label}"], source=source, national=national
+    )
+
+
+def test_the_named_city_wins_over_a_national_phone_number_that_fits_elsewhere() -> None:
+    from geosleuth.agent.offline import names_win
+
+    # "022 …" read in national format fits Purkersdorf (AT) as well as Geneva; the sign names Luzern.
+    # Luzern (47.05, 8.31) to Purkersdorf (48.21, 16.18): about 600 km, far beyond 50 km
+    phone = _cand("Purkersdorf", 48.2077, 16.1754, "AT", "phone_area", 1.0, national=True)
+    named = _cand("Luzern", 47.0502, 8.3093, "CH", "place_names", 0.65)
+    ranked, conflicts = names_win([phone, named])
+    assert [c.label for c in ranked] == ["Luzern", "Purkersdorf"]
+    (told,) = conflicts
+    assert "Purkersdorf" in told and "which the text names; the name wins" in told
+    assert 550 < float(told.split(" km from ")[0].rsplit(" ", 1)[-1]) < 650
+
+
+def test_a_postcode_city_beats_a_phone_prefix_of_another_city_in_the_same_country() -> None:
+    from geosleuth.agent.offline import names_win
+
+    # an international +41 44 (Zürich) number on a sign that names Bern: same country, the name wins
+    phone = _cand("Zürich", 47.3769, 8.5417, "CH", "phone_area", 1.0)
+    named = _cand("Bern", 46.9480, 7.4474, "CH", "place_names", 0.7)
+    ranked, conflicts = names_win([phone, named])
+    assert ranked[0].label == "Bern" and len(conflicts) == 1 and "the name wins" in conflicts[0]
+
+
+def test_an_international_number_of_another_country_keeps_its_rank_but_is_told() -> None:
+    from geosleuth.agent.offline import names_win
+
+    phone = _cand("Berlin", 52.52, 13.405, "DE", "phone_area", 1.0)  # "+49 30 …"
+    named = _cand("Paris", 48.8566, 2.3522, "FR", "place_names", 0.6)  # "Café Paris"
+    ranked, conflicts = names_win([phone, named])
+    assert ranked[0].label == "Berlin" and "keeps its rank" in conflicts[0]
+    near = _cand("Kriens", 47.033, 8.28, "CH", "phone_area", 1.0, national=True)  # 3 km from Luzern: agrees
+    luzern = _cand("Luzern", 47.0502, 8.3093, "CH", "place_names", 0.65)
+    assert names_win([near, luzern]) == ([near, luzern], [])
+
+
+@pytest.mark.slow
+def test_address_bench_on_a_photographed_sign_that_names_its_city() -> None:
+    """bench/address_bench.py as written, on one sign: Luzern named, a Geneva number in national
+    format that also fits Purkersdorf (AT), about 600 km away: the answer stays in Luzern."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "bench/address_bench.py", "--signs", "luzern_geneva_phone"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+    row = next(line for line in out.splitlines() if line.startswith("luzern_geneva_phone"))
+    before_km, after_km = (float(x) for x in row.split()[1:3])
+    assert before_km > 500 and after_km < 10 and "Luzern" in row
+    assert "median error before" in out and "after / before" in out

@@ -292,3 +292,20 @@ def test_a_thai_sign_is_read_in_thai_and_placed_in_chiang_mai(tmp_path: Path) ->
     assert any("053 222 345" in e and "Chiang Mai" in e for e in result.prediction.evidence)
     assert result.prediction.country_code == "TH"
     assert float(haversine_km(result.prediction.lat, result.prediction.lon, spec.lat, spec.lon)) < 10
+
+
+def test_sign_set_without_fonts_writes_the_latin_signs_and_names_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    maker = _sign_maker()
+    monkeypatch.setattr(maker, "FONT_DIR", tmp_path / "no-fonts")  # as on a machine without Noto
+    skipped: list[str] = []
+    rendered = maker.render_set(tmp_path / "signs", skipped)
+    latin = [
+        s.name
+        for s in maker.SIGN_SET
+        if all(maker._font_for(c) == maker.LATIN_FONT for c in "".join(s.lines))
+    ]
+    assert [spec.name for spec, _ in rendered] == latin and latin  # the docstring's promise
+    assert sorted(p.stem for p in (tmp_path / "signs").glob("*.png")) == sorted(latin)
+    assert sorted(skipped + latin) == sorted(s.name for s in maker.SIGN_SET) and skipped

@@ -119,9 +119,13 @@ def test_parallel_samples_on_the_map_and_downloads(tmp_path: Path, width: int) -
                 page.request.get(base + page.locator("#download-geojson").get_attribute("href")).text()
             )
             roles = sorted(
-                (f["properties"]["role"], tuple(f["geometry"]["coordinates"])) for f in geo["features"]
+                (f["properties"]["role"], tuple(f["geometry"]["coordinates"]))
+                for f in geo["features"]
+                if f["geometry"]["type"] == "Point"
             )
             assert [r for r, _ in roles] == ["answer", "sample", "sample"]
+            circles = [f for f in geo["features"] if f["geometry"]["type"] == "Polygon"]
+            assert [f["properties"]["role"] for f in circles] == ["uncertainty"]  # the answer's circle
             assert ("sample", (8.5417, 47.3769)) in roles and ("sample", (8.55, 47.40)) in roles
             browser.close()
     assert not errors, errors

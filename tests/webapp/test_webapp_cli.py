@@ -31,3 +31,12 @@ def test_serve_rejects_an_unknown_prompt_style() -> None:
 def test_loopback_detection() -> None:
     assert serve._is_loopback("127.0.0.1") and serve._is_loopback("::1") and serve._is_loopback("localhost")
     assert not serve._is_loopback("0.0.0.0") and not serve._is_loopback("example.org")
+
+
+def test_serve_refuses_a_workdir_another_server_holds(tmp_path: Path) -> None:
+    from geosleuth.webapp.casestore import claim_workdir
+
+    with claim_workdir(tmp_path / "w"):  # as a running server holds it
+        result = CliRunner().invoke(cli(), ["serve", "--workdir", str(tmp_path / "w"), "--port", "1"])
+    assert result.exit_code == 1 and "another geosleuth server is using this workdir" in result.output
+    assert "Traceback" not in result.output

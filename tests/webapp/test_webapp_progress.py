@@ -59,3 +59,22 @@ def test_queue_positions_and_cancel_while_waiting_and_running(tmp_path: Path) ->
         # a blank photo runs to its end without an answer: "done", with an outcome that says so
         assert jobs[third["id"]]["status"] == "done" and jobs[third["id"]]["outcome"] == "no_evidence"
         assert "trajectory" not in client.get(f"/api/jobs/{first['id']}").json()
+
+
+def test_a_cancelled_offline_job_keeps_its_slot_until_its_step_returns(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, concurrency=1)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        first = client.post("/api/locate", data={"example": "1"}).json()
+        _wait_for(client, first["id"], "turn")  # EXIF done: the OCR step is running
+        second = client.post("/api/locate", files={"image": ("a.png", _blank_png(), "image/png")}).json()
+        answer = client.post(f"/api/jobs/{first['id']}/cancel").json()
+        assert answer["status"] == "cancelling"  # OCR cannot be interrupted inside its step
+        assert client.post(f"/api/jobs/{first['id']}/cancel").status_code == 200  # asking again is harmless
+        events = events_of(client, first["id"])
+        told = [e for e in events if e.get("status") == "cancelling"]
+        assert told and "keeps its worker slot" in told[0]["message"]
+        assert events[-1]["type"] == "cancelled" and not any(e["type"] == "result" for e in events)
+        later = events_of(client, second["id"])
+        started = next(e for e in later if e.get("status") == "running")
+        # the queued job started only once the cancelled one had let its slot go
+        assert started["at"] >= events[-1]["at"]

@@ -46,6 +46,7 @@ OFFLINE_WORK_PIXELS = 8_000_000
 2000 px on the long side, Tesseract's re-read of unsure lines at full size; 32 MB in memory
 (Pillow keeps 4 bytes a pixel) whatever the photo's size (a 62 MP PNG decoded whole is 248 MB)."""
 AGREE_KM = 30.0  # candidates closer than this support each other
+CONFLICT_KM = 50.0  # a phone area this far from a place the text names disagrees with it
 MIN_NAME_CHARS = 4
 CITY_RADIUS_KM = 10.0
 MAX_CITY_RADIUS_KM = 40.0
@@ -87,6 +88,8 @@ class Candidate:
     level: str = "city"  # "admin1" for a region's area code, "country" when only country clues placed it
     region: str | None = None  # admin-1 name: a region's area code supports the towns in it
     weights: dict[str, float] = field(default_factory=dict)  # evidence text -> how telling it is alone
+    source: str = ""  # the step that found it: "phone_area", "place_names", "country"
+    national: bool = False  # a phone number read in national format (its country was a guess)
 
     @property
     def strength(self) -> float:
@@ -112,6 +115,8 @@ class OfflineResult:
     steps: list[Step]
     candidates: list[Candidate]
     evidence_strength: float | None = None  # the confidence before calibration (see `calibrated`)
+    conflicts: list[str] = field(default_factory=list)  # clues that disagree, and which one won
+    text: str = ""  # what OCR read, line by line
 
 
 def _timed(steps: list[Step], name: str, arguments: dict[str, Any], fn: Callable[[], Any]) -> Any:
@@ -240,6 +245,7 @@ def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Can
                 continue
             p = next((x for x in found if x.kind == "city"), found[0])  # the town, not its canton
             said = f"phone number {match.raw_string!r} has the area code of {area} ({cc})"
+            national = region is not None and not match.raw_string.lstrip().startswith(("+", "00"))
             region = p.kind == "admin1"  # the code serves a whole state: place it there, loosely
             out.append(
                 Candidate(
@@ -253,6 +259,7 @@ def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Can
                     level="admin1" if region else "city",
                     region=p.admin1 or p.name,
                     weights={said: PHONE_REGION_WEIGHT if region else PHONE_AREA_WEIGHT},
+                    national=national,
                 )
             )
         if out:
@@ -310,6 +317,41 @@ def _combine(candidates: list[Candidate]) -> list[Candidate]:
         score = c.score + 0.5 * sum(s.score for s in support)
         out.append(replace(c, score=score, radius_km=radius, evidence=evidence, weights=weights))
     return sorted(out, key=lambda c: -c.score)
+
+
+def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
+    """The place the text names outranks a phone area that points elsewhere, and each such
+    disagreement is told.
+
+    A phone number read in national format fits area codes of several countries (Swiss "022" is
+    also Austrian), and a phone number's area code is where the line was registered, not where the
+    sign stands; a city name on the sign says where the sign is. So when the best candidate is a
+    phone area more than `CONFLICT_KM` from the best place the text names, the name wins if the
+    number's country was only a guess (national format) or is the named place's own country. An
+    international number from another country keeps its rank; the conflict is told either way.
+    """
+    named = next((c for c in ranked if c.source == "place_names" and c.level == "city"), None)
+    if named is None:
+        return ranked, []
+    conflicts = []
+    best = ranked[0]
+    for c in ranked:
+        if c.source != "phone_area" or _same_region(named, c):
+            continue
+        km = float(haversine_km(named.lat, named.lon, c.lat, c.lon))
+        if km <= CONFLICT_KM:
+            continue
+        wins = c.national or c.country_code == named.country_code
+        clue = c.evidence[0] if c.evidence else "a phone area code"
+        conflicts.append(
+            f"{clue}: {c.label} is {km:.0f} km from {named.label}, which the text names; "
+            + ("the name wins" if wins else "the international number keeps its rank")
+        )
+        if c is best and wins:
+            best = named
+    if best is named and ranked[0] is not named:
+        ranked = [named, *(c for c in ranked if c is not named)]
+    return ranked, conflicts
 
 
 def _same_region(a: Candidate, b: Candidate) -> bool:
@@ -433,7 +475,7 @@ def locate_offline(
             ("phone_area", lambda: _phone_candidates(text, regions, g)),
             ("place_names", lambda: _name_candidates(text, votes, g)),
         ):
-            found = _timed(steps, name, {}, finder) or []
+            found = [replace(c, source=name) for c in _timed(steps, name, {}, finder) or []]
             steps[-1].text = "\n".join(
                 f"{c.label} ({c.lat:.4f}, {c.lon:.4f}): {'; '.join(c.evidence)}" for c in found
             )
@@ -444,7 +486,7 @@ def locate_offline(
             country = _timed(steps, "country", top, lambda: _country_candidate(votes, g))
             candidates += [country] if country else []
             done()
-    ranked = _combine(candidates)
+    ranked, conflicts = names_win(_combine(candidates))
     if not ranked:
         return OfflineResult(None, steps, [])
     best = ranked[0]
@@ -481,7 +523,7 @@ def locate_offline(
         coords_source="geocoded",
         evidence=best.evidence + clue_evidence,
     )
-    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength)
+    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength, conflicts, text)
 
 
 def _verdict(candidate: Candidate, best: Candidate) -> str:
@@ -593,6 +635,7 @@ async def run_offline(
         on_step=on_step,
         use_metadata=not config.pixels_only,
     )
+    street = await _with_street(result, config.tool_settings, on_step)
     summary = _summary(result)
     traj.turns = [_steps_turn(result.steps, summary, time.perf_counter() - start)]
     traj.messages = [
@@ -607,6 +650,31 @@ async def run_offline(
     traj.prediction = result.prediction
     traj.status = TrajectoryStatus.OK if result.prediction is not None else TrajectoryStatus.NO_EVIDENCE
     traj.error = None if result.prediction is not None else "cannot locate: no usable clue"
-    traj.metadata = {"candidates": candidate_records(result.candidates[:10])}
+    traj.metadata = {"candidates": candidate_records(result.candidates[:10]), "conflicts": result.conflicts}
+    if street is not None:
+        traj.metadata["street_geocode"] = street
     traj.finished_at = time.time()
     return traj
+
+
+async def _with_street(
+    result: OfflineResult, tool_settings: Any, on_step: Callable[[list[Step]], None]
+) -> dict[str, Any] | None:
+    """With a geocoding provider configured, the sign's street address refines the answer
+    (`geosleuth.agent.street`); the step, any disagreement and the source are recorded."""
+    if result.prediction is None or not result.text:
+        return None
+    from geosleuth.agent.street import street_level
+
+    fix = await street_level(result.prediction, result.text, tool_settings)
+    if fix is None:
+        return None
+    result.steps.append(
+        Step("street_geocode", {"address": fix.query}, fix.text, fix.latency_s, fix.ok, fix.error)
+    )
+    on_step(result.steps)
+    if fix.conflict:
+        result.conflicts.append(fix.conflict)
+    if fix.prediction is not None:
+        result.prediction = fix.prediction
+    return {"address": fix.query, "provider": fix.provider, "used": fix.prediction is not None}

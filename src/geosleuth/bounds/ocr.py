@@ -50,6 +50,22 @@ WHOLE_PIXELS = 1280 * 1024
 this (a sign, a screenshot; ``engine_bytes`` about 300 MB) the bands and their overview would
 cost three or four calls for no memory RapidOCR's own call of the image does not take anyway
 (its default detector input is at least 736 px on the short side, so no smaller)."""
+WHOLE_SHRINK = 0.75
+"""A reading copy a little over `WHOLE_PIXELS` (at most 1/0.75² of it: a photographed sign, a Full
+HD frame) is shrunk to `WHOLE_PIXELS`, by no less than this linear factor, and read in one call:
+the bands and their overview cost four to six calls, each line recognised again in every
+overlap (2.5x RapidOCR's own call on photographed signs, bench/offline_bench.py), while text
+that fits such a frame stays readable at three quarters of its size. Larger copies (a phone's
+12 MP photo) keep the bands, where small text needs its full scale."""
+
+
+def whole_read_scale(width: int, height: int) -> float | None:
+    """The scale at which a reading copy of this shape is read in one detector call (1.0: as it
+    is), or None when it is read in bands."""
+    if width * height <= WHOLE_PIXELS:
+        return 1.0
+    k = math.sqrt(WHOLE_PIXELS / (width * height))
+    return k if k >= WHOLE_SHRINK else None
 
 
 @dataclass(frozen=True)
@@ -135,9 +151,11 @@ def ocr_peak_bytes(width: int, height: int) -> int:
         return engine_bytes(tile, _padded_rows(tile, plan.size[1])) + 3 * plan.size[0] * plan.size[1]
     read = min(1.0, READ_SIDE / max(width, height, 1))
     w, h = max(1, round(width * read)), max(1, round(height * read))
-    if w * h > WHOLE_PIXELS:  # read in bands of at most `BAND_PIXELS`
+    k = whole_read_scale(w, h)
+    if k is None:  # read in bands of at most `BAND_PIXELS`
         return 2 * 3 * BAND_PIXELS + DET_BYTES_PER_PIXEL * BAND_PIXELS + 3 * w * h
-    return engine_bytes(w, h) + 3 * w * h
+    shrunk = 0 if k == 1.0 else 3 * max(1, math.floor(w * k)) * max(1, math.floor(h * k))
+    return engine_bytes(max(1, math.floor(w * k)), max(1, math.floor(h * k))) + 3 * w * h + shrunk
 
 
 def _padded_rows(tile_width: int, rows: int) -> int:

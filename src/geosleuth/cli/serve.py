@@ -85,6 +85,15 @@ def serve(
         max_upload_bytes=int(max_upload_mb * 1024 * 1024),
         agent_options=agent_options,
     )
+    if workdir is not None:
+        from geosleuth.webapp.casestore import WorkdirInUse, claim_workdir
+
+        try:
+            with claim_workdir(workdir):  # a clear refusal now, not a traceback from the app's start-up
+                pass
+        except WorkdirInUse as exc:
+            typer.echo(f"error: --workdir {workdir}: {exc}", err=True)
+            raise typer.Exit(1) from None
     hosts = LOOPBACK_HOSTS if _is_loopback(host) else ["*"]
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"geosleuth web app on http://{shown}:{port}/  (Ctrl-C to stop)")

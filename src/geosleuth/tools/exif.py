@@ -217,3 +217,55 @@ def _png_exif_chunk(source: str | Path | bytes) -> bytes | None:
             if kind == b"IEND":
                 return None
             fp.seek(length + 4, 1)  # the chunk's data and CRC
+
+
+MAX_EXIF_VALUE_CHARS = 2000
+"""Longest EXIF value a dump keeps (a maker note can be tens of kilobytes of binary)."""
+
+
+def exif_dump(source: str | Path | bytes) -> dict[str, Any]:
+    """Every EXIF tag of a file, headers only, by name (``ImageIFD``, ``Exif``, ``GPS`` groups):
+    the provenance record of an upload. Bytes become hex, rationals floats, long values are cut
+    (with a note); a file without EXIF, or whose EXIF cannot be parsed, gives ``{}`` or an ``error``."""
+    from PIL import ExifTags
+
+    try:
+        exif = exif_from_headers(source)
+    except (ImageInputError, OSError, ValueError, SyntaxError, struct.error) as exc:
+        return {"error": f"EXIF unreadable: {type(exc).__name__}"}
+    groups: dict[str, Any] = {}
+    main = {
+        ExifTags.TAGS.get(k, f"0x{k:04x}"): _dump_value(v)
+        for k, v in exif.items()
+        if k not in (EXIF_IFD, GPS_IFD)
+    }
+    if main:
+        groups["Image"] = main
+    for name, ifd, names in (("Exif", EXIF_IFD, ExifTags.TAGS), ("GPS", GPS_IFD, ExifTags.GPSTAGS)):
+        try:
+            tags = exif.get_ifd(ifd)
+        except (OSError, ValueError, SyntaxError, struct.error, KeyError):
+            groups[name] = {"error": "unreadable"}
+            continue
+        if tags:
+            groups[name] = {names.get(k, f"0x{k:04x}"): _dump_value(v) for k, v in tags.items()}
+    return groups
+
+
+def _dump_value(value: Any) -> Any:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tuple | list):
+        return [_dump_value(v) for v in value[:64]]
+    if isinstance(value, bytes):
+        text = value.hex()
+    elif isinstance(value, str):
+        text = value.replace("\x00", "")
+    else:
+        number = _num(value)
+        if number is not None:
+            return number
+        text = str(value)
+    if len(text) > MAX_EXIF_VALUE_CHARS:
+        return text[:MAX_EXIF_VALUE_CHARS] + f"… ({len(text)} characters in all)"
+    return text

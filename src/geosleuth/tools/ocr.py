@@ -34,7 +34,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, Field
 
-from geosleuth.bounds.ocr import WHOLE_PIXELS, read_strip, strip_plan
+from geosleuth.bounds.ocr import read_strip, strip_plan, whole_read_scale
 from geosleuth.core.text import script_of
 from geosleuth.tools.base import BBoxConvention, ToolError
 from geosleuth.tools.clues import (
@@ -232,7 +232,8 @@ def _return_big_frees() -> bool:
 
 def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
     """RapidOCR's lines, boxes in ``image`` pixels, each detector call at most `DET_PIXELS`
-    (or the whole reading copy of at most `WHOLE_PIXELS`, in one call as RapidOCR's own).
+    (or the whole reading copy, shrunk to at most `WHOLE_PIXELS` when a little larger, in one call as
+    RapidOCR's own: `whole_read_scale`).
 
     The image is read at most `READ_SIDE` px on its long side (where RapidOCR itself would
     read it); a larger copy in overlapping horizontal bands, so small text is detected at that
@@ -246,8 +247,12 @@ def _rapidocr(image: Image.Image) -> list[tuple[str, list[float], float]]:
     work = image if image.mode == "RGB" else image.convert("RGB")
     if scale < 1.0:
         work = work.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
-    if work.width * work.height <= WHOLE_PIXELS:
-        return _scaled(_rapidocr_call(work), 1 / scale)
+    whole = whole_read_scale(work.width, work.height)
+    if whole is not None:  # one call, as RapidOCR's own (`WHOLE_SHRINK`)
+        if whole < 1.0:
+            size = (max(1, math.floor(work.width * whole)), max(1, math.floor(work.height * whole)))
+            work = work.resize(size)
+        return _scaled(_rapidocr_call(work), 1 / (scale * whole))
     # (a piece cut at a seam last, then band before overview, then the better score)
     readings: list[tuple[tuple[int, int, float], tuple[str, list[float], float]]] = []
     for top, bottom in detector_bands(work.width, work.height):

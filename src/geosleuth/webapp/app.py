@@ -35,7 +35,19 @@ from starlette.routing import Route
 from geosleuth.bounds.imageio import ImageInputError, thumbnail
 from geosleuth.eval.run.store import RunDirError
 from geosleuth.secrets import redact_text
-from geosleuth.webapp.jobs import FINISHED, PREVIEW_FILE, PREVIEW_PX, Job, JobManager, UploadError
+from geosleuth.webapp.casestore import CaseStore, claim_workdir
+from geosleuth.webapp.exports import MEDIA, download_name, export
+from geosleuth.webapp.exports import REPORT_CSP as JOB_REPORT_CSP
+from geosleuth.webapp.jobs import (
+    DOWNLOADS,
+    FINISHED,
+    MAX_NAME_CHARS,
+    PREVIEW_FILE,
+    PREVIEW_PX,
+    Job,
+    JobManager,
+    UploadError,
+)
 from geosleuth.webapp.runs import RunIndex, RunNotFound
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import answer_geojson, trajectory_view
@@ -132,56 +144,117 @@ class Api:
     async def config(self, request: Request) -> Response:
         from geosleuth.agent import available_styles
         from geosleuth.tools.providers.maps_offline import MAX_TILE_ZOOM
+        from geosleuth.tools.registry import TOOL_NAMES
 
         return JSONResponse(
             self.settings.public()
-            | {"prompt_styles": sorted(available_styles()), "map_max_zoom": MAX_TILE_ZOOM}
+            | {
+                "prompt_styles": sorted(available_styles()),
+                "map_max_zoom": MAX_TILE_ZOOM,
+                "tools": list(TOOL_NAMES),
+            }
         )
 
     # -- jobs -------------------------------------------------------------------------------
 
     async def locate(self, request: Request) -> Response:
-        """Form fields: ``image`` (file) or ``example=1``; ``prompt``, ``samples``, ``use_model``."""
+        """Form fields: ``image`` (one or more files) or ``example=1``; ``case`` (an id: add to that
+        case, else each request opens one); ``prompt``, ``samples``, ``use_model``, ``tools``
+        (comma-separated names), ``ocr``. One file answers its job (and ``jobs``); several answer
+        every job made and every file that could not be (``failed``), the batch going on past them."""
         length = request.headers.get("content-length")
         if length is None or not (length.isascii() and length.isdigit()):  # "²" is a digit, not a length
             return _error("a Content-Length header is required", 411)
-        if int(length) > self.settings.max_upload_bytes + 64 * 1024:
+        limit = self.settings.max_upload_bytes * self.settings.max_batch_files
+        if int(length) > min(limit, self.settings.max_batch_bytes) + 64 * 1024:
             return _error(
-                f"the upload is larger than the {self.settings.public()['max_upload_mb']} MB limit", 413
+                f"the upload is larger than the {self.settings.public()['max_upload_mb']} MB limit per file"
+                f" ({self.settings.max_batch_bytes // 1024 // 1024} MB per request)",
+                413,
             )
         try:
-            async with request.form(max_files=1, max_fields=16) as form:
-                upload = form.get("image")
-                example = self.settings.example
-                data, filename = None, example.name if example else "example"
-                if isinstance(upload, UploadFile) and upload.filename:
-                    data = await upload.read(self.settings.max_upload_bytes + 1)
-                    filename = upload.filename
-                elif not _flag(form.get("example"), False):
+            async with request.form(max_files=self.settings.max_batch_files, max_fields=32) as form:
+                uploads = [u for u in form.getlist("image") if isinstance(u, UploadFile) and u.filename]
+                files: list[tuple[bytes | None, str]] = []
+                for upload in uploads:
+                    files.append(
+                        (await upload.read(self.settings.max_upload_bytes + 1), str(upload.filename))
+                    )
+                if not files and _flag(form.get("example"), False):
+                    example = self.settings.example
+                    files.append((None, example.name if example else "example"))
+                if not files:
                     return _error("send an image file in the 'image' field, or example=1")
                 samples_text = str(form.get("samples") or "1")
                 use_model = _flag(form.get("use_model"), self.settings.model is not None)
                 prompt = str(form.get("prompt") or "") or None
+                case_id = str(form.get("case") or "") or None
+                tools_text = str(form.get("tools") or "")
+                ocr = _flag(form.get("ocr"), True)
         except HTTPException as exc:
             return _error(f"cannot read the form: {exc.detail}", exc.status_code)
         if not samples_text.strip().isdecimal():  # "²" is a digit int() rejects
             return _error(f"samples must be a whole number, not {samples_text[:20]!r}")
-        samples = int(samples_text)
+        options = {
+            "prompt_style": prompt,
+            "samples": int(samples_text),
+            "use_model": use_model,
+            "tools": [t.strip() for t in tools_text.split(",") if t.strip()] or None,
+            "ocr": ocr,
+        }
+        if len(files) > 1 and case_id is None:
+            case_id = self.manager.new_case(f"{len(files)} images").id
+        made: list[Job] = []
+        failed: list[dict[str, str]] = []
+        for data, filename in files:
+            try:
+                made.append(await self.manager.create(data, filename, case_id=case_id, **options))
+            except UploadError as exc:
+                if len(files) == 1:
+                    return _error(str(exc), exc.status)
+                failed.append({"name": filename, "error": str(exc)})
+        if not made:
+            return _error(f"none of the {len(files)} files could be located", 400)
+        jobs = [self._public(j, j.summary()) for j in made]
+        return JSONResponse(jobs[0] | {"jobs": jobs, "failed": failed}, status_code=202)
+
+    async def rerun(self, request: Request) -> Response:
+        """The job's image again, with other settings (JSON body as `locate`'s fields), in its case."""
+        job = self._job(request)
+        if job is None:
+            return _error("no such job", 404)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        tools = body.get("tools")
         try:
-            job = await self.manager.create(
-                data, filename, prompt_style=prompt, samples=samples, use_model=use_model
+            made = await self.manager.create(
+                None,
+                job.image_name,
+                prompt_style=str(body.get("prompt") or "") or None,
+                samples=int(body.get("samples") or 1),
+                use_model=_flag(body.get("use_model"), self.settings.model is not None),
+                case_id=job.case_id,
+                tools=[str(t) for t in tools] if isinstance(tools, list) else None,
+                ocr=_flag(body.get("ocr"), True),
+                source=job,
             )
-        except UploadError as exc:
-            return _error(str(exc), exc.status)
-        return JSONResponse(job.summary(), status_code=202)
+        except (UploadError, ValueError) as exc:
+            return _error(str(exc), getattr(exc, "status", 400))
+        return JSONResponse(self._public(made, made.summary()), status_code=202)
 
     def _job(self, request: Request) -> Job | None:
         return self.manager.get(request.path_params["job_id"])
 
+    @staticmethod
+    def _public(job: Job, body: dict[str, Any]) -> dict[str, Any]:
+        """A job's JSON without this server's folders in any string (`Job.public_text`)."""
+        return json.loads(job.public_text(json.dumps(body, ensure_ascii=False)))
+
     async def list_jobs(self, request: Request) -> Response:
         return JSONResponse(
             [
-                {k: v for k, v in j.summary().items() if k != "trajectory"}
+                self._public(j, {k: v for k, v in j.summary().items() if k != "trajectory"})
                 for j in reversed(self.manager.jobs.values())
             ]
         )
@@ -190,7 +263,65 @@ class Api:
         job = self._job(request)
         if job is None:
             return _error("no such job", 404)
-        return JSONResponse(job.summary() | {"events": job.events})
+        return JSONResponse(self._public(job, job.summary() | {"events": job.events}))
+
+    # -- cases ------------------------------------------------------------------------------
+
+    def _case_view(self, case_id: str) -> dict[str, Any] | None:
+        case = self.manager.store.case(case_id)
+        if case is None:
+            return None
+        jobs = [
+            self._public(j, {k: v for k, v in j.summary().items() if k != "trajectory"} | _answer_of(j))
+            for j in self.manager.case_jobs(case_id)
+        ]
+        return case.public() | {"jobs": jobs}
+
+    async def list_cases(self, request: Request) -> Response:
+        counts: dict[str, int] = {}
+        for job in self.manager.jobs.values():
+            counts[job.case_id] = counts.get(job.case_id, 0) + 1
+        return JSONResponse(
+            [c.public() | {"n_jobs": counts.get(c.id, 0)} for c in self.manager.store.cases()]
+        )
+
+    async def new_case(self, request: Request) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        checked = _case_fields(body)
+        if isinstance(checked, Response):
+            return checked
+        case = self.manager.new_case(
+            checked.get("name") or "untitled case", checked.get("notes") or "", checked.get("tags")
+        )
+        return JSONResponse(self._case_view(case.id), status_code=201)
+
+    async def case(self, request: Request) -> Response:
+        view = self._case_view(request.path_params["case_id"])
+        return JSONResponse(view) if view is not None else _error("no such case", 404)
+
+    async def update_case(self, request: Request) -> Response:
+        case_id = request.path_params["case_id"]
+        if self.manager.store.case(case_id) is None:
+            return _error("no such case", 404)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        checked = _case_fields(body)
+        if isinstance(checked, Response):
+            return checked
+        self.manager.store.update_case(
+            case_id, name=checked.get("name"), notes=checked.get("notes"), tags=checked.get("tags")
+        )
+        return JSONResponse(self._case_view(case_id))
+
+    async def delete_case(self, request: Request) -> Response:
+        case_id = request.path_params["case_id"]
+        if self.manager.store.case(case_id) is None:
+            return _error("no such case", 404)
+        n = self.manager.delete_case(case_id)
+        return JSONResponse({"deleted": case_id, "jobs": n})
 
     async def events(self, request: Request) -> Response:
         """Server-Sent Events from ``after`` (or ``Last-Event-ID`` + 1) until the job ends."""
@@ -218,13 +349,23 @@ class Api:
         return JSONResponse(job.summary())
 
     async def job_answer(self, request: Request) -> Response:
-        """The job's answer to take away: the trajectory record (json) or its points (geojson)."""
+        """The job's answer to take away, with its provenance (`geosleuth.webapp.exports`): the
+        record (json), its points and circle (geojson, kml, csv), or the one-page report (html)."""
         job = self._job(request)
         if job is None:
             return _error("no such job", 404)
+        fmt = request.path_params["fmt"]
+        if fmt not in DOWNLOADS:
+            return _error(f"the answer downloads as {', '.join('.' + f for f in DOWNLOADS)}", 404)
         if job.trajectory is None:
             return _error(f"the job has no answer yet ({job.status})", 404)
-        return _download(job.trajectory, request.path_params["fmt"], f"geosleuth-{job.id}")
+        case = self.manager.store.case(job.case_id)
+        text = await asyncio.to_thread(export, job, fmt, case.public() if case else None)
+        name = download_name(job, fmt)
+        headers = {"content-disposition": f'{"inline" if fmt == "html" else "attachment"}; filename="{name}"'}
+        if fmt == "html":
+            headers["content-security-policy"] = JOB_REPORT_CSP + "; frame-ancestors 'none'"
+        return Response(redact_text(text), media_type=MEDIA[fmt], headers=headers)
 
     async def job_image(self, request: Request) -> Response:
         job = self._job(request)
@@ -361,6 +502,65 @@ def _download(trajectory: Any, fmt: str, stem: str) -> Response:
     return Response(text, media_type=media, headers={"content-disposition": disposition})
 
 
+def _answer_of(job: Job) -> dict[str, Any]:
+    """The answer in brief, for a case's side-by-side table."""
+    pred = job.trajectory.prediction if job.trajectory is not None else None
+    if pred is None:
+        return {"answer": None}
+    keep = (
+        "lat",
+        "lon",
+        "radius_km",
+        "confidence",
+        "city",
+        "admin1",
+        "country",
+        "country_code",
+        "street",
+        "coords_source",
+    )
+    return {"answer": {k: getattr(pred, k) for k in keep}}
+
+
+MAX_NOTES_CHARS = 100_000
+MAX_TAGS = 50
+
+
+def _case_fields(body: dict[str, Any]) -> dict[str, Any] | Response:
+    """``name``, ``notes`` (text) and ``tags`` (a list of short strings) from a request, checked."""
+    out: dict[str, Any] = {}
+    for key, cap in (("name", MAX_NAME_CHARS), ("notes", MAX_NOTES_CHARS)):
+        if key in body:
+            if not isinstance(body[key], str) or len(body[key]) > cap:
+                return _error(f"{key} must be text of at most {cap} characters")
+            out[key] = body[key]
+    if "tags" in body:
+        tags = body["tags"]
+        if (
+            not isinstance(tags, list)
+            or len(tags) > MAX_TAGS
+            or not all(isinstance(t, str) and 0 < len(t.strip()) <= 60 for t in tags)
+        ):
+            return _error(
+                f"tags must be a list of at most {MAX_TAGS} non-empty texts of at most 60 characters"
+            )
+        out["tags"] = list(dict.fromkeys(t.strip() for t in tags))
+    return out
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, at most 1 MB; a clear 400 otherwise."""
+    length = request.headers.get("content-length", "0")
+    if not (length.isascii() and length.isdigit()) or int(length) > 1 << 20:
+        return _error("the request body must have a Content-Length of at most 1 MB", 413)
+    raw = await request.body()
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return _error("the request body is not JSON")
+    return body if isinstance(body, dict) else _error("the request body must be a JSON object")
+
+
 def _flag(value: object, default: bool) -> bool:
     """A form checkbox / flag: 1, true, on are true; absent means ``default``."""
     if value is None or value == "":
@@ -388,7 +588,7 @@ async def _event_stream(job: Job, cursor: int) -> AsyncIterator[str]:
     while True:
         while cursor < len(job.events):
             event = job.events[cursor]
-            data = redact_text(json.dumps(event, ensure_ascii=False))
+            data = redact_text(job.public_text(json.dumps(event, ensure_ascii=False)))
             yield f"id: {event['seq']}\nevent: {event['type']}\ndata: {data}\n\n"
             cursor += 1
         if job.status in FINISHED:
@@ -445,14 +645,16 @@ def create_app(settings: ServeSettings, allowed_hosts: list[str] | None = None) 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         own = settings.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix="geosleuth-serve-")) if own else Path(settings.workdir)  # type: ignore[arg-type]
-        workdir.mkdir(parents=True, exist_ok=True)
-        api.jobs = JobManager(settings, workdir)
-        try:
-            yield
-        finally:
-            await api.jobs.close()
-            if own:
-                shutil.rmtree(workdir, ignore_errors=True)
+        with claim_workdir(workdir):
+            store = CaseStore(workdir)
+            api.jobs = JobManager(settings, workdir, store)
+            try:
+                yield
+            finally:
+                await api.jobs.close()
+                store.close()
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     routes = [
         Route("/", api.index),
@@ -464,6 +666,12 @@ def create_app(settings: ServeSettings, allowed_hosts: list[str] | None = None) 
         Route("/api/jobs/{job_id}", api.job),
         Route("/api/jobs/{job_id}/events", api.events),
         Route("/api/jobs/{job_id}/cancel", api.cancel_job, methods=["POST"]),
+        Route("/api/jobs/{job_id}/rerun", api.rerun, methods=["POST"]),
+        Route("/api/cases", api.list_cases),
+        Route("/api/cases", api.new_case, methods=["POST"]),
+        Route("/api/cases/{case_id}", api.case),
+        Route("/api/cases/{case_id}", api.update_case, methods=["PATCH"]),
+        Route("/api/cases/{case_id}", api.delete_case, methods=["DELETE"]),
         Route("/api/jobs/{job_id}/image", api.job_image),
         Route("/api/jobs/{job_id}/answer.{fmt}", api.job_answer),
         Route("/api/jobs/{job_id}/files/{path:path}", api.job_file),

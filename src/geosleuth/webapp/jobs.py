@@ -8,12 +8,15 @@ appended as the agent works (``status``, with the queue position while waiting; 
 generated and again once its tools ran, offline once per finished pipeline step; then
 ``result``, ``error`` or ``cancelled``), each with the seconds since the job was created;
 readers wait on `Job.wait` and never miss one, whenever they connect. A job can be cancelled
-while it waits or runs.
+while it waits or runs: a waiting or model job stops at once; an offline job is "cancelling"
+until the step in progress (OCR can take seconds) returns, and holds its worker slot until then.
+Jobs belong to cases and live in the workdir's `CaseStore`, so they outlive the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import shutil
@@ -22,22 +25,28 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from geosleuth.agent import AgentConfig, run_task, write_trajectories
 from geosleuth.bounds.imageio import ImageInputError, probe_image, thumbnail
 from geosleuth.core.records import Task, Trajectory, Turn
+from geosleuth.tools.exif import exif_dump
+from geosleuth.webapp.casestore import CaseRow, CaseStore
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import trajectory_view, turn_view
 
 log = logging.getLogger(__name__)
 
 FINISHED = ("done", "failed", "cancelled")
+INTERRUPTED = "interrupted: the server stopped before this job finished; re-run it from its case"
 MAP_FILE = "answer_map.png"
 MAP_PX = 640
 PREVIEW_FILE = "preview.jpg"  # what the page shows: any input format, at most PREVIEW_PX on a side
 PREVIEW_PX = 1600
+MAX_NAME_CHARS = 1024
+"""Longest upload name kept (in full in the provenance; the page wraps it)."""
 CHEAP_PREVIEW_PIXELS = 4_000_000
 """An upload whose decode (after JPEG reduction) is at most this gets its preview at once;
 larger ones get it when their job leaves the queue."""
@@ -57,6 +66,11 @@ class UploadError(ValueError):
 
     status = 400
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
 
 class UploadTooLarge(UploadError):
     """An upload over the size limit (HTTP 413)."""
@@ -75,8 +89,14 @@ class Job:
     mode: str  # "model" | "offline"
     prompt_style: str
     samples: int
+    case_id: str = ""
+    sha256: str = ""
+    size_bytes: int = 0
+    exif: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # what ran it, as `JobManager.job_settings`
+    source_job: str | None = None  # the job whose upload this re-run reads
     created_at: float = field(default_factory=time.time)
-    status: str = "queued"  # queued | running | done | failed | cancelled
+    status: str = "queued"  # queued | running | cancelling | done | failed | cancelled
     error: str | None = None
     trajectory: Trajectory | None = None
     map_file: str | None = None
@@ -90,10 +110,21 @@ class Job:
             return None
         return f"/api/jobs/{self.id}/files/{ref}"
 
+    def public_text(self, text: str) -> str:
+        """``text`` without this server's folders: a job's files are named relative to the job."""
+        for folder in dict.fromkeys(
+            (str(self.dir.resolve()), str(self.dir), str(self.dir.parent.resolve()), str(self.dir.parent))
+        ):
+            text = text.replace(folder + "/", "").replace(folder, "")
+        return text
+
     def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Append an event (with the seconds since the job was created) and wake every reader."""
-        elapsed = round(time.time() - self.created_at, 2)
-        self.events.append({"seq": len(self.events), "type": kind, "elapsed_s": elapsed, **data})
+        """Append an event (the seconds since the job was created, and the UTC time) and wake every reader."""
+        now = time.time()
+        elapsed = round(now - self.created_at, 2)
+        self.events.append(
+            {"seq": len(self.events), "type": kind, "elapsed_s": elapsed, "at": utc_iso(now), **data}
+        )
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -112,11 +143,16 @@ class Job:
             "id": self.id,
             "status": self.status,
             "error": self.error,
+            "case_id": self.case_id,
             "image_name": self.image_name,
             "image_url": f"/api/jobs/{self.id}/image",
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
             "mode": self.mode,
             "prompt_style": self.prompt_style,
             "samples": self.samples,
+            "settings": self.settings,
+            "source_job": self.source_job,
             "created_at": self.created_at,
             "map_url": f"/api/jobs/{self.id}/files/{self.map_file}" if self.map_file else None,
             "events_url": f"/api/jobs/{self.id}/events",
@@ -124,29 +160,145 @@ class Job:
         }
         if self.trajectory is not None:
             out["trajectory"] = trajectory_view(self.trajectory, self.file_url)
-            out["downloads"] = {f: f"/api/jobs/{self.id}/answer.{f}" for f in ("json", "geojson")}
+            out["downloads"] = {f: f"/api/jobs/{self.id}/answer.{f}" for f in DOWNLOADS}
         return out
+
+    def row(self) -> dict[str, Any]:
+        """The job as the case store keeps it."""
+        return {
+            "id": self.id,
+            "case_id": self.case_id,
+            "image_name": self.image_name,
+            "image_file": self.image_file,
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
+            "exif": self.exif,
+            "mode": self.mode,
+            "prompt_style": self.prompt_style,
+            "samples": self.samples,
+            "settings": self.settings,
+            "created_at": self.created_at,
+            "status": self.status,
+            "error": self.error,
+            "map_file": self.map_file,
+            "trajectory": self.trajectory.model_dump_json() if self.trajectory is not None else None,
+            "events": self.events,
+            "source_job": self.source_job,
+        }
+
+
+DOWNLOADS = ("json", "geojson", "kml", "csv", "html")
+"""The answer's take-away formats (`geosleuth.webapp.exports`)."""
+
+
+def utc_iso(seconds: float) -> str:
+    """A Unix time as ISO 8601 UTC with milliseconds (``2026-11-28T06:10:00.123Z``)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _job_from_row(row: dict[str, Any], workdir: Path) -> Job:
+    """A stored job; one that was queued or running when its server stopped is failed as interrupted."""
+    job = Job(
+        row["id"],
+        workdir / row["id"],
+        row["image_name"],
+        row["image_file"],
+        row["mode"],
+        row["prompt_style"],
+        row["samples"],
+        case_id=row["case_id"],
+        sha256=row["sha256"],
+        size_bytes=row["size_bytes"],
+        exif=row["exif"],
+        settings=row["settings"],
+        source_job=row["source_job"],
+        created_at=row["created_at"],
+        status=row["status"],
+        error=row["error"],
+        map_file=row["map_file"],
+        events=row["events"],
+    )
+    try:
+        job.trajectory = Trajectory.model_validate_json(row["trajectory"]) if row["trajectory"] else None
+    except ValueError as exc:  # a record this version cannot read: the job is listed, marked failed
+        job.status, job.error = "failed", f"its stored record cannot be read: {type(exc).__name__}"
+        job.events = []
+    if job.status not in FINISHED:
+        job.status, job.error = "failed", INTERRUPTED
+        job.emit("error", {"status": job.status, "message": job.error})
+    elif not job.events:  # imported from a workdir older than the store: its page needs its end
+        if job.status == "done":
+            job.emit("result", job.summary())
+        else:
+            job.emit("error", {"status": job.status, "message": job.error or job.status})
+    return job
 
 
 class JobManager:
-    """Creates, runs (at most ``settings.concurrency`` at once) and forgets jobs."""
+    """Creates, runs (at most ``settings.concurrency`` at once), stores and deletes jobs and cases."""
 
-    def __init__(self, settings: ServeSettings, workdir: Path) -> None:
+    def __init__(self, settings: ServeSettings, workdir: Path, store: CaseStore) -> None:
         self.settings = settings
         self.workdir = workdir
+        self.store = store
         self.jobs: OrderedDict[str, Job] = OrderedDict()
         self.tasks: set[asyncio.Task[None]] = set()
         self.running: dict[str, asyncio.Task[None]] = {}
         self.waiting: list[Job] = []
         self._gate: asyncio.Semaphore | None = None
+        for row in store.jobs():
+            job = _job_from_row(row, workdir)
+            self.jobs[job.id] = job
+            if job.error == INTERRUPTED and row["status"] != job.status:
+                store.save_job(job.row())
 
     def get(self, job_id: str) -> Job | None:
         return self.jobs.get(job_id)
 
+    def case_jobs(self, case_id: str) -> list[Job]:
+        return [j for j in self.jobs.values() if j.case_id == case_id]
+
+    def new_case(self, name: str, notes: str = "", tags: list[str] | None = None) -> CaseRow:
+        return self.store.add_case(uuid.uuid4().hex[:12], _display_name(name), notes, tags)
+
+    def job_settings(
+        self, mode: str, style: str, samples: int, tools: list[str] | None, ocr: bool
+    ) -> dict[str, Any]:
+        """What a job ran with, as its record and exports name it (no keys: `ServeSettings.public`)."""
+        public = self.settings.public()
+        if mode == "offline":
+            return {
+                "mode": mode,
+                "model": "offline clue pipeline",
+                "offline_use_ocr": ocr,
+                "geocode_provider": _geocode_provider(self.settings.tool_settings),
+            }
+        return {
+            "mode": mode,
+            "model": public["model"],
+            "endpoint": public["endpoint"],
+            "prompt_style": style,
+            "samples": samples,
+            "tools": tools,
+        }
+
     async def create(
-        self, data: bytes | None, filename: str, *, prompt_style: str | None, samples: int, use_model: bool
+        self,
+        data: bytes | None,
+        filename: str,
+        *,
+        prompt_style: str | None,
+        samples: int,
+        use_model: bool,
+        case_id: str | None = None,
+        tools: list[str] | None = None,
+        ocr: bool = True,
+        source: Job | None = None,
     ) -> Job:
-        """Check the request and the image, store the image, queue the run; `UploadError` when bad."""
+        """Check the request and the image, store the image, queue the run; `UploadError` when bad.
+
+        Without ``case_id`` the job opens a case of its own; with ``source`` it re-reads that job's
+        upload (a re-run with other settings) and ``data`` is ignored."""
         mode = "model" if use_model and self.settings.model else "offline"
         if use_model and not self.settings.model:
             raise UploadError("no model is configured on this server: start it with --model")
@@ -154,30 +306,51 @@ class JobManager:
             raise UploadError(f"samples must be between 1 and {self.settings.max_samples}")
         if samples > 1 and mode == "offline":
             raise UploadError("several samples need a model; the offline clue pipeline is deterministic")
+        if tools is not None and mode == "offline":
+            raise UploadError("a tool choice needs a model; the offline pipeline runs its own steps")
         style = prompt_style or self.settings.prompt_style
         if mode == "model":
             _check_style(style)
+            _check_tools(tools)
+        if case_id is not None and self.store.case(case_id) is None:
+            raise UploadError(f"no such case: {case_id}", 404)
         job_id = uuid.uuid4().hex[:12]
         folder = self.workdir / job_id
         folder.mkdir(parents=True)
         try:
+            if source is not None:
+                data = await asyncio.to_thread((source.dir / source.image_file).read_bytes)
             image_file = await asyncio.to_thread(_store_image, folder, data, filename, self.settings)
-        except UploadError:
+            exif = await asyncio.to_thread(exif_dump, folder / image_file)
+        except (UploadError, OSError) as exc:
             shutil.rmtree(folder, ignore_errors=True)
-            raise
+            if isinstance(exc, UploadError):
+                raise
+            raise UploadError(f"cannot read the upload again: {type(exc).__name__}", 500) from None
+        stored = folder / image_file
+        name = source.image_name if source is not None else _display_name(filename)
+        if case_id is None:
+            case_id = self.new_case(name).id
         job = Job(
             job_id,
             folder,
-            _display_name(filename),
+            name,
             image_file,
             mode,
             style if mode == "model" else "offline",
             samples,
+            case_id=case_id,
+            sha256=hashlib.sha256(stored.read_bytes()).hexdigest(),
+            size_bytes=stored.stat().st_size,
+            exif=exif,
+            settings=self.job_settings(mode, style, samples, tools, ocr),
+            source_job=source.id if source is not None else None,
         )
         self.jobs[job_id] = job
         self._forget_old()
         self.waiting.append(job)
         _emit_queued(job, len(self.waiting) - 1)
+        self.store.save_job(job.row())
         task = asyncio.create_task(self._run(job))
         self.tasks.add(task)
         self.running[job.id] = task
@@ -186,18 +359,39 @@ class JobManager:
         return job
 
     def cancel(self, job: Job) -> bool:
-        """Stop a waiting or running job (an offline pipeline stops after its current step);
-        false when it had already ended."""
+        """Stop a waiting or running job; false when it had already ended.
+
+        A waiting job and a model job stop at once. The offline pipeline runs in a worker thread
+        that cannot be interrupted inside a step (OCR), so its job is "cancelling" and keeps its
+        worker slot until the step returns; then it is "cancelled"."""
         if job.status in FINISHED:
             return False
+        if job.status == "cancelling":
+            return True
         job.cancel_requested.set()
-        job.status, job.error = "cancelled", "cancelled by the user"
-        job.emit("cancelled", {"status": job.status, "message": "Cancelled."})
+        if job.status == "running" and job.mode == "offline":
+            job.status = "cancelling"
+            job.emit(
+                "status",
+                {
+                    "status": job.status,
+                    "message": "Cancelling: the step in progress (OCR can take seconds) cannot be "
+                    "interrupted; it keeps its worker slot until it returns, then nothing more runs…",
+                },
+            )
+            self.store.save_job(job.row())
+            return True
         self._leave_queue(job)
         task = self.running.get(job.id)
         if task is not None:
             task.cancel()
+        self._cancelled(job)
         return True
+
+    def _cancelled(self, job: Job) -> None:
+        job.status, job.error = "cancelled", "cancelled by the user"
+        job.emit("cancelled", {"status": job.status, "message": "Cancelled: nothing more runs for this job."})
+        self.store.save_job(job.row())
 
     def _leave_queue(self, job: Job) -> None:
         """Take ``job`` out of the waiting line; those behind it hear their new place."""
@@ -209,15 +403,43 @@ class JobManager:
             _emit_queued(other, place)
 
     def _forget_old(self) -> None:
+        """With ``keep_jobs`` set, the oldest finished jobs beyond it are deleted with their files."""
+        if self.settings.keep_jobs is None:
+            return
         finished = [j for j in self.jobs.values() if j.status in FINISHED]
         for job in finished[: max(0, len(finished) - self.settings.keep_jobs)]:
-            del self.jobs[job.id]
-            shutil.rmtree(job.dir, ignore_errors=True)
+            self.delete_job(job)
+
+    def delete_job(self, job: Job) -> None:
+        del self.jobs[job.id]
+        self.store.delete_job(job.id)
+        shutil.rmtree(job.dir, ignore_errors=True)
+
+    def delete_case(self, case_id: str) -> int:
+        """Delete the case, its jobs and their files (running ones are cancelled first); the job count."""
+        jobs = self.case_jobs(case_id)
+        for job in jobs:
+            self.cancel(job)
+        for job_id in self.store.delete_case(case_id):
+            job = self.jobs.pop(job_id, None)
+            shutil.rmtree(self.workdir / job_id, ignore_errors=True)
+            if job is not None:
+                shutil.rmtree(job.dir, ignore_errors=True)
+        return len(jobs)
 
     def _config(self, job: Job) -> AgentConfig:
         options = dict(self.settings.agent_options)
         if job.mode == "offline":
-            return AgentConfig(**(options | {"model": None}))
+            return AgentConfig(
+                **(
+                    options
+                    | {
+                        "model": None,
+                        "offline_use_ocr": job.settings.get("offline_use_ocr", True),
+                        "tool_settings": self.settings.tool_settings,  # a geocoder refines to the street
+                    }
+                )
+            )
         chosen = {
             "model": self.settings.model,
             "base_url": self.settings.base_url,
@@ -225,7 +447,7 @@ class JobManager:
             "samples": job.samples,
             "tool_settings": self.settings.tool_settings,
             "geocode_answers": True,
-        }
+        } | ({"tools": job.settings["tools"]} if job.settings.get("tools") is not None else {})
         return AgentConfig(**(options | chosen))
 
     async def _run(self, job: Job) -> None:
@@ -234,6 +456,11 @@ class JobManager:
         except asyncio.CancelledError:
             if job.status != "cancelled":  # the server is shutting down
                 raise
+        finally:
+            if job.id in self.jobs:
+                self.store.save_job(job.row())
+            else:  # its case was deleted while a step it could not leave still ran
+                shutil.rmtree(job.dir, ignore_errors=True)
 
     async def _run_in_turn(self, job: Job) -> None:
         if self._gate is None:
@@ -241,11 +468,12 @@ class JobManager:
         async with self._gate:
             self._leave_queue(job)
             job.status = "running"
+            self.store.save_job(job.row())
             if not (job.dir / PREVIEW_FILE).exists():
                 try:
                     await asyncio.to_thread(write_preview, job.dir / job.image_file, job.dir / PREVIEW_FILE)
                 except ImageInputError as exc:
-                    job.status, job.error = "failed", str(exc).replace(str(job.dir), "").lstrip("/")
+                    job.status, job.error = "failed", job.public_text(str(exc))
                     job.emit("error", {"status": job.status, "message": job.error})
                     return
             message = (
@@ -283,10 +511,17 @@ class JobManager:
             # run_task records model and image failures in the trajectory; anything else is a bug
             # that the page must show rather than leave the job "running" forever
             except Exception as exc:
-                if job.status == "cancelled":
+                if job.cancel_requested.is_set():
+                    if job.status == "cancelling":
+                        self._cancelled(job)
                     return
-                job.status, job.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+                job.status = "failed"
+                job.error = job.public_text(f"internal error: {type(exc).__name__}: {exc}")
                 job.emit("error", {"status": job.status, "message": job.error})
+                return
+            if job.cancel_requested.is_set():  # the last step returned after the user cancelled
+                if job.status == "cancelling":
+                    self._cancelled(job)
                 return
             job.trajectory, job.status = trajectory, "done"
             job.emit("result", job.summary())
@@ -349,7 +584,7 @@ def _check_style(style: str) -> None:
 
 def _display_name(filename: str) -> str:
     name = Path(filename.replace("\\", "/")).name
-    return "".join(c for c in name if c.isprintable())[:120] or "upload"
+    return "".join(c for c in name if c.isprintable())[:MAX_NAME_CHARS] or "upload"
 
 
 def _store_image(folder: Path, data: bytes | None, filename: str, settings: ServeSettings) -> str:
@@ -384,3 +619,18 @@ def _store_image(folder: Path, data: bytes | None, filename: str, settings: Serv
 def write_preview(image: Path, preview: Path) -> None:
     """The JPEG the page shows, at most PREVIEW_PX on a side, decoded within the pixel limit."""
     thumbnail(image, PREVIEW_PX).save(preview, format="JPEG", quality=88)
+
+
+def _check_tools(tools: list[str] | None) -> None:
+    from geosleuth.tools.registry import TOOL_NAMES
+
+    unknown = sorted(set(tools or []) - set(TOOL_NAMES))
+    if unknown:
+        raise UploadError(f"unknown tool(s): {', '.join(unknown)}; known: {', '.join(TOOL_NAMES)}")
+
+
+def _geocode_provider(tool_settings: Any) -> str:
+    """The geocoder jobs use for street addresses ("offline": none, the gazetteer's cities only)."""
+    from geosleuth.tools.registry import coerce_settings
+
+    return coerce_settings(tool_settings).providers.geocode

@@ -11,6 +11,8 @@ import geosleuth
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024
 MAX_SAMPLES = 8
+MAX_BATCH_FILES = 100
+MAX_BATCH_BYTES = 512 * 1024 * 1024
 
 
 def bundled_example() -> Path | None:
@@ -31,8 +33,12 @@ class ServeSettings:
     example: Path | None = field(default_factory=bundled_example)
     max_upload_bytes: int = MAX_UPLOAD_BYTES
     max_samples: int = MAX_SAMPLES
+    max_batch_files: int = MAX_BATCH_FILES  # images in one upload (a folder)
+    max_batch_bytes: int = MAX_BATCH_BYTES  # all of one upload's files together
     concurrency: int = 2  # jobs running at once; more wait in a queue
-    keep_jobs: int = 50  # finished jobs kept (with their files) before the oldest are deleted
+    keep_jobs: int | None = (
+        None  # finished jobs kept before the oldest are deleted; None: all (cases are kept)
+    )
     tool_settings: Any = None
     agent_options: dict[str, Any] = field(default_factory=dict)  # extra AgentConfig fields
 
@@ -44,6 +50,7 @@ class ServeSettings:
             "prompt_style": self.prompt_style,
             "max_upload_mb": round(self.max_upload_bytes / 1024 / 1024, 1),
             "max_samples": self.max_samples,
+            "max_batch_files": self.max_batch_files,
             "example": self.example is not None,
             "runs": bool(self.runs),
         }

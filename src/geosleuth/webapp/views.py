@@ -80,6 +80,8 @@ def _trajectory_data(trajectory: Trajectory, image_url: ImageUrl) -> dict[str, A
         "aggregator": trajectory.aggregator,
         "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
         "n_tool_calls": len(trajectory.tool_calls),
+        "candidates": trajectory.metadata.get("candidates") or [],
+        "conflicts": trajectory.metadata.get("conflicts") or [],
     }
 
 

@@ -58,7 +58,14 @@ function jobPill(job) {
 
 /* ---------- maps (Leaflet over the server's offline tiles) ---------- */
 
-var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318", sample: "#8250df" };
+var COLOURS = { pred: "#1f6feb", truth: "#1a7f37", error: "#b42318", sample: "#8250df", cand: "#bf8700", pin: "#cf222e" };
+
+/* Great-circle distance in km (haversine, mean Earth radius 6371.0088 km, as the server's). */
+function haversineKm(lat1, lon1, lat2, lon2) {
+  var r = Math.PI / 180, dlat = (lat2 - lat1) * r, dlon = (lon2 - lon1) * r;
+  var a = Math.sin(dlat / 2) * Math.sin(dlat / 2) + Math.cos(lat1 * r) * Math.cos(lat2 * r) * Math.sin(dlon / 2) * Math.sin(dlon / 2);
+  return 2 * 6371.0088 * Math.asin(Math.min(1, Math.sqrt(a)));
+}
 
 /* An interactive map in `node`: points {lat, lon, kind: "pred"|"truth", label}, circles {lat, lon,
    radius_km}, lines [[lat, lon], [lat, lon]]. Returns null (and leaves `node` empty) without Leaflet. */
@@ -97,12 +104,38 @@ function mapLegend(items) {
   }));
 }
 
-/* A map card whose Leaflet map is created once the node is in the page (Leaflet measures it). */
-function mapCard(id, layers, legend) {
+/* A map card whose Leaflet map is created once the node is in the page (Leaflet measures it);
+   `onMap(map)` then adds what the caller needs (the pin). */
+function mapCard(id, layers, legend, extra, onMap) {
   var node = el("div", { class: "map", id: id });
-  var wrap = el("div", { class: "map-wrap" }, node, legend);
-  setTimeout(function () { if (document.body.contains(node)) drawMap(node, layers); }, 0);
+  var wrap = el("div", { class: "map-wrap" }, node, legend, extra || null);
+  setTimeout(function () {
+    if (!document.body.contains(node)) return;
+    var map = drawMap(node, layers);
+    if (map && onMap) onMap(map);
+  }, 0);
   return wrap;
+}
+
+/* Click the map to drop a pin: the list says how far it is from the answer and each candidate. */
+function pinTool(targets) {
+  var list = el("ol", { class: "pin-distances", id: "pin-distances" });
+  var box = el("div", { class: "muted small", id: "pin-box" }, el("div", { id: "pin-hint", text: "Click the map to drop a pin and measure its distance to the answer and every candidate." }), list);
+  function onMap(map) {
+    var pin = null;
+    map.on("click", function (e) {
+      var lat = e.latlng.lat, lon = ((e.latlng.lng + 540) % 360) - 180;
+      if (pin) pin.setLatLng(e.latlng);
+      else pin = L.circleMarker(e.latlng, { radius: 7, color: COLOURS.pin, weight: 3, fillColor: COLOURS.pin, fillOpacity: 0.3, className: "point-pin" }).addTo(map);
+      document.getElementById("pin-hint").textContent = "Pin at " + lat.toFixed(5) + ", " + lon.toFixed(5) + " (click again to move it):";
+      clear(list);
+      targets.forEach(function (t) {
+        var km = haversineKm(lat, lon, t.lat, t.lon);
+        list.appendChild(el("li", { text: fmt(km, km < 10 ? 2 : 0) + " km to " + t.label }));
+      });
+    });
+  }
+  return { node: box, onMap: onMap };
 }
 
 /* ---------- trajectories ---------- */
@@ -202,12 +235,16 @@ function placeLine(p) {
   return parts.join(", ");
 }
 
-/* Links that save the answer: the trajectory record (JSON) and its points (GeoJSON). */
+/* Links that save the answer: the trajectory record (JSON), its points (GeoJSON; for a job also
+   KML and CSV, with the provenance) and a job's one-page report. */
 function downloadLinks(downloads) {
   if (!downloads) return null;
+  var names = [["json", "JSON record"], ["geojson", "GeoJSON"], ["kml", "KML"], ["csv", "CSV"]];
   return el("div", { class: "row downloads" }, el("span", { class: "muted small", text: "Download" }),
-    el("a", { class: "button small", id: "download-json", href: downloads.json, download: "", text: "JSON record" }),
-    el("a", { class: "button small", id: "download-geojson", href: downloads.geojson, download: "", text: "GeoJSON" }));
+    names.filter(function (n) { return downloads[n[0]]; }).map(function (n) {
+      return el("a", { class: "button small", id: "download-" + n[0], href: downloads[n[0]], download: "", text: n[1] });
+    }),
+    downloads.html ? el("a", { class: "button small", id: "download-html", href: downloads.html, target: "_blank", rel: "noopener", text: "Report (printable)" }) : null);
 }
 
 function renderAnswer(trajectory, mapUrl, errorKm, truth, downloads) {
@@ -248,13 +285,25 @@ function renderAnswer(trajectory, mapUrl, errorKm, truth, downloads) {
   }
   if (trajectory.error) left.appendChild(renderError(trajectory.error));
   append(left, downloadLinks(downloads));
-  var right = answerMap(p, truth, mapUrl, trajectory.samples);
-  return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer" },
+  if ((trajectory.conflicts || []).length) {
+    left.appendChild(el("div", { class: "muted small", text: "Clues that disagree" }));
+    left.appendChild(el("ul", { class: "conflicts", id: "conflicts" }, trajectory.conflicts.map(function (c) { return el("li", { text: c }); })));
+  }
+  var cands = trajectory.candidates || [];
+  if (cands.length > 1) {
+    left.appendChild(el("div", { class: "muted small", text: "Ranked candidates (" + cands.length + ")" }));
+    left.appendChild(el("ol", { class: "cand-list", id: "candidates" }, cands.map(function (c) {
+      return el("li", {}, el("b", { text: c.label }), " · score " + fmt(c.score, 2) + " · ± " + fmt(c.radius_km, c.radius_km < 10 ? 1 : 0) + " km" +
+        (c.verdict ? " · " + c.verdict : "") + ((c.evidence || []).length ? " · evidence: " + c.evidence.join("; ") : ""));
+    })));
+  }
+  var right = answerMap(p, truth, mapUrl, trajectory.samples, cands);
+  return el("section", { class: "card answer" + (failed ? " none" : ""), id: "answer", tabindex: "-1" },
     el("div", { class: "row", style: "justify-content:space-between" }, el("h2", { style: "margin:0", text: "Result" }), statusPill(trajectory.status)),
     el("div", { class: "answer-grid" }, left, right));
 }
 
-function answerMap(p, truth, mapUrl, samples) {
+function answerMap(p, truth, mapUrl, samples, cands) {
   var hasPred = p && p.lat !== null && p.lon !== null;
   var hasTruth = truth && truth.lat !== null && truth.lat !== undefined;
   if (!hasPred && !hasTruth) return null;
@@ -273,12 +322,22 @@ function answerMap(p, truth, mapUrl, samples) {
     if (p.radius_km) layers.circles.push({ lat: p.lat, lon: p.lon, radius_km: p.radius_km });
     legend.push(["pred", "answer" + (p.radius_km ? " (circle: ± " + fmt(p.radius_km, p.radius_km < 10 ? 1 : 0) + " km)" : "")]);
   }
+  var targets = hasPred ? [{ lat: p.lat, lon: p.lon, label: "the answer (" + (placeLine(p) || "coordinates") + ")" }] : [];
+  (cands || []).forEach(function (c, i) {
+    var label = "#" + (i + 1) + " " + c.label + " · score " + fmt(c.score, 2) + ((c.evidence || []).length ? " · " + c.evidence.join("; ") : "");
+    if (i > 0 || !hasPred) layers.points.push({ lat: c.lat, lon: c.lon, kind: "cand", small: true, label: label });
+    targets.push({ lat: c.lat, lon: c.lon, label: "candidate " + label });
+  });
+  if ((cands || []).length > 1) legend.push(["cand", "other candidates (" + (cands.length - 1) + ")"]);
   if (hasTruth) {
     layers.points.push({ lat: truth.lat, lon: truth.lon, kind: "truth", label: "ground truth" });
     legend.push(["truth", "ground truth"]);
     if (hasPred) { layers.lines.push([[p.lat, p.lon], [truth.lat, truth.lon]]); legend.push(["error", "error"]); }
   }
-  return mapCard("answer-map", layers, mapLegend(legend));
+  if (!targets.length) return mapCard("answer-map", layers, mapLegend(legend));
+  legend.push(["pin", "your pin"]);
+  var pin = pinTool(targets);
+  return mapCard("answer-map", layers, mapLegend(legend), pin.node, pin.onMap);
 }
 
 function workLine(trajectory) {
@@ -326,18 +385,27 @@ function sampleBlock(s) {
 
 function locatePage(main, jobId) {
   var cfg = state.config;
-  var fileInput = el("input", { type: "file", accept: "image/*", id: "file", "aria-label": "Choose a photo" });
+  var fileInput = el("input", { type: "file", accept: "image/*", id: "file", multiple: true, "aria-label": "Choose photos" });
+  var folderInput = el("input", { type: "file", id: "folder", webkitdirectory: true, multiple: true, "aria-label": "Choose a folder of photos" });
   var preview = el("div");
-  var chosen = { file: null };
+  var chosen = { file: null, files: [] };
   var dropText = el("div", {}, el("b", { text: "Drop a photo here" }), el("div", { class: "hint", text: "click (or Tab here and press Enter or Space) to choose, or paste one (Ctrl+V) · up to " + cfg.max_upload_mb + " MB · JPEG, PNG, WebP, …" }));
   var drop = el("label", { class: "drop", id: "drop" }, fileInput, dropText);
+  function chooseMany(files) {
+    var images = Array.prototype.filter.call(files, function (f) { return !f.type || /^image\//.test(f.type); });
+    if (images.length === 1) { choose(images[0]); return; }
+    chosen.file = null; chosen.files = images;
+    clear(preview).appendChild(el("p", { class: "muted small", id: "chosen-count", text: images.length + " images chosen: each becomes a job in one new case." }));
+    clear(dropText).appendChild(el("b", { text: images.length + " images" }));
+  }
+  folderInput.addEventListener("change", function () { chooseMany(folderInput.files); });
   function choose(file) {
-    chosen.file = file;
+    chosen.file = file; chosen.files = [];
     clear(preview).appendChild(el("img", { class: "query-img", src: URL.createObjectURL(file), alt: "chosen image",
       onerror: function () { clear(preview).appendChild(el("p", { class: "muted small", text: "(this browser cannot preview the file)" })); } }));
     clear(dropText).appendChild(el("b", { text: file.name }));
   }
-  fileInput.addEventListener("change", function () { if (fileInput.files[0]) choose(fileInput.files[0]); });
+  fileInput.addEventListener("change", function () { if (fileInput.files.length) chooseMany(fileInput.files); });
   /* Enter or Space on the focused chooser opens it: a hidden file input answers a key press only
      now and then (Chromium wants its own activation), so the key is turned into a click here */
   fileInput.addEventListener("keydown", function (e) {
@@ -345,7 +413,7 @@ function locatePage(main, jobId) {
   });
   drop.addEventListener("dragover", function (e) { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", function () { drop.classList.remove("over"); });
-  drop.addEventListener("drop", function (e) { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) choose(e.dataTransfer.files[0]); });
+  drop.addEventListener("drop", function (e) { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files.length) chooseMany(e.dataTransfer.files); });
   /* a pasted image (a screenshot, an image copied from another page) is chosen like a dropped one */
   document.onpaste = function (e) {
     if (!document.body.contains(drop)) return;
@@ -379,11 +447,12 @@ function locatePage(main, jobId) {
     var form = new FormData();
     if (useExample) form.append("example", "1");
     else if (chosen.file) form.append("image", chosen.file);
+    else if (chosen.files.length) chosen.files.forEach(function (f) { form.append("image", f, f.webkitRelativePath || f.name); });
     else { message.appendChild(el("div", { class: "banner error", text: "Choose an image first (or use the example)." })); return; }
     form.append("use_model", useModel.value); form.append("prompt", style.value); form.append("samples", samples.value);
     go.disabled = true; if (example) example.disabled = true;
     api("/api/locate", { method: "POST", body: form }).then(function (job) {
-      location.hash = "#/locate/" + job.id;
+      location.hash = job.jobs && job.jobs.length > 1 ? "#/cases/" + job.case_id : "#/locate/" + job.id;
     }, function (err) {
       message.appendChild(el("div", { class: "banner error", id: "upload-error", text: err.message }));
     }).then(function () { go.disabled = false; if (example) example.disabled = false; });
@@ -408,6 +477,7 @@ function locatePage(main, jobId) {
       el("label", { class: "field" }, "Answered by", useModel),
       el("label", { class: "field" }, "Prompt style", style),
       el("label", { class: "field" }, "Samples", samples)),
+    el("label", { class: "field small", style: "margin-top:.6rem" }, "…or a whole folder (each image a job in one case)", folderInput),
     el("div", { class: "form-actions" }, go, example), message,
     el("h2", { text: "Recent" }), recent);
   var work = el("section", { id: "job", class: jobId ? "has-job" : null }, jobId ? null : el("div", { class: "card empty" },
@@ -455,7 +525,8 @@ function watchJob(jobId, work, onEnd) {
     mode = job.mode;
     append(head, [el("div", { class: "row" },
       el("img", { src: job.image_url, alt: "query image", id: "query-image" })),
-      el("div", { class: "muted small", text: job.image_name + " · " + (job.mode === "model" ? job.prompt_style + " prompt" + (job.samples > 1 ? ", " + job.samples + " samples" : "") : "offline clue pipeline") })]);
+      el("div", { class: "muted small", text: job.image_name + " · " + (job.mode === "model" ? job.prompt_style + " prompt" + (job.samples > 1 ? ", " + job.samples + " samples" : "") : "offline clue pipeline") }),
+      el("div", { class: "muted small" }, el("a", { href: "#/cases/" + job.case_id, id: "job-case", text: "its case" }), " · SHA-256 ", el("span", { class: "code", title: job.sha256, text: job.sha256.slice(0, 16) + "…" }))]);
   }, function (err) { clear(status).appendChild(el("div", { class: "banner error", text: err.message })); });
   function setStatus(message, spinning) {
     text.textContent = message;
@@ -467,6 +538,7 @@ function watchJob(jobId, work, onEnd) {
   source.addEventListener("status", function (e) {
     var data = JSON.parse(e.data);
     stamp(data); setStatus(data.message, true);
+    if (data.status === "cancelling") cancel.remove();  /* the page says the slot stays taken until the step returns */
     status.dataset.state = data.status;
     var img = document.getElementById("query-image");  // large images get their preview when the job starts
     if (data.status === "running" && img && !img.naturalWidth) img.src = img.src.split("?")[0] + "?t=" + Date.now();
@@ -497,11 +569,14 @@ function watchJob(jobId, work, onEnd) {
     clear(live); status.remove();
     live.appendChild(renderTrajectory(job.trajectory, job.map_url, null, null, job.downloads));
     end();
-    showOnPhone(document.getElementById("answer"));
+    var answer = document.getElementById("answer");
+    showOnPhone(answer);
+    if (answer) answer.focus({ preventScroll: true });  /* keyboard and screen-reader users land on the result */
   });
   source.addEventListener("cancelled", function (e) {
-    source.close(); stamp(JSON.parse(e.data));
-    setStatus("Cancelled: nothing more will run for this job.", false);
+    var data = JSON.parse(e.data);
+    source.close(); stamp(data);
+    setStatus(data.message || "Cancelled: nothing more runs for this job.", false);
     status.dataset.state = "cancelled";
     end();
   });
@@ -544,7 +619,19 @@ function runsPage(main) {
           keys.map(function (k) { return el("td", { class: "num", text: metricValue(k, (r.headline || {})[k]) }); }));
       })));
     box.appendChild(table);
+    box.setAttribute("tabindex", "0"); box.setAttribute("aria-label", "runs (scrolls sideways)");
+    box.appendChild(scrollCue(box));
   }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
+}
+
+/* A table wider than its card says so (columns off-screen are otherwise invisible on a phone). */
+function scrollCue(card) {
+  var cue = el("div", { class: "scroll-cue", id: "scroll-cue", text: "More columns: scroll sideways →" });
+  function check() { card.classList.toggle("scrolls", card.scrollWidth > card.clientWidth + 1 && card.scrollLeft + card.clientWidth < card.scrollWidth - 1); }
+  card.addEventListener("scroll", check);
+  window.addEventListener("resize", check);
+  setTimeout(check, 0);
+  return cue;
 }
 
 function sortable(table) {
@@ -668,6 +755,124 @@ function samplePage(main, name, sampleId) {
   }, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); });
 }
 
+/* ---------- Cases ---------- */
+
+function tagsOf(text) {
+  return text.split(",").map(function (t) { return t.trim(); }).filter(Boolean);
+}
+
+function casesPage(main) {
+  main.appendChild(el("h1", { text: "Cases" }));
+  var name = el("input", { type: "text", id: "new-case-name", placeholder: "name of a new case", "aria-label": "name of a new case" });
+  var make = el("button", { class: "primary", id: "new-case" }, "New case");
+  var message = el("div");
+  make.addEventListener("click", function () {
+    clear(message);
+    api("/api/cases", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: name.value || "untitled case" }) })
+      .then(function (c) { location.hash = "#/cases/" + c.id; }, function (err) { message.appendChild(el("div", { class: "banner error", text: err.message })); });
+  });
+  main.appendChild(el("section", { class: "card case-form" }, el("div", { class: "row" }, name, make), message));
+  var list = el("div", { class: "card table-card", style: "margin-top:1rem" }, el("p", { class: "muted", text: "Loading…" }));
+  main.appendChild(list);
+  api("/api/cases").then(function (cases) {
+    clear(list);
+    if (!cases.length) { list.appendChild(el("div", { class: "empty", text: "No cases yet: every upload opens one." })); return; }
+    list.appendChild(el("table", { class: "data", id: "cases" },
+      el("thead", {}, el("tr", {}, el("th", { text: "case" }), el("th", { text: "tags" }), el("th", { class: "num", text: "jobs" }), el("th", { text: "created" }))),
+      el("tbody", {}, cases.map(function (c) {
+        return el("tr", {}, el("td", { class: "wrap" }, el("a", { href: "#/cases/" + c.id, text: c.name })),
+          el("td", {}, c.tags.map(function (t) { return el("span", { class: "tag", text: t }); })),
+          el("td", { class: "num", text: String(c.n_jobs) }),
+          el("td", { class: "small muted", text: new Date(c.created_at * 1000).toLocaleString() }));
+      }))));
+    list.appendChild(scrollCue(list));
+  }, function (err) { clear(list).appendChild(el("div", { class: "banner error", text: err.message })); });
+}
+
+/* One re-run form: the same image with other settings, into the same case. */
+function rerunForm(job, onDone) {
+  var cfg = state.config;
+  var engine = el("select", { "aria-label": "answered by", class: "rerun-engine" },
+    cfg.model ? el("option", { value: "1", text: "Model: " + cfg.model }) : null,
+    el("option", { value: "0", text: "Offline pipeline" }));
+  var ocr = el("input", { type: "checkbox", checked: true, class: "rerun-ocr" });
+  var style = el("select", { "aria-label": "prompt style" }, cfg.prompt_styles.map(function (s) { return el("option", { value: s, text: s, selected: s === cfg.prompt_style }); }));
+  var tools = el("input", { type: "text", placeholder: "tools (comma-separated; empty: the style's)", "aria-label": "tools", style: "width:16rem" });
+  function sync() { var m = engine.value === "1"; style.disabled = !m; tools.disabled = !m; ocr.disabled = m; }
+  engine.addEventListener("change", sync); sync();
+  var go = el("button", { class: "small rerun-go" }, "Re-run");
+  go.addEventListener("click", function () {
+    go.disabled = true;
+    var body = { use_model: engine.value === "1", ocr: ocr.checked, prompt: style.value };
+    if (engine.value === "1" && tools.value.trim()) body.tools = tagsOf(tools.value);
+    api("/api/jobs/" + job.id + "/rerun", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      .then(onDone, function (err) { go.disabled = false; alert(err.message); });
+  });
+  return el("div", { class: "rerun" }, engine, el("label", { class: "small" }, ocr, " OCR"), style, tools, go);
+}
+
+function answerText(a) {
+  if (!a) return "no answer";
+  return (placeLine(a) || "coordinates") + (a.lat !== null ? " (" + a.lat.toFixed(4) + ", " + a.lon.toFixed(4) + ")" : "");
+}
+
+function casePage(main, caseId) {
+  main.appendChild(el("div", { class: "crumbs" }, el("a", { href: "#/cases", text: "Cases" }), " / " + caseId));
+  var box = el("div", {}, el("p", { class: "muted", text: "Loading…" }));
+  main.appendChild(box);
+  function load() { api("/api/cases/" + encodeURIComponent(caseId)).then(render, function (err) { clear(box).appendChild(el("div", { class: "banner error", text: err.message })); }); }
+  function render(c) {
+    clear(box);
+    var name = el("input", { type: "text", id: "case-name", value: c.name, "aria-label": "case name" });
+    var notes = el("textarea", { id: "case-notes", "aria-label": "notes" }); notes.value = c.notes;
+    var tags = el("input", { type: "text", id: "case-tags", value: c.tags.join(", "), "aria-label": "tags, comma-separated" });
+    var saved = el("span", { class: "muted small", id: "case-saved", role: "status" });
+    var save = el("button", { class: "primary", id: "case-save" }, "Save");
+    save.addEventListener("click", function () {
+      api("/api/cases/" + c.id, { method: "PATCH", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: name.value, notes: notes.value, tags: tagsOf(tags.value) }) })
+        .then(function () { saved.textContent = "Saved " + new Date().toLocaleTimeString(); }, function (err) { saved.textContent = err.message; });
+    });
+    var del = el("button", { class: "danger", id: "case-delete" }, "Delete case and its files");
+    del.addEventListener("click", function () {
+      if (!confirm("Delete this case, its " + c.jobs.length + " job(s) and their files?")) return;
+      api("/api/cases/" + c.id, { method: "DELETE" }).then(function () { location.hash = "#/cases"; }, function (err) { saved.textContent = err.message; });
+    });
+    var add = el("input", { type: "file", accept: "image/*", multiple: true, id: "case-add", "aria-label": "add images to this case" });
+    add.addEventListener("change", function () {
+      var form = new FormData();
+      Array.prototype.forEach.call(add.files, function (f) { form.append("image", f); });
+      form.append("case", c.id); form.append("use_model", state.config.model ? "1" : "0");
+      api("/api/locate", { method: "POST", body: form }).then(load, function (err) { saved.textContent = err.message; });
+    });
+    box.appendChild(el("section", { class: "card case-form" }, el("h1", { class: "case-meta", text: c.name }),
+      el("label", { class: "field" }, "Name", name), el("label", { class: "field" }, "Notes", notes),
+      el("label", { class: "field" }, "Tags (comma-separated)", tags),
+      el("div", { class: "row" }, save, saved, el("span", { style: "margin-left:auto" }), del),
+      el("label", { class: "field" }, "Add images to this case", add)));
+    var first = {};
+    c.jobs.forEach(function (j) { if (j.answer && j.answer.lat !== null && !first[j.sha256]) first[j.sha256] = j; });
+    var table = el("table", { class: "data", id: "case-jobs" },
+      el("thead", {}, el("tr", {}, ["image", "settings", "status", "answer", "± km", "from the image's first answer", "re-run with other settings"].map(function (h) { return el("th", { text: h }); }))),
+      el("tbody", {}, c.jobs.map(function (j) {
+        var s = j.settings || {}, a = j.answer, ref = first[j.sha256];
+        var settings = s.mode === "model" ? s.model + " · " + s.prompt_style + (s.samples > 1 ? " ×" + s.samples : "") + (s.tools ? " · tools " + s.tools.join(",") : "")
+          : "offline" + (s.offline_use_ocr === false ? ", no OCR" : "");
+        var apart = a && a.lat !== null && ref && ref.id !== j.id ? fmt(haversineKm(a.lat, a.lon, ref.answer.lat, ref.answer.lon), 1) + " km" : "–";
+        return el("tr", { "data-job": j.id }, el("td", { class: "wrap" }, el("a", { href: "#/locate/" + j.id, text: j.image_name }),
+          el("div", { class: "muted small", text: j.sha256.slice(0, 12) + (j.source_job ? " · re-run" : "") })),
+          el("td", { class: "small", text: settings }), el("td", {}, jobPill(j)),
+          el("td", { class: "wrap", text: answerText(a) }), el("td", { class: "num", text: a && a.radius_km ? fmt(a.radius_km, a.radius_km < 10 ? 1 : 0) : "–" }),
+          el("td", { class: "num", text: apart }), el("td", {}, rerunForm(j, load)));
+      })));
+    var card = el("div", { class: "card table-card", style: "margin-top:1rem" }, table);
+    box.appendChild(el("h2", { text: "Jobs side by side (" + c.jobs.length + ")" }));
+    box.appendChild(card); card.setAttribute("tabindex", "0"); card.appendChild(scrollCue(card));
+    if (c.jobs.some(function (j) { return j.status === "queued" || j.status === "running" || j.status === "cancelling"; }))
+      setTimeout(function () { if (document.body.contains(box) && location.hash === "#/cases/" + caseId) load(); }, 1500);
+  }
+  load();
+}
+
 /* ---------- router ---------- */
 
 function route() {
@@ -679,6 +884,8 @@ function route() {
   if (page === "runs" && parts[2]) samplePage(main, parts[1], parts.slice(2).join("/"));
   else if (page === "runs" && parts[1]) runPage(main, parts[1]);
   else if (page === "runs") runsPage(main);
+  else if (page === "cases" && parts[1]) casePage(main, parts[1]);
+  else if (page === "cases") casesPage(main);
   else locatePage(main, parts[1]);
 }
 
