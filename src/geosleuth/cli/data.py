@@ -77,7 +77,7 @@ def _tool_schemas(names: str | None, settings: Path | None, allow_exif: bool = F
 
     registry = build_registry(ToolSettings.load(settings))
     chosen = [n.strip() for n in names.split(",") if n.strip()] if names else None
-    picked = training_tools(registry.names(), chosen, allow_exif)
+    picked = training_tools(registry.names(), chosen, allow_exif, registry.alias_names())
     if ANSWER_READING.intersection(picked):
         typer.echo(
             "warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer", err=True
@@ -652,7 +652,7 @@ def synthesize_cmd(
     ] = None,
     tools: Annotated[
         str, typer.Option(help="Comma-separated tool names.")
-    ] = "image_zoom_in_tool,web_search,geocode",
+    ] = "image_zoom_in_tool,search_web,maps_geocode",
     delta_km: Annotated[
         float, typer.Option(help="Keep trajectories whose answer is within this distance.")
     ] = 5.0,
