@@ -37,8 +37,8 @@ READABLE = {  # by hand from each paper's released reader
     "default": JSON | LINES | NAMES,
     "wherebench": JSON | LINES | NAMES,  # its own rules: a choice letter, a path of levels
 }
-TWM_TOOLS = [  # Thinking with Map's tools (zoom with a 0-1000 box, POI search and details, maps)
-    "image_zoom_in_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
+TWM_TOOLS = [  # Thinking with Map's tools under its names (zoom with a 0-1000 box, search, POI, maps)
+    "image_zoom_tool", "web_search_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
     "static_map_query", "satellite_map_query",
 ]  # fmt: skip
 
