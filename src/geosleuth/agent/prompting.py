@@ -11,10 +11,11 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from geosleuth.core.records import Task
 
@@ -58,19 +59,80 @@ def _read(name: str) -> dict[str, Any]:
     return prompt_file("geosleuth.agent", name)
 
 
-def available_styles() -> list[str]:
+STYLE_ENTRY_POINTS = "geosleuth.prompts"
+"""Entry-point group through which a user's package adds prompt styles: each entry names a
+``PromptStyle``, a mapping in the style-file shape, or the path of a style YAML file."""
+
+
+def shipped_styles() -> list[str]:
     """Style names shipped with the package (the verifier, observer and shared text are not styles)."""
     folder = resources.files("geosleuth.agent").joinpath("prompts")
     names = (p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
     return sorted(n for n in names if n not in {"common", "verifier", "observer"})
 
 
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=STYLE_ENTRY_POINTS)}
+
+
+def available_styles() -> list[str]:
+    """Shipped styles and those installed packages register under ``geosleuth.prompts``."""
+    return sorted({*shipped_styles(), *_entry_points()})
+
+
+def is_style_file(name: str) -> bool:
+    """Whether ``--prompt`` names a YAML file rather than a registered style."""
+    return name.endswith((".yaml", ".yml"))
+
+
+def style_from(data: Any, where: str, default_name: str) -> PromptStyle:
+    """A style from a user's file or entry point; the error says where and what is wrong."""
+    if isinstance(data, PromptStyle):
+        return data
+    if isinstance(data, str | Path):
+        return style_file(Path(data))
+    if not isinstance(data, dict):
+        raise ValueError(f"prompt style {where} must be a mapping with 'system' and 'user' texts")
+    try:
+        return PromptStyle.model_validate({"name": default_name, **data})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"prompt style {where} is invalid: {problems}") from None
+
+
+def style_file(path: Path) -> PromptStyle:
+    """A user's own style file (for example an author's exact published template)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read prompt style file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"prompt style file {path} is not valid YAML: {exc}") from None
+    return style_from(data, f"file {path}", path.stem)
+
+
 @lru_cache(maxsize=32)
 def load_style(name: str) -> PromptStyle:
-    """A style by name; the error lists the available ones."""
-    if name not in available_styles():
-        raise ValueError(f"unknown prompt style {name!r}; available: {', '.join(available_styles())}")
-    return PromptStyle.model_validate(_read(name))
+    """A style by name or YAML path (a file's ``name`` defaults to its stem); the error lists the
+    available ones."""
+    if is_style_file(name):
+        return style_file(Path(name))
+    if name in shipped_styles():
+        return PromptStyle.model_validate(_read(name))
+    plugged = _entry_points().get(name)
+    if plugged is None:
+        raise ValueError(
+            f"unknown prompt style {name!r}; available: {', '.join(available_styles())}, or a .yaml file"
+        )
+    try:
+        loaded = plugged.load()
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load prompt style {name!r} ({plugged.value}): {exc}") from exc
+    return style_from(loaded, f"entry point {name!r} ({plugged.value})", name)
 
 
 @lru_cache(maxsize=1)

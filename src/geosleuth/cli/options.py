@@ -14,7 +14,7 @@ import typer
 
 from geosleuth.cli.choices import PROVIDERS, TOOL_CALLING, one_of, prompt_styles
 
-STYLE_HELP = f"Prompt style: {one_of(prompt_styles())}."
+STYLE_HELP = f"Prompt style: {one_of(prompt_styles())}, or a style .yaml file of your own (docs/models.md)."
 PROVIDER_HELP = f"Request dialect: {one_of(PROVIDERS)} (auto: from the base URL)."
 TOOL_CALLING_HELP = f"{one_of(TOOL_CALLING)} (default: the style's)."
 RESIZE_HELP = (
