@@ -34,6 +34,7 @@ class PromptStyle(BaseModel):
     max_tool_calls: int | None = None
     protocol: str | None = None
     answer_example: str = ""  # a final answer in the style's format (which protocols can read it)
+    verifier_view: Literal["full", "evidence"] = "evidence"  # what a test-time verifier reads of each sample
     system: str
     user: str
 

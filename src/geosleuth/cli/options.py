@@ -74,4 +74,13 @@ VerifierOpt = Annotated[
     str | None,
     typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
 ]
+VerifierViewOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--verifier-view",
+        help="What the verifier reads of each sample: full (every turn's reasoning, tool calls, results "
+        "and tool images, as Thinking with Map) | evidence (tool results and the final turn). "
+        "Default: the prompt style's (full for thinking_with_map).",
+    ),
+]
 MaxTurnsOpt = Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")]
