@@ -42,7 +42,7 @@ ANSWERING = ("direct", "geoagent", "geovista", "spotagent", "thinking_with_map",
 PEERS = ("geoclip", "g3", "pigeon")  # coordinate protocols: every style that states coordinates
 PROTOCOLS = {  # the scoring protocols that claim each style's answer format
     "direct": ("twm", "default", *PEERS),
-    "geoagent": ("default",),
+    "geoagent": ("geoagent", "default"),
     "geovista": ("geovista", "default", *PEERS),
     "spotagent": ("spotagent", "default", *PEERS),
     "thinking_with_map": ("twm", "default", *PEERS),

@@ -36,7 +36,9 @@ def _text_and_images(messages: list[dict[str, Any]]) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize(("view", "reaches"), [(None, True), ("full", True), ("evidence", False)])
-async def test_first_turn_reasoning_reaches_the_verifier(query_image: Path, view: str | None, reaches: bool) -> None:
+async def test_first_turn_reasoning_reaches_the_verifier(
+    query_image: Path, view: str | None, reaches: bool
+) -> None:
     task = Task(id="t", image=str(query_image))
     extra = {} if view is None else {"verifier_view": view}
     async with FakeOpenAIServer(_script) as server:

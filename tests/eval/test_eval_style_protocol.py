@@ -35,6 +35,7 @@ READABLE = {  # by hand from each paper's released reader
     "geoestimation": JSON | LINES,  # coordinates as given, nothing geocoded
     "geovista": JSON | LINES | NAMES,  # place names are geocoded
     "default": JSON | LINES | NAMES,
+    "geoagent": JSON | LINES | NAMES,  # coordinates as given, place names geocoded (GeoAgent §5.1)
     "wherebench": JSON | LINES | NAMES,  # its own rules: a choice letter, a path of levels
 }
 TWM_TOOLS = [  # Thinking with Map's tools under its names (zoom with a 0-1000 box, search, POI, maps)

@@ -55,7 +55,16 @@ def test_verl_tool_config_follows_the_style(tmp_path: Path) -> None:
     out = tmp_path / "verl_tools.yaml"
     res = CliRunner().invoke(
         app,
-        ["data", "verl-tool-config", "-o", str(out), "--style", "spotagent", "--tool-settings", str(settings)],
+        [
+            "data",
+            "verl-tool-config",
+            "-o",
+            str(out),
+            "--style",
+            "spotagent",
+            "--tool-settings",
+            str(settings),
+        ],
     )
     assert res.exit_code == 0, res.output
     doc = yaml.safe_load(out.read_text())

@@ -233,7 +233,9 @@ def verifier_messages(
     question = load_style("direct").user
     task_text = render(question, task_extra=task_extra(task)).strip()
     share = budget_tokens * CHARS_PER_TOKEN // max(1, len(trajectories))
-    images = _candidate_images(trajectories, image_urls or {}) if view == "full" and observation is None else []
+    images = (
+        _candidate_images(trajectories, image_urls or {}) if view == "full" and observation is None else []
+    )
     blocks = []
     for i, traj in enumerate(trajectories, 1):
         shown = full_view(traj, share) if view == "full" else verifier_view(traj)

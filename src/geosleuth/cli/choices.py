@@ -24,6 +24,7 @@ PROTOCOLS = (
     "g3",
     "pigeon",
     "geoestimation",
+    "geoagent",
     "default",
 )
 """scoring.protocols.PROTOCOLS (importing it for `score --help` would load NumPy)."""

@@ -28,6 +28,7 @@ import geosleuth.scoring.geovista as geovista
 from geosleuth.core import metrics as core_metrics
 from geosleuth.core.parsing import Geocoder
 from geosleuth.core.records import PLACE_LEVELS, ParseStatus, Prediction
+from geosleuth.plugins import load_callable
 from geosleuth.scoring.checks import language_warning, misalignment_warning
 from geosleuth.scoring.columns import missing_columns, renamed
 from geosleuth.scoring.columnstore import (
@@ -422,7 +423,8 @@ def score_file(
     if truth_path is not None:
         truth, truth_problems = truth_index(truth_path, keep_fields=by is not None, notes=read_notes)
     if protocol.geocode and geocoder is None:
-        geocoder = default_geocoder()
+        own = load_callable(protocol.geocoder, "protocol geocoder")() if protocol.geocoder else None
+        geocoder = own or default_geocoder()
     if (
         protocol.text_levels
         and protocol.level_rule == "names"

@@ -11,6 +11,8 @@ from typing import Literal
 from geosleuth.core.geo import EARTH_RADIUS_KM, DistanceMethod
 from geosleuth.core.metrics import THRESHOLD_PRESETS
 from geosleuth.core.parsing import ParseMode
+from geosleuth.scoring.geoagent import GEOAGENT_THRESHOLDS
+from geosleuth.scoring.geoagent import RADIUS_KM as GEOAGENT_RADIUS
 
 ALL_THRESHOLDS: tuple[float, ...] = tuple(
     sorted({t for ts in THRESHOLD_PRESETS.values() for t in ts} | {3.0})
@@ -54,6 +56,7 @@ class ScoringProtocol:
         None  # where released code puts an answer without coordinates
     )
     geoguessr_round: bool = False  # each row's GeoGuessr points rounded to an integer (PIGEON)
+    geocoder: str | None = None  # "module:function" -> a geocoder or None (then the gazetteer)
 
 
 PROTOCOLS: dict[str, ScoringProtocol] = {
@@ -159,6 +162,17 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             radius_km=6371.0,
             thresholds=THRESHOLD_PRESETS["classic"],
             strict_threshold=False,
+        ),
+        ScoringProtocol(
+            name="geoagent",
+            description="GeoAgent (§5.1): 'Country; Region; Place' answers geocoded (OpenCage when "
+            "GEOSLEUTH_OPENCAGE_API_KEY is set, else the gazetteer); haversine R = 6371 km; City / Region / "
+            "Country / Continent = Acc@25/200/750/2500 km counted as d < k; GeoScore 5000·exp(−10·d/18050)",
+            geocode=True,
+            radius_km=GEOAGENT_RADIUS,
+            thresholds=GEOAGENT_THRESHOLDS,
+            geoscore=True,
+            geocoder="geosleuth.scoring.geoagent:opencage_geocoder",
         ),
         ScoringProtocol(
             name="default",
