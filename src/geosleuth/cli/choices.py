@@ -33,7 +33,7 @@ DATASET_FORMATS = (
     "wherecountry", "wherestreet", "hf",
 )  # fmt: skip
 """eval.adapters.FORMATS."""
-JUDGE_TASKS = ("levels", "path", "clues", "shapley")  # eval.config.JUDGE_TASKS
+JUDGE_TASKS = ("levels", "path", "clues", "shapley", "errors")  # eval.config.JUDGE_TASKS
 
 
 def prompt_styles() -> list[str]:

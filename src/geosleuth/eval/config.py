@@ -32,7 +32,7 @@ _SECRET = re.compile(r"(api[_-]?key|secret|password|token(?![a-z])|authorization
 """Secret-looking keys; ``token`` only as a word end, so ``max_tokens`` / ``tokenizer`` stay readable."""
 
 
-JudgeTask = Literal["levels", "path", "clues", "shapley"]
+JudgeTask = Literal["levels", "path", "clues", "shapley", "errors"]
 JUDGE_TASKS: tuple[str, ...] = get_args(JudgeTask)
 
 
