@@ -342,9 +342,8 @@ def test_verl_prepare_and_dry_run_keep_every_row_and_state_the_processor_frame(
     assert summary["reward_manager"] == "GeoSleuthRewardManager" and summary["reward"] == {"reward": "step"}
     # a paper's preset on top of the launch script: Thinking with Map Table 7 (group 16, top-k 60, mini 16)
     preset = json.loads(_run("PRESET=thinking_with_map " + DRY_RUN, ws, env).stdout.strip().splitlines()[-1])
-    assert (preset["settings"]["n"], preset["settings"]["top_k"], preset["settings"]["ppo_mini_batch_size"]) == (
-        16, 60, 16
-    )  # fmt: skip
+    table7 = preset["settings"]
+    assert (table7["n"], table7["top_k"], table7["ppo_mini_batch_size"]) == (16, 60, 16)
     # the curriculum's phase switch, run from the page: DATA, MODEL and DRY_RUN exported first
     pq.write_table(pq.read_table(out / "train.parquet").slice(0, 2), out / "phase1.parquet")
     phase = "TRAIN_FILE=$DATA/phase1.parquet bash grpo_single_node.sh"

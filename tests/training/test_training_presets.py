@@ -31,7 +31,8 @@ PAPERS = {  # the paper's table, by hand
 SWIFT = {  # GeoAgent §5.1 and GeoVista §5.3 (batch 32 = 1 per device x 4 accumulation x 8 GPUs)
     "geoagent-sft": {"train_type": "lora", "lora_rank": "64", "lora_alpha": "128", "num_train_epochs": "2"},
     "geoagent-grpo": {
-        "train_type": "lora", "lora_rank": "64", "lora_alpha": "128", "num_train_epochs": "1", "temperature": "0.7",
+        "train_type": "lora", "lora_rank": "64", "lora_alpha": "128", "num_train_epochs": "1",
+        "temperature": "0.7",
     },
     "geovista-sft": {"max_length": "32768", "num_train_epochs": "1", "learning_rate": "1e-5"},
 }  # fmt: skip
