@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ms-swift SFT or GRPO with a paper's reported settings (geosleuth/training/presets.py):
-#   PRESET=geoagent-sft  MODEL=Qwen/Qwen2.5-VL-7B-Instruct DATASET=sft.jsonl bash train_preset.sh
+#   PRESET=geoagent-sft MODEL=Qwen/Qwen2.5-VL-7B-Instruct DATASET=sft.jsonl bash train_preset.sh
 #   PRESET=geoagent-grpo MODEL=runs/sft DATASET=swift_train.jsonl bash train_preset.sh
-#   PRESET=geovista-sft  MODEL=Qwen/Qwen2.5-VL-7B-Instruct DATASET=sft.jsonl bash train_preset.sh
+#   PRESET=geovista-sft MODEL=Qwen/Qwen2.5-VL-7B-Instruct DATASET=sft.jsonl bash train_preset.sh
 # SFT records come from `geosleuth data export-sft --to swift`, GRPO rows from `data export-swift`.
 # GRPO scores with geosleuth's ORMs (geo_orm_plugin.py): GeoAgent's R_spa (tau 200 km, weight 1.5)
 # and R_sem (weight 1.0) unless REWARDS / WEIGHTS say otherwise. Arguments after the script are
