@@ -672,6 +672,8 @@ def difficulty_cmd(
         if not samples:
             raise ValueError("no ground truth: give --truth or runs with samples.jsonl")
         distances: dict[str, list[float]] = {sid: [] for sid, s in samples.items() if s.lat is not None}
+        for sid in sorted(set(samples) - set(distances)):
+            typer.echo(f"failed {sid}: no true coordinates to measure the runs against", err=True)
         for run_dir in run_dirs:
             path = run_dir / "trajectories.jsonl"
             if not path.exists():
@@ -686,7 +688,10 @@ def difficulty_cmd(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps({"sample_id": k, **v}) + "\n" for k, v in labels.items()), "utf-8")
         easy = sum(v["difficulty"] == "easy" for v in labels.values())
-        typer.echo(json.dumps({"written": len(labels), "easy": easy, "hard": len(labels) - easy}))
+        no_truth = len(samples) - len(distances)
+        typer.echo(
+            json.dumps({"written": len(labels), "easy": easy, "hard": len(labels) - easy, "failed": no_truth})
+        )
 
     _guard(run)
 

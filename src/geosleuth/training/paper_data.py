@@ -8,6 +8,7 @@ an image is easy "if at least two models predict locations within 10km", else ha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,7 +64,7 @@ def difficulty_labels(
     a failed run's NaN never counts), else ``hard``; with how many did."""
     out: dict[str, dict[str, Any]] = {}
     for sample_id, ds in distances_km.items():
-        close = sum(1 for d in ds if d == d and d <= easy_km)
+        close = sum(1 for d in ds if math.isfinite(d) and d <= easy_km)
         out[sample_id] = {
             "difficulty": "easy" if close >= min_runs else "hard",
             "runs_within": close,
