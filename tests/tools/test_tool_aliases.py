@@ -21,6 +21,7 @@ TWM = [  # Thinking with Map's tool list, as the issue quotes the paper
     "poi_detail_query", "static_map_query", "satellite_map_query",
 ]  # fmt: skip
 SPOTAGENT = ["image_zoom_in_tool", "search_web", "maps_geocode"]  # SpotAgent App. A.1–A.2
+GEOVISTA = ["image_zoom_in_tool", "search_web"]  # GeoVista's released eval/utils_agent_tool.py
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,9 @@ def registry():  # type: ignore[no-untyped-def]
     return build_registry(ToolSettings(cache={"backend": "none"}))
 
 
-@pytest.mark.parametrize(("style", "names"), [("thinking_with_map", TWM), ("spotagent", SPOTAGENT)])
+@pytest.mark.parametrize(
+    ("style", "names"), [("thinking_with_map", TWM), ("spotagent", SPOTAGENT), ("geovista", GEOVISTA)]
+)
 def test_each_style_offers_its_papers_names(registry, style: str, names: list[str]) -> None:  # type: ignore[no-untyped-def]
     offered = registry.subset(load_style(style).tools)
     assert [s["function"]["name"] for s in offered.schemas()] == names

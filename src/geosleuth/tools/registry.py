@@ -25,7 +25,7 @@ TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
 TOOL_ALIASES: dict[str, str] = {
     "image_zoom_tool": "image_zoom_in_tool",  # Thinking with Map
     "web_search_tool": "web_search",  # Thinking with Map
-    "search_web": "web_search",  # SpotAgent (App. A.1)
+    "search_web": "web_search",  # SpotAgent (App. A.1); GeoVista (its released eval/utils_agent_tool.py)
     "maps_geocode": "geocode",  # SpotAgent (App. A.1)
 }
 """The papers' own names for geosleuth's tools: a style that offers a tool under its paper's name
