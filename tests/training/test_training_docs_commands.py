@@ -77,6 +77,7 @@ SWIFT_HOW = (
     "`swift rlhf` itself: tests/training/test_training_swift_rlhf.py"
 )
 
+QWEN25 = "Qwen/Qwen2.5-VL-7B-Instruct"
 PRESET_HOW = "needs GPUs and ms-swift: test_training_presets.py runs it with DRY_RUN=1"
 
 SWIFT_ENV = "scripts/test.sh's swift_venv builds this environment with the same pins (.swift-venv)"
@@ -118,11 +119,11 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     "--output_dir swift-out": SWIFT_HOW,
     "python bench/learning_bench.py [--json]": "the learning benchmark, ~10 min: BENCH_SMOKE runs its stages",
     BENCH_SMOKE: "run as written",
-    "PRESET=geovista bash grpo_single_node.sh": "needs GPUs and vLLM: DRY_RUN runs with PRESET=thinking_with_map",
+    "PRESET=geovista bash grpo_single_node.sh": "needs GPUs and vLLM: DRY_RUN runs with a preset",
     "PRESET=geoagent-grpo bash examples/training/swift/train_preset.sh": PRESET_HOW,
-    "PRESET=geoagent-sft MODEL=Qwen/Qwen2.5-VL-7B-Instruct DATASET=sft.jsonl bash train_preset.sh": PRESET_HOW,
+    f"PRESET=geoagent-sft MODEL={QWEN25} DATASET=sft.jsonl bash train_preset.sh": PRESET_HOW,
     "PRESET=geoagent-grpo MODEL=runs/sft DATASET=swift_train.jsonl bash train_preset.sh": PRESET_HOW,
-    "PRESET=geovista-sft MODEL=Qwen/Qwen2.5-VL-7B-Instruct DATASET=sft.jsonl bash train_preset.sh": PRESET_HOW,
+    f"PRESET=geovista-sft MODEL={QWEN25} DATASET=sft.jsonl bash train_preset.sh": PRESET_HOW,
 }  # fmt: skip
 DATA_TABLE = {  # the page's table of `geosleuth data` steps
     "geosleuth data sample DATASET --size N --seed S -o sample.jsonl [--road-csv roads.csv]":
