@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from geosleuth.core import metrics, wherebench
+from geosleuth.core import metrics
 from geosleuth.core.records import ToolCallRecord, Trajectory, Turn
-from geosleuth.eval.summary import tool_metrics
+from geosleuth.eval.report.summary import tool_metrics
+from geosleuth.eval.wherebench import rules as wherebench
 
 
 def test_range_at_n_is_best_minus_worst() -> None:

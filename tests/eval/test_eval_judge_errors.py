@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from geosleuth.core.records import ParseStatus, Prediction, Sample, ToolCallRecord, Trajectory, Turn
-from geosleuth.eval.config import JudgeSettings
-from geosleuth.eval.judges import HUMAN_LABELS, judge_summary, read_judgments, run_judges
+from geosleuth.eval.judges.tasks import HUMAN_LABELS, judge_summary, read_judgments, run_judges
+from geosleuth.eval.run.config import JudgeSettings
 from geosleuth.testing import FakeOpenAIServer, reply
 
 SAMPLES = [

@@ -14,7 +14,7 @@ from geosleuth.cli.app import app
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import ToolSettings
 from geosleuth.training.toolcall import training_tools
-from geosleuth.training.verl_tools import GeoSleuthTool
+from geosleuth.training.verl.tools import GeoSleuthTool
 
 TWM = [  # Thinking with Map's tool list, as the issue quotes the paper
     "image_zoom_tool", "web_search_tool", "poi_input_tips", "poi_keyword_search",

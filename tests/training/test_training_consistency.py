@@ -15,7 +15,8 @@ import pytest
 
 from geosleuth.core import reward_math as core
 from geosleuth.testing.fake_openai import FakeOpenAIServer, delay, error, reply
-from geosleuth.training.consistency import (
+from geosleuth.training.rewards.batch import score_texts
+from geosleuth.training.rewards.consistency import (
     ConsistencyJudge,
     JudgeConfig,
     chain_of_thought,
@@ -23,7 +24,6 @@ from geosleuth.training.consistency import (
     level_queries,
     reasoning_text,
 )
-from geosleuth.training.rollout_scoring import score_texts
 
 
 def sigma(x: float) -> float:
@@ -209,7 +209,7 @@ def test_spatial_geocodes_a_consistent_text_answer() -> None:
 @pytest.mark.parametrize("key", ["RegionalGuess", "RegionGuess"])
 def test_both_region_keys_are_read(key: str) -> None:
     """The released prompt's JSON says RegionalGuess, the paper's GRPO prompt RegionGuess (issue 43)."""
-    from geosleuth.training.consistency import chain_of_thought
+    from geosleuth.training.rewards.consistency import chain_of_thought
 
     rollout = geoagent_rollout("France", "Île-de-France", "Paris").replace("RegionalGuess", key)
     chain = chain_of_thought(rollout)

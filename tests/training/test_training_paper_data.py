@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from geosleuth.cli.app import app
 from geosleuth.core.records import ParseStatus, Prediction, Sample, Trajectory
 from geosleuth.testing import FakeOpenAIServer, reply
-from geosleuth.training.sampling import uniform_sample
+from geosleuth.training.data.sampling import uniform_sample
 
 runner = CliRunner()
 

@@ -52,7 +52,7 @@ def _launch_overrides() -> list[str]:
 @pytest.mark.parametrize("name", sorted(PAPERS))
 def test_verl_preset_composes_to_the_papers_values(name: str) -> None:
     pytest.importorskip("verl")
-    from geosleuth.training.verl_check import compose, settings
+    from geosleuth.training.verl.check import compose, settings
 
     config = compose(_launch_overrides() + get_preset(name).arguments())
     got = settings(config)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from geosleuth.training.trl_reward import make_reward_func
-from geosleuth.training.truth import tool_error_count
+from geosleuth.training.rewards.truth import tool_error_count
+from geosleuth.training.trl.reward import make_reward_func
 
 ANSWER = '<answer>{"lat": 47.05, "lon": 8.31, "city": "Luzern", "country": "Switzerland"}</answer>'
 

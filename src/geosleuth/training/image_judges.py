@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from geosleuth.core.records import Sample
-from geosleuth.eval.judges import JudgeError, parse_verdict, prompt_template
+from geosleuth.eval.judges.tasks import JudgeError, parse_verdict, prompt_template
 
 MIN_PIXELS = 1_000_000
 """GeoVista's resolution rule: images of at least 1 M pixels."""
@@ -75,7 +75,7 @@ async def _ask(client: Any, sample: Sample, prompt: str) -> str:
 
 async def geovista_filter_one(client: Any, sample: Sample, min_pixels: int = MIN_PIXELS) -> ImageJudgment:
     """The ≥ 1 MP rule first (no request for a small image), then the localizability and landmark question."""
-    from geosleuth.imageio import probe_image
+    from geosleuth.bounds.imageio import probe_image
 
     out = ImageJudgment(sample)
     try:

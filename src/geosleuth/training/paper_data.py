@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from geosleuth.core.records import Sample
-from geosleuth.training.sampling import uniform_sample
+from geosleuth.training.data.sampling import uniform_sample
 
 VQA_QUESTION = "Where was this image taken? Give the country, the city and the coordinates."
 EASY_KM = 10.0
