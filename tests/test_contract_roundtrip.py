@@ -43,7 +43,7 @@ ANSWERING = ("direct", "geoagent", "geoguessr_map", "geovista", "spotagent", "th
 PEERS = ("geoclip", "g3", "pigeon")  # coordinate protocols: every style that states coordinates
 PROTOCOLS = {  # the scoring protocols that claim each style's answer format
     "direct": ("twm", "default", *PEERS),
-    "geoagent": ("default",),
+    "geoagent": ("geoagent", "default"),
     "geoguessr_map": ("geoguessr-map", *PEERS),  # `default` would also score city levels it never asks
     "geovista": ("geovista", "default", *PEERS),
     "spotagent": ("spotagent", "default", *PEERS),

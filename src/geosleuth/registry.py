@@ -151,6 +151,11 @@ class Registry(Mapping[str, T], Generic[T]):
         except (TypeError, ValueError) as exc:
             raise RegistryError(f"{self.kind} {name!r} is not usable: {exc}") from exc
 
+    def refresh(self) -> None:
+        """Read the installed packages' entry points again (they are read once per process, so a
+        package installed or put on ``sys.path`` while it runs needs this)."""
+        self._eps = None
+
     def load_all(self) -> dict[str, T]:
         """Every entry, loaded: built-ins, run-time and installed plugins (a broken plugin raises)."""
         return {name: self.get_entry(name) for name in self.names()}

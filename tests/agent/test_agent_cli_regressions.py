@@ -51,7 +51,7 @@ def test_json_summary_of_n_samples_counts_their_turns_calls_and_tokens() -> None
 def test_text_trace_shows_the_tool_result_not_its_untrusted_output_marker(tmp_path: Path) -> None:
     image = _gps_jpeg(tmp_path / "photo.jpg")
     script = [
-        reply('<tool_call>\n{"name": "geocode", "arguments": {"address": "Luzern"}}\n</tool_call>'),
+        reply('<tool_call>\n{"name": "maps_geocode", "arguments": {"address": "Luzern"}}\n</tool_call>'),
         reply("<answer>\nCountry: Switzerland\nCity: Luzern\nLatitude: 47.05\nLongitude: 8.31\n</answer>"),
     ]
     with FakeOpenAIServer(script) as server:
@@ -59,7 +59,7 @@ def test_text_trace_shows_the_tool_result_not_its_untrusted_output_marker(tmp_pa
             app, ["locate", str(image), "--model", "fake", "--base-url", server.base_url, "-p", "spotagent"]
         )
     assert result.exit_code == 0, result.output
-    (line,) = [x for x in result.output.splitlines() if "→ geocode" in x]
+    (line,) = [x for x in result.output.splitlines() if "→ maps_geocode" in x]
     assert "<<<" not in line and "Luzern" in line.split(" ok: ", 1)[1]
     assert "coordinates from the model" in result.output
 

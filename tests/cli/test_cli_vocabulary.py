@@ -261,7 +261,7 @@ def test_data_commands_print_what_they_wrote_as_json(tmp_path: Path) -> None:
     config = runner.invoke(app, ["data", "verl-tool-config", "-o", str(tmp_path / "t.yaml"), "--json"])
     assert config.exit_code == 0, config.output
     assert json.loads(config.stdout) == {
-        "out": str(tmp_path / "t.yaml"), "tools": ["image_zoom_in_tool", "web_search", "geocode"]
+        "out": str(tmp_path / "t.yaml"), "tools": ["image_zoom_in_tool", "search_web", "maps_geocode"]
     }  # fmt: skip
     data = make_csv_dataset(tmp_path / "bench")
     mcq = runner.invoke(app, ["data", "build-mcq", str(data), "-o", str(tmp_path / "q.jsonl"), "--json"])

@@ -36,11 +36,12 @@ READABLE = {  # by hand from each paper's released reader
     "geoestimation": JSON | LINES | GEOBENCH,  # coordinates as given, nothing geocoded
     "geovista": JSON | LINES | NAMES | GEOBENCH,  # place names are geocoded
     "default": JSON | LINES | NAMES | GEOBENCH,
+    "geoagent": JSON | LINES | NAMES | GEOBENCH,  # coordinates as given, place names geocoded (§5.1)
     "wherebench": JSON | LINES | NAMES | GEOBENCH,  # its own rules: a choice letter, a path of levels
     "geoguessr-map": GEOBENCH,  # parse_response: "lat:" and "lng:" keys exactly, after a country line
 }
-TWM_TOOLS = [  # Thinking with Map's tools (zoom with a 0-1000 box, POI search and details, maps)
-    "image_zoom_in_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
+TWM_TOOLS = [  # Thinking with Map's tools under its names (zoom with a 0-1000 box, search, POI, maps)
+    "image_zoom_tool", "web_search_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
     "static_map_query", "satellite_map_query",
 ]  # fmt: skip
 

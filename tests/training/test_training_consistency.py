@@ -204,3 +204,13 @@ def test_spatial_geocodes_a_consistent_text_answer() -> None:
     d = float(batch.distances_km[0])
     assert 380 < d < 410  # Lyon is ~392 km from the Eiffel Tower
     assert batch.scores[0] == pytest.approx(math.exp(-d / 200))
+
+
+@pytest.mark.parametrize("key", ["RegionalGuess", "RegionGuess"])
+def test_both_region_keys_are_read(key: str) -> None:
+    """The released prompt's JSON says RegionalGuess, the paper's GRPO prompt RegionGuess (issue 43)."""
+    from geosleuth.training.rewards.consistency import chain_of_thought
+
+    rollout = geoagent_rollout("France", "Île-de-France", "Paris").replace("RegionalGuess", key)
+    chain = chain_of_thought(rollout)
+    assert chain is not None and chain["region"] == (R2, "Île-de-France")

@@ -77,6 +77,9 @@ SWIFT_HOW = (
     "`swift rlhf` itself: tests/training/test_training_swift_rlhf.py"
 )
 
+QWEN25 = "Qwen/Qwen2.5-VL-7B-Instruct"
+PRESET_HOW = "needs GPUs and ms-swift: test_training_presets.py runs it with DRY_RUN=1"
+
 SWIFT_ENV = "scripts/test.sh's swift_venv builds this environment with the same pins (.swift-venv)"
 
 HOW: dict[str, str] = {  # every command of the page and the examples -> how this file runs it
@@ -116,6 +119,11 @@ HOW: dict[str, str] = {  # every command of the page and the examples -> how thi
     "--output_dir swift-out": SWIFT_HOW,
     "python bench/learning_bench.py [--json]": "the learning benchmark, ~10 min: BENCH_SMOKE runs its stages",
     BENCH_SMOKE: "run as written",
+    "PRESET=geovista bash grpo_single_node.sh": "needs GPUs and vLLM: DRY_RUN runs with a preset",
+    "PRESET=geoagent-grpo bash examples/training/swift/train_preset.sh": PRESET_HOW,
+    f"PRESET=geoagent-sft MODEL={QWEN25} DATASET=sft.jsonl bash train_preset.sh": PRESET_HOW,
+    "PRESET=geoagent-grpo MODEL=runs/sft DATASET=swift_train.jsonl bash train_preset.sh": PRESET_HOW,
+    f"PRESET=geovista-sft MODEL={QWEN25} DATASET=sft.jsonl bash train_preset.sh": PRESET_HOW,
 }  # fmt: skip
 DATA_TABLE = {  # the page's table of `geosleuth data` steps
     "geosleuth data sample DATASET --size N --seed S -o sample.jsonl [--road-csv roads.csv]":
@@ -340,6 +348,10 @@ def test_verl_prepare_and_dry_run_keep_every_row_and_state_the_processor_frame(
     assert summary["tools"] == ["image_zoom_in_tool", "web_search", "geocode"]
     assert summary["tool_parser"] == "GeoSleuthHermesToolParser"
     assert summary["reward_manager"] == "GeoSleuthRewardManager" and summary["reward"] == {"reward": "step"}
+    # a paper's preset on top of the launch script: Thinking with Map Table 7 (group 16, top-k 60, mini 16)
+    preset = json.loads(_run("PRESET=thinking_with_map " + DRY_RUN, ws, env).stdout.strip().splitlines()[-1])
+    table7 = preset["settings"]
+    assert (table7["n"], table7["top_k"], table7["ppo_mini_batch_size"]) == (16, 60, 16)
     # the curriculum's phase switch, run from the page: DATA, MODEL and DRY_RUN exported first
     pq.write_table(pq.read_table(out / "train.parquet").slice(0, 2), out / "phase1.parquet")
     phase = "TRAIN_FILE=$DATA/phase1.parquet bash grpo_single_node.sh"

@@ -126,11 +126,11 @@ ROLLOUTS = {
 }
 
 
-def _dataproto(tok: Any, with_response_mask: bool) -> Any:
+def _dataproto(tok: Any, with_response_mask: bool, rollouts: dict[str, Any] | None = None) -> Any:
     import torch
     from verl import DataProto
 
-    built = [_conversation(tok, turns) for turns in ROLLOUTS.values()]
+    built = [_conversation(tok, turns) for turns in (rollouts or ROLLOUTS).values()]
     p_len = max(len(p) for p, _, _ in built)
     r_len = max(len(r) for _, r, _ in built) + 3
     n = len(built)
@@ -347,3 +347,20 @@ def test_manager_hands_verls_global_step_to_the_annealed_reward(verl_env: tuple[
     assert late["reward_score"] == pytest.approx(math.exp(-d / 200.0), rel=1e-12)  # τ at its end
     data.meta_info["global_steps"] = 0
     assert manager.score_batch(data)[2]["reward_score"] == pytest.approx(math.exp(-d / 2000.0), rel=1e-12)
+
+
+def test_manager_logs_the_tool_call_error_rate(verl_env: tuple[Path, Any]) -> None:
+    """GeoVista records the tool-call error rate during RL: failed calls / calls, per rollout."""
+    model_dir, tok = verl_env
+    failed = "Error: invalid arguments for web_search: query: Field required"
+    rollouts = {
+        "one_of_two_failed": [("assistant", SEARCH_CALL), ("tool", failed), ("assistant", SEARCH_CALL),
+                              ("tool", INJECTED), ("assistant", OWN_ANSWER)],
+        "no_call": [("assistant", OWN_ANSWER)],
+    }  # fmt: skip
+    data = _dataproto(tok, with_response_mask=True, rollouts=rollouts)
+    out = _worker_scores(_config(model_dir, "geosleuth"), data)
+    infos = [o["reward_extra_info"] for o in out]
+    # two calls, the first answered with an error: 1 / 2; no call at all: 0 calls, 0 errors
+    assert (infos[0]["tool_calls"], infos[0]["tool_errors"], infos[0]["tool_error_rate"]) == (2, 1, 0.5)
+    assert (infos[1]["tool_calls"], infos[1]["tool_errors"]) == (0, 0)

@@ -13,6 +13,8 @@
 # Needs GPUs and vLLM. DRY_RUN=1 runs the same arguments on any machine (a CPU one too) up to the
 # first rollout: verl composes its config, loads both parquet files through the dataset class
 # below, the tool YAML and the reward manager, prints a JSON summary and stops.
+# PRESET=geovista | thinking_with_map | spotagent puts that paper's reported settings on top of
+# these defaults (geosleuth/training/presets.py; arguments after the script still win).
 set -euo pipefail
 DATA="${DATA:-$HOME/data/geosleuth}"
 MODEL="${MODEL:-Qwen/Qwen2.5-VL-7B-Instruct}"
@@ -34,6 +36,12 @@ fi
 if [[ "$(realpath -m "$VAL_FILE")" == "$(realpath -m "$TRAIN_FILE")" ]]; then
   echo "error: VAL_FILE is the training file ($TRAIN_FILE); validate on held-out images" >&2
   exit 1
+fi
+
+preset_args=()
+if [[ -n "${PRESET:-}" ]]; then
+  mapfile -t preset_args < <(python3 -m geosleuth.training.presets "$PRESET")
+  [[ ${#preset_args[@]} -gt 0 ]] || { echo "error: no settings for PRESET=$PRESET" >&2; exit 1; }
 fi
 
 # export-verl writes a tool-capable chat template when the model's own one lacks tool rendering
@@ -95,4 +103,4 @@ python3 -m "$ENTRY" \
   trainer.nnodes="$NNODES" \
   trainer.save_freq=50 \
   trainer.test_freq=25 \
-  trainer.total_epochs=2 "${template_args[@]}" "$@"
+  trainer.total_epochs=2 "${template_args[@]}" "${preset_args[@]}" "$@"

@@ -17,8 +17,8 @@ PROMPTS_DIR = Path(__file__).with_name("prompts")
 NOT_STYLES = frozenset({"common", "verifier", "observer"})
 """Prompt files that are not styles: shared text, the verifier's and the observer's prompts."""
 
-StyleSource = Path | Mapping[str, Any]
-"""A style's definition: its YAML file, or the mapping such a file holds."""
+StyleSource = Path | Mapping[str, Any] | Any
+"""A style's definition: its YAML file, the mapping such a file holds, or a ``PromptStyle``."""
 
 PROMPT_STYLES: Registry[StyleSource] = Registry("prompt style", "geosleuth.prompt_styles")
 
@@ -31,9 +31,11 @@ def _as_source(name: str, value: Any) -> StyleSource:
         if not value.is_file():
             raise ValueError(f"style file {value} does not exist")
         return value
-    if isinstance(value, Mapping):
-        return value
-    raise TypeError(f"a prompt style is a YAML file path or a mapping, got {type(value).__name__}")
+    if isinstance(value, Mapping) or type(value).__name__ == "PromptStyle":
+        return value  # a mapping or a PromptStyle is checked field by field when the style loads
+    raise TypeError(
+        f"a prompt style is a YAML file path, a mapping or a PromptStyle, got {type(value).__name__}"
+    )
 
 
 for _file in sorted(PROMPTS_DIR.glob("*.yaml")):

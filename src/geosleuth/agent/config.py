@@ -64,6 +64,7 @@ class AgentConfig(BaseModel):
     samples: int = Field(default=1, ge=1)
     verifier_model: str | None = None  # None with samples > 1: geodesic medoid aggregation
     verifier_base_url: str | None = None
+    verifier_view: Literal["full", "evidence"] | None = None  # None: the style's (full for thinking_with_map)
     cluster_radius_km: float = Field(default=25.0, gt=0)
     pixel_budget: int = Field(default=DEFAULT_PIXEL_BUDGET, ge=0)
     max_image_pixels: int | None = Field(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from geosleuth.agent.catalog import PROMPT_STYLES
 from geosleuth.core.records import Task
@@ -35,6 +35,7 @@ class PromptStyle(BaseModel):
     max_tool_calls: int | None = None
     protocol: str | None = None
     answer_example: str = ""  # a final answer in the style's format (which protocols can read it)
+    verifier_view: Literal["full", "evidence"] = "evidence"  # what a test-time verifier reads of each sample
     system: str
     user: str
 
@@ -65,18 +66,48 @@ def available_styles() -> list[str]:
     return PROMPT_STYLES.names()
 
 
+def is_style_file(name: str) -> bool:
+    """Whether ``--prompt`` names a YAML file rather than a registered style."""
+    return name.endswith((".yaml", ".yml"))
+
+
+def style_from(data: Any, where: str, default_name: str) -> PromptStyle:
+    """A style from a registered entry (a style file, a mapping, a `PromptStyle`); the error says
+    where and what is wrong."""
+    if isinstance(data, PromptStyle):
+        return data
+    if isinstance(data, str | Path):
+        return style_file(Path(data), default_name)
+    if not isinstance(data, dict):
+        raise ValueError(f"prompt style {where} must be a mapping with 'system' and 'user' texts")
+    try:
+        return PromptStyle.model_validate({"name": default_name, **data})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"prompt style {where} is invalid: {problems}") from None
+
+
+def style_file(path: Path, default_name: str | None = None) -> PromptStyle:
+    """A style file: a shipped one or a user's own (for example an author's exact published
+    template), named by its ``name`` key, else ``default_name``, else the file's stem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read prompt style file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"prompt style file {path} is not valid YAML: {exc}") from None
+    return style_from(data, f"file {path}", default_name or path.stem)
+
+
 @lru_cache(maxsize=32)
 def load_style(name: str) -> PromptStyle:
-    """A style by registered name or ``package.module:STYLE``; the error lists the available ones."""
-    source = PROMPT_STYLES.get_entry(name)
-    if isinstance(source, Path):
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(f"prompt style file {source} must be a mapping")
-    else:
-        data = dict(source)
-    data.setdefault("name", name)
-    return PromptStyle.model_validate(data)
+    """A style by registered name, by the path of a YAML file (its ``name`` defaults to the file's
+    stem), or as ``package.module:STYLE``; the error lists the registered ones."""
+    if is_style_file(name):
+        return style_file(Path(name))
+    return style_from(PROMPT_STYLES.get_entry(name), repr(name), name)
 
 
 @lru_cache(maxsize=1)

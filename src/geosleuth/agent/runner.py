@@ -16,7 +16,7 @@ from geosleuth.agent.loop import AgentLoop, TurnCallback
 from geosleuth.agent.memory import memory_gate, task_memory
 from geosleuth.agent.observer import Frame, Observation, Observer, make_observer, observation_turn
 from geosleuth.agent.prompting import PromptStyle, load_style
-from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
+from geosleuth.agent.scaling import VerifierView, majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
 from geosleuth.bounds.deadline import defer_clock
 from geosleuth.bounds.imagemeta import strip_metadata
@@ -134,7 +134,11 @@ async def run_task(
         trajectories = list(await asyncio.gather(*(loop.run() for loop in loops)))
         if config.samples == 1:
             return trajectories[0]
-        return await _aggregate(task, config, chat, trajectories, prepared, verifier_client, observation)
+        image_urls = {ref: url for loop in loops for ref, url in loop.store.data_urls.items()}
+        view = config.verifier_view or style.verifier_view
+        return await _aggregate(
+            task, config, chat, trajectories, prepared, verifier_client, observation, (view, image_urls)
+        )
     finally:
         if own_client:
             await chat.aclose()
@@ -176,8 +180,10 @@ async def _aggregate(
     prepared: PreparedImage,
     verifier_client: ChatClient | None,
     observation: Observation | None = None,
+    seen: tuple[VerifierView, dict[str, str]] = ("evidence", {}),
 ) -> Trajectory:
-    """One record holding the N samples and the aggregate answer."""
+    """One record holding the N samples and the aggregate answer; ``seen``: the verifier's view
+    and the tool images' data URLs."""
     metadata: dict[str, object] = {"samples": len(trajectories)}
     prediction = None
     aggregator = "medoid"
@@ -192,7 +198,14 @@ async def _aggregate(
         try:
             await _ensure_model_name(vclient)
             prediction, log = await verify(
-                task, trajectories, vclient, prepared, max_tokens=config.max_tokens, observation=observation
+                task,
+                trajectories,
+                vclient,
+                prepared,
+                max_tokens=config.max_tokens,
+                observation=observation,
+                view=seen[0],
+                image_urls=seen[1],
             )
         except ModelError as exc:
             prediction, log = None, {"model": config.verifier_model, "error": str(exc)}

@@ -7,6 +7,13 @@ and answer. The verifier can never see ground truth or anything scored against i
 given a `Task` (which has no ground-truth fields) and `verifier_view` of each trajectory,
 an allow-list of what the agent itself produced; trajectory metadata, where evaluation keeps
 distances and rewards, is never read.
+
+Two views. ``evidence`` (geosleuth's own): tool calls with results cut to 800 characters and
+the end of the final turn. ``full`` (Thinking with Map §3.3: the verifier is fed "the set of
+Thinking with Map trajectories, together with the original image"): every turn's reasoning,
+text, tool calls and results, and the images the tools returned, fitted to a token budget
+(``VERIFIER_BUDGET_TOKENS`` for all candidates together, counted as 4 characters a token, at
+most ``MAX_VERIFIER_IMAGES`` tool images).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 
@@ -42,6 +50,13 @@ _ANSWER_FIELDS = (
 )
 _RESULT_CHARS = 800
 _ANSWER_CHARS = 1500
+VerifierView = Literal["full", "evidence"]
+VERIFIER_BUDGET_TOKENS = 32_768
+"""Text the ``full`` view gives the verifier, all candidates together (4 characters a token)."""
+CHARS_PER_TOKEN = 4
+MAX_VERIFIER_IMAGES = 16
+"""Tool-returned images the ``full`` view attaches, earliest turns of each candidate first."""
+_FIT_CAPS = (None, 4000, 1500, 600, 200)  # per text field, tried in turn until a candidate fits
 
 
 def agreement_confidence(agreeing: int, total: int) -> float:
@@ -125,18 +140,106 @@ def verifier_view(trajectory: Trajectory) -> dict[str, Any]:
     return {"evidence": evidence, "answer": answer, "final_text": final_text}
 
 
+def _cut(text: str | None, cap: int | None) -> str:
+    """``text`` within ``cap`` characters, its head and tail kept (the start states the plan,
+    the end the conclusion)."""
+    text = text or ""
+    if cap is None or len(text) <= cap:
+        return text
+    half = cap // 2
+    return f"{text[:half]} …[{len(text) - 2 * half} characters cut]… {text[-half:]}"
+
+
+def _answer(trajectory: Trajectory) -> dict[str, Any]:
+    p = trajectory.prediction
+    return {} if p is None else {k: getattr(p, k) for k in _ANSWER_FIELDS if getattr(p, k)}
+
+
+def _full_turns(trajectory: Trajectory, cap: int | None) -> list[dict[str, Any]]:
+    turns = []
+    for turn in trajectory.turns:
+        entry: dict[str, Any] = {"turn": turn.index}
+        if turn.reasoning:
+            entry["reasoning"] = _cut(turn.reasoning, cap)
+        entry["text"] = _cut(turn.text, cap)
+        if turn.tool_calls:
+            entry["tool_calls"] = [
+                {
+                    "tool": c.name,
+                    "arguments": c.arguments,
+                    "ok": c.ok,
+                    "result": _cut(c.result_text or c.error or "", cap),
+                    **({"images": len(c.result_images)} if c.result_images else {}),
+                }
+                for c in turn.tool_calls
+            ]
+        turns.append(entry)
+    return turns
+
+
+def full_view(trajectory: Trajectory, budget_chars: int) -> dict[str, Any]:
+    """The whole trajectory as Thinking with Map's verifier reads it, within ``budget_chars``
+    of JSON: every field whole when it fits, else each text field cut to a smaller cap, else
+    the middle turns left out (the first and last kept, the omission stated)."""
+    answer = _answer(trajectory)
+    view: dict[str, Any] = {}
+    for cap in _FIT_CAPS:
+        view = {"turns": _full_turns(trajectory, cap), "answer": answer}
+        if len(json.dumps(view, ensure_ascii=False)) <= budget_chars:
+            return view
+    turns = view["turns"]
+    while len(turns) > 2 and len(json.dumps(view, ensure_ascii=False)) > budget_chars:
+        turns.pop(len(turns) // 2)
+        view["omitted_turns"] = len(trajectory.turns) - len(turns)
+    return view
+
+
+def tool_image_refs(trajectory: Trajectory) -> list[str]:
+    """The images the tools returned, in the order the agent saw them."""
+    return [ref for turn in trajectory.turns for c in turn.tool_calls for ref in c.result_images]
+
+
+def _candidate_images(
+    trajectories: list[Trajectory], image_urls: Mapping[str, str]
+) -> list[list[tuple[str, str]]]:
+    """Per candidate, ``(ref, data URL)`` of its tool images: turns in order, candidates taking
+    turns, at most ``MAX_VERIFIER_IMAGES`` in all; refs without a data URL are left out."""
+    queues = [[(r, image_urls[r]) for r in tool_image_refs(t) if r in image_urls] for t in trajectories]
+    chosen: list[list[tuple[str, str]]] = [[] for _ in trajectories]
+    left = MAX_VERIFIER_IMAGES
+    depth = 0
+    while left and any(depth < len(q) for q in queues):
+        for i, q in enumerate(queues):
+            if depth < len(q) and left:
+                chosen[i].append(q[depth])
+                left -= 1
+        depth += 1
+    return chosen
+
+
 def verifier_messages(
-    task: Task, trajectories: list[Trajectory], image_url: str, observation: str | None = None
+    task: Task,
+    trajectories: list[Trajectory],
+    image_url: str,
+    observation: str | None = None,
+    view: VerifierView = "evidence",
+    image_urls: Mapping[str, str] | None = None,
+    budget_tokens: int = VERIFIER_BUDGET_TOKENS,
 ) -> list[dict[str, Any]]:
     """The verifier request: image (or, in observer mode, its description) + task + each
-    candidate's `verifier_view`."""
+    candidate's view (``evidence``: `verifier_view`; ``full``: `full_view` with the tool images
+    found in ``image_urls``)."""
     prompt = verifier_prompt()
     question = load_style("direct").user
     task_text = render(question, task_extra=task_extra(task)).strip()
+    share = budget_tokens * CHARS_PER_TOKEN // max(1, len(trajectories))
+    images = (
+        _candidate_images(trajectories, image_urls or {}) if view == "full" and observation is None else []
+    )
     blocks = []
     for i, traj in enumerate(trajectories, 1):
-        view = verifier_view(traj)
-        blocks.append(f"### Candidate {i}\n{json.dumps(view, ensure_ascii=False, indent=1)}")
+        shown = full_view(traj, share) if view == "full" else verifier_view(traj)
+        blocks.append(f"### Candidate {i}\n{json.dumps(shown, ensure_ascii=False, indent=1)}")
     user = render(prompt["user"], task_text=task_text, candidates="\n\n".join(blocks)).strip()
     if observation is not None:  # a text-only verifier reads what the observer saw
         seen = render(common()["observation"], observation=observation).strip()
@@ -144,16 +247,15 @@ def verifier_messages(
             {"role": "system", "content": prompt["system"].strip()},
             {"role": "user", "content": f"{seen}\n\n{user}"},
         ]
-    return [
-        {"role": "system", "content": prompt["system"].strip()},
-        {
-            "role": "user",
-            "content": [
-                {"type": "image_url", "image_url": {"url": image_url}},
-                {"type": "text", "text": user},
-            ],
-        },
+    content: list[dict[str, Any]] = [
+        {"type": "image_url", "image_url": {"url": image_url}},
+        {"type": "text", "text": user},
     ]
+    for i, pairs in enumerate(images, 1):
+        if pairs:
+            content.append({"type": "text", "text": f"Images the tools returned to candidate {i}, in order:"})
+            content.extend({"type": "image_url", "image_url": {"url": url}} for _, url in pairs)
+    return [{"role": "system", "content": prompt["system"].strip()}, {"role": "user", "content": content}]
 
 
 async def verify(
@@ -165,19 +267,22 @@ async def verify(
     max_tokens: int | None = None,
     temperature: float | None = 0.0,
     observation: Observation | None = None,
+    view: VerifierView = "evidence",
+    image_urls: Mapping[str, str] | None = None,
 ) -> tuple[Prediction | None, dict[str, Any]]:
     """Ask the verifier; return its parsed prediction (None when unusable) and a log record.
 
     With an ``observation`` (observer mode) the verifier gets the photo's description instead
-    of the image, like the samples did.
+    of the image, like the samples did. ``view`` and ``image_urls`` (tool image refs -> data
+    URLs): see `verifier_messages`.
     """
     from geosleuth.tools.text import wrap_output
 
     seen = None
     if observation is not None:
         seen = wrap_output(f"observe_image photo by {observation.observer}", observation.text)
-    messages = verifier_messages(task, trajectories, image.data_url, seen)
-    log: dict[str, Any] = {"model": client.model}
+    messages = verifier_messages(task, trajectories, image.data_url, seen, view, image_urls)
+    log: dict[str, Any] = {"model": client.model, "view": view}
     try:
         resp = await client.complete(messages, max_tokens=max_tokens, temperature=temperature)
     except ModelError as exc:

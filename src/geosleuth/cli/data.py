@@ -78,7 +78,7 @@ def _tool_schemas(names: str | None, settings: Path | None, allow_exif: bool = F
 
     registry = build_registry(ToolSettings.load(settings))
     chosen = [n.strip() for n in names.split(",") if n.strip()] if names else None
-    picked = training_tools(registry.names(), chosen, allow_exif)
+    picked = training_tools(registry.names(), chosen, allow_exif, registry.alias_names())
     if ANSWER_READING.intersection(picked):
         typer.echo(
             "warning: exif_gps reads the photo's own GPS tag; in training it can leak the answer", err=True
@@ -507,16 +507,27 @@ def sample_cmd(
     road_csv: Annotated[
         Path | None, typer.Option(help="CSV with columns country,road_km (else a population/area proxy).")
     ] = None,
+    method: Annotated[
+        str, typer.Option(help="stratified (GeoAgent) | uniform (SpotAgent's random-sampling baseline).")
+    ] = "stratified",
     fmt: FormatOpt = "auto",
     images: ImagesOpt = None,
     as_json: AlwaysJsonOpt = False,
 ) -> None:
-    """Stratified subset: country quotas (road 0.5 / pop. 0.2 / area 0.3), then 1° cells by log population."""
+    """Stratified subset: country quotas (road 0.5 / pop. 0.2 / area 0.3), then 1° cells by log
+    population; or (--method uniform) a uniform random draw."""
     del as_json  # the output is JSON either way
-    from geosleuth.training.data.sampling import read_road_csv, stratified_sample
+    from geosleuth.training.data.sampling import read_road_csv, stratified_sample, uniform_sample
 
     def run() -> None:
+        if method not in ("stratified", "uniform"):
+            raise ValueError(f"--method must be stratified or uniform, got {method!r}")
         rows = _load_samples(dataset, fmt, images)
+        if method == "uniform":
+            chosen = uniform_sample(rows, size, seed)
+            _write_samples(out, chosen)
+            typer.echo(json.dumps({"written": len(chosen), "failed": 0, "method": "uniform"}))
+            return
         result = stratified_sample(
             rows,
             size,
@@ -659,6 +670,187 @@ def verl_tool_config_cmd(
     _guard(run)
 
 
+@data_app.command("visual-qa")
+def visual_qa_cmd(
+    dataset: DatasetArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Visual QA records JSONL to write.")],
+    fraction: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of the dataset drawn at random (SpotAgent: 0.05).")
+    ] = 0.05,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same subset).")] = 0,
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+    as_json: AlwaysJsonOpt = False,
+) -> None:
+    """SpotAgent's stage-1 records: a random fraction of a dataset as image -> country, city and
+    coordinates in its <answer> lines (messages + images, as ms-swift and TRL read them)."""
+    del as_json  # the output is JSON either way
+    from geosleuth.training.data.paper_data import visual_qa_records
+
+    def run() -> None:
+        records, failed = visual_qa_records(_load_samples(dataset, fmt, images), fraction, seed)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        typer.echo(json.dumps({"written": len(records), "failed": len(failed), "fraction": fraction}))
+
+    _guard(run)
+
+
+@data_app.command("difficulty")
+def difficulty_cmd(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Eval runs of different models on the same images.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Labels JSONL to write (sample_id, difficulty).")],
+    km: Annotated[float, typer.Option(min=0.0, help="Distance a run must be within.")] = 10.0,
+    min_runs: Annotated[int, typer.Option(min=1, help="Runs that must be within --km for easy.")] = 2,
+    truth: Annotated[
+        Path | None,
+        typer.Option("--truth", help="Ground truth JSONL (default: the first run's samples.jsonl)."),
+    ] = None,
+    as_json: AlwaysJsonOpt = False,
+) -> None:
+    """Thinking with Map's difficulty: easy when at least two runs are within 10 km, else hard."""
+    del as_json  # the output is JSON either way
+    from geosleuth.core.geo import haversine_km
+    from geosleuth.training.data.filtering import read_samples, read_trajectory_records
+    from geosleuth.training.data.paper_data import difficulty_labels
+
+    def run() -> None:
+        if len(run_dirs) < min_runs:
+            raise ValueError(f"{len(run_dirs)} run(s) can never make {min_runs} agree: give more runs")
+        samples = read_samples(truth or run_dirs[0] / "samples.jsonl")
+        if not samples:
+            raise ValueError("no ground truth: give --truth or runs with samples.jsonl")
+        distances: dict[str, list[float]] = {sid: [] for sid, s in samples.items() if s.lat is not None}
+        for sid in sorted(set(samples) - set(distances)):
+            typer.echo(f"failed {sid}: no true coordinates to measure the runs against", err=True)
+        for run_dir in run_dirs:
+            path = run_dir / "trajectories.jsonl"
+            if not path.exists():
+                raise ValueError(f"{run_dir}: no trajectories.jsonl (is this an eval run directory?)")
+            answered = {r.sample_id: r for r in read_trajectory_records(path) if not isinstance(r, dict)}
+            for sid, ds in distances.items():
+                p = answered[sid].prediction if sid in answered else None
+                s = samples[sid]
+                ok = p is not None and p.has_coords
+                ds.append(float(haversine_km(p.lat, p.lon, s.lat, s.lon)) if ok else float("nan"))
+        labels = difficulty_labels(distances, km, min_runs)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps({"sample_id": k, **v}) + "\n" for k, v in labels.items()), "utf-8")
+        easy = sum(v["difficulty"] == "easy" for v in labels.values())
+        no_truth = len(samples) - len(distances)
+        typer.echo(
+            json.dumps({"written": len(labels), "easy": easy, "hard": len(labels) - easy, "failed": no_truth})
+        )
+
+    _guard(run)
+
+
+JudgeModelOpt = Annotated[
+    str, typer.Option("--judge-model", help="OpenAI-compatible vision model that judges.")
+]
+JudgeUrlOpt = Annotated[
+    str | None, typer.Option("--judge-base-url", help="Its endpoint (default $OPENAI_BASE_URL).")
+]
+JudgeKeyOpt = Annotated[str, typer.Option("--judge-api-key-env", help="Variable holding the judge's key.")]
+
+
+def _judged(
+    task: str, dataset: Path, out: Path, fmt: str, images: Path | None, judge: tuple[str, str | None, str],
+    concurrency: int, **options: Any,
+) -> None:  # fmt: skip
+    """Run an image judge over a dataset; write the kept samples and a report of every image."""
+    import asyncio
+
+    from geosleuth.agent.client import ChatClient
+    from geosleuth.training.data.image_judges import judge_images
+
+    rows = _load_samples(dataset, fmt, images)
+    model, base_url, key_env = judge
+
+    async def go() -> list[Any]:
+        client = ChatClient(model, base_url, api_key_env=key_env, max_retries=1, backoff_s=0.05)
+        try:
+            return await judge_images(client, rows, task, concurrency, **options)
+        finally:
+            await client.aclose()
+
+    results = asyncio.run(go())
+    kept = [
+        r.sample.model_copy(update={"metadata": {**r.sample.metadata, **r.values}}) for r in results if r.kept
+    ]
+    _write_samples(out, kept)
+    report = out.with_suffix(".report.jsonl")
+    report.write_text(
+        "".join(
+            json.dumps(
+                {"sample_id": r.sample.id, "kept": r.kept, "reason": r.reason, "error": r.error, **r.values}
+            )
+            + "\n"
+            for r in results
+        ),
+        encoding="utf-8",
+    )
+    reasons: dict[str, int] = {}
+    for r in results:
+        if r.reason:
+            reasons[r.reason.split(" (")[0]] = reasons.get(r.reason.split(" (")[0], 0) + 1
+    failed = [r for r in results if r.error]
+    for r in failed[:5]:
+        typer.echo(f"failed {r.sample.id}: {r.error}", err=True)
+    typer.echo(
+        json.dumps({"kept": len(kept), "dropped": reasons, "failed": len(failed), "report": str(report)})
+    )
+
+
+@data_app.command("geovista-filter")
+def geovista_filter_cmd(
+    dataset: DatasetArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Kept samples JSONL (a .report.jsonl beside it).")],
+    judge_model: JudgeModelOpt,
+    judge_base_url: JudgeUrlOpt = None,
+    judge_api_key_env: JudgeKeyOpt = "OPENAI_API_KEY",
+    min_pixels: Annotated[int, typer.Option(min=1, help="Smallest image kept, in pixels.")] = 1_000_000,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judge requests at once.")] = 8,
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+    as_json: AlwaysJsonOpt = False,
+) -> None:
+    """GeoVista's data filters: images of at least 1 M pixels that a judge finds localizable and
+    not an easily localizable landmark."""
+    del as_json  # the output is JSON either way
+    judge = (judge_model, judge_base_url, judge_api_key_env)
+    _guard(
+        lambda: _judged(
+            "geovista_filter", dataset, out, fmt, images, judge, concurrency, min_pixels=min_pixels
+        )
+    )
+
+
+@data_app.command("locatability")
+def locatability_cmd(
+    dataset: DatasetArg,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Scored samples JSONL (a .report.jsonl beside it).")
+    ],
+    judge_model: JudgeModelOpt,
+    judge_base_url: JudgeUrlOpt = None,
+    judge_api_key_env: JudgeKeyOpt = "OPENAI_API_KEY",
+    min_score: Annotated[
+        float | None, typer.Option(min=0.0, max=10.0, help="Keep images scored at least this (default: all).")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judge requests at once.")] = 8,
+    fmt: FormatOpt = "auto",
+    images: ImagesOpt = None,
+    as_json: AlwaysJsonOpt = False,
+) -> None:
+    """GeoAgent's locatability: a judge scores each image 0-10 (metadata.locatability)."""
+    del as_json  # the output is JSON either way
+    judge = (judge_model, judge_base_url, judge_api_key_env)
+    _guard(
+        lambda: _judged("locatability", dataset, out, fmt, images, judge, concurrency, min_score=min_score)
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Attach this module's commands to the main app."""
     app.add_typer(data_app, name="data")
@@ -702,7 +894,7 @@ def synthesize_cmd(
     ] = None,
     tools: Annotated[
         str, typer.Option(help="Comma-separated tool names.")
-    ] = "image_zoom_in_tool,web_search,geocode",
+    ] = "image_zoom_in_tool,search_web,maps_geocode",
     delta_km: Annotated[
         float, typer.Option(help="Keep trajectories whose answer is within this distance.")
     ] = 5.0,

@@ -32,6 +32,7 @@ from geosleuth.cli.options import (
     ToolCallingOpt,
     ToolsOpt,
     VerifierOpt,
+    VerifierViewOpt,
 )
 
 FORMAT_HELP = (
@@ -104,6 +105,7 @@ def eval_command(
     tools: ToolsOpt = None,
     samples: SamplesOpt = None,
     verifier: VerifierOpt = None,
+    verifier_view: VerifierViewOpt = None,
     max_turns: MaxTurnsOpt = None,
     temperature: TemperatureOpt = None,
     tool_calling: ToolCallingOpt = None,

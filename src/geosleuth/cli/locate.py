@@ -26,6 +26,7 @@ from geosleuth.cli.options import (
     ToolCallingOpt,
     ToolsOpt,
     VerifierOpt,
+    VerifierViewOpt,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def locate(
     prompt: PromptOpt = "geovista",
     samples: SamplesOpt = 1,
     verifier: VerifierOpt = None,
+    verifier_view: VerifierViewOpt = None,
     max_turns: MaxTurnsOpt = None,
     temperature: TemperatureOpt = None,
     tool_calling: ToolCallingOpt = None,
@@ -117,6 +119,7 @@ def locate(
             tools=tools,
             samples=samples,
             verifier=verifier,
+            verifier_view=verifier_view,
             max_turns=max_turns,
             temperature=temperature,
             tool_calling=tool_calling,

@@ -14,7 +14,10 @@ import typer
 
 from geosleuth.cli.choices import PROVIDERS, TOOL_CALLING, one_of, prompt_styles, tools
 
-STYLE_HELP = f"Prompt style: {one_of(prompt_styles())}, or package.module:STYLE."
+STYLE_HELP = (
+    f"Prompt style: {one_of(prompt_styles())}, a style .yaml file of your own (docs/models.md), "
+    "or package.module:STYLE."
+)
 PROVIDER_HELP = f"Request dialect: {one_of(PROVIDERS)} (auto: from the base URL)."
 TOOL_CALLING_HELP = f"{one_of(TOOL_CALLING)} (default: the style's)."
 RESIZE_HELP = (
@@ -73,5 +76,14 @@ SamplesOpt = Annotated[
 VerifierOpt = Annotated[
     str | None,
     typer.Option("--verifier", help="Verifier model for --samples > 1 (default: geodesic medoid)."),
+]
+VerifierViewOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--verifier-view",
+        help="What the verifier reads of each sample: full (every turn's reasoning, tool calls, results "
+        "and tool images, as Thinking with Map) | evidence (tool results and the final turn). "
+        "Default: the prompt style's (full for thinking_with_map).",
+    ),
 ]
 MaxTurnsOpt = Annotated[int | None, typer.Option("--max-turns", min=1, help="Turn budget.")]

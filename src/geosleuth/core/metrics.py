@@ -411,6 +411,71 @@ def best_of_n(distances_km: ArrayLike) -> NDArray[np.float64]:
     return np.where(np.isfinite(best), best, np.nan)
 
 
+def worst_of_n(distances_km: ArrayLike) -> NDArray[np.float64]:
+    """Each sample's farthest prediction; a failed prediction is the farthest (NaN: a miss)."""
+    d = np.asarray(distances_km, dtype=np.float64)
+    if d.ndim != 2:
+        raise ValueError("worst_of_n expects a (samples, N) matrix")
+    if d.shape[1] == 0:
+        return np.full(d.shape[0], np.nan)
+    worst = np.where(np.isfinite(d), d, np.inf).max(axis=1)
+    return np.where(np.isfinite(worst), worst, np.nan)
+
+
+def range_at_n(distances_km: ArrayLike, threshold_km: float, strict: bool = True) -> float:
+    """Range@N: Best@N minus Worst@N accuracy at one threshold, the spread a selector among the N
+    samples works within (Thinking with Map §5.3 watches it shrink as the samples agree)."""
+    best = hits_at(best_of_n(distances_km), threshold_km, strict)
+    worst = hits_at(worst_of_n(distances_km), threshold_km, strict)
+    return accuracy(best) - accuracy(worst)
+
+
+# --- agreement and correlation ------------------------------------------------------------
+
+
+def pearson(x: ArrayLike, y: ArrayLike) -> float:
+    """Pearson's r over the pairs where both values are finite; NaN with fewer than 3 pairs or a
+    constant side (no correlation is defined)."""
+    a, b = _f64(x), _f64(y)
+    if a.shape != b.shape:
+        raise ValueError("pearson needs two sequences of the same length")
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return math.nan
+    from scipy.stats import pearsonr
+
+    return float(pearsonr(a, b).statistic)
+
+
+def cohen_kappa(rater_a: Sequence[object], rater_b: Sequence[object]) -> float:
+    """Cohen's κ = (p_o − p_e) / (1 − p_e) of two raters' labels on the same items; NaN without
+    items, 1.0 when both always give the same single label (complete agreement)."""
+    if len(rater_a) != len(rater_b):
+        raise ValueError("cohen_kappa needs the two raters' labels for the same items")
+    n = len(rater_a)
+    if n == 0:
+        return math.nan
+    observed = sum(a == b for a, b in zip(rater_a, rater_b, strict=True)) / n
+    labels = set(rater_a) | set(rater_b)
+    expected = sum((list(rater_a).count(c) / n) * (list(rater_b).count(c) / n) for c in labels)
+    if expected == 1.0:
+        return 1.0
+    return (observed - expected) / (1.0 - expected)
+
+
+def tool_combinations(used: Iterable[Iterable[str]]) -> dict[str, float]:
+    """SpotAgent Fig. 6a: the share of trajectories per set of tools they used (names sorted and
+    joined by "+", "none" for no tool), largest share first."""
+    keys = ["+".join(sorted(set(names))) or "none" for names in used]
+    if not keys:
+        return {}
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    return {k: v / len(keys) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
 # --- confidence intervals -----------------------------------------------------------------
 
 

@@ -435,7 +435,8 @@ def score_file(
     if truth_path is not None:
         truth, truth_problems = truth_index(truth_path, by is not None, read_notes, truth_rows)
     if protocol.geocode and geocoder is None:
-        geocoder = default_geocoder()
+        own = protocol.geocoder() if protocol.geocoder else None
+        geocoder = own or default_geocoder()
     if (
         protocol.text_levels
         and protocol.level_rule == "names"

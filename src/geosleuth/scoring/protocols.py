@@ -13,6 +13,8 @@ from geosleuth.core.geo import EARTH_RADIUS_KM, DistanceMethod
 from geosleuth.core.metrics import THRESHOLD_PRESETS
 from geosleuth.core.parsing import ParseMode
 from geosleuth.scoring.catalog import PROTOCOLS
+from geosleuth.scoring.geoagent import GEOAGENT_THRESHOLDS, opencage_geocoder
+from geosleuth.scoring.geoagent import RADIUS_KM as GEOAGENT_RADIUS
 
 __all__ = ["ALL_THRESHOLDS", "PIGEON_THRESHOLDS", "PROTOCOLS", "ScoringProtocol", "get_protocol"]
 
@@ -61,9 +63,7 @@ class ScoringProtocol:
     map_bounds: tuple[float, float, float, float] | None = (
         None  # a GeoGuessr map: min lat, min lng, max lat, max lng
     )
-    map_bounds: tuple[float, float, float, float] | None = (
-        None  # a GeoGuessr map: min lat, min lng, max lat, max lng
-    )
+    geocoder: Callable[[], Any] | None = None  # the protocol's own geocoder (None: the gazetteer)
 
 
 _BUILTIN: tuple[ScoringProtocol, ...] = (
@@ -157,6 +157,17 @@ _BUILTIN: tuple[ScoringProtocol, ...] = (
         radius_km=6371.0,
         thresholds=THRESHOLD_PRESETS["classic"],
         strict_threshold=False,
+    ),
+    ScoringProtocol(
+        name="geoagent",
+        description="GeoAgent (§5.1): 'Country; Region; Place' answers geocoded (OpenCage when "
+        "GEOSLEUTH_OPENCAGE_API_KEY is set, else the gazetteer); haversine R = 6371 km; City / Region / "
+        "Country / Continent = Acc@25/200/750/2500 km counted as d < k; GeoScore 5000·exp(−10·d/18050)",
+        geocode=True,
+        radius_km=GEOAGENT_RADIUS,
+        thresholds=GEOAGENT_THRESHOLDS,
+        geoscore=True,
+        geocoder=opencage_geocoder,
     ),
     ScoringProtocol(
         name="default",

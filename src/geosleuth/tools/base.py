@@ -13,7 +13,7 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
@@ -158,6 +158,12 @@ class Tool:
         bound.bound = {**self.bound, **values}
         return bound
 
+    def renamed(self, name: str) -> Tool:
+        """The same tool offered under another name (a paper's name for it: an alias)."""
+        alias = copy.copy(self)
+        alias.name = name
+        return alias
+
     def schema(self) -> dict[str, Any]:
         """OpenAI function-calling declaration."""
         return {
@@ -244,11 +250,20 @@ def tool(
 
 
 class ToolRegistry:
-    """Named tools; the agent asks it for schemas and dispatches calls through it."""
+    """Named tools; the agent asks it for schemas and dispatches calls through it.
 
-    def __init__(self, tools: Iterable[Tool] = (), runtime: Any = None) -> None:
+    ``aliases`` ({alias: tool name}) are other names of registered tools, such as a paper's own
+    names (Thinking with Map's ``image_zoom_tool``): ``get`` and ``subset`` answer to them with
+    the tool renamed, so a model trained on those names calls the same tool. ``names`` lists
+    the registered tools only.
+    """
+
+    def __init__(
+        self, tools: Iterable[Tool] = (), runtime: Any = None, aliases: Mapping[str, str] | None = None
+    ) -> None:
         self._tools: dict[str, Tool] = {}
         self.runtime = runtime  # shared providers, cache and settings (tools.runtime.ToolRuntime)
+        self.aliases: dict[str, str] = dict(aliases or {})
         for t in tools:
             self.register(t)
 
@@ -257,22 +272,31 @@ class ToolRegistry:
         return t
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        found = self._tools.get(name)
+        if found is None and self.aliases.get(name) in self._tools:
+            return self._tools[self.aliases[name]].renamed(name)
+        return found
 
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def alias_names(self) -> list[str]:
+        """The aliases whose tool this registry holds."""
+        return [a for a, target in self.aliases.items() if target in self._tools and a not in self._tools]
+
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return isinstance(name, str) and self.get(name) is not None
 
     def __len__(self) -> int:
         return len(self._tools)
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
-        missing = [n for n in names if n not in self._tools]
+        names = list(names)
+        missing = [n for n in names if n not in self]
         if missing:
             raise KeyError(f"unknown tool(s): {', '.join(missing)}; available: {', '.join(self._tools)}")
-        return ToolRegistry((self._tools[n] for n in names), runtime=self.runtime)
+        chosen = (self.get(n) for n in names)
+        return ToolRegistry((t for t in chosen if t is not None), runtime=self.runtime, aliases=self.aliases)
 
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self._tools.values()]
@@ -280,7 +304,7 @@ class ToolRegistry:
     async def call(
         self, name: str, arguments: dict[str, Any] | None, ctx: ToolContext | None = None
     ) -> ToolResult:
-        t = self._tools.get(name)
+        t = self.get(name)
         if t is None:
             return ToolResult.failure(f"unknown tool {name!r}; available tools: {', '.join(self._tools)}")
         return await t(arguments, ctx)

@@ -23,6 +23,15 @@ from geosleuth.tools.runtime import ToolRuntime
 
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
 
+TOOL_ALIASES: dict[str, str] = {
+    "image_zoom_tool": "image_zoom_in_tool",  # Thinking with Map
+    "web_search_tool": "web_search",  # Thinking with Map
+    "search_web": "web_search",  # SpotAgent (App. A.1); GeoVista (its released eval/utils_agent_tool.py)
+    "maps_geocode": "geocode",  # SpotAgent (App. A.1)
+}
+"""The papers' own names for geosleuth's tools: a style that offers a tool under its paper's name
+gets the same tool, so a released checkpoint's calls resolve as it was trained to write them."""
+
 
 def coerce_settings(settings: ToolSettings | Mapping[str, Any] | str | Path | None) -> ToolSettings:
     """Settings from an object, a mapping (e.g. a YAML section), a file path, or the environment."""
@@ -48,7 +57,9 @@ def build_registry(
         cache = ToolCache.from_settings(settings.cache, settings.cache_path())
     runtime = ToolRuntime(settings=settings, cache=cache)
     offered = TOOLS.load_all().values()  # the built-ins first, then users' registered tools
-    registry = ToolRegistry(t.bind(runtime=runtime) if "runtime" in t.needs else t for t in offered)
+    registry = ToolRegistry(
+        (t.bind(runtime=runtime) if "runtime" in t.needs else t for t in offered), aliases=TOOL_ALIASES
+    )
     registry.runtime = runtime
     if names is None:
         return registry

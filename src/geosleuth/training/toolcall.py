@@ -22,15 +22,19 @@ DEFAULT_TIMEOUT_S = 60.0
 
 
 def training_tools(
-    available: Iterable[str], requested: Sequence[str] | None = None, allow_exif: bool = False
+    available: Iterable[str],
+    requested: Sequence[str] | None = None,
+    allow_exif: bool = False,
+    aliases: Iterable[str] = (),
 ) -> list[str]:
-    """The tools to offer: ``requested`` (checked against ``available``) or every available
-    one; answer-reading tools only with ``allow_exif``."""
+    """The tools to offer: ``requested`` (checked against ``available`` and the ``aliases`` a
+    paper's style names them by) or every available one; answer-reading tools only with
+    ``allow_exif``."""
     available = list(available)
     if requested is None:
         return [n for n in available if allow_exif or n not in ANSWER_READING]
     names = list(requested)
-    unknown = [n for n in names if n not in available]
+    unknown = [n for n in names if n not in available and n not in set(aliases)]
     if unknown:
         raise ValueError(f"unknown tool(s) {unknown}; available: {sorted(available)}")
     leaking = sorted(ANSWER_READING.intersection(names))

@@ -14,5 +14,5 @@ from geosleuth.registry import Registry
 JUDGES: Registry[Any] = Registry(  # of JudgeTask, which eval.judges.tasks validates
     "judge",
     "geosleuth.judges",
-    builtins=dict.fromkeys(("levels", "path", "clues", "shapley"), "geosleuth.eval.judges.tasks"),
+    builtins=dict.fromkeys(("levels", "path", "clues", "shapley", "errors"), "geosleuth.eval.judges.tasks"),
 )

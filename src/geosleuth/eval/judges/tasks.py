@@ -1,7 +1,9 @@
 """LLM-as-a-judge over a finished run, through the same OpenAI-compatible client as the agent.
 
 Judges: level-wise correctness (judge booleans with the hierarchy fix-up, kept next to the
-rule-based match), hierarchical path score, key-clue usage and Shapley clue weights. Prompts
+rule-based match), hierarchical path score, key-clue usage, Shapley clue weights and
+WhereBench's error taxonomy (App. D). With human labels beside the run (``human_labels.jsonl``)
+the summary gives each judge's Cohen's κ against them (WhereBench App. B). Prompts
 are data files in ``prompts/``. Every judge call is cached by its exact request and
 every judgment, failures included, is appended to ``judgments.jsonl``: a judge failure is a
 recorded miss, never a dropped sample.
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError, field_validator
@@ -99,6 +101,19 @@ class QualityVerdict(BaseModel):
         if not 0.0 <= value <= 1.0:
             raise ValueError("quality must lie in [0, 1]")
         return value
+
+
+ERROR_CATEGORIES = ("missed_visual_clues", "overthinking", "incomplete_search", "other", "correct")
+"""WhereBench App. D's error taxonomy, with "other" and "correct" so that every answer has one."""
+HUMAN_LABELS = "human_labels.jsonl"
+"""Human labels beside a run: one JSON object per line, ``sample_id``, ``judge`` and the judge's
+own fields (``country``/``state``/``city`` booleans for levels, ``error`` for errors, ``used``
+for clues, ``score`` for path)."""
+
+
+class ErrorVerdict(BaseModel):
+    error: Literal["missed_visual_clues", "overthinking", "incomplete_search", "other", "correct"]
+    reason: str = ""
 
 
 def parse_verdict(model: type[VerdictT], text: str) -> VerdictT:
@@ -384,6 +399,98 @@ async def judge_shapley(sample: Sample, ask: AskFn) -> Judgment:
     return Judgment(sample.id, "shapley", True, result, None, raws, cached_all)
 
 
+def _truth_text(sample: Sample) -> str:
+    levels = [f"- {lv}: {sample.labels[lv]}" for lv in metrics.PATH_LEVELS if sample.labels.get(lv)]
+    if sample.lat is not None and sample.lon is not None:
+        levels.append(f"- coordinates: {sample.lat:.5f}, {sample.lon:.5f}")
+    return "\n".join(levels) or "(not given)"
+
+
+def _trace_text(trajectory: Trajectory | None) -> str:
+    """Each turn's reasoning and text, and its tool calls with their results (cut to 500 characters)."""
+    if trajectory is None:
+        return ""
+    parts: list[str] = []
+    for turn in trajectory.turns:
+        parts += [p for p in (turn.reasoning, turn.text) if p]
+        for call in turn.tool_calls:
+            result = (call.result_text or call.error or "")[:500]
+            parts.append(f"[tool {call.name} {json.dumps(call.arguments, ensure_ascii=False)}] {result}")
+    return "\n".join(parts)
+
+
+async def judge_errors(sample: Sample, trajectory: Trajectory | None, ask: AskFn) -> Judgment:
+    """WhereBench's error taxonomy: the category that best explains a wrong answer."""
+    answer = answer_text(trajectory)
+    if not answer:
+        return Judgment(sample.id, "errors", True, {"error": "no_answer"}, "no answer")
+    raw, cached = await ask(
+        render("errors", truth=_truth_text(sample), answer=answer, reasoning=_trace_text(trajectory))
+    )
+    try:
+        verdict = parse_verdict(ErrorVerdict, raw)
+    except JudgeError as exc:
+        return Judgment(sample.id, "errors", False, {"error": None}, str(exc), [raw], cached)
+    result = {"error": verdict.error, "reason": verdict.reason}
+    return Judgment(sample.id, "errors", True, result, None, [raw], cached)
+
+
+def judge_labels(task: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A judgment's labels by field, in the shape human labels are written (``HUMAN_LABELS``)."""
+    if task == "levels":
+        judged = result.get("judge") or {}
+        return {name: judged[lv] for lv, name in JUDGE_LEVELS.items() if lv in judged}
+    if task == "clues":
+        return {f"used.{i}": bool(u) for i, u in enumerate(result.get("used") or [])}
+    if task == "path":
+        return {"score": result.get("score")}
+    if task == "errors":
+        return {"error": result.get("error")}
+    return {}
+
+
+def read_human_labels(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Human labels by (sample id, judge), flattened like `judge_labels`; bad lines are skipped."""
+    path = run_dir / HUMAN_LABELS
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    if not path.exists():
+        return out
+    with path.open("rb") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+                key = (str(record.pop("sample_id")), str(record.pop("judge")))
+            except (ValueError, KeyError, AttributeError, TypeError):
+                continue
+            used = record.pop("used", None)
+            if isinstance(used, list):
+                record |= {f"used.{i}": bool(u) for i, u in enumerate(used)}
+            out[key] = record
+    return out
+
+
+def human_agreement(
+    judgments: Mapping[tuple[str, str], Mapping[str, Any]], human: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per judge task, Cohen's κ of the judge's labels against the human ones over every
+    (sample, field) both gave, and how many pairs that is."""
+    pairs: dict[str, tuple[list[Any], list[Any]]] = {}
+    for key, labels in human.items():
+        record = judgments.get(key)
+        if record is None or not record.get("ok"):
+            continue
+        said = judge_labels(key[1], record.get("result") or {})
+        for field, value in labels.items():
+            if field in said and said[field] is not None:
+                judge_side, human_side = pairs.setdefault(key[1], ([], []))
+                judge_side.append(said[field])
+                human_side.append(value)
+    return {
+        task: {"kappa": round(metrics.cohen_kappa(a, b), 6), "pairs": len(a)}
+        for task, (a, b) in pairs.items()
+    }
+
+
 def read_judgments(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """Recorded judgments by (sample id, judge); a torn last line is ignored."""
     path = run_dir / JUDGMENTS
@@ -446,6 +553,11 @@ for _task in (
     JudgeTask("path", lambda s, t, ask, p: judge_path(s, t, ask), lambda s: s.answer_type == "level"),
     JudgeTask("clues", lambda s, t, ask, p: judge_clues(s, t, ask), _has_clues),
     JudgeTask("shapley", lambda s, t, ask, p: judge_shapley(s, ask), _has_clues),
+    JudgeTask(
+        "errors",  # WhereBench's error taxonomy (App. D)
+        lambda s, t, ask, p: judge_errors(s, t, ask),
+        lambda s: bool(s.labels) or s.lat is not None,
+    ),
 ):
     JUDGES.register(_task.name, _task)
 
@@ -519,7 +631,8 @@ def _append_durably(handle: IO[str], line: str) -> None:
 def judge_summary(run_dir: Path) -> dict[str, Any]:
     """Aggregates of recorded judgments; failures count as misses and are counted."""
     by_task: dict[str, list[dict[str, Any]]] = {}
-    for (_, task), record in sorted(read_judgments(run_dir).items()):
+    recorded = read_judgments(run_dir)
+    for (_, task), record in sorted(recorded.items()):
         by_task.setdefault(task, []).append(record)
     out: dict[str, Any] = {}
     for task, records in by_task.items():
@@ -533,7 +646,12 @@ def judge_summary(run_dir: Path) -> dict[str, Any]:
         elif task in ("path", "clues"):
             scores = [float(r["result"].get("score") or 0.0) for r in records]
             entry["mean_score"] = round(float(np.mean(scores)), 6)
+        elif task == "errors":
+            found = [str(r["result"].get("error")) for r in records if r["ok"]]
+            entry["shares"] = {c: round(found.count(c) / len(found), 6) for c in sorted(set(found))}
         else:
             entry["estimated"] = sum(bool(r["ok"]) for r in records)
         out[task] = entry
+    for task, agreement in human_agreement(recorded, read_human_labels(run_dir)).items():
+        out.setdefault(task, {})["human_agreement"] = agreement
     return out

@@ -125,7 +125,9 @@ def multi_sample_metrics(rows: Sequence[ScoreRow], protocol: ScoringProtocol) ->
     best = metrics.best_of_n(matrix)
     aggregated = np.array([r.distance_km for r in multi])
     aggregators = sorted({r.aggregator for r in multi if r.aggregator})
-    out: dict[str, Any] = {"n": n, "aggregators": aggregators, "pass@k": {}, "best@n": {}, "aggregated": {}}
+    out: dict[str, Any] = {
+        "n": n, "aggregators": aggregators, "pass@k": {}, "best@n": {}, "range@n": {}, "aggregated": {}
+    }  # fmt: skip
     ks = sorted({k for k in (1, 2, 4, 8, 16, 32, n) if k <= n})
     for km in metrics.resolve_thresholds(protocol.thresholds):
         name = metrics.threshold_name(km)
@@ -134,6 +136,7 @@ def multi_sample_metrics(rows: Sequence[ScoreRow], protocol: ScoringProtocol) ->
         )
         out["pass@k"][name] = {str(k): _num(metrics.pass_at_k(hits, k)) for k in ks}
         out["best@n"][name] = _num(float(metrics.hits_at(best, km, protocol.strict_threshold).mean()))
+        out["range@n"][name] = _num(metrics.range_at_n(matrix, km, protocol.strict_threshold))
         out["aggregated"][name] = _num(
             float(metrics.hits_at(aggregated, km, protocol.strict_threshold).mean())
         )
@@ -150,6 +153,7 @@ def tool_metrics(
 ) -> dict[str, Any]:
     """Calls per tool, success and cache-hit rates, turns, tokens, latency and cost."""
     per_tool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    used: list[set[str]] = []
     turns, prompt, completion, latency = [], [], [], []
     cost = 0.0
     priced = True
@@ -166,6 +170,7 @@ def tool_metrics(
                 priced = priced and not (usage_p or usage_c)
             else:
                 cost += (usage_p * price.prompt + usage_c * price.completion) / 1e6
+        used.append({call.name for call in record.calls})
         for call in record.calls:
             stats = per_tool[call.name]
             stats["calls"] += 1
@@ -186,6 +191,7 @@ def tool_metrics(
     }
     return {
         "per_tool": tools,
+        "tool_combinations": {k: _num(v) for k, v in metrics.tool_combinations(used).items()},
         "tool_calls": int(total_calls),
         "tool_calls_per_sample": _num(total_calls / n) if trajectories else None,
         "tool_success_rate": _num(sum(s["ok"] for s in per_tool.values()) / total_calls)
@@ -383,6 +389,7 @@ def percent_summary(summary: dict[str, Any]) -> dict[str, Any]:
             **multi,
             "pass@k": {t: {k: _scaled(v) for k, v in by_k.items()} for t, by_k in multi["pass@k"].items()},
             "best@n": {k: v if k.endswith("_km") else _scaled(v) for k, v in multi["best@n"].items()},
+            "range@n": {k: _scaled(v) for k, v in multi.get("range@n", {}).items()},
             "aggregated": {k: _scaled(v) for k, v in multi["aggregated"].items()},
         }
     out["breakdowns"] = {

@@ -163,13 +163,15 @@ def markdown(summary: dict[str, Any]) -> str:
             "",
             f"## N = {multi['n']} samples per image (%)",
             "",
-            "| threshold | pass@k | Best@N | aggregated |",
-            "|---|---|---|---|",
+            "| threshold | pass@k | Best@N | Range@N | aggregated |",
+            "|---|---|---|---|---|",
         ]
         for name, by_k in multi["pass@k"].items():
             passes = ", ".join(f"@{k} {_fmt(v)}" for k, v in by_k.items())
+            spread = _fmt(multi.get("range@n", {}).get(name))
             lines.append(
-                f"| {name} | {passes} | {_fmt(multi['best@n'][name])} | {_fmt(multi['aggregated'][name])} |"
+                f"| {name} | {passes} | {_fmt(multi['best@n'][name])} | {spread} | "
+                f"{_fmt(multi['aggregated'][name])} |"
             )
     for field, groups in summary["breakdowns"].items():
         keys = list(dict.fromkeys(k for g in groups.values() for k in g if k not in ("n", "ci95")))

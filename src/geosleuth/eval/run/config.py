@@ -86,6 +86,7 @@ class EvalConfig(BaseModel):
     tools: list[str] | None = None
     samples: int = Field(default=1, ge=1)
     verifier: str | None = None
+    verifier_view: Literal["full", "evidence"] | None = None  # None: the prompt style's
     max_turns: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     tool_calling: str | None = None  # native | text (default: the prompt style's)
@@ -320,6 +321,7 @@ AGENT_FIELDS = (
     "tools",
     "samples",
     "verifier",
+    "verifier_view",
     "max_turns",
     "temperature",
     "tool_calling",

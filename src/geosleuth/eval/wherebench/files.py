@@ -307,6 +307,8 @@ def _flat(figures: dict[str, Any]) -> tuple[dict[str, float], dict[str, tuple[fl
         for kind in ("text", "coordinates"):
             put(f"thinking_{split}_{kind}", f[f"thinking_{kind}"], "thinking")
             put(f"thinking_shapley_{split}_{kind}", f[f"thinking_{kind}"], "thinking_shapley")
+    if "answer_thinking_pearson" in figures:
+        put("answer_thinking_pearson", figures, "answer_thinking_pearson")
     put("overall", figures, "overall")
     put("overall_every_row", figures, "overall_every_row")
     put("overall_eq2", figures, "overall_eq2")

@@ -469,6 +469,21 @@ def overall_score(
     return numerator / denominator if denominator else math.nan
 
 
+def answer_score(item: WhereItem) -> float:
+    """An item's answer score as the released Overall counts it: the path score of a text item,
+    exp(−(d/0.1)^1.3) of a coordinate item."""
+    return item.path_score if item.task == "text" else coordinate_answer_score(item.distance_km)
+
+
+def answer_thinking_pearson(items: Sequence[WhereItem]) -> float | None:
+    """WhereBench Table 4: Pearson's r between the items' answer and thinking scores (None where
+    undefined: under 3 items or a constant score)."""
+    r = metrics.pearson(
+        [answer_score(i) for i in items], [metrics.thinking_score(i.clues_used or []) for i in items]
+    )
+    return None if math.isnan(r) else r
+
+
 def wherebench_figures(items: Sequence[WhereItem]) -> dict[str, object]:
     """The whole WhereBench block of a summary (percentages)."""
     out: dict[str, object] = {}
@@ -478,6 +493,9 @@ def wherebench_figures(items: Sequence[WhereItem]) -> dict[str, object]:
         out["wherecountry"] = wherecountry_figures(country)
     if street:
         out["wherestreet"] = wherestreet_figures(street)
+    judged = [i for i in street if i.clues_used is not None]
+    if judged:
+        out["answer_thinking_pearson"] = answer_thinking_pearson(judged)
     out["overall"] = _pct(overall_score(items))
     out["overall_every_row"] = _pct(overall_score(items, "accuracy_every_row"))
     out["overall_eq2"] = _pct(overall_score(items, coordinates="acc@1km"))

@@ -160,6 +160,16 @@ def draw_within_country(
     return [samples[i] for i in sorted(idx.tolist())]
 
 
+def uniform_sample(samples: Sequence[Sample], size: int, seed: int) -> list[Sample]:
+    """``size`` samples drawn uniformly without replacement (all when there are fewer), in input
+    order: SpotAgent's random-sampling baseline (§4.2.2) beside the stratified draw."""
+    if size <= 0:
+        raise ValueError("size must be positive")
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(samples), size=min(size, len(samples)), replace=False)
+    return [samples[i] for i in sorted(idx.tolist())]
+
+
 @dataclass
 class SampleResult:
     chosen: list[Sample]

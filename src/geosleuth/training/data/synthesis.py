@@ -127,7 +127,7 @@ class ChatObserver:
 
 @dataclass(frozen=True)
 class SynthesisConfig:
-    tools: tuple[str, ...] = ("image_zoom_in_tool", "web_search", "geocode")
+    tools: tuple[str, ...] = ("image_zoom_in_tool", "search_web", "maps_geocode")  # SpotAgent App. A.1
     max_steps: int = 6
     delta_km: float = 5.0
     concurrency: int = 4

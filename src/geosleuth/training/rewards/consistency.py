@@ -57,10 +57,12 @@ _LEVEL_WORDS = {
     "precise": "city or more precise place",
 }
 GEOAGENT_STAGES = {
-    "country": "CountryIdentification",
-    "region": "RegionalGuess",
-    "precise": "PreciseLocalization",
+    "country": ("CountryIdentification",),
+    "region": ("RegionalGuess", "RegionGuess"),
+    "precise": ("PreciseLocalization",),
 }
+"""Each level's stage key in the chain of thought: the JSON of the released GRPO prompt writes
+``RegionalGuess``, the paper's GRPO prompt ``RegionGuess``; either is read (the first found)."""
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,8 @@ def chain_of_thought(rollout: str) -> dict[str, tuple[str, str]] | None:
         if not isinstance(chain, dict):
             continue
         out: dict[str, tuple[str, str]] = {}
-        for level, stage in GEOAGENT_STAGES.items():
-            data = chain.get(stage)
+        for level, stages in GEOAGENT_STAGES.items():
+            data = next((chain[k] for k in stages if isinstance(chain.get(k), dict)), None)
             if isinstance(data, dict):
                 out[level] = (str(data.get("Reasoning") or ""), str(data.get("Conclusion") or "").strip())
         return out

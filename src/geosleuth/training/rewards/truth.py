@@ -128,3 +128,27 @@ def tool_call_count(completion: Any) -> int:
         calls = message.get("tool_calls")
         count += len(calls) if isinstance(calls, list) else 0
     return count + len(_TOOL_CALL_TAG.findall(completion_text(completion)))
+
+
+_TOOL_ERROR = re.compile(r"^[ \t]*(?:<tool_response>\s*)?Error: ", re.M)
+
+
+def tool_error_count(completion: Any) -> int:
+    """Failed tool calls in a rollout, GeoVista's tool-call error rate's numerator: tool results
+    that are geosleuth's error messages ("Error: …"), from the tool messages of a conversational
+    completion or the tool-response text of a plain one."""
+    if completion is None:
+        return 0
+    if isinstance(completion, str):
+        return len(_TOOL_ERROR.findall(completion))
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    count = 0
+    for message in completion:
+        if not isinstance(message, Mapping) or message.get("role") != "tool":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        count += bool(isinstance(content, str) and _TOOL_ERROR.match(content))
+    return count

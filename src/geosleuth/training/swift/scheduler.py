@@ -178,7 +178,9 @@ class GeoSleuthToolScheduler(MultiTurnScheduler):  # type: ignore[misc,valid-typ
         options = {**self.defaults, **{k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}}
         super().__init__(*args, **kwargs)
         registry = shared_registry(options.get("settings_path"), options.get("registry_factory"))
-        names = training_tools(registry.names(), options.get("tools"), bool(options.get("allow_exif")))
+        names = training_tools(
+            registry.names(), options.get("tools"), bool(options.get("allow_exif")), registry.alias_names()
+        )
         self.turns = ToolTurns(
             registry,
             names,

@@ -183,7 +183,7 @@ def make_environment_factory(
     A call running past ``timeout_s`` returns an error the policy reads; the rollout goes on.
     """
     registry: ToolRegistry = shared_registry(settings_path, registry_factory)
-    names = training_tools(registry.names(), tools, allow_exif)
+    names = training_tools(registry.names(), tools, allow_exif, registry.alias_names())
     if bbox_convention not in {"absolute", "relative1000"}:
         raise ValueError("bbox_convention must be absolute or relative1000")
     attrs: dict[str, Any] = {name: tool_method(registry.get(name)) for name in names}  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from typing import Any
 
 from geosleuth.core.records import LEVELS
 from geosleuth.training.rewards.batch import ConsistencyFn, RewardBatch, RewardSpec, score_texts
-from geosleuth.training.rewards.truth import completion_text, tool_call_count
+from geosleuth.training.rewards.truth import completion_text, tool_call_count, tool_error_count
 
 MetricLogger = Callable[[str, float], None]
 
@@ -74,6 +74,9 @@ class GeoRewardFunc:
         batch = score_texts(self.spec, texts, truths, self.consistency_fn, step=step, tool_calls=calls)
         self.last_batch = batch
         self._log(batch, columns.get("log_metric"), columns.get("log_extra"))
+        errors = sum(tool_error_count(c) for c in completions)
+        if callable(columns.get("log_metric")) and sum(calls):  # GeoVista records it during RL
+            columns["log_metric"](f"{self.metric_prefix}/tool_error_rate", errors / sum(calls))
         return [float(s) for s in batch.scores]
 
     def _log(self, batch: RewardBatch, log_metric: Any, log_extra: Any) -> None:

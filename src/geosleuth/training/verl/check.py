@@ -68,6 +68,31 @@ def _dataset(config: Any, files: Any, tokenizer: Any, processor: Any, train: boo
     }
 
 
+def settings(config: Any) -> dict[str, Any]:
+    """The training settings the papers report, as the composed config holds them (a preset's
+    values can be checked against its paper's table)."""
+    actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    return {
+        "train_batch_size": config.data.train_batch_size,
+        "ppo_mini_batch_size": actor.ppo_mini_batch_size,
+        "use_kl_loss": actor.use_kl_loss,
+        "kl_loss_coef": actor.kl_loss_coef,
+        "kl_in_reward": config.algorithm.use_kl_in_reward,
+        "kl_coef": config.algorithm.kl_ctrl.kl_coef,
+        "entropy_coeff": actor.entropy_coeff,
+        "n": rollout.n,
+        "temperature": rollout.temperature,
+        "top_p": rollout.top_p,
+        "top_k": rollout.top_k,
+        "max_prompt_length": config.data.max_prompt_length,
+        "max_response_length": config.data.max_response_length,
+        "max_tool_response_length": rollout.multi_turn.max_tool_response_length,
+        "max_assistant_turns": rollout.multi_turn.max_assistant_turns,
+        "test_freq": config.trainer.test_freq,
+        "save_freq": config.trainer.save_freq,
+    }
+
+
 def check(config: Any) -> dict[str, Any]:
     """What verl builds from ``config`` before its first rollout, summarised."""
     from omegaconf import OmegaConf
@@ -78,6 +103,7 @@ def check(config: Any) -> dict[str, Any]:
     from verl.utils import hf_tokenizer
     from verl.utils.config import validate_config
 
+    reported = settings(config)  # before validation normalises batch sizes per worker
     validate_config(
         config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
     )
@@ -102,6 +128,7 @@ def check(config: Any) -> dict[str, Any]:
         "tool_parser": type(parser).__name__ if parser else None,
         "reward_manager": type(manager).__name__,
         "reward": OmegaConf.to_container(config.reward.custom_reward_function.reward_kwargs),
+        "settings": reported,
     }
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from geosleuth.training.rewards.truth import tool_call_count, tool_error_count
 from geosleuth.training.verl.reward import compute_score_batch
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,20 @@ class PolicyDecoder:
             mask = np.zeros((n, width), dtype=bool)
             for i, v in enumerate(valid_lengths):
                 mask[i, : int(v)] = self.derived_mask(np.asarray(responses[i][: int(v)]))
+        return self.runs(responses, mask)
+
+    def tool_segments(
+        self, responses: np.ndarray, valid_lengths: Sequence[int], response_mask: np.ndarray
+    ) -> list[list[list[int]]]:
+        """Per response, the runs of token ids the policy did not generate: the tool responses."""
+        width = responses.shape[-1]
+        inside = np.arange(width)[None, :] < np.asarray(valid_lengths)[:, None]
+        return self.runs(responses, ~np.asarray(response_mask).astype(bool) & inside)
+
+    @staticmethod
+    def runs(responses: np.ndarray, mask: np.ndarray) -> list[list[list[int]]]:
+        """Per row, the runs of token ids where ``mask`` is set."""
+        n, width = mask.shape
         padded = np.zeros((n, width + 2), dtype=np.int8)
         padded[:, 1:-1] = mask
         step = np.diff(padded, axis=1)
@@ -156,7 +171,7 @@ def reward_kwargs(config: Any) -> dict[str, Any]:
     return dict(_plain(kwargs) or {})
 
 
-_Row = tuple[str, list[list[int]], Any, Any]
+_Row = tuple[str, list[list[int]], Any, Any, list[list[int]]]
 
 
 def _item(batch: Any, key: str, i: int, default: Any = None) -> Any:
@@ -188,13 +203,16 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         self.batch_sizes: list[int] = []  # rows per vectorised call, for logs and tests
         self._step: int | None = None  # verl's global step, when its DataProto carries one
 
-    def _segments(self, data: Any) -> list[list[list[int]]]:
+    def _segments(self, data: Any, tools: bool = False) -> list[list[list[int]]]:
+        """The policy's token runs, or (``tools``) the tool responses' runs (none without a mask)."""
         batch = data.batch
         responses = batch["responses"].cpu().numpy()
         length = responses.shape[-1]
         valid = batch["attention_mask"][:, -length:].sum(dim=-1).cpu().numpy()
         has_mask = "response_mask" in batch.keys()  # noqa: SIM118 - TensorDict refuses `key in td`
         mask = batch["response_mask"].cpu().numpy() if has_mask else None
+        if tools:
+            return [[] for _ in valid] if mask is None else self.decoder.tool_segments(responses, valid, mask)
         return self.decoder.segments(responses, valid.tolist(), mask)
 
     def decode(self, data: Any) -> list[str]:
@@ -205,12 +223,12 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         """(data source, policy token segments, ground truth, extra info) per item; decoded in the batch."""
         nt = data.non_tensor_batch
         rows = []
+        tool_runs = self._segments(data, tools=True)
         for i, segments in enumerate(self._segments(data)):
             reward_model = _item(nt, "reward_model", i, {}) or {}
             source = str(_item(nt, "data_source", i, "geosleuth"))
-            rows.append(
-                (source, segments, reward_model.get("ground_truth"), _item(nt, "extra_info", i, None))
-            )
+            extra = _item(nt, "extra_info", i, None)
+            rows.append((source, segments, reward_model.get("ground_truth"), extra, tool_runs[i]))
         return rows
 
     def _score(self, rows: Sequence[_Row], step: int | None = None) -> list[dict[str, Any]]:
@@ -218,6 +236,12 @@ class GeoSleuthRewardManager(RewardManagerBase):  # type: ignore[misc, valid-typ
         infos = compute_score_batch(
             [r[0] for r in rows], texts, [r[2] for r in rows], [r[3] for r in rows], step=step, **self.kwargs
         )
+        for info, text, tool_text in zip(infos, texts, self.decoder.join([r[4] for r in rows]), strict=True):
+            calls, errors = tool_call_count(text), tool_error_count(tool_text)
+            # GeoVista's tool-call error rate during RL (a batch's: mean(tool_errors) / mean(tool_calls))
+            info.update(
+                tool_calls=calls, tool_errors=errors, tool_error_rate=errors / calls if calls else 0.0
+            )
         return [{"reward_score": info["score"], "reward_extra_info": info} for info in infos]
 
     def score_batch(self, data: Any) -> list[dict[str, Any]]:
