@@ -212,6 +212,18 @@ def _pipe_dataset(root: Path) -> Path:
     return folder / "table.csv"
 
 
+def test_a_format_named_by_its_path(plugin_site: Path, tmp_path: Path) -> None:
+    """`--format package.module:adapter` reads a dataset as the registered name does."""
+    table = _pipe_dataset(tmp_path)
+    for fmt in ("pipe", "geo_ext:pipe_row"):
+        done = _cli(plugin_site, tmp_path, "datasets", "validate", str(table), "--format", fmt, "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        assert report["valid_samples"] == 2 and report["problems"] == [], report
+    wrong = _cli(plugin_site, tmp_path, "datasets", "validate", str(table), "--format", "geo_ext:NEAR")
+    assert wrong.returncode != 0 and "row adapter" in wrong.stderr
+
+
 def test_eval_with_the_plugin_format_protocol_and_judge(plugin_site: Path, tmp_path: Path) -> None:
     """`eval --format pipe --protocol within --judges brevity`: the agent answers Luzern for both
     photos, so Luzern is right (0 km) and Bern 81 km off: acc@3km = acc@30km = 50 %."""
