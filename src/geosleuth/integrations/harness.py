@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.records import Sample
 from geosleuth.scoring import FileScore, get_protocol, score_file
+from geosleuth.scoring.io import truth_record
 from geosleuth.scoring.protocols import ScoringProtocol
+
+__all__ = ["Answered", "defined", "metrics", "row_result", "score_answers", "truth_record"]
 
 log = logging.getLogger(__name__)
 _noted: set[tuple[str, ...]] = set()
@@ -30,12 +32,6 @@ class Answered:
 
     truth: dict[str, Any]
     response: str
-
-
-def truth_record(sample: Sample) -> dict[str, Any]:
-    """The sample as a ground-truth row (JSON-safe); images and free metadata stay out."""
-    record = sample.model_dump(exclude={"image", "metadata"}, exclude_none=True)
-    return {k: v for k, v in record.items() if v not in ([], {})}
 
 
 def score_answers(

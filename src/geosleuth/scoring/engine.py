@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
@@ -415,12 +415,59 @@ def score_file(
         raise ScoreInputError(
             f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}"
         )
-    name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []
     read_notes: list[str] = []
     if truth_path is not None:
         truth, truth_problems = truth_index(truth_path, keep_fields=by is not None, notes=read_notes)
+    rows = iter_rows(path, read_notes)
+    if columns:
+        rows = _mapped(rows, columns, str(path))
+    return score_stream(
+        rows,
+        protocol,
+        name=str(path),
+        truth=truth,
+        truth_path=truth_path,
+        by=by,
+        geocoder=geocoder,
+        reverse=reverse,
+        aliases=aliases,
+        verifier=verifier,
+        keep_rows=keep_rows,
+        notes=read_notes,
+        problems=truth_problems,
+    )
+
+
+def score_stream(
+    rows: Iterable[InputRow],
+    protocol: ScoringProtocol,
+    *,
+    name: str,
+    truth: Mapping[str, Truth] | None = None,
+    truth_path: Path | None = None,
+    by: str | None = None,
+    geocoder: Geocoder | None = None,
+    reverse: ReverseFn | None = None,
+    aliases: AliasFn | None = None,
+    verifier: VerifierFn | None = None,
+    keep_rows: bool = True,
+    keep_arrays: bool = False,
+    notes: list[str] | None = None,
+    problems: list[str] | None = None,
+) -> FileScore:
+    """The one scoring function: a stream of prediction rows (with their truth inline, or joined by
+    id from ``truth``) under ``protocol``, read by the protocol's own answer reader, in one pass.
+
+    Every door that reports a protocol's figures comes here (``score``, the run summary behind
+    ``eval`` / ``report`` / ``compare``, the harness tasks), so their figures agree by construction.
+    ``notes`` (filled while ``rows`` is read) and ``problems`` join the warnings; ``keep_arrays``
+    keeps the per-row arrays (distances, hits) without the per-row records of ``keep_rows``.
+    Row ``i`` of the arrays is the ``i``-th row of ``rows``; samples of ``truth`` without a
+    prediction follow, in ``truth``'s order.
+    """
+    read_notes = notes if notes is not None else []
     if protocol.geocode and geocoder is None:
         geocoder = default_geocoder()
     if (
@@ -434,10 +481,8 @@ def score_file(
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
-    rows = iter_rows(path, read_notes)
-    if columns:
-        rows = _mapped(rows, columns, name)
-    while block := list(islice(rows, PARSE_BLOCK)):
+    stream = iter(rows)
+    while block := list(islice(stream, PARSE_BLOCK)):
         parsed = [
             None if raw.data is None else prediction_from_row(raw.data, protocol, geocoder) for raw in block
         ]
@@ -457,17 +502,17 @@ def score_file(
             f"columns); pass the dataset with --truth FILE"
         )
     acc.flush()
-    arrays, notes = _arrays(acc, protocol, keep_rows)
+    arrays, found = _arrays(acc, protocol, keep_rows)
     score = summarize(arrays, protocol)
-    problems = merged_problems([truth_problems, acc.duplicates, missing_problem, acc.row_problems])
-    score.warnings = _warnings(path, acc, arrays, problems, [*read_notes, *notes])
+    listed = merged_problems([problems or [], acc.duplicates, missing_problem, acc.row_problems])
+    score.warnings = _warnings(name, acc, arrays, listed, [*read_notes, *found])
     if by and acc.groups is not None:
         score.groups = _groups(acc.groups, arrays, protocol)
         if set(score.groups) == {MISSING_GROUP}:
             score.warnings.append(f"--by {by}: no row has this field")
-    columns = None
+    row_columns = None
     if keep_rows:
-        columns = RowColumns(
+        row_columns = RowColumns(
             acc.line.array(),
             acc.status.array(),
             tuple(c.array() for c in acc.coords),
@@ -476,7 +521,8 @@ def score_file(
             acc.recovered,
             acc.problem_at,
         )
-    return FileScore(name, protocol.name, score, arrays if keep_rows else None, columns)
+    kept = arrays if keep_rows or keep_arrays else None
+    return FileScore(name, protocol.name, score, kept, row_columns)
 
 
 def _mapped(rows: Iterator[InputRow], columns: Mapping[str, str], name: str) -> Iterator[InputRow]:
@@ -663,7 +709,7 @@ def _line_list(lines: NDArray[np.int32]) -> str:
 
 
 def _warnings(
-    path: Path, acc: _Accumulator, arrays: ScoreArrays, problems: list[str], notes: list[str]
+    path: str, acc: _Accumulator, arrays: ScoreArrays, problems: list[str], notes: list[str]
 ) -> list[str]:
     out: list[str] = []
     if not acc.n:
