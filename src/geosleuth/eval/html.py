@@ -485,7 +485,7 @@ def write_html(
     )
     chosen = ranked[:MAX_SAMPLE_PAGES]
     pages = {r.sample_id for r in chosen}
-    by_id = {s.id: s for s in run.samples}
+    by_id = run.samples_by_id(pages)
     judged: dict[str, list[dict[str, Any]]] = {}
     for (sample_id, _), record in sorted(read_judgments(run.run_dir).items()):
         judged.setdefault(sample_id, []).append(record)
