@@ -249,6 +249,7 @@ CSV_COLUMNS = (
     "distance_km",
     "country_code",
     "continent",
+    "path_score",
     "confidence",
     "turns",
     "tool_calls",

@@ -252,6 +252,7 @@ class RunColumns:
         self.unlocated: list[int] = []  # rows whose truth country comes from its coordinates
         self.labelled: set[str] = set()
         self.where: list[WhereRow] = []
+        self.path_scores: dict[int, float] = {}  # WhereStreet text items: hierarchical path score
         self.agent_answered = 0  # records whose agent loop parsed coordinates (not the protocol's reading)
         self._countries: dict[str, str] = {}
         self._continents: tuple[NDArray[np.int32], list[str]] | None = None
@@ -295,6 +296,8 @@ class RunColumns:
             self._samples(index, sample, stats)
         if sample.data_source in WHEREBENCH_SOURCES:
             self.where.append(_where_row(index, sample, prediction))
+            if self.where[-1].path_score is not None:
+                self.path_scores[index] = self.where[-1].path_score
 
     def _country(self, index: int, sample: Sample) -> str | None:
         label = sample.labels.get("country")
@@ -480,6 +483,10 @@ class ScoreRow:
     def continent(self) -> str | None:
         codes, table = self.run.columns.continents()
         return table[int(codes[self.i])] or None
+
+    @property
+    def path_score(self) -> float | None:
+        return self.run.columns.path_scores.get(self.i)
 
     @property
     def confidence(self) -> float | None:
