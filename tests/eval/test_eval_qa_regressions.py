@@ -94,7 +94,12 @@ def _row(truth: tuple[float, float], pred: tuple[float, float] | None) -> Simple
     """What the map reads of a scored row."""
     plat, plon = pred or (None, None)
     return SimpleNamespace(
-        sample_id="x", status="ok", true_lat=truth[0], true_lon=truth[1], pred_lat=plat, pred_lon=plon,
+        sample_id="x",
+        status="ok",
+        true_lat=truth[0],
+        true_lon=truth[1],
+        pred_lat=plat,
+        pred_lon=plon,
         distance_km=1.0,
     )
 

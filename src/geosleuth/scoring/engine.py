@@ -51,6 +51,7 @@ from geosleuth.scoring.io import (
     truth_from_row,
     truth_index,
 )
+from geosleuth.scoring.peers import at_released_point
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import STATUSES, FileScore, RowColumns, Score, ScoreArrays
 from geosleuth.scoring.vectorised import (
@@ -341,8 +342,11 @@ class _Accumulator:
         ids = list(index)
         seen = self.ids_seen.contains_all(ids)
         missing = [sid for sid, was_seen in zip(ids, seen.tolist(), strict=True) if not was_seen]
+        unanswered = Prediction(status=ParseStatus.EMPTY)
+        if self.protocol.unparsed_point is not None:  # no answer sits where an unparsed one does (G3)
+            unanswered = at_released_point(unanswered, self.protocol.unparsed_point)
         for sid in missing:
-            self.add(0, sid, Prediction(status=ParseStatus.EMPTY), index[sid], None, "no prediction")
+            self.add(0, sid, unanswered, index[sid], None, "no prediction")
         if not missing:
             return []
         return [
