@@ -66,15 +66,11 @@ def make_run(run_dir: Path, n: int) -> None:
         for i in range(n):
             lat, lon = -60 + (i * 0.011) % 120, -170 + (i * 0.037) % 340
             sid = f"s{i:07d}"
-            samples.write(
-                s_template.replace('"ID"', f'"{sid}"').replace("33.3333", f"{lat:.5f}").replace("44.4444", f"{lon:.5f}")
-                + "\n"
-            )
+            one = s_template.replace('"ID"', f'"{sid}"')
+            samples.write(one.replace("33.3333", f"{lat:.5f}").replace("44.4444", f"{lon:.5f}") + "\n")
             plat, plon = lat + (i % 7) * 0.3, lon - (i % 5) * 0.2
-            log.write(
-                t_template.replace('"ID"', f'"{sid}"').replace("11.1111", f"{plat:.5f}").replace("22.2222", f"{plon:.5f}")
-                + "\n"
-            )
+            one = t_template.replace('"ID"', f'"{sid}"')
+            log.write(one.replace("11.1111", f"{plat:.5f}").replace("22.2222", f"{plon:.5f}") + "\n")
 
 
 def peak_mib(kind: str, run_dir: Path, protocol: str, src: str | None) -> tuple[float, float]:
@@ -103,7 +99,8 @@ def main() -> None:
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >= 0
     with tempfile.TemporaryDirectory(prefix="geosleuth-report-mem-") as tmp:
         print(f"protocol {args.protocol}; peak resident memory of one process each")
-        print(f"{'samples':>9} {'report MiB':>11} {'score MiB':>10} {'report/score':>13} {'report s':>9} {'score s':>8}")
+        header = ("samples", "report MiB", "score MiB", "report/score", "report s", "score s")
+        print(" ".join(f"{h:>{w}}" for h, w in zip(header, (9, 11, 10, 13, 9, 8), strict=True)))
         for n in (int(x) for x in args.sizes.split(",")):
             run_dir = Path(tmp) / f"run{n}"
             make_run(run_dir, n)

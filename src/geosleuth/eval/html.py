@@ -23,7 +23,6 @@ from geosleuth.core.records import Sample, Trajectory, cap_text
 from geosleuth.eval.judges import read_judgments
 from geosleuth.eval.rundata import RunData
 from geosleuth.eval.scores import ScoreRow
-from geosleuth.eval.store import load_run_trajectories
 from geosleuth.imageio import ImageInputError, thumbnail
 from geosleuth.secrets import redact_text
 
@@ -489,7 +488,7 @@ def write_html(
     judged: dict[str, list[dict[str, Any]]] = {}
     for (sample_id, _), record in sorted(read_judgments(run.run_dir).items()):
         judged.setdefault(sample_id, []).append(record)
-    full = load_run_trajectories(run.run_dir, ids=pages)
+    full = run.trajectories  # each page's record read back on its own, not all at once
     for row in chosen:
         trajectory = full.get(row.sample_id)
         try:

@@ -294,6 +294,8 @@ class RunColumns:
         if stats is not None:
             self.tools.add(stats)
             self._samples(index, sample, stats)
+        if len(self.ids) % CHUNK_ROWS == 0:
+            self.flush()
         if sample.data_source in WHEREBENCH_SOURCES:
             self.where.append(_where_row(index, sample, prediction))
             if self.where[-1].path_score is not None:
@@ -325,8 +327,17 @@ class RunColumns:
             ok = one is not None and one.status is TrajectoryStatus.OK
             column.append(sample_distance(sample, one.prediction if ok and one else None, self.protocol))
 
+    def flush(self) -> None:
+        """Freeze the buffered values into NumPy chunks (a Python value costs more than its number)."""
+        columns = [self.status, self.answer_type, self.country, *self.fields.columns.values()]
+        for growing in (*self.numbers.values(), *self.tokens.values(), *self.sample_distances):
+            growing.flush()
+        for interned in columns:
+            interned.column.flush()
+
     def finish(self) -> None:
         """Truth countries of unlabelled samples from their coordinates (the gazetteer, in chunks)."""
+        self.flush()
         if not self.unlocated:
             return
         rows = np.array(self.unlocated, dtype=np.int64)
