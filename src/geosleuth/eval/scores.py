@@ -569,7 +569,8 @@ def score_samples(
         from dataclasses import replace
 
         scoring = replace(protocol, file_scorer=None)
-    scored = score_stream(run_rows(samples, lookup, columns), scoring, name=name, keep_rows=True)
+    rows = run_rows(samples, lookup, columns)
+    scored = score_stream(rows, scoring, name=name, keep_rows=True, keep_pred_levels=False)
     columns.finish()
     return RunScore(protocol, scored, columns)
 

@@ -111,6 +111,7 @@ class _Accumulator:
         self.verifier = verifier
         self.by = by
         self.keep_rows = keep_rows
+        self.keep_pred_levels = keep_rows  # the reverse-geocoded places of predictions, for --rows
         self.prefixes = (name,) if truth_prefix is None else (name, truth_prefix)
         self.n = 0
         self.any_truth = False
@@ -259,7 +260,7 @@ class _Accumulator:
         if self.protocol.coord_levels and self.reverse is None:
             self.reverse = default_reverse(self.protocol)
         chunk = coordinate_chunk(
-            plat, plon, tlat, tlon, self.protocol, self.reverse, keep_pred_levels=self.keep_rows
+            plat, plon, tlat, tlon, self.protocol, self.reverse, keep_pred_levels=self.keep_pred_levels
         )
         self.coord_chunks.append(chunk)
 
@@ -458,6 +459,7 @@ def score_stream(
     verifier: VerifierFn | None = None,
     keep_rows: bool = True,
     keep_arrays: bool = False,
+    keep_pred_levels: bool | None = None,
     notes: list[str] | None = None,
     problems: list[str] | None = None,
 ) -> FileScore:
@@ -467,7 +469,8 @@ def score_stream(
     Every door that reports a protocol's figures comes here (``score``, the run summary behind
     ``eval`` / ``report`` / ``compare``, the harness tasks), so their figures agree by construction.
     ``notes`` (filled while ``rows`` is read) and ``problems`` join the warnings; ``keep_arrays``
-    keeps the per-row arrays (distances, hits) without the per-row records of ``keep_rows``.
+    keeps the per-row arrays (distances, hits) without the per-row records of ``keep_rows``;
+    ``keep_pred_levels=False`` leaves the predictions' reverse-geocoded places out of the records.
     Row ``i`` of the arrays is the ``i``-th row of ``rows``; samples of ``truth`` without a
     prediction follow, in ``truth``'s order.
     """
@@ -483,6 +486,8 @@ def score_stream(
         aliases = gazetteer_aliases(geocoder)
     truth_name = str(truth_path) if truth_path is not None else None
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
+    if keep_pred_levels is not None:
+        acc.keep_pred_levels = keep_pred_levels
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
     stream = iter(rows)
@@ -593,7 +598,7 @@ def _arrays(acc: _Accumulator, protocol: ScoringProtocol, keep_rows: bool) -> tu
             parsed=parsed,
             truth_levels=truth_levels,
             has_labels=acc.has_labels.array(),
-            keep_pred_levels=keep_rows,
+            keep_pred_levels=acc.keep_pred_levels,
         )
         any_truth_coords = bool(np.isfinite(tlat).any())
     notes: list[str] = []
