@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.geo import distance_km
+from geosleuth.core.records import Prediction, Sample, Trajectory
+from geosleuth.eval.scores import score_run
+from geosleuth.eval.summary import protocol_metrics
 from geosleuth.scoring import get_protocol, score_file
 from geosleuth.scoring.protocols import PROTOCOLS
 
@@ -107,3 +111,38 @@ def test_threshold_figures_by_hand(protocol: str, tmp_path: Path, monkeypatch: p
             100 * (2 * k + 1) / n, abs=1e-6
         )
     assert ("geoguessr" in summary["metrics"]) is False  # none of these defines a GeoGuessr score
+
+
+def _answered(sid: str, answer: dict) -> Trajectory:
+    """A trajectory whose agent parsed coordinates, with its final answer text as written."""
+    parsed = Prediction(lat=answer["lat"], lon=answer["lon"], status="ok", raw=json.dumps(answer))
+    return Trajectory(sample_id=sid, model="m", prediction=parsed)
+
+
+def test_a_strict_protocol_reads_the_answer_text_not_the_agents_parse() -> None:
+    """TWM credits only a first JSON object with lat, lon, city and country: the answer without a
+    city is unparsed and wrong, whatever coordinates the agent loop read from it."""
+    samples = [Sample(id="a", lat=45.0, lon=10.0), Sample(id="b", lat=45.0, lon=11.0)]
+    records = {
+        "a": _answered("a", {"lat": 45.0, "lon": 10.0, "city": "X", "country": "Italy"}),
+        "b": _answered("b", {"lat": 45.0, "lon": 11.0, "country": "Italy"}),
+    }
+    run = score_run(samples, records, get_protocol("twm"))
+    figures = protocol_metrics(run.file)
+    assert figures["acc@0.5km"]["value"] == 50.0  # a at 0 km; b unparsed: 1 of 2
+    assert run.file.score.parsed == 1 and run.columns.agent_answered == 2
+    assert "geoguessr" not in figures  # Thinking with Map defines none
+
+
+def test_pigeon_rounds_each_rows_geoguessr_points() -> None:
+    """PIGEON rounds per row: 5000·exp(−d / 1492.7) = 4999.6 at d = −1492.7·ln(0.99992) ≈ 0.11942 km,
+    rounded to 5000; the mean of two such rows is 5000 (4999.6 unrounded)."""
+    d = -1492.7 * math.log(0.99992)
+    step = math.degrees(d / 6378.137)  # haversine on R = 6378.137 km due north: d = R·Δφ
+    samples = [Sample(id=s, lat=10.0, lon=20.0 + i) for i, s in enumerate("ab")]
+    records = {
+        s: _answered(s, {"lat": 10.0 + step, "lon": 20.0 + i, "city": "X", "country": "Y"})
+        for i, s in enumerate("ab")
+    }
+    figures = protocol_metrics(score_run(samples, records, get_protocol("pigeon")).file)
+    assert figures["geoguessr"] == 5000.0
