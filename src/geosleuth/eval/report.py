@@ -14,7 +14,7 @@ from geosleuth.eval.judges import judge_summary, read_judgments
 from geosleuth.eval.rundata import RunData, load_records, load_run
 from geosleuth.eval.scores import RunScore, ScoreRow, protocol_for, score_samples
 from geosleuth.eval.store import write_atomic
-from geosleuth.eval.summary import percent_judges, percent_summary, summarize
+from geosleuth.eval.summary import DEFAULT_BREAKDOWNS, percent_judges, percent_summary, summarize
 
 __all__ = [
     "MARKDOWN",
@@ -38,7 +38,7 @@ def score(run: RunData, protocol: str | None = None, fields: list[str] | None = 
     """The run through the scoring engine, streaming its samples and trajectories."""
     config = run.config
     proto = protocol_for(protocol or config.get("protocol"), run.iter_samples())
-    wanted = [*(config.get("breakdowns") or []), *(fields or [])]
+    wanted = [*DEFAULT_BREAKDOWNS, *(config.get("breakdowns") or []), *(fields or [])]
     return score_samples(run.iter_samples(), run.lookup, proto, wanted, name=str(run.run_dir / SAMPLES))
 
 
