@@ -6,6 +6,7 @@ Its own module so that ``report`` and ``html`` both import it and not each other
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,13 +44,12 @@ class TrajectoryIndex:
 
     def __init__(self, run_dir: Path) -> None:
         self.store = TrajectoryStore(run_dir)
-        keys: list[int] = []
-        starts: list[int] = []
+        keys, starts = array("q"), array("q")  # 8 bytes an entry while the log streams by
         for start, line in self.store.located_lines():
             keys.append(hash(_sample_id(line)))
             starts.append(start)
-        key_array = np.array(keys, dtype=np.int64)
-        start_array = np.array(starts, dtype=np.int64)
+        key_array = np.frombuffer(keys, dtype=np.int64)
+        start_array = np.frombuffer(starts, dtype=np.int64)
         order = np.argsort(key_array, kind="stable")  # equal ids keep file order: the last one wins
         ordered = key_array[order]
         last = np.ones(ordered.size, dtype=bool)
