@@ -99,10 +99,10 @@ def adversarial_marker() -> str:
 
 
 async def run_eval(root: Path, healthy: int, adversarial: bool, args: argparse.Namespace) -> dict[str, Any]:
-    from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
-    from geosleuth.eval.datasets import load_dataset
-    from geosleuth.eval.run import AgentRunner, write_samples
-    from geosleuth.eval.runner import run_samples
+    from geosleuth.eval.datasets.loading import load_dataset
+    from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
+    from geosleuth.eval.run.pipeline import AgentRunner, write_samples
+    from geosleuth.eval.run.runner import run_samples
     from geosleuth.testing import FakeOpenAIServer, reply
 
     data = make_dataset(root / "data", healthy, adversarial)

@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 
 from geosleuth.core.records import Prediction, Sample, ToolCallRecord, Trajectory, Turn, Usage
-from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
+from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
 
 PROSE = "The signage is in German and the plates are Swiss; the lake suggests Lucerne. " * 10
 RESULT = "Luzern, Lucerne, Switzerland (47.0505, 8.3064) population 82000; " * 8
 
 CHILD = {
-    "report": "from geosleuth.eval.report import write_report; write_report(RUN, protocol=PROTOCOL)",
+    "report": "from geosleuth.eval.report.write import write_report; write_report(RUN, protocol=PROTOCOL)",
     "score": (
         "from geosleuth.scoring import get_protocol, score_file; "
         "score_file(RUN / 'trajectories.jsonl', get_protocol(PROTOCOL), truth_path=RUN / 'samples.jsonl', "

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from geosleuth.cli.app import app
 from geosleuth.core.geo import distance_km
 from geosleuth.core.records import Prediction, Sample, Trajectory
-from geosleuth.eval.scores import score_run
-from geosleuth.eval.summary import protocol_metrics
+from geosleuth.eval.report.scores import score_run
+from geosleuth.eval.report.summary import protocol_metrics
 from geosleuth.scoring import get_protocol, score_file
 from geosleuth.scoring.protocols import PROTOCOLS
 

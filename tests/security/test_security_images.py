@@ -18,8 +18,8 @@ from PIL import Image
 
 from geosleuth.agent import AgentConfig, run_task
 from geosleuth.agent.images import load_image
+from geosleuth.bounds.imageio import ImageInputError, open_image, probe_image, thumbnail
 from geosleuth.core.records import Prediction, Task, Trajectory, TrajectoryStatus
-from geosleuth.imageio import ImageInputError, open_image, probe_image, thumbnail
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -159,11 +159,11 @@ async def test_a_bomb_in_a_dataset_is_an_input_error_on_its_sample(tmp_path: Pat
 
 def test_report_survives_a_bomb_and_writes_summary(tmp_path: Path) -> None:
     """The issue's repro: a 30000 × 30000 bomb referenced by a dataset used to crash the report."""
-    from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
-    from geosleuth.eval.datasets import load_dataset
-    from geosleuth.eval.report import write_report
-    from geosleuth.eval.run import write_samples
-    from geosleuth.eval.runner import run_samples
+    from geosleuth.eval.datasets.loading import load_dataset
+    from geosleuth.eval.report.write import write_report
+    from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
+    from geosleuth.eval.run.pipeline import write_samples
+    from geosleuth.eval.run.runner import run_samples
 
     data = tmp_path / "data"
     (data / "images").mkdir(parents=True)

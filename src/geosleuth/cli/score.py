@@ -177,8 +177,8 @@ def score(
 
 
 def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.judges import GeoVistaVerifier
+    from geosleuth.eval.judges.tasks import GeoVistaVerifier
+    from geosleuth.eval.run.config import JudgeSettings
 
     settings = JudgeSettings(model=model, api_key_env=api_key_env)
     if base_url:
@@ -187,8 +187,8 @@ def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
 
 
 def _judge(model: str, base_url: str | None, api_key_env: str | None) -> Any:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.wherebench_judge import WhereBenchJudge
+    from geosleuth.eval.run.config import JudgeSettings
+    from geosleuth.eval.wherebench.judge import WhereBenchJudge
 
     settings = JudgeSettings(model=model, api_key_env=api_key_env)
     if base_url:

@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, Field
 
+from geosleuth.bounds.ocr import WHOLE_PIXELS, read_strip, strip_plan
 from geosleuth.core.text import script_of
 from geosleuth.tools.base import BBoxConvention, ToolError
 from geosleuth.tools.clues import (
@@ -45,7 +46,6 @@ from geosleuth.tools.clues import (
     extract_clues,
     phone_clues,
 )
-from geosleuth.tools.ocr_bounds import WHOLE_PIXELS, read_strip, strip_plan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
 log = logging.getLogger(__name__)
