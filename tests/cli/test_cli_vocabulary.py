@@ -240,7 +240,8 @@ def test_the_eval_headline_prints_counts_as_counts(tmp_path: Path, monkeypatch: 
         app, ["eval", str(data), "--out", str(tmp_path / "run"), "--agent-fn", "eval_fake_agent:planned"]
     )
     assert result.exit_code == 0, result.output
-    assert "answered=8 " in result.stdout or result.stdout.rstrip().endswith("answered=8")
+    headline = result.stdout.splitlines()[1]
+    assert "acc@25km=100.00%" in headline and "median_km=0.0" in headline  # a distance in km, no %
 
 
 def test_eval_json_without_a_report_prints_what_it_ran(

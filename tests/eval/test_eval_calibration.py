@@ -32,29 +32,12 @@ def test_ece_edges() -> None:
 
 
 def test_summary_ece_matches_its_bins() -> None:
-    from geosleuth.eval.report.scores import ScoreRow
     from geosleuth.eval.report.summary import calibration
     from geosleuth.scoring.protocols import get_protocol
 
     rng = np.random.default_rng(3)
-    rows = [
-        ScoreRow(
-            sample_id=str(i),
-            status="ok",
-            answer_type="coordinates",
-            true_lat=0.0,
-            true_lon=0.0,
-            pred_lat=0.0,
-            pred_lon=0.0,
-            distance_km=float(d),
-            country_code=None,
-            continent=None,
-            choice_correct=None,
-            confidence=float(c),
-        )
-        for i, (d, c) in enumerate(zip(rng.uniform(0, 3000, 40), rng.uniform(0, 1, 40), strict=True))
-    ]
-    out = calibration(rows, get_protocol("default"))
+    distances, confidence = rng.uniform(0, 3000, 40), rng.uniform(0, 1, 40)
+    out = calibration(confidence, distances, get_protocol("default"))
     from_bins = sum(b["n"] * abs(b["mean_confidence"] - b["hit_rate"]) for b in out["bins"]) / out["n"]
     assert out["n"] == 40 and sum(b["n"] for b in out["bins"]) == 40
     assert out["ece"] == pytest.approx(from_bins, abs=1e-5)

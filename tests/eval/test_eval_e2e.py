@@ -68,7 +68,7 @@ def test_eval_over_http_with_scripted_agent(tmp_path: Path, monkeypatch: pytest.
     assert summary["status_counts"] == {"model_error": 1, "ok": 6, "parse_failed": 1}
     metrics = summary["metrics"]
     assert metrics["acc@1km"]["value"] == 62.5 and metrics["acc@750km"]["value"] == 75.0
-    assert metrics["country_acc"]["value"] == 75.0 and metrics["city_acc"]["value"] == 62.5
+    assert metrics["text_acc_country"]["value"] == 75.0 and metrics["text_acc_city"]["value"] == 62.5
     tools = summary["tools"]
     assert tools["per_tool"]["image_zoom_in_tool"]["calls"] == 1 and tools["tool_success_rate"] == 1.0
     assert tools["total_tokens"] == 6 * 120 + 15 + 15  # 6 scripted answers, paris' zoom turn, tokyo's reply
@@ -118,7 +118,7 @@ def test_eval_with_the_real_agent(tmp_path: Path) -> None:
     assert summary["status_counts"] == {"ok": 8}
     metrics = summary["metrics"]
     assert metrics["acc@1km"]["value"] == 12.5 and metrics["acc@2500km"]["value"] == 25.0
-    assert metrics["country_acc"]["value"] == 12.5
+    assert metrics["text_acc_country"]["value"] == 12.5
     zoom = summary["tools"]["per_tool"]["image_zoom_in_tool"]
     assert zoom["calls"] == 8 and zoom["success_rate"] == 1.0
     page = (tmp_path / "run" / "html" / "samples" / "paris.html").read_text()

@@ -82,11 +82,11 @@ def test_pass_at_k_best_of_n_and_verifier() -> None:
     samples = [Sample(id="a", lat=0.0, lon=0.0), Sample(id="b", lat=0.0, lon=0.0)]
     near, far = (0.0, 0.001), (10.0, 10.0)
     trajectories = {"a": _traj("a", [far, near, None], far), "b": _traj("b", [far, far, far], far)}
-    rows = score_run(samples, trajectories, get_protocol("default"))
-    multi = multi_sample_metrics(rows, get_protocol("default"))
+    multi = multi_sample_metrics(score_run(samples, trajectories, get_protocol("default")))
     assert multi["n"] == 3 and multi["aggregators"] == ["verifier:v"]
-    assert multi["pass@k"]["acc@1km"] == pytest.approx({"1": 1 / 6, "2": 1 / 3, "3": 0.5}, abs=1e-6)
-    assert multi["best@n"]["acc@1km"] == 0.5 and multi["aggregated"]["acc@1km"] == 0.0
+    # percent: a has one near answer of 3 (pass@1 = (1/3 + 0) / 2), b none
+    assert multi["pass@k"]["acc@1km"] == pytest.approx({"1": 100 / 6, "2": 100 / 3, "3": 50.0}, abs=1e-4)
+    assert multi["best@n"]["acc@1km"] == 50.0 and multi["aggregated"]["acc@1km"] == 0.0
 
 
 def test_parquet_with_relative_image_paths(tmp_path: Path) -> None:

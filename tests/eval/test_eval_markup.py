@@ -51,7 +51,7 @@ def test_run_data_is_escaped_everywhere(run_dir: Path) -> None:
     index = html.index_html(run, rows, summary, pages, [])
     sample = next(s for s in run.samples if s.id == PLACES[0][0])
     row = next(r for r in rows if r.sample_id == sample.id)
-    trajectory = html.load_run_trajectories(run_dir)[sample.id]
+    trajectory = run.trajectories.get(sample.id)
     judged = [{"judge": HOSTILE, "ok": False, "error": HOSTILE, "result": {"why": HOSTILE}}]
     page = html.sample_html(run, sample, row, trajectory, judged)
     failed = html._failed_page(HOSTILE, ValueError(HOSTILE))

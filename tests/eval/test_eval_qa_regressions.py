@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from eval_data import make_csv_dataset, make_image
@@ -13,11 +14,12 @@ from geosleuth.cli.app import app
 from geosleuth.core.records import Prediction, Sample, ToolCallRecord, Trajectory, Turn, Usage
 from geosleuth.eval.datasets.loading import load_dataset
 from geosleuth.eval.report.html import MAP_H, MAP_W, _turns_html, map_extent, world_map_svg
-from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
+from geosleuth.eval.report.scores import protocol_for, score_run
 from geosleuth.eval.report.summary import tool_metrics
 from geosleuth.eval.report.write import markdown
 from geosleuth.eval.run.config import EvalConfig, Price, build_manifest, write_manifest
 from geosleuth.eval.run.store import RunDirError
+from geosleuth.scoring.protocols import get_protocol
 from geosleuth.testing import FakeOpenAIServer, error
 
 
@@ -88,8 +90,18 @@ def test_sample_images_are_absolute_whatever_the_working_directory(
     assert here.fingerprint == there.fingerprint
 
 
-def _row(truth: tuple[float, float], pred: tuple[float, float] | None) -> ScoreRow:
-    return ScoreRow("x", "ok", "coordinates", *truth, *(pred or (None, None)), 1.0, None, None, None)
+def _row(truth: tuple[float, float], pred: tuple[float, float] | None) -> SimpleNamespace:
+    """What the map reads of a scored row."""
+    plat, plon = pred or (None, None)
+    return SimpleNamespace(
+        sample_id="x",
+        status="ok",
+        true_lat=truth[0],
+        true_lon=truth[1],
+        pred_lat=plat,
+        pred_lon=plon,
+        distance_km=1.0,
+    )
 
 
 def test_error_map_frames_a_regional_benchmark_instead_of_the_whole_world() -> None:
@@ -123,7 +135,7 @@ def test_per_sample_row_counts_the_work_of_all_n_samples() -> None:
         aggregator="medoid",
     )
     sample = Sample(id="a", lat=1, lon=2)
-    (row,) = score_run([sample], {"a": aggregate}, protocol_for(None, [sample]))
+    (row,) = score_run([sample], {"a": aggregate}, protocol_for(None, [sample])).rows()
     assert (row.turns, row.tool_calls, row.tool_errors) == (3, 6, 3)
     assert (row.prompt_tokens, row.completion_tokens) == (60, 15)
 
@@ -137,7 +149,8 @@ def test_verifier_tokens_count_in_tokens_and_cost() -> None:
         metadata={"verifier": {"model": "judge", "usage": {"prompt_tokens": 500, "completion_tokens": 100}}},
     )
     prices = {"m": Price(prompt=1.0, completion=2.0), "judge": Price(prompt=10.0, completion=20.0)}
-    tools = tool_metrics({"a": aggregate}, prices)
+    sample = Sample(id="a", lat=1, lon=2)
+    tools = tool_metrics(score_run([sample], {"a": aggregate}, get_protocol("geoclip")).columns, prices)
     assert tools["prompt_tokens_per_sample"] == 2500 and tools["completion_tokens_per_sample"] == 110
     assert tools["cost_usd"] == pytest.approx((2000 * 1 + 10 * 2 + 500 * 10 + 100 * 20) / 1e6)
 

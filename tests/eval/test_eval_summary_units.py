@@ -7,7 +7,7 @@ import pytest
 
 from geosleuth.core.records import Prediction, Sample, Trajectory
 from geosleuth.eval.report.scores import protocol_for, score_run
-from geosleuth.eval.report.summary import coordinate_level_metrics
+from geosleuth.eval.report.summary import protocol_metrics
 from geosleuth.scoring import vectorised
 from geosleuth.scoring.protocols import get_protocol
 
@@ -35,27 +35,17 @@ TRAJ = {
 
 
 def test_coordinate_levels_from_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's reverse-geocoded levels are the summary's figures, in percent, by the protocol's names."""
     monkeypatch.setattr(vectorised, "default_reverse", lambda protocol: fake_reverse)
+    monkeypatch.setattr("geosleuth.scoring.engine.default_reverse", lambda protocol: fake_reverse)
     default = get_protocol("default")
-    out = coordinate_level_metrics(score_run(SAMPLES, TRAJ, default), default)
-    assert out["acc_country"]["value"] == pytest.approx(2 / 3, abs=1e-6)
-    assert out["acc_city"]["value"] == pytest.approx(
-        1 / 3, abs=1e-6
-    )  # b lands in the wrong city; c is missing
+    out = protocol_metrics(score_run(SAMPLES, TRAJ, default).file)
+    assert out["acc_country"]["value"] == pytest.approx(100 * 2 / 3, abs=1e-4)  # a, b right; c missing
+    assert out["acc_city"]["value"] == pytest.approx(100 / 3, abs=1e-4)  # b lands in the wrong city
     osv = get_protocol("osv5m")
-    out = coordinate_level_metrics(score_run(SAMPLES, TRAJ, osv), osv)
-    assert out["acc_country"]["value"] == pytest.approx(2 / 3, abs=1e-6) and "acc_region" in out
-
-
-def test_coordinate_levels_report_a_missing_geocoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(protocol):  # type: ignore[no-untyped-def]
-        raise ImportError("no gazetteer")
-
-    monkeypatch.setattr(vectorised, "default_reverse", missing)
-    default = get_protocol("default")
-    assert (
-        "no gazetteer" in coordinate_level_metrics(score_run(SAMPLES, TRAJ, default), default)["unavailable"]
-    )
+    out = protocol_metrics(score_run(SAMPLES, TRAJ, osv).file)
+    assert out["acc_country"]["value"] == pytest.approx(100 * 2 / 3, abs=1e-4) and "acc_region" in out
+    assert "country_acc" not in out and "geoscore" not in out  # only what OSV-5M defines
 
 
 def test_protocol_guess_and_errors() -> None:
@@ -83,6 +73,6 @@ def test_world_map_draws_country_outlines(monkeypatch: pytest.MonkeyPatch) -> No
     )
     paths = country_outline_paths.__wrapped__()
     assert len(paths) == 2 and paths[1].count("M") == 2
-    rows = score_run(SAMPLES, TRAJ, get_protocol("default"))
+    rows = score_run(SAMPLES, TRAJ, get_protocol("geoclip")).rows()
     svg = world_map_svg(rows, {"a"})
     assert svg.count('class="land"') == 2 and 'href="samples/a.html"' in svg and svg.count("<line x1") == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,6 @@ from geosleuth.core.country_groups import REMOTE, country_group, settlement_clas
 from geosleuth.core.fairness import disparity, headline_threshold, prediction_entropy
 from geosleuth.eval.report.fairness import fairness_block, fairness_breakdowns, group_labels
 from geosleuth.eval.report.fairness_markup import accuracy_colour, choropleth, fairness_markdown
-from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.scoring.protocols import get_protocol
 
 
@@ -91,8 +90,26 @@ def test_settlement_bins() -> None:
     ]
 
 
-def _row(sid: str, cc: str, lat: float, lon: float, km: float) -> ScoreRow:
-    return ScoreRow(
+@dataclass
+class _Row:
+    """The fields of a scored row (`eval.report.scores.ScoreRow`) the fairness figures read."""
+
+    sample_id: str
+    status: str
+    answer_type: str
+    true_lat: float | None
+    true_lon: float | None
+    pred_lat: float | None
+    pred_lon: float | None
+    distance_km: float
+    country_code: str | None
+    continent: str | None
+    choice_correct: bool | None
+    level_hits: dict[str, bool] = field(default_factory=dict)
+
+
+def _row(sid: str, cc: str, lat: float, lon: float, km: float) -> _Row:
+    return _Row(
         sample_id=sid,
         status="ok",
         answer_type="coordinates",
@@ -107,7 +124,7 @@ def _row(sid: str, cc: str, lat: float, lon: float, km: float) -> ScoreRow:
     )
 
 
-def _rows() -> list[ScoreRow]:
+def _rows() -> list[_Row]:
     # 10 in New York (US, High income): 8 within 25 km; 10 in Addis Ababa (ET, Low income): 3 within
     us = [_row(f"us{i}", "US", 40.7128, -74.006, 0.5 if i < 8 else 5000.0) for i in range(10)]
     et = [_row(f"et{i}", "ET", 9.03, 38.74, 0.5 if i < 3 else 5000.0) for i in range(10)]

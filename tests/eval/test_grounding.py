@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,6 @@ from geosleuth.eval.report.grounding import (
 )
 from geosleuth.eval.report.grounding_markup import grounding_context, grounding_markdown
 from geosleuth.eval.report.markup import render
-from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
 
@@ -158,34 +158,24 @@ def test_macro_recall_f1_by_hand() -> None:
     assert math.isnan(recall) and classes == 0
 
 
-def _row(sid: str, country: str, continent: str, city: str) -> ScoreRow:
-    return ScoreRow(
-        sample_id=sid,
-        status="ok",
-        answer_type="coordinates",
-        true_lat=0.0,
-        true_lon=0.0,
-        pred_lat=None,
-        pred_lon=None,
-        distance_km=math.nan,
-        country_code=country,
-        continent=continent,
-        choice_correct=None,
-        labels={"city": city},
-    )
+@dataclass
+class _Row:
+    """What GeoComp's levels read of a scored row (`eval.report.scores.ScoreRow`)."""
+
+    sample_id: str
+    country_code: str
+    continent: str
+    status: str = "ok"
 
 
 def test_geocomp_levels() -> None:
-    rows = [
-        _row("1", "FR", "Europe", "Paris"),
-        _row("2", "DE", "Europe", "Berlin"),
-        _row("3", "JP", "Asia", "Osaka"),
-    ]
+    rows = [_Row("1", "FR", "Europe"), _Row("2", "DE", "Europe"), _Row("3", "JP", "Asia")]
+    truths = {"1": {"city": "Paris"}, "2": {"city": "Berlin"}, "3": {"city": "Osaka"}}
     records = {
         "1": Trajectory(sample_id="1", model="m", prediction=Prediction(city="paris", country="France")),
         "2": Trajectory(sample_id="2", model="m", prediction=Prediction(city="Munich", country="Germany")),
     }  # sample 3 has no record: every level is "none"
-    levels = geocomp_levels(rows, records)
+    levels = geocomp_levels(rows, records, truths)  # type: ignore[arg-type]
     # country: FR, DE right, JP -> none: classes DE, FR, JP, none; recall (1 + 1 + 0 + 0) / 4 = 50 %,
     # F1 (1 + 1 + 0 + 0) / 4 = 50 %; accuracy 2 / 3
     assert levels["country"]["macro_recall"] == 50.0 and levels["country"]["macro_f1"] == 50.0

@@ -357,3 +357,36 @@ def test_figures_the_data_does_not_define_are_left_out_with_a_note(tmp_path: Pat
     shown = done.stdout + done.stderr
     note = shown[shown.index("geosleuth: ") : shown.index("not reported")]
     assert sorted(note.removeprefix("geosleuth: ").strip().split(", ")) == undefined
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "protocol", ["twm", "osv5m", "spotagent", "geovista", "geoclip", "g3", "pigeon", "default"]
+)
+def test_inspect_figures_equal_the_eval_summary(
+    protocol: str, photo_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One engine: the inspect task and `geosleuth eval` (an agent replaying the same final answers)
+    report the same figures under every protocol, an unparseable answer included."""
+    from typer.testing import CliRunner
+
+    from geosleuth.cli.app import app
+
+    answers = {"paris": PARIS, "tokyo": "I cannot tell where this is, sorry.", "sydney": SYDNEY}
+    by_photo = {str(40 * i): [answers[sid]] for i, sid in enumerate(answers)}  # red channel -> answer
+    spec = {"task_args": {"dataset": str(photo_dataset), "protocol": protocol}, "photo_answers": by_photo}
+    out = _run(spec, tmp_path)
+    assert out["status"] == "success"
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "eval"))
+    monkeypatch.setenv("GEOSLEUTH_TEST_ANSWERS", json.dumps(answers))
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["eval", str(photo_dataset), "--out", str(run_dir), "--agent-fn", "eval_fake_agent:replay"]
+        + ["--protocol", protocol, "--no-report"],
+    )
+    assert result.exit_code == 0, result.output
+    assert CliRunner().invoke(app, ["report", str(run_dir), "--no-html", "--no-plots"]).exit_code == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    figures = {k: v["value"] if isinstance(v, dict) else v for k, v in summary["metrics"].items()}
+    assert out["metrics"] == pytest.approx(defined(figures), abs=0.006)  # inspect's are rounded as score's

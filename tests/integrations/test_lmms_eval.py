@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from geosleuth.agent.prompting import load_style
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets.loading import ADAPTERS
+from geosleuth.eval.datasets.catalog import DATASET_FORMATS
 from geosleuth.integrations import lmms_eval_tasks_folder
 from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, llamacpp_unavailable, reply
 from geosleuth.testing.llamacpp import MODEL_ALIAS, free_port
@@ -54,7 +54,7 @@ def _yaml(path: Path) -> dict[str, Any]:
 def test_every_loader_layout_has_a_task() -> None:
     """One small yaml per format the loader reads, each naming only its format and protocol."""
     tasks = {_yaml(p)["metadata"]["format"]: _yaml(p) for p in TASKS.glob("*.yaml")}
-    missing = sorted(set(ADAPTERS) - set(tasks))
+    missing = sorted(set(DATASET_FORMATS) - set(tasks))
     assert not missing, f"add tasks/geosleuth_<format>.yaml for {missing} (copy geosleuth_generic.yaml)"
     assert "auto" in tasks
     for fmt, config in tasks.items():

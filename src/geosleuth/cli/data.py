@@ -35,10 +35,8 @@ def _guard(fn: Callable[[], T]) -> T:
 
     try:
         return fn()
-    except (ValueError, OSError, DatasetError) as exc:
-        raise _fail(str(exc)) from None
-    except KeyError as exc:  # its str() is the key's repr: the message is the argument itself
-        raise _fail(str(exc.args[0]) if exc.args else "missing key") from None
+    except (ValueError, OSError, KeyError, DatasetError) as exc:
+        raise _fail(str(exc).strip("'\"")) from None
     except ImportError as exc:
         hint = install_hint(exc)
         if hint is None:

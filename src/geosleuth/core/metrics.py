@@ -464,16 +464,27 @@ def cohen_kappa(rater_a: Sequence[object], rater_b: Sequence[object]) -> float:
     return (observed - expected) / (1.0 - expected)
 
 
-def tool_combinations(used: Iterable[Iterable[str]]) -> dict[str, float]:
-    """SpotAgent Fig. 6a: the share of trajectories per set of tools they used (names sorted and
-    joined by "+", "none" for no tool), largest share first."""
-    keys = ["+".join(sorted(set(names))) or "none" for names in used]
-    if not keys:
+def combination_key(names: Iterable[str]) -> str:
+    """One trajectory's set of tools: names sorted and joined by "+", "none" for no tool."""
+    return "+".join(sorted(set(names))) or "none"
+
+
+def combination_shares(counts: Mapping[str, int]) -> dict[str, float]:
+    """Counts per tool combination -> shares, largest first (ties by name)."""
+    total = sum(counts.values())
+    if not total:
         return {}
+    return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def tool_combinations(used: Iterable[Iterable[str]]) -> dict[str, float]:
+    """SpotAgent Fig. 6a: the share of trajectories per set of tools they used (`combination_key`),
+    largest share first."""
     counts: dict[str, int] = {}
-    for key in keys:
+    for names in used:
+        key = combination_key(names)
         counts[key] = counts.get(key, 0) + 1
-    return {k: v / len(keys) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+    return combination_shares(counts)
 
 
 # --- confidence intervals -----------------------------------------------------------------

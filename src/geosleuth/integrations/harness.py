@@ -18,7 +18,10 @@ from typing import Any
 
 from geosleuth.core.ids import same_sample
 from geosleuth.scoring import FileScore, get_protocol, score_file
+from geosleuth.scoring.io import truth_record
 from geosleuth.scoring.protocols import ScoringProtocol
+
+__all__ = ["Answered", "defined", "metrics", "row_result", "score_answers", "truth_record"]
 
 log = logging.getLogger(__name__)
 _noted: set[tuple[str, ...]] = set()

@@ -61,12 +61,12 @@ from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
 from geosleuth.eval.datasets.frozen import image_metadata
 from geosleuth.eval.datasets.layouts import SOURCE_HOSTS
 from geosleuth.eval.datasets.loading import Dataset, load_dataset
-from geosleuth.eval.datasets.truth import truth_record
 from geosleuth.eval.run.config import split_list
 from geosleuth.eval.run.pipeline import check_images, sample_guard
 from geosleuth.eval.run.styles import choose_style
 from geosleuth.integrations.harness import Answered, defined, row_result, score_answers
 from geosleuth.scoring import get_protocol
+from geosleuth.scoring.io import truth_record
 from geosleuth.tools.leakguard import GUARD_MODES, GuardSpec, guarding
 
 META = "geosleuth"

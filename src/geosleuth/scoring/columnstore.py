@@ -56,12 +56,16 @@ class Interned:
         self.column = Growing(np.int32)
 
     def append(self, value: str | None) -> None:
+        self.column.append(self.code(value))
+
+    def code(self, value: str | None) -> int:
+        """The code of ``value`` (a new one for a string not seen before)."""
         key = value or ""
         code = self.codes.get(key)
         if code is None:
             code = self.codes[key] = len(self.table)
             self.table.append(key)
-        self.column.append(code)
+        return code
 
     def values(self) -> NDArray[np.object_]:
         return np.array(self.table, dtype=object)[self.column.array()]

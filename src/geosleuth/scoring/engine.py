@@ -53,6 +53,7 @@ from geosleuth.scoring.io import (
     truth_from_row,
     truth_index,
 )
+from geosleuth.scoring.peers import at_released_point
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import STATUSES, FileScore, RowColumns, Score, ScoreArrays
 from geosleuth.scoring.vectorised import (
@@ -112,6 +113,7 @@ class _Accumulator:
         self.verifier = verifier
         self.by = by
         self.keep_rows = keep_rows
+        self.keep_pred_levels = keep_rows  # the reverse-geocoded places of predictions, for --rows
         self.prefixes = (name,) if truth_prefix is None else (name, truth_prefix)
         self.n = 0
         self.any_truth = False
@@ -263,7 +265,7 @@ class _Accumulator:
         if self.protocol.coord_levels and self.reverse is None:
             self.reverse = default_reverse(self.protocol)
         chunk = coordinate_chunk(
-            plat, plon, tlat, tlon, self.protocol, self.reverse, keep_pred_levels=self.keep_rows
+            plat, plon, tlat, tlon, self.protocol, self.reverse, keep_pred_levels=self.keep_pred_levels
         )
         self.coord_chunks.append(chunk)
 
@@ -346,15 +348,11 @@ class _Accumulator:
         ids = list(index)
         seen = self.ids_seen.contains_all(ids)
         missing = [key for key, was_seen in zip(ids, seen.tolist(), strict=True) if not was_seen]
+        unanswered = Prediction(status=ParseStatus.EMPTY)
+        if self.protocol.unparsed_point is not None:  # no answer sits where an unparsed one does (G3)
+            unanswered = at_released_point(unanswered, self.protocol.unparsed_point)
         for key in missing:
-            self.add(
-                0,
-                index[key].id or key,
-                Prediction(status=ParseStatus.EMPTY),
-                index[key],
-                None,
-                "no prediction",
-            )
+            self.add(0, index[key].id or key, unanswered, index[key], None, "no prediction")
         if not missing:
             return []
         return [
@@ -428,12 +426,61 @@ def score_file(
         raise ScoreInputError(
             f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}"
         )
-    name = str(path)
     truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []
     read_notes: list[str] = []
     if truth_path is not None:
         truth, truth_problems = truth_index(truth_path, by is not None, read_notes, truth_rows)
+    rows = iter_rows(path, read_notes)
+    if columns:
+        rows = _mapped(rows, columns, str(path))
+    return score_stream(
+        rows,
+        protocol,
+        name=str(path),
+        truth=truth,
+        truth_path=truth_path,
+        by=by,
+        geocoder=geocoder,
+        reverse=reverse,
+        aliases=aliases,
+        verifier=verifier,
+        keep_rows=keep_rows,
+        notes=read_notes,
+        problems=truth_problems,
+    )
+
+
+def score_stream(
+    rows: Iterable[InputRow],
+    protocol: ScoringProtocol,
+    *,
+    name: str,
+    truth: Mapping[str, Truth] | None = None,
+    truth_path: Path | None = None,
+    by: str | None = None,
+    geocoder: Geocoder | None = None,
+    reverse: ReverseFn | None = None,
+    aliases: AliasFn | None = None,
+    verifier: VerifierFn | None = None,
+    keep_rows: bool = True,
+    keep_arrays: bool = False,
+    keep_pred_levels: bool | None = None,
+    notes: list[str] | None = None,
+    problems: list[str] | None = None,
+) -> FileScore:
+    """The one scoring function: a stream of prediction rows (with their truth inline, or joined by
+    id from ``truth``) under ``protocol``, read by the protocol's own answer reader, in one pass.
+
+    Every door that reports a protocol's figures comes here (``score``, the run summary behind
+    ``eval`` / ``report`` / ``compare``, the harness tasks), so their figures agree by construction.
+    ``notes`` (filled while ``rows`` is read) and ``problems`` join the warnings; ``keep_arrays``
+    keeps the per-row arrays (distances, hits) without the per-row records of ``keep_rows``;
+    ``keep_pred_levels=False`` leaves the predictions' reverse-geocoded places out of the records.
+    Row ``i`` of the arrays is the ``i``-th row of ``rows``; samples of ``truth`` without a
+    prediction follow, in ``truth``'s order.
+    """
+    read_notes = notes if notes is not None else []
     if protocol.geocode and geocoder is None:
         own = protocol.geocoder() if protocol.geocoder else None
         geocoder = own or default_geocoder()
@@ -446,13 +493,13 @@ def score_file(
         aliases = gazetteer_aliases(geocoder)
     truth_name = str(truth_path) if truth_path is not None else None
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
+    if keep_pred_levels is not None:
+        acc.keep_pred_levels = keep_pred_levels
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
     join = IdJoin()
-    rows = iter_rows(path, read_notes)
-    if columns:
-        rows = _mapped(rows, columns, name)
-    while block := list(islice(rows, PARSE_BLOCK)):
+    stream = iter(rows)
+    while block := list(islice(stream, PARSE_BLOCK)):
         parsed = [
             None if raw.data is None else prediction_from_row(raw.data, protocol, geocoder) for raw in block
         ]
@@ -477,10 +524,10 @@ def score_file(
             f"columns); pass the dataset with --truth FILE"
         )
     acc.flush()
-    arrays, notes = _arrays(acc, protocol, keep_rows)
+    arrays, found = _arrays(acc, protocol, keep_rows)
     score = summarize(arrays, protocol)
-    problems = merged_problems([truth_problems, acc.duplicates, missing_problem, acc.row_problems])
-    score.warnings = _warnings(path, acc, arrays, problems, [*read_notes, *notes])
+    listed = merged_problems([problems or [], acc.duplicates, missing_problem, acc.row_problems])
+    score.warnings = _warnings(name, acc, arrays, listed, [*read_notes, *found])
     if by and acc.groups is not None:
         groups = acc.truth_groups.interned(MISSING_GROUP) if acc.truth_groups else acc.groups
         score.groups = _groups(groups, arrays, protocol)
@@ -488,9 +535,9 @@ def score_file(
             score.disparity = group_disparity(groups, arrays, MISSING_GROUP)
         if set(score.groups) == {MISSING_GROUP}:
             score.warnings.append(f"--by {by}: no row has this field")
-    columns = None
+    row_columns = None
     if keep_rows:
-        columns = RowColumns(
+        row_columns = RowColumns(
             acc.line.array(),
             acc.status.array(),
             tuple(c.array() for c in acc.coords),
@@ -499,7 +546,8 @@ def score_file(
             acc.recovered,
             acc.problem_at,
         )
-    return FileScore(name, protocol.name, score, arrays if keep_rows else None, columns)
+    kept = arrays if keep_rows or keep_arrays else None
+    return FileScore(name, protocol.name, score, kept, row_columns)
 
 
 def _mapped(rows: Iterator[InputRow], columns: Mapping[str, str], name: str) -> Iterator[InputRow]:
@@ -566,7 +614,7 @@ def _arrays(acc: _Accumulator, protocol: ScoringProtocol, keep_rows: bool) -> tu
             parsed=parsed,
             truth_levels=truth_levels,
             has_labels=acc.has_labels.array(),
-            keep_pred_levels=keep_rows,
+            keep_pred_levels=acc.keep_pred_levels,
         )
         any_truth_coords = bool(np.isfinite(tlat).any())
     notes: list[str] = []
@@ -686,7 +734,7 @@ def _line_list(lines: NDArray[np.int32]) -> str:
 
 
 def _warnings(
-    path: Path, acc: _Accumulator, arrays: ScoreArrays, problems: list[str], notes: list[str]
+    path: str, acc: _Accumulator, arrays: ScoreArrays, problems: list[str], notes: list[str]
 ) -> list[str]:
     out: list[str] = []
     if not acc.n:

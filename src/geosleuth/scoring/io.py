@@ -20,7 +20,7 @@ import geosleuth.scoring.jsonstream as jsonstream
 from geosleuth.core.geo import valid_coordinates
 from geosleuth.core.ids import image_sample_id, sample_key, written_id
 from geosleuth.core.parsing import Geocoder, parse_answer
-from geosleuth.core.records import LEVELS, ParseStatus, Prediction
+from geosleuth.core.records import LEVELS, ParseStatus, Prediction, Sample
 from geosleuth.core.surrogates import clean_json
 from geosleuth.plugins import load_callable
 from geosleuth.scoring.columns import (
@@ -630,6 +630,9 @@ def _raw_pair(data: dict[str, Any]) -> tuple[float, float] | None:
 def _prediction_from_row(
     data: dict[str, Any], protocol: ScoringProtocol, geocoder: Geocoder | None
 ) -> tuple[Prediction, str | None, bool]:
+    failed = _failed_trajectory(data)
+    if failed is not None:
+        return Prediction(status=ParseStatus.FAILED), failed, False
     found = _coords(data, PRED_COORD_KEYS, "predicted")
     if found is not None:
         return _column_prediction(found)
@@ -664,6 +667,22 @@ def _prediction_from_row(
         "no prediction field (e.g. solution_str, response, pred_lat)",
         False,
     )
+
+
+def _failed_trajectory(data: dict[str, Any]) -> str | None:
+    """Why a geosleuth trajectory record (``sample_id``, ``model``, ``status``) did not end well, or
+    None: a failed run is a wrong answer whatever its last message says (as ``eval`` counts it)."""
+    status = data.get("status")
+    if status is None or status == "ok" or "sample_id" not in data or "model" not in data:
+        return None
+    return f"trajectory status {str(status)[:40]}"
+
+
+def truth_record(sample: Sample) -> dict[str, Any]:
+    """A dataset sample as a ground-truth row (JSON-safe), the shape ``truth_from_row`` reads:
+    images and free metadata stay out."""
+    record = sample.model_dump(mode="json", exclude={"image", "metadata"}, exclude_none=True)
+    return {k: v for k, v in record.items() if v not in ([], {})}
 
 
 def _column_prediction(

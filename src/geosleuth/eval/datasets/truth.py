@@ -6,20 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from geosleuth.core.records import Sample
 from geosleuth.eval.datasets.loading import DatasetError, load_dataset
+from geosleuth.scoring.io import truth_record
 from geosleuth.scoring.rows import InputRow, ScoreInputError
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson")
 """Truth files the scoring reader reads itself (row by row, streaming, each row's problems named)."""
-
-
-def truth_record(sample: Sample) -> dict[str, Any]:
-    """The sample as a ground-truth row (JSON-safe); images and free metadata stay out."""
-    record = sample.model_dump(exclude={"image", "metadata"}, exclude_none=True)
-    return {k: v for k, v in record.items() if v not in ([], {})}
 
 
 def dataset_truth_rows(path: Path) -> list[InputRow] | None:

@@ -169,7 +169,7 @@ def fights_from_runs(
         samples = sorted((s for s in run.samples if s.id in common), key=lambda s: s.id)
         if any(s.lat is None or s.lon is None for s in samples):
             raise core.ArenaError(f"{run.run_dir}: some shared samples have no true coordinates to battle on")
-        rows = score_run(samples, run.records, chosen)
+        rows = score_run(samples, run.records, chosen).rows()
         errors.append(
             {r.sample_id: (r.distance_km if math.isfinite(r.distance_km) else math.inf) for r in rows}
         )

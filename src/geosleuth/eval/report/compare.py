@@ -17,26 +17,20 @@ from scipy.stats import binomtest
 from geosleuth.core import metrics
 from geosleuth.eval.datasets.frozen import require_same_images
 from geosleuth.eval.report.rundata import load_run
-from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
-from geosleuth.scoring.protocols import ScoringProtocol
+from geosleuth.eval.report.scores import RunScore, protocol_for, score_samples
 
 N_BOOT = 2000
 
 
-def hit_vectors(rows: Sequence[ScoreRow], protocol: ScoringProtocol) -> dict[str, np.ndarray]:
-    """Per-sample hit vectors of every accuracy metric the rows support."""
-    out: dict[str, np.ndarray] = {}
-    coords = [r for r in rows if r.true_lat is not None and r.answer_type != "choice"]
-    if coords and len(coords) == len(rows):
-        d = np.array([r.distance_km for r in rows])
-        for km in metrics.resolve_thresholds(protocol.thresholds):
-            out[metrics.threshold_name(km)] = metrics.hits_at(d, km, protocol.strict_threshold)
-    for level in metrics.PATH_LEVELS:
-        if rows and all(level in r.level_hits for r in rows):
-            out[f"{level}_acc"] = np.array([r.level_hits[level] for r in rows])
-    if rows and all(r.choice_correct is not None for r in rows):
-        out["choice_acc"] = np.array([bool(r.choice_correct) for r in rows])
-    return out
+def hit_vectors(run: RunScore) -> dict[str, np.ndarray]:
+    """Per-sample hit vectors of every protocol figure defined on every sample (the engine's hits)."""
+    arrays = run.file.arrays
+    assert arrays is not None
+    return {
+        name: hits
+        for name, hits in arrays.hits.items()
+        if name not in arrays.scored or bool(arrays.scored[name].all())
+    }
 
 
 def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -56,19 +50,17 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float
 def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[str, Any]:
     """Metrics per run on the common samples and paired tests against the first run."""
     runs = [load_run(Path(d)) for d in run_dirs]
-    common = set.intersection(*({s.id for s in r.samples} for r in runs))
+    common = set.intersection(*({s.id for s in r.iter_samples()} for r in runs))
     if not common:
         raise ValueError("the runs share no sample ids")
     require_same_images([(str(r.run_dir), r.manifest) for r in runs], common)
-    proto = protocol_for(protocol or runs[0].config.get("protocol"), runs[0].samples)
+    proto = protocol_for(protocol or runs[0].config.get("protocol"), runs[0].iter_samples())
     vectors, medians = [], []
     for run in runs:
-        samples = sorted((s for s in run.samples if s.id in common), key=lambda s: s.id)
-        rows = score_run(samples, run.records, proto)
-        vectors.append(hit_vectors(rows, proto))
-        medians.append(
-            metrics.median_km([r.distance_km for r in rows]) if rows[0].true_lat is not None else None
-        )
+        samples = sorted((s for s in run.iter_samples() if s.id in common), key=lambda s: s.id)
+        scored = score_samples(samples, run.lookup, proto, name=str(run.run_dir))
+        vectors.append(hit_vectors(scored))
+        medians.append(scored.file.score.metrics.get("median_km"))
     names = [m for m in vectors[0] if all(m in v for v in vectors)]
     result: dict[str, Any] = {
         "protocol": proto.name,
@@ -114,7 +106,7 @@ def compare_markdown(result: dict[str, Any]) -> str:
     ]
     for m in names:
         lines.append(f"| {m} (%) | " + " | ".join(f"{r['metrics'][m]:.2f}" for r in runs) + " |")
-    if runs[0]["median_km"] is not None:
+    if runs[0]["median_km"] is not None and all(r["median_km"] is not None for r in runs):
         lines.append("| median km | " + " | ".join(f"{r['median_km']:.1f}" for r in runs) + " |")
     for comp in result["comparisons"]:
         lines += [

@@ -317,7 +317,9 @@ NONE = "none"
 
 
 def level_labels(
-    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats]
+    rows: Sequence[ScoreRow],
+    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
+    truths: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, tuple[list[str], list[str]]]:
     """(truth, prediction) labels per GeoComp level over the rows whose truth has that level:
     city names folded, countries as ISO codes, continents from the countries; "none" when missing."""
@@ -331,7 +333,7 @@ def level_labels(
         stats = RecordStats.of(record) if record is not None else None
         pred = stats.prediction if stats is not None and row.status == "ok" else None
         pred_code = (pred.country_code or resolve_country(pred.country)) if pred else None
-        truth_city = normalize(row.labels.get("city") or "")
+        truth_city = normalize(str((truths.get(row.sample_id) or {}).get("city") or ""))
         values = {
             "city": (truth_city, normalize(pred.city or "") if pred else ""),
             "country": (row.country_code or "", pred_code or ""),
@@ -345,11 +347,13 @@ def level_labels(
 
 
 def geocomp_levels(
-    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats]
+    rows: Sequence[ScoreRow],
+    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
+    truths: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, dict[str, Any]]:
     """GeoComp's accuracy, macro recall and macro F1 per level (percent), over rows with that truth."""
     out: dict[str, dict[str, Any]] = {}
-    for level, (truth, predicted) in level_labels(rows, records).items():
+    for level, (truth, predicted) in level_labels(rows, records, truths).items():
         if not truth:
             continue
         recall, f1, classes = metrics.macro_recall_f1(truth, predicted)
@@ -373,12 +377,13 @@ def add_grounding(
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
-    R_con when a consistency judge is given (``truths``: the ground truth of each sample id)."""
+    R_con when a consistency judge is given (``truths``: the ground truth of each sample id, its
+    labels read for GeoComp's city level)."""
     from geosleuth.eval.run.store import TrajectoryStore
 
     try:
         block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
-    block["geocomp"] = geocomp_levels(rows, records)
+    block["geocomp"] = geocomp_levels(rows, records, truths or {})
     summary["grounding"] = block

@@ -30,7 +30,6 @@ from geosleuth.eval.report.grounding_markup import grounding_context
 from geosleuth.eval.report.markup import asset, render, trusted
 from geosleuth.eval.report.rundata import RunData
 from geosleuth.eval.report.scores import ScoreRow
-from geosleuth.eval.run.store import load_run_trajectories
 from geosleuth.secrets import redact_text
 
 MAP_W, MAP_H = 1000, 500
@@ -422,11 +421,11 @@ def write_html(
     )
     chosen = ranked[:MAX_SAMPLE_PAGES]
     pages = {r.sample_id for r in chosen}
-    by_id = {s.id: s for s in run.samples}
+    by_id = run.samples_by_id(pages)
     judged: dict[str, list[dict[str, Any]]] = {}
     for (sample_id, _), record in sorted(read_judgments(run.run_dir).items()):
         judged.setdefault(sample_id, []).append(record)
-    full = load_run_trajectories(run.run_dir, ids=pages)
+    full = run.trajectories  # each page's record read back on its own, not all at once
     for row in chosen:
         trajectory = full.get(row.sample_id)
         try:

@@ -56,7 +56,11 @@ def write_plots(folder: Path, rows: list[ScoreRow], summary: dict[str, Any]) -> 
         written.append("error_cdf.png")
     continents = summary["breakdowns"].get("continent", {})
     key = next(
-        (k for k in ("acc@25km", "acc@200km", "country_acc") if any(k in g for g in continents.values())),
+        (
+            k
+            for k in ("acc@25km", "acc@200km", "acc_country", "text_acc_country")
+            if any(k in g for g in continents.values())
+        ),
         None,
     )
     if continents and key:

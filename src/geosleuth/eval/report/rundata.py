@@ -1,42 +1,137 @@
-"""A run directory loaded once (manifest, samples, trajectory stats) for reports, comparisons and pages.
+"""A run directory read for reports, comparisons and pages: manifest, samples and trajectories,
+streamed, so that reporting a run holds columns, never every record.
 
 Its own module so that ``report`` and ``html`` both import it and not each other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from array import array
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from geosleuth.core.records import Sample
+import numpy as np
+import orjson
+from pydantic import ValidationError
+
+from geosleuth.core.records import Sample, Trajectory, trajectory_from_json
 from geosleuth.eval.report.scores import RecordStats
-from geosleuth.eval.run.config import read_manifest
-from geosleuth.eval.run.pipeline import read_samples
-from geosleuth.eval.run.store import TrajectoryStore
+from geosleuth.eval.run.config import SAMPLES, read_manifest
+from geosleuth.eval.run.store import RunDirError, TrajectoryStore
+
+
+def iter_samples(run_dir: Path) -> Iterator[Sample]:
+    """The run's samples in dataset order, one at a time."""
+    path = run_dir / SAMPLES
+    if not path.exists():
+        raise RunDirError(f"{run_dir} is not a run directory (no {SAMPLES})")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield Sample.model_validate_json(line)
+            except ValueError as exc:
+                raise RunDirError(f"{path}: line {number} is not a sample record ({exc})") from None
+
+
+class TrajectoryIndex:
+    """Where each sample's latest trajectory record starts in ``trajectories.jsonl``: 64-bit id
+    hashes and byte offsets in two sorted arrays (16 bytes a sample), read back one at a time."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.store = TrajectoryStore(run_dir)
+        keys, starts = array("q"), array("q")  # 8 bytes an entry while the log streams by
+        for start, line in self.store.located_lines():
+            keys.append(hash(_sample_id(line)))
+            starts.append(start)
+        key_array = np.frombuffer(keys, dtype=np.int64)
+        start_array = np.frombuffer(starts, dtype=np.int64)
+        order = np.argsort(key_array, kind="stable")  # equal ids keep file order: the last one wins
+        ordered = key_array[order]
+        last = np.ones(ordered.size, dtype=bool)
+        last[:-1] = ordered[1:] != ordered[:-1]
+        self.keys = ordered[last]
+        self.starts = start_array[order][last]
+
+    def __len__(self) -> int:
+        return int(self.keys.size)
+
+    def get(self, sample_id: str) -> Trajectory | None:
+        """The sample's latest record, or None when it has none."""
+        if not self.keys.size:
+            return None
+        key = hash(sample_id)
+        at = int(np.searchsorted(self.keys, key))
+        if at >= self.keys.size or self.keys[at] != key:
+            return None
+        with self.store.path.open("rb") as handle:
+            handle.seek(int(self.starts[at]))
+            line = handle.readline()
+        try:
+            record = trajectory_from_json(line)
+        except (ValidationError, ValueError) as exc:
+            raise RunDirError(
+                f"{self.store.path}: a record of {sample_id!r} is not a trajectory: {exc}"
+            ) from exc
+        return record if record.sample_id == sample_id else None
+
+
+def _sample_id(line: bytes) -> str:
+    return str(orjson.loads(line)["sample_id"])
 
 
 @dataclass
 class RunData:
-    """Everything stored in a run directory, loaded once for reports and comparisons.
+    """A run directory: its manifest at once; samples and trajectories streamed when read.
 
-    Trajectories are kept as `RecordStats` (no texts), so a report over a 100k-sample run
-    fits in memory; pages that show a trajectory read it with `load_run_trajectories`.
+    ``samples`` and ``records`` load every sample / every record's `RecordStats` (no texts),
+    for callers that want them all; reports stream through `iter_samples` and `trajectories`.
     """
 
     run_dir: Path
     manifest: dict[str, Any]
-    samples: list[Sample]
-    records: dict[str, RecordStats]
+    preloaded: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def config(self) -> dict[str, Any]:
         return dict(self.manifest.get("config", {}))
 
+    def iter_samples(self) -> Iterator[Sample]:
+        if "samples" in self.preloaded:
+            return iter(self.preloaded["samples"])
+        return iter_samples(self.run_dir)
+
+    @cached_property
+    def samples(self) -> list[Sample]:
+        return list(self.iter_samples())
+
+    def samples_by_id(self, ids: Collection[str]) -> dict[str, Sample]:
+        """The samples with these ids (streaming past the others)."""
+        return {s.id: s for s in self.iter_samples() if s.id in ids}
+
+    @cached_property
+    def records(self) -> dict[str, RecordStats]:
+        if "records" in self.preloaded:
+            return {k: RecordStats.of(v) for k, v in self.preloaded["records"].items()}
+        return load_records(self.run_dir)
+
+    @cached_property
+    def trajectories(self) -> TrajectoryIndex:
+        return TrajectoryIndex(self.run_dir)
+
+    def lookup(self, sample_id: str) -> Trajectory | RecordStats | None:
+        """A sample's trajectory: the given records when the run was built with them, else read back."""
+        if "records" in self.preloaded:
+            return self.preloaded["records"].get(sample_id)  # type: ignore[no-any-return]
+        return self.trajectories.get(sample_id)
+
 
 def load_run(run_dir: Path) -> RunData:
-    manifest = read_manifest(run_dir)
-    return RunData(run_dir, manifest, read_samples(run_dir), load_records(run_dir))
+    return RunData(run_dir, read_manifest(run_dir))
 
 
 def load_records(run_dir: Path) -> dict[str, RecordStats]:

@@ -1,28 +1,39 @@
-"""Per-sample score rows: one per dataset sample, joining ground truth and trajectory.
+"""A run scored by the scoring engine: one row per dataset sample, joining ground truth and trajectory.
+
+Each sample becomes the row ``geosleuth score RUN/trajectories.jsonl --truth RUN/samples.jsonl``
+reads (the trajectory record with the sample as its ground truth), and the rows stream through
+``scoring.engine.score_stream``: the protocol's own answer reader, comparison and figures, in
+one pass. Beside the engine's per-row arrays a run keeps its own compact columns (status, tool
+use, tokens, confidence, breakdown fields), so the summary, the breakdowns and the pages read
+per-row arrays and memory grows by tens of bytes per sample, never by a record.
 
 A sample with no trajectory yet is ``missing`` and a failed trajectory keeps its status; both
-score as wrong (distance NaN, every level a miss), so denominators are always the dataset.
+score as wrong, so denominators are always the dataset.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from geosleuth.core import metrics
 from geosleuth.core.geo import distance_km
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.eval.wherebench import rules as wherebench
+from geosleuth.scoring.columnstore import Growing, Interned
+from geosleuth.scoring.engine import score_stream
+from geosleuth.scoring.io import InputRow, truth_record
 from geosleuth.scoring.protocols import ScoringProtocol, get_protocol
+from geosleuth.scoring.results import FileScore
 
 MISSING = "missing"
 
 
-def protocol_for(name: str | None, samples: Sequence[Sample]) -> ScoringProtocol:
+def protocol_for(name: str | None, samples: Iterable[Sample]) -> ScoringProtocol:
     """The named scoring protocol, else one guessed from the data source (map benchmarks use TWM)."""
     if name:
         return get_protocol(name)
@@ -34,42 +45,6 @@ def protocol_for(name: str | None, samples: Sequence[Sample]) -> ScoringProtocol
     if any(src and src.upper().startswith("IMAGEO") for src in sources):
         return get_protocol("twm")
     return get_protocol("default")
-
-
-@dataclass
-class ScoreRow:
-    """Everything the report aggregates about one sample."""
-
-    sample_id: str
-    status: str
-    answer_type: str
-    true_lat: float | None
-    true_lon: float | None
-    pred_lat: float | None
-    pred_lon: float | None
-    distance_km: float
-    country_code: str | None
-    continent: str | None
-    choice_correct: bool | None
-    labels: dict[str, str] = field(default_factory=dict)  # ground-truth labels by level
-    level_hits: dict[str, bool] = field(default_factory=dict)
-    confidence: float | None = None
-    turns: int = 0
-    tool_calls: int = 0
-    tool_errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float | None = None
-    sample_distances: list[float] = field(default_factory=list)  # the N trajectories when N > 1
-    aggregator: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)  # breakdown keys
-    choice_parsed: bool | None = None  # multiple choice: an option was read from the answer
-    path_score: float | None = None  # WhereStreet text items: hierarchical path score in [0, 1]
-    clue_weights: list[float] = field(default_factory=list)  # per key clue (WhereStreet Shapley)
-
-    @property
-    def failed(self) -> bool:
-        return self.status != TrajectoryStatus.OK.value
 
 
 def sample_distance(sample: Sample, prediction: Prediction | None, protocol: ScoringProtocol) -> float:
@@ -85,85 +60,6 @@ def sample_distance(sample: Sample, prediction: Prediction | None, protocol: Sco
         radius_km=protocol.radius_km,
     )
     return float(d)
-
-
-def _truth_country(sample: Sample, reverse: Mapping[str, str | None]) -> str | None:
-    from geosleuth.core.countries import resolve_country
-
-    code = resolve_country(sample.labels["country"]) if sample.labels.get("country") else None
-    return code or reverse.get(sample.id)
-
-
-def _continent(code: str | None) -> str | None:
-    if not code:
-        return None
-    from geosleuth.core.countries import country_info
-
-    info = country_info(code)
-    return info.continent if info else None
-
-
-def reverse_countries(samples: Sequence[Sample]) -> dict[str, str | None]:
-    """Country codes of unlabelled samples from their coordinates (gazetteer, when available)."""
-    todo = [s for s in samples if not s.labels.get("country") and s.lat is not None and s.lon is not None]
-    if not todo:
-        return {}
-    try:
-        from geosleuth.gazetteer import get_gazetteer
-
-        result = get_gazetteer().reverse_batch(
-            np.array([s.lat for s in todo]), np.array([s.lon for s in todo])
-        )
-    except (ImportError, OSError, RuntimeError):
-        return {}
-    codes = result["country_code"]
-    return {s.id: (str(c) if c else None) for s, c in zip(todo, codes, strict=True)}
-
-
-def _path(sample: Sample, prediction: Prediction | None) -> tuple[float | None, dict[str, bool]]:
-    """WhereStreet text items: path score and per-level hits along the answer hierarchy."""
-    if sample.answer_type != "level" or not sample.answer_level:
-        return None, {}
-    score, hits, _, _ = wherebench.item_path_score(
-        prediction, sample.labels, sample.answer_level, sample.hint, sample.hint_level
-    )
-    return score, hits
-
-
-def _level_hits(sample: Sample, prediction: Prediction | None) -> dict[str, bool]:
-    if sample.answer_type == "choice":  # scored by the choice letter, not by place names
-        return {}
-    levels = [lv for lv in metrics.PATH_LEVELS if sample.labels.get(lv)]
-    if not levels:
-        return {}
-    predicted = {lv: [prediction.level(lv) if prediction else None] for lv in levels}
-    truth = {lv: [sample.labels[lv]] for lv in levels}
-    hits = metrics.level_hits_from_text(predicted, truth, levels=levels)
-    return {lv: bool(hits[lv][0]) for lv in levels}
-
-
-def _choice(sample: Sample, prediction: Prediction | None) -> bool | None:
-    if sample.answer_type != "choice":
-        return None
-    predicted = prediction.choice if prediction else None
-    return bool(metrics.choice_accuracy([predicted], [sample.answer]) == 1.0)
-
-
-def _field_values(sample: Sample, country: str | None, continent: str | None, status: str) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "data_source": sample.data_source,
-        "split": sample.split,
-        "answer_type": sample.answer_type,
-        "answer_level": sample.answer_level,
-        "country": country,
-        "continent": continent,
-        "status": status,
-    }
-    for key, value in sample.metadata.items():
-        if isinstance(value, str | int | float | bool) or value is None:
-            values[f"metadata.{key}"] = value
-            values.setdefault(key, value)
-    return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,59 +135,474 @@ def model_usage(trajectory: Trajectory) -> list[tuple[str, int, int]]:
     return usage
 
 
-def score_sample(
-    sample: Sample,
-    record: Trajectory | RecordStats | None,
-    protocol: ScoringProtocol,
-    reverse: Mapping[str, str | None],
-) -> ScoreRow:
-    """Join one sample with its trajectory (or its absence)."""
-    stats = RecordStats.of(record) if record is not None else None
-    prediction = stats.prediction if stats and stats.status == TrajectoryStatus.OK else None
-    status = stats.status.value if stats else MISSING
-    country = _truth_country(sample, reverse)
-    continent = _continent(country)
-    calls = stats.calls if stats else ()
-    usage = stats.usage if stats else ()
-    path_score, path_hits = _path(sample, prediction)
-    return ScoreRow(
-        sample_id=sample.id,
-        status=status,
-        answer_type=sample.answer_type,
-        true_lat=sample.lat,
-        true_lon=sample.lon,
-        pred_lat=prediction.lat if prediction else None,
-        pred_lon=prediction.lon if prediction else None,
-        distance_km=sample_distance(sample, prediction, protocol),
-        country_code=country,
-        continent=continent,
-        choice_correct=_choice(sample, prediction),
-        labels=dict(sample.labels),
-        level_hits=path_hits if path_score is not None else _level_hits(sample, prediction),
-        confidence=prediction.confidence if prediction else None,
-        turns=stats.turns if stats else 0,
-        tool_calls=len(calls),
-        tool_errors=sum(not c.ok for c in calls),
-        prompt_tokens=sum(u[1] for u in usage),
-        completion_tokens=sum(u[2] for u in usage),
-        latency_s=stats.latency_s if stats else None,
-        sample_distances=[
-            sample_distance(sample, t.prediction if t.status == TrajectoryStatus.OK else None, protocol)
-            for t in (stats.samples if stats else ())
-        ],
-        aggregator=stats.aggregator if stats else None,
-        fields=_field_values(sample, country, continent, status),
-        choice_parsed=bool(prediction and prediction.choice) if sample.answer_type == "choice" else None,
-        path_score=path_score,
-        clue_weights=list(sample.clue_weights),
+FIXED_FIELDS: tuple[str, ...] = ("data_source", "split", "answer_type", "answer_level", "status")
+"""Sample fields a breakdown can group by without naming them (country and continent come
+from the truth's country, resolved or reverse-geocoded)."""
+MAX_AUTO_GROUPS = 20
+"""A dataset column with more distinct values is no automatic breakdown (an id column groups nothing)."""
+WHEREBENCH_SOURCES = frozenset({"wherecountry", "wherestreet"})
+
+
+class FieldColumns:
+    """Breakdown fields as interned columns: those asked for always, a dataset's ``metadata.*``
+    columns while they have few distinct values (a column past the cap is dropped, so an id
+    column costs nothing per row)."""
+
+    def __init__(self, wanted: Sequence[str]) -> None:
+        self.wanted = set(wanted) | set(FIXED_FIELDS)
+        self.columns: dict[str, Interned] = {}
+        self.present: dict[str, int] = {}
+        self.dropped: set[str] = set()
+        self.n = 0
+
+    def add(self, values: Mapping[str, Any]) -> None:
+        for name, value in values.items():
+            if value in (None, "") or name in self.columns or name in self.dropped:
+                continue
+            column = self.columns[name] = Interned()
+            for _ in range(self.n):
+                column.append(None)
+        for name, column in list(self.columns.items()):
+            value = values.get(name)
+            text = None if value in (None, "") else str(value)
+            if text is not None:
+                self.present[name] = self.present.get(name, 0) + 1
+            column.append(text)
+            if name not in self.wanted and len(column.table) > MAX_AUTO_GROUPS + 1:
+                del self.columns[name]
+                self.dropped.add(name)
+        self.n += 1
+
+    def auto(self) -> list[str]:
+        """``metadata.*`` columns that group samples: 2 to `MAX_AUTO_GROUPS` values, fewer than rows."""
+        return [
+            name.removeprefix("metadata.")
+            for name, column in self.columns.items()
+            if name.startswith("metadata.")
+            and 2 <= len(column.table) - 1 <= MAX_AUTO_GROUPS
+            and len(column.table) - 1 < self.present.get(name, 0)
+        ]
+
+    def codes(self, name: str) -> tuple[NDArray[np.int32], list[str]] | None:
+        """(per-row code, table) of a field (``metadata.`` optional); code 0 is "no value"."""
+        column = self.columns.get(name) or self.columns.get(f"metadata.{name}")
+        if column is None:
+            return None
+        return column.column.array(), column.table
+
+
+@dataclass
+class ToolTally:
+    """Tool calls per tool, summed as records stream by (success, cache hits, latency)."""
+
+    calls: dict[str, list[float]] = field(default_factory=dict)  # name -> [calls, ok, cache hits, latency]
+    usage: dict[str, list[int]] = field(default_factory=dict)  # model -> [prompt, completion]
+    combinations: dict[str, int] = field(default_factory=dict)  # records per set of tools used
+
+    def add(self, stats: RecordStats) -> None:
+        key = metrics.combination_key(call.name for call in stats.calls)
+        self.combinations[key] = self.combinations.get(key, 0) + 1
+        for call in stats.calls:
+            tally = self.calls.setdefault(call.name, [0.0, 0.0, 0.0, 0.0])
+            tally[0] += 1
+            tally[1] += call.ok
+            tally[2] += call.cache_hit
+            tally[3] += call.latency_s
+        for model, prompt, completion in stats.usage:
+            used = self.usage.setdefault(model, [0, 0])
+            used[0] += prompt
+            used[1] += completion
+
+
+@dataclass
+class WhereRow:
+    """What WhereBench's own figures read of one WhereCountry / WhereStreet sample."""
+
+    index: int  # row of the run's arrays (its distance)
+    sample_id: str
+    source: str
+    answer_type: str
+    split: str | None
+    choice_parsed: bool
+    choice_correct: bool
+    path_score: float | None
+    clue_weights: list[float]
+
+
+class RunColumns:
+    """The run's own per-row columns, filled as rows stream to the engine (row i = sample i)."""
+
+    def __init__(self, protocol: ScoringProtocol, fields: Sequence[str]) -> None:
+        self.protocol = protocol
+        self.ids: list[str] = []
+        self.status = Interned()
+        self.answer_type = Interned()
+        self.country = Interned()
+        self.fields = FieldColumns(fields)
+        self.numbers = {
+            name: Growing(np.float64)
+            for name in (
+                "confidence",
+                "latency_s",
+                "true_lat",
+                "true_lon",
+                "turns",
+                "tool_calls",
+                "tool_errors",
+            )
+        }
+        self.tokens = {name: Growing(np.int64) for name in ("prompt_tokens", "completion_tokens")}
+        self.sample_distances: list[Growing] = []
+        self.aggregators: set[str] = set()
+        self.tools = ToolTally()
+        self.unlocated: list[int] = []  # rows whose truth country comes from its coordinates
+        self.labelled: set[str] = set()
+        self.where: list[WhereRow] = []
+        self.path_scores: dict[int, float] = {}  # WhereStreet text items: hierarchical path score
+        self.agent_answered = 0  # records whose agent loop parsed coordinates (not the protocol's reading)
+        self._countries: dict[str, str] = {}
+        self._continents: tuple[NDArray[np.int32], list[str]] | None = None
+
+    def add(self, sample: Sample, record: Trajectory | RecordStats | None) -> None:
+        index = len(self.ids)
+        stats = RecordStats.of(record) if record is not None else None
+        status = stats.status.value if stats else MISSING
+        self.ids.append(sample.id)
+        self.status.append(status)
+        self.answer_type.append(sample.answer_type)
+        self.country.append(self._country(index, sample))
+        self.labelled.update(level for level, value in sample.labels.items() if value)
+        values: dict[str, Any] = {name: getattr(sample, name, None) for name in FIXED_FIELDS[:-1]}
+        values["status"] = status
+        for key, value in sample.metadata.items():
+            if isinstance(value, str | int | float | bool):
+                values[f"metadata.{key}"] = value
+                values.setdefault(key, value)
+        self.fields.add(values)
+        prediction = stats.prediction if stats and stats.status is TrajectoryStatus.OK else None
+        self.agent_answered += bool(prediction and prediction.has_coords)
+        calls = stats.calls if stats else ()
+        number = {
+            "confidence": prediction.confidence if prediction else None,
+            "latency_s": stats.latency_s if stats else None,
+            "true_lat": sample.lat,
+            "true_lon": sample.lon,
+            "turns": stats.turns if stats else 0,
+            "tool_calls": len(calls),
+            "tool_errors": sum(not c.ok for c in calls),
+        }
+        for name, column in self.numbers.items():
+            value = number[name]
+            column.append(math.nan if value is None else float(value))
+        usage = stats.usage if stats else ()
+        self.tokens["prompt_tokens"].append(sum(u[1] for u in usage))
+        self.tokens["completion_tokens"].append(sum(u[2] for u in usage))
+        if stats is not None:
+            self.tools.add(stats)
+            self._samples(index, sample, stats)
+        if len(self.ids) % CHUNK_ROWS == 0:
+            self.flush()
+        if sample.data_source in WHEREBENCH_SOURCES:
+            self.where.append(_where_row(index, sample, prediction))
+            if self.where[-1].path_score is not None:
+                self.path_scores[index] = self.where[-1].path_score
+
+    def _country(self, index: int, sample: Sample) -> str | None:
+        label = sample.labels.get("country")
+        if label:
+            if label not in self._countries:
+                from geosleuth.core.countries import resolve_country
+
+                self._countries[label] = resolve_country(label) or ""
+            return self._countries[label] or None
+        if sample.lat is not None and sample.lon is not None:
+            self.unlocated.append(index)
+        return None
+
+    def _samples(self, index: int, sample: Sample, stats: RecordStats) -> None:
+        """The N trajectories' distances under the protocol (pass@k, Best@N), when N > 1."""
+        if stats.aggregator:
+            self.aggregators.add(stats.aggregator)
+        while len(self.sample_distances) < len(stats.samples):
+            column = Growing(np.float64)
+            for _ in range(index):
+                column.append(math.nan)
+            self.sample_distances.append(column)
+        for j, column in enumerate(self.sample_distances):
+            one = stats.samples[j] if j < len(stats.samples) else None
+            ok = one is not None and one.status is TrajectoryStatus.OK
+            column.append(sample_distance(sample, one.prediction if ok and one else None, self.protocol))
+
+    def flush(self) -> None:
+        """Freeze the buffered values into NumPy chunks (a Python value costs more than its number)."""
+        columns = [self.status, self.answer_type, self.country, *self.fields.columns.values()]
+        for growing in (*self.numbers.values(), *self.tokens.values(), *self.sample_distances):
+            growing.flush()
+        for interned in columns:
+            interned.column.flush()
+
+    def finish(self) -> None:
+        """Truth countries of unlabelled samples from their coordinates (the gazetteer, in chunks)."""
+        self.flush()
+        if not self.unlocated:
+            return
+        rows = np.array(self.unlocated, dtype=np.int64)
+        codes = self.country.column.array().copy()
+        lat, lon = self.numbers["true_lat"].array()[rows], self.numbers["true_lon"].array()[rows]
+        try:
+            from geosleuth.gazetteer import get_gazetteer
+
+            gazetteer = get_gazetteer()
+            for start in range(0, rows.size, CHUNK_ROWS):
+                part = slice(start, start + CHUNK_ROWS)
+                found = gazetteer.reverse_batch(lat[part], lon[part])["country_code"]
+                for row, code in zip(rows[part].tolist(), found, strict=True):
+                    if code:
+                        codes[row] = self.country.code(str(code))
+        except (ImportError, OSError, RuntimeError):
+            return
+        self.country.column.chunks = [codes]
+        self.unlocated = []
+
+    def column(self, name: str) -> NDArray[Any]:
+        if name in self.tokens:
+            return self.tokens[name].array()
+        return self.numbers[name].array()
+
+    def continents(self) -> tuple[NDArray[np.int32], list[str]]:
+        """(per-row code, table) of the truth's continent (computed once the stream has ended)."""
+        if self._continents is None:
+            self._continents = self._continent_codes()
+        return self._continents
+
+    def _continent_codes(self) -> tuple[NDArray[np.int32], list[str]]:
+        from geosleuth.core.countries import country_info
+
+        table = [""]
+        of_country: list[int] = []
+        for code in self.country.table:
+            info = country_info(code) if code else None
+            name = info.continent if info and info.continent else ""
+            if name and name not in table:
+                table.append(name)
+            of_country.append(table.index(name) if name else 0)
+        return np.array(of_country, dtype=np.int32)[self.country.column.array()], table
+
+
+CHUNK_ROWS = 65_536
+"""Truth points reverse-geocoded per step."""
+
+
+def _where_row(index: int, sample: Sample, prediction: Prediction | None) -> WhereRow:
+    from geosleuth.eval.wherebench import rules as wherebench
+
+    path_score = None
+    if sample.answer_type == "level" and sample.answer_level:
+        path_score = wherebench.item_path_score(
+            prediction, sample.labels, sample.answer_level, sample.hint, sample.hint_level
+        )[0]
+    choice = prediction.choice if prediction else None
+    correct = bool(choice) and str(choice).strip().upper() == str(sample.answer or "").strip().upper()
+    return WhereRow(
+        index,
+        sample.id,
+        str(sample.data_source),
+        sample.answer_type,
+        sample.split,
+        bool(choice),
+        correct,
+        path_score,
+        list(sample.clue_weights),
     )
+
+
+@dataclass
+class RunScore:
+    """A run scored by the engine (row i of its arrays = sample i) beside the run's own columns."""
+
+    protocol: ScoringProtocol
+    file: FileScore
+    columns: RunColumns
+
+    @property
+    def n(self) -> int:
+        return len(self.columns.ids)
+
+    @property
+    def distances(self) -> NDArray[np.float64]:
+        assert self.file.arrays is not None
+        return self.file.arrays.distances
+
+    def rows(self) -> list[ScoreRow]:
+        """One view per sample, for the pages and plots (a few dozen bytes each)."""
+        return [ScoreRow(self, i) for i in range(self.n)]
+
+
+class ScoreRow:
+    """One sample's scored row, read from a `RunScore`'s columns on demand."""
+
+    __slots__ = ("i", "run")
+
+    def __init__(self, run: RunScore, i: int) -> None:
+        self.run, self.i = run, i
+
+    @property
+    def sample_id(self) -> str:
+        return self.run.columns.ids[self.i]
+
+    @property
+    def status(self) -> str:
+        columns = self.run.columns
+        return columns.status.table[int(columns.status.column.array()[self.i])]
+
+    @property
+    def answer_type(self) -> str:
+        columns = self.run.columns
+        return columns.answer_type.table[int(columns.answer_type.column.array()[self.i])]
+
+    @property
+    def distance_km(self) -> float:
+        return float(self.run.distances[self.i])
+
+    def _number(self, name: str) -> float | None:
+        value = float(self.run.columns.column(name)[self.i])
+        return value if math.isfinite(value) else None
+
+    @property
+    def true_lat(self) -> float | None:
+        return self._number("true_lat")
+
+    @property
+    def true_lon(self) -> float | None:
+        return self._number("true_lon")
+
+    def _predicted(self, k: int) -> float | None:
+        rows = self.run.file.columns
+        if rows is None:
+            return None
+        value = float(rows.coords[k][self.i])
+        return value if math.isfinite(value) else None
+
+    @property
+    def pred_lat(self) -> float | None:
+        return self._predicted(0)
+
+    @property
+    def pred_lon(self) -> float | None:
+        return self._predicted(1)
+
+    @property
+    def country_code(self) -> str | None:
+        columns = self.run.columns
+        return columns.country.table[int(columns.country.column.array()[self.i])] or None
+
+    @property
+    def continent(self) -> str | None:
+        codes, table = self.run.columns.continents()
+        return table[int(codes[self.i])] or None
+
+    @property
+    def path_score(self) -> float | None:
+        return self.run.columns.path_scores.get(self.i)
+
+    @property
+    def confidence(self) -> float | None:
+        return self._number("confidence")
+
+    @property
+    def latency_s(self) -> float | None:
+        return self._number("latency_s")
+
+    @property
+    def turns(self) -> int:
+        return int(self.run.columns.column("turns")[self.i])
+
+    @property
+    def tool_calls(self) -> int:
+        return int(self.run.columns.column("tool_calls")[self.i])
+
+    @property
+    def tool_errors(self) -> int:
+        return int(self.run.columns.column("tool_errors")[self.i])
+
+    @property
+    def prompt_tokens(self) -> int:
+        return int(self.run.columns.column("prompt_tokens")[self.i])
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(self.run.columns.column("completion_tokens")[self.i])
+
+    @property
+    def level_hits(self) -> dict[str, bool]:
+        """The protocol's level hits by level (``acc_country`` / ``text_acc_city`` -> country / city),
+        for the levels this sample's truth has."""
+        out: dict[str, bool] = {}
+        for name, hit in self.hits().items():
+            if hit is None or not name.startswith(("acc_", "text_acc_")) or name.endswith("_choice"):
+                continue
+            out.setdefault(name.removeprefix("text_").removeprefix("acc_"), hit)
+        return out
+
+    @property
+    def choice_correct(self) -> bool | None:
+        """The multiple-choice hit (None where the sample is not a question)."""
+        return self.hits().get("acc_choice")
+
+    def hits(self) -> dict[str, bool | None]:
+        """The protocol's per-row hits (None where the figure is not defined on this sample)."""
+        arrays = self.run.file.arrays
+        assert arrays is not None
+        return {
+            name: bool(h[self.i]) if name not in arrays.scored or arrays.scored[name][self.i] else None
+            for name, h in arrays.hits.items()
+        }
+
+
+Lookup = Callable[[str], "Trajectory | RecordStats | None"]
+
+
+def run_rows(samples: Iterable[Sample], lookup: Lookup, columns: RunColumns) -> Iterator[InputRow]:
+    """Each sample as the row ``score`` reads of ``trajectories.jsonl`` joined with the sample:
+    the trajectory record (model, status, prediction with its answer text) and the ground truth."""
+    for line, sample in enumerate(samples, start=1):
+        record = lookup(sample.id)
+        columns.add(sample, record)
+        row: dict[str, Any] = {"sample_id": sample.id, "ground_truth": truth_record(sample)}
+        if record is not None:
+            row["model"] = getattr(record, "model", "") or ""
+            row["status"] = record.status.value
+            if record.prediction is not None:
+                row["prediction"] = record.prediction.model_dump(mode="json")
+        yield InputRow(line, row)
+
+
+def score_samples(
+    samples: Iterable[Sample],
+    lookup: Lookup,
+    protocol: ScoringProtocol,
+    fields: Sequence[str] = (),
+    name: str = "run",
+) -> RunScore:
+    """The run through the scoring engine, streaming: ``lookup`` gives a sample's trajectory."""
+    columns = RunColumns(protocol, fields)
+    scoring = protocol
+    if protocol.file_scorer:  # a benchmark's own file rules read released files; a run is rows
+        from dataclasses import replace
+
+        scoring = replace(protocol, file_scorer=None)
+    rows = run_rows(samples, lookup, columns)
+    scored = score_stream(rows, scoring, name=name, keep_rows=True, keep_pred_levels=False)
+    columns.finish()
+    return RunScore(protocol, scored, columns)
 
 
 def score_run(
     samples: Sequence[Sample],
     trajectories: Mapping[str, Trajectory] | Mapping[str, RecordStats],
     protocol: ScoringProtocol,
-) -> list[ScoreRow]:
-    """Score rows in dataset order; samples without a record are ``missing``."""
-    reverse = reverse_countries(samples)
-    return [score_sample(s, trajectories.get(s.id), protocol, reverse) for s in samples]
+    fields: Sequence[str] = (),
+) -> RunScore:
+    """Score in-memory samples and records (a full `Trajectory` keeps the answer text the
+    protocol's reader re-reads; a `RecordStats` carries the agent's parse only)."""
+    return score_samples(samples, trajectories.get, protocol, fields)

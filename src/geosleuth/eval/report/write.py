@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from geosleuth.eval.judges.tasks import judge_summary, read_judgments
 from geosleuth.eval.report.fairness import add_fairness
@@ -17,9 +17,9 @@ from geosleuth.eval.report.grounding import ConsistencyFn, add_grounding
 from geosleuth.eval.report.grounding_markup import grounding_markdown
 from geosleuth.eval.report.leaks import leak_notes, leak_summary
 from geosleuth.eval.report.rundata import RunData, load_records, load_run
-from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
-from geosleuth.eval.report.summary import percent_judges, percent_summary, summarize
-from geosleuth.eval.run.config import Price
+from geosleuth.eval.report.scores import RunScore, ScoreRow, protocol_for, score_samples
+from geosleuth.eval.report.summary import DEFAULT_BREAKDOWNS, percent_judges, percent_summary, summarize
+from geosleuth.eval.run.config import SAMPLES, Price
 from geosleuth.eval.run.store import write_atomic
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "RunData",
     "compute",
     "load_records",
+    "score",
     "load_run",
     "write_report",
 ]
@@ -39,24 +40,38 @@ MARKDOWN = "summary.md"
 PER_SAMPLE = "per_sample.csv"
 
 
+def score(run: RunData, protocol: str | None = None, fields: list[str] | None = None) -> RunScore:
+    """The run through the scoring engine, streaming its samples and trajectories."""
+    config = run.config
+    proto = protocol_for(protocol or config.get("protocol"), run.iter_samples())
+    wanted = [*DEFAULT_BREAKDOWNS, *(config.get("breakdowns") or []), *(fields or [])]
+    return score_samples(run.iter_samples(), run.lookup, proto, wanted, name=str(run.run_dir / SAMPLES))
+
+
 def compute(
     run: RunData,
     protocol: str | None = None,
     fields: list[str] | None = None,
     consistency: tuple[str, ConsistencyFn] | None = None,
 ) -> tuple[dict[str, Any], list[ScoreRow]]:
-    """Score rows and the summary of a loaded run."""
+    """The summary of a loaded run and its per-sample rows (views over the scored columns)."""
+    summary, scored = _compute(run, protocol, fields, consistency)
+    return summary, scored.rows()
+
+
+def _compute(
+    run: RunData,
+    protocol: str | None = None,
+    fields: list[str] | None = None,
+    consistency: tuple[str, ConsistencyFn] | None = None,
+) -> tuple[dict[str, Any], RunScore]:
     config = run.config
-    proto = protocol_for(protocol or config.get("protocol"), run.samples)
-    rows = score_run(run.samples, run.records, proto)
+    scored = score(run, protocol, fields)
     prices = {k: Price.model_validate(v) for k, v in (config.get("prices") or {}).items()}
     summary = summarize(
-        rows,
-        run.records,
-        proto,
+        scored,
         fields=[*(config.get("breakdowns") or []), *(fields or [])],
         prices=prices,
-        seed=int(config.get("seed") or 0),
         judgments=read_judgments(run.run_dir),
     )
     summary["run"] = {
@@ -71,17 +86,18 @@ def compute(
             "dataset",
         )
     }
-    add_fairness(summary, rows, proto, run.records, seed=int(config.get("seed") or 0))
-    truths = {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.samples} if consistency else None
+    rows, seed = scored.rows(), int(config.get("seed") or 0)
+    add_fairness(summary, rows, scored.protocol, run.records, seed=seed)
+    truths = {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.samples}
     add_grounding(summary, run.run_dir, rows, run.records, consistency, truths)
     summary.update(leak_summary(run.manifest, run.records))
     summary["notes"] = [*(summary.get("notes") or []), *leak_notes(summary, run.manifest)]
     judges = judge_summary(run.run_dir)
     if judges:
         summary["judges"] = percent_judges(judges)
-    if proto.name == "geoguessr-map":
-        summary["geoguessr_map"] = run_map_figures(run.samples, run.records, int(config.get("seed") or 0))
-    return summary, rows
+    if scored.protocol.name == "geoguessr-map":
+        summary["geoguessr_map"] = run_map_figures(run.samples, run.records, seed)
+    return summary, scored
 
 
 def _fmt(value: Any, scale: float = 1.0) -> str:
@@ -262,8 +278,6 @@ CSV_COLUMNS = (
     "distance_km",
     "country_code",
     "continent",
-    "choice_correct",
-    "choice_parsed",
     "path_score",
     "confidence",
     "turns",
@@ -275,16 +289,17 @@ CSV_COLUMNS = (
 )
 
 
-def per_sample_csv(rows: list[ScoreRow]) -> str:
-    levels = sorted({lv for r in rows for lv in r.level_hits})
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow([*CSV_COLUMNS, *(f"{lv}_hit" for lv in levels)])
+def per_sample_csv(rows: Sequence[ScoreRow], handle: TextIO) -> None:
+    """One line per sample: the run's columns, then each of the protocol's per-row hits (empty
+    where the figure is not defined on the sample)."""
+    writer = csv.writer(handle)
+    hit_names = list(rows[0].hits()) if rows else []
+    writer.writerow([*CSV_COLUMNS, *hit_names])
     for row in rows:
-        values = [getattr(row, c) for c in CSV_COLUMNS]
+        values = [getattr(row, c, None) for c in CSV_COLUMNS]
         values = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
-        writer.writerow([*values, *(row.level_hits.get(lv, "") for lv in levels)])
-    return buffer.getvalue()
+        hits = row.hits()
+        writer.writerow([*values, *("" if hits[h] is None else hits[h] for h in hit_names)])
 
 
 def write_report(
@@ -298,7 +313,8 @@ def write_report(
     """Compute and write every report file; returns the summary. ``consistency`` (judge name,
     scorer) adds GeoAgent's R_con to the grounding figures."""
     run = load_run(run_dir)
-    summary, rows = compute(run, protocol, fields, consistency)
+    summary, scored = _compute(run, protocol, fields, consistency)
+    rows = scored.rows()
     outputs: dict[str, Any] = {"summary": SUMMARY, "markdown": MARKDOWN, "csv": PER_SAMPLE}
     pngs: list[Path] = []
     if plots:
@@ -315,5 +331,8 @@ def write_report(
     summary["outputs"] = outputs
     write_atomic(run_dir / SUMMARY, redact_text(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
     write_atomic(run_dir / MARKDOWN, redact_text(markdown(summary)))
-    write_atomic(run_dir / PER_SAMPLE, per_sample_csv(rows))
+    tmp = run_dir / (PER_SAMPLE + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as handle:
+        per_sample_csv(rows, handle)
+    tmp.replace(run_dir / PER_SAMPLE)
     return summary

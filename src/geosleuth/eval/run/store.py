@@ -83,6 +83,11 @@ class TrajectoryStore:
                     continue
                 yield number, line, offset
 
+    def located_lines(self) -> Iterator[tuple[int, bytes]]:
+        """(byte offset, line) of each intact record line, for readers that come back to one record."""
+        for _, line, end in self._lines():
+            yield end - len(line), line
+
     def lines_with_ids(self) -> Iterator[tuple[bytes, str]]:
         """The raw record lines a reader would load (a torn tail left out) with their sample ids."""
         for _, line, record in self._records():

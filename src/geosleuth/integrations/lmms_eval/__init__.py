@@ -48,11 +48,11 @@ from geosleuth.core.records import Sample
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.eval.datasets.frozen import image_metadata
 from geosleuth.eval.datasets.loading import DatasetError, load_dataset
-from geosleuth.eval.datasets.truth import truth_record
 from geosleuth.eval.run.pipeline import check_images
 from geosleuth.eval.run.styles import choose_style
 from geosleuth.integrations.harness import Answered, defined, metrics, score_answers
 from geosleuth.scoring import get_protocol
+from geosleuth.scoring.io import truth_record
 
 log = logging.getLogger(__name__)
 
