@@ -11,7 +11,7 @@ import pytest
 from agent_helpers import make_config, text_of
 
 from geosleuth.agent import run_task
-from geosleuth.agent.client import ResponseTooLarge, _read_capped
+from geosleuth.httpbody import BodyTooLarge, read_capped
 from geosleuth.core.records import Task, TrajectoryStatus, Turn, cap_text
 from geosleuth.testing import FakeOpenAIServer, reply, tool_call
 from geosleuth.tools.base import ToolRegistry
@@ -48,11 +48,11 @@ async def test_a_streamed_body_is_read_only_up_to_the_cap() -> None:
             yield b"x" * 65536
 
     resp = httpx.Response(200, content=endless())
-    with pytest.raises(ResponseTooLarge, match="more than 1,000,000 bytes"):
-        await _read_capped(resp, 1_000_000)
+    with pytest.raises(BodyTooLarge, match="more than 1,000,000 bytes"):
+        await read_capped(resp, 1_000_000)
     assert produced <= 1_000_000 + 65536
     ok = httpx.Response(200, content=b'{"choices": []}')
-    assert await _read_capped(ok, 1_000_000) == b'{"choices": []}'
+    assert await read_capped(ok, 1_000_000) == b'{"choices": []}'
 
 
 def test_cap_text_keeps_head_and_tail_and_names_the_cut() -> None:

@@ -27,7 +27,6 @@ import random
 import re
 import ssl
 import time
-import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -39,6 +38,7 @@ from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.core.records import Usage
 from geosleuth.core.surrogates import clean_json, clean_text
 from geosleuth.deadline import start_clock
+from geosleuth.httpbody import ACCEPT_ENCODING, BodyDamaged, BodyEncodingRefused, BodyTooLarge, send_capped
 from geosleuth.secrets import redact_json, redact_text, register_secret
 
 log = logging.getLogger(__name__)
@@ -385,15 +385,15 @@ class ChatClient:
                 "POST", "/chat/completions", content=body, headers={"Content-Type": "application/json"}
             )
             async with asyncio.timeout(self.timeout_s):
-                resp = await pool.send(request, stream=True)
-                try:
-                    content = await _read_capped(resp, self.max_response_bytes)
-                finally:
-                    await resp.aclose()
+                return await send_capped(pool, request, self.max_response_bytes)
+        except BodyTooLarge as exc:
+            raise ResponseTooLarge(f"{exc} (max_response_bytes)", exc.status) from None
+        except BodyEncodingRefused as exc:
+            raise ModelError(str(exc), exc.status) from None
+        except BodyDamaged as exc:
+            raise httpx.DecodingError(str(exc)) from None
         finally:
             self._in_flight[i] -= 1
-        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _BODY_HEADERS]
-        return httpx.Response(resp.status_code, headers=headers, content=content, request=request)
 
     async def aclose(self) -> None:
         for pool in self._pools:
@@ -623,78 +623,8 @@ class _Unsupported:
     error: Exception
 
 
-_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
-
 class ResponseTooLarge(ModelError):
     """The server's reply is longer than the client's cap; not retried (it would answer the same)."""
-
-
-ACCEPT_ENCODING = "gzip, deflate"
-"""The encodings `_read_capped` decompresses itself, counting the bytes as they come out."""
-_ZLIB_WBITS = {"gzip": 31, "x-gzip": 31, "deflate": 47}  # 47: zlib or gzip header, detected
-
-
-async def _read_capped(resp: httpx.Response, cap: int) -> bytes:
-    """The decoded body, or `ResponseTooLarge` as soon as it passes ``cap`` bytes.
-
-    Compressed bodies are inflated here, never more than the cap allows at a time (httpx
-    inflates each network chunk whole: 64 KB of gzip can be 64 MB). An encoding the client did
-    not ask for is refused.
-    """
-
-    def too_large(seen: str) -> ResponseTooLarge:
-        return ResponseTooLarge(
-            f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap "
-            "(max_response_bytes); reading stopped there",
-            resp.status_code,
-        )
-
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise too_large(f"of {int(declared):,} bytes (Content-Length)")
-    if resp.is_stream_consumed:  # built in memory, already decoded
-        if len(resp.content) > cap:
-            raise too_large(f"of {len(resp.content):,} bytes")
-        return resp.content
-    encoding = resp.headers.get("content-encoding", "identity").strip().lower() or "identity"
-    if encoding != "identity" and encoding not in _ZLIB_WBITS:
-        raise ModelError(
-            f"HTTP {resp.status_code}: the server sent Content-Encoding {encoding!r}; "
-            f"this client asks for {ACCEPT_ENCODING} and reads nothing else",
-            resp.status_code,
-        )
-    inflater = zlib.decompressobj(_ZLIB_WBITS[encoding]) if encoding in _ZLIB_WBITS else None
-    chunks: list[bytes] = []
-    size = 0
-    async for raw in resp.aiter_raw():
-        pending = raw
-        while pending:
-            if inflater is None:
-                chunk, pending = pending, b""
-            else:
-                chunk, pending = _inflate(inflater, pending, cap - size + 1)
-            size += len(chunk)
-            if size > cap:
-                raise too_large(f"of more than {cap:,} bytes{' (decompressed)' if inflater else ''}")
-            chunks.append(chunk)
-    if inflater is not None:  # what the inflater holds back (at most its 32 KB window)
-        chunks.append(inflater.flush())
-        if size + len(chunks[-1]) > cap:
-            raise too_large(f"of more than {cap:,} bytes (decompressed)")
-    return b"".join(chunks)
-
-
-def _inflate(inflater: Any, data: bytes, limit: int) -> tuple[bytes, bytes]:
-    """At most ``limit`` (>= 1) bytes inflated from ``data``, and what of ``data`` is left."""
-    try:
-        out = inflater.decompress(data, limit)
-    except zlib.error as exc:
-        raise httpx.DecodingError(f"compressed body is damaged: {exc}") from None
-    left = inflater.unconsumed_tail
-    if inflater.eof or (not out and left == data):
-        return out, b""  # the stream ended (trailing bytes are ignored, as httpx does)
-    return out, left
 
 
 def _redacted(choice: ChatChoice) -> ChatChoice:
