@@ -38,7 +38,14 @@ from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.core.records import Usage
 from geosleuth.core.surrogates import clean_json, clean_text
 from geosleuth.deadline import start_clock
-from geosleuth.httpbody import ACCEPT_ENCODING, BodyDamaged, BodyEncodingRefused, BodyTooLarge, send_capped
+from geosleuth.httpbody import (
+    ACCEPT_ENCODING,
+    BodyDamaged,
+    BodyEncodingRefused,
+    BodyError,
+    BodyTooLarge,
+    send_capped,
+)
 from geosleuth.secrets import redact_json, redact_text, register_secret
 
 log = logging.getLogger(__name__)
@@ -409,10 +416,13 @@ class ChatClient:
     async def list_models(self) -> list[str]:
         """Model ids the server offers (used when ``--model`` is a URL)."""
         try:
-            resp = await self._pool(0).get("/models")
+            pool = self._pool(0)
+            async with asyncio.timeout(self.timeout_s):
+                resp = await send_capped(pool, pool.build_request("GET", "/models"), self.max_response_bytes)
             resp.raise_for_status()
             return [str(m["id"]) for m in resp.json().get("data", []) if "id" in m]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (httpx.HTTPError, BodyError, TimeoutError, ValueError, KeyError, TypeError, AttributeError,
+                RecursionError) as exc:  # fmt: skip
             raise ModelError(f"cannot list models at {self.base_url}: {exc}") from None
 
     def build_payload(
@@ -548,6 +558,12 @@ class ChatClient:
                 choices, usage, model = parse_completion(resp.json())
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
+            except RecursionError:  # the same body would come again: not retried
+                raise ModelError(
+                    f"unreadable response body: JSON nested deeper than the decoder reads: {resp.text[:200]!r}",
+                    status,
+                    attempt,
+                ) from None
             self.answered = True
             latency = time.perf_counter() - start
             return ChatResponse([_redacted(c) for c in choices], usage, latency, model or self.model, attempt)

@@ -385,7 +385,7 @@ class Response:
     def json(self, provider: str) -> Any:
         try:
             return json.loads(self.content)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             snippet = redact(self.content[:120].decode("utf-8", "replace"))
             raise ProviderError(f"{provider} returned malformed JSON: {snippet!r}") from None
 
