@@ -92,9 +92,11 @@ def _open_lazy(source: Source, label: str) -> Image.Image:
     elif isinstance(source, bytes):
         if not source:
             raise ImageInputError(f"{label}: file is empty (0 bytes)")
-        fp = without_big_ancillary(io.BytesIO(source), label)
+        with _errors(label):
+            fp = without_big_ancillary(io.BytesIO(source), label)
     else:
-        fp = without_big_ancillary(source, label)
+        with _errors(label):
+            fp = without_big_ancillary(source, label)
     with _errors(label):
         return Image.open(fp)
 
