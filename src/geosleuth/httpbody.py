@@ -50,11 +50,15 @@ async def read_capped(resp: httpx.Response, cap: int) -> bytes:
     declared = resp.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
         seen = f"of {int(declared):,} bytes (Content-Length)"
-        raise BodyTooLarge(f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap", status)
+        raise BodyTooLarge(
+            f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap", status
+        )
     if resp.is_stream_consumed:  # built in memory, already decoded
         if len(resp.content) > cap:
             seen = f"of {len(resp.content):,} bytes"
-            raise BodyTooLarge(f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap", status)
+            raise BodyTooLarge(
+                f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap", status
+            )
         return resp.content
     encoding = resp.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if encoding != "identity" and encoding not in _ZLIB_WBITS:
@@ -98,9 +102,7 @@ def _inflate(inflater: Any, data: bytes, limit: int, status: int) -> tuple[bytes
     return out, left
 
 
-async def send_capped(
-    client: httpx.AsyncClient, request: httpx.Request, cap: int
-) -> httpx.Response:
+async def send_capped(client: httpx.AsyncClient, request: httpx.Request, cap: int) -> httpx.Response:
     """Send ``request`` streamed and return the response with its body read through `read_capped`
     (the body headers dropped: the content is decoded)."""
     resp = await client.send(request, stream=True)

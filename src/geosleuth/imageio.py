@@ -304,6 +304,20 @@ def thumbnail(
         return img if img.mode == "RGB" else img.convert("RGB")
 
 
+def reducible(img: Image.Image) -> Image.Image:
+    """``img`` in a mode `Image.reduce` and the resamplers average correctly: a palette as RGB(A)
+    (averaging palette indices is meaningless; Pillow refuses P), 1-bit as L, 16-bit grey scaled
+    to 8 bits (Pillow's own conversion clips it to white); other modes as they are."""
+    if img.mode in ("P", "PA"):
+        has_alpha = img.mode == "PA" or "transparency" in img.info
+        return img.convert("RGBA" if has_alpha else "RGB")
+    if img.mode == "1":
+        return img.convert("L")
+    if img.mode.startswith("I;16"):
+        return img.convert("I").point(lambda v: v * (1 / 256)).convert("L")
+    return img
+
+
 def open_work_copy(
     source: Source, work_pixels: int, max_pixels: int | None = None, *, label: str | None = None
 ) -> Image.Image:
@@ -329,6 +343,10 @@ def open_work_copy(
         w, h = img.size
         factor = math.isqrt(w * h // work_pixels) if w * h > work_pixels else 1
         if factor >= 2:  # a box reduction first, then the full frame goes before anything else is made
+            converted = reducible(img)
+            if converted is not img:
+                img.close()
+                img = converted
             reduced = img.reduce(factor)
             img.close()
             img = reduced

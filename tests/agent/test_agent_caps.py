@@ -11,8 +11,8 @@ import pytest
 from agent_helpers import make_config, text_of
 
 from geosleuth.agent import run_task
-from geosleuth.httpbody import BodyTooLarge, read_capped
 from geosleuth.core.records import Task, TrajectoryStatus, Turn, cap_text
+from geosleuth.httpbody import BodyTooLarge, read_capped
 from geosleuth.testing import FakeOpenAIServer, reply, tool_call
 from geosleuth.tools.base import ToolRegistry
 

@@ -20,7 +20,11 @@ CASES = {
     "deep.jsonl": '{"id": "a", "image": "a.jpg", "lat": ' + DEEP + ', "lon": 2}\n' + GOOD_JSON + "\n",
     "deep.json": '[{"id": "a", "image": "a.jpg", "lat": ' + DEEP + ', "lon": 2}, ' + GOOD_JSON + "]",
     "digits.jsonl": '{"id": "a", "image": "a.jpg", "lat": ' + "1" * 5000 + ', "lon": 2}\n' + GOOD_JSON + "\n",
-    "overflow.jsonl": '{"id": "a", "image": "a.jpg", "lat": ' + "1" * 4000 + ', "lon": 2}\n' + GOOD_JSON + "\n",
+    "overflow.jsonl": '{"id": "a", "image": "a.jpg", "lat": '
+    + "1" * 4000
+    + ', "lon": 2}\n'
+    + GOOD_JSON
+    + "\n",
     "field.csv": "id,image,lat,lon,note\na,a.jpg,1,2," + "x" * (33 * 2**20) + "\nb,b.jpg,48.85,2.35,ok\n",
 }
 

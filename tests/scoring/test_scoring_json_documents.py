@@ -129,7 +129,11 @@ def test_an_item_over_the_cap_is_skipped_in_linear_time_and_bounded_memory(
     monkeypatch.setattr(jsonstream, "CHUNK", 1 << 12)
 
     def document(size: int) -> Path:
-        body = {"number": "1" * size, "string": '"' + "x" * size + '"', "object": '{"k": "' + "x" * size + '"}'}
+        body = {
+            "number": "1" * size,
+            "string": '"' + "x" * size + '"',
+            "object": '{"k": "' + "x" * size + '"}',
+        }
         path = tmp_path / f"{shape}{size}.json"
         path.write_text(f"[{json.dumps(row(0))}, {body[shape]}, {json.dumps(row(2))}]")
         return path

@@ -45,5 +45,7 @@ def test_locate_cli_records_the_deep_reply_and_goes_on(tmp_path: Path) -> None:
 
 def test_the_api_returns_a_model_error_not_an_exception(tmp_path: Path) -> None:
     with FakeOpenAIServer([deep_body()]) as server:
-        traj = geosleuth.locate(images(tmp_path)[0], "m", base_url=server.base_url, prompt="direct", out=tmp_path)
+        traj = geosleuth.locate(
+            images(tmp_path)[0], "m", base_url=server.base_url, prompt="direct", out=tmp_path
+        )
     assert traj.status == "model_error" and "nested deeper" in (traj.error or "")

@@ -68,7 +68,10 @@ def test_locate_cli_refuses_it_and_goes_on(tmp_path: Path, monkeypatch: pytest.M
         env={"GEOSLEUTH_MAX_IMAGE_PIXELS": str(LIMIT)},
     )  # fmt: skip
     records = json.loads(result.stdout)
-    assert [r["status"] for r in records] == ["input_error", "no_evidence"]  # the plain one is read (offline: no clue in it)
+    assert [r["status"] for r in records] == [
+        "input_error",
+        "no_evidence",
+    ]  # the plain one is read (offline: no clue in it)
     assert "progressive JPEG" in records[0]["error"] and "Traceback" not in result.output
 
 

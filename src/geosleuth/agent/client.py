@@ -559,11 +559,8 @@ class ChatClient:
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
             except RecursionError:  # the same body would come again: not retried
-                raise ModelError(
-                    f"unreadable response body: JSON nested deeper than the decoder reads: {resp.text[:200]!r}",
-                    status,
-                    attempt,
-                ) from None
+                why = "unreadable response body: JSON nested deeper than the decoder reads"
+                raise ModelError(f"{why}: {resp.text[:200]!r}", status, attempt) from None
             self.answered = True
             latency = time.perf_counter() - start
             return ChatResponse([_redacted(c) for c in choices], usage, latency, model or self.model, attempt)
