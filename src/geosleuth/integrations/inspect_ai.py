@@ -9,7 +9,8 @@ Metrics are those ``geosleuth score --protocol P`` prints, by the same names and
 (``acc@25km`` in percent, ``median_km``, ``geoguessr``, level accuracies): the metric scores
 every sample's answer with the scoring engine itself. An answer that cannot be parsed is a
 wrong answer, and the run goes on. With ``tools=True`` the solver is geosleuth's agent loop,
-talking to the model inspect was given (``--model``) and calling geosleuth's tools.
+talking to the model inspect was given (``--model``) and calling geosleuth's tools; a model
+that fails (a dead server) fails the sample as inspect's own generate does, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ def agent_loop(config: AgentConfig) -> Solver:
         geo_task = GeoTask.model_validate(state.metadata[META]["task"])
         run_config = config.model_copy(update={"model": client.model})
         trajectory = await run_task(geo_task, run_config, client=client)  # type: ignore[arg-type]
+        if trajectory.status is TrajectoryStatus.MODEL_ERROR:  # as a plain generate fails: never a 0
+            raise ModelError(f"the model failed on sample {geo_task.id}: {trajectory.error}")
         last = trajectory.turns[-1].text if trajectory.turns else ""
         state.messages.append(ChatMessageAssistant(content=last, model=client.model))
         state.output = ModelOutput.from_content(model=client.model, content=final_text(trajectory))
