@@ -274,12 +274,13 @@ def eval_command(
 def _run_judges(run_dir: Path, settings: Any) -> None:
     import asyncio
 
-    from geosleuth.eval.judges import run_judges
+    from geosleuth.eval.judges import judge_outcome, run_judges
     from geosleuth.eval.run import read_samples
     from geosleuth.eval.store import load_run_trajectories
 
-    added = asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
-    typer.echo(f"judged {added} item(s)", err=True)
+    samples = read_samples(run_dir)
+    asyncio.run(run_judges(run_dir, samples, load_run_trajectories(run_dir), settings))
+    typer.echo(judge_outcome(run_dir, samples, settings.tasks)[0], err=True)
 
 
 def report_command(
