@@ -189,3 +189,16 @@ async def test_mcp_streamable_http_subprocess() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_mcp_http_default_port_is_not_vllms() -> None:
+    """Issue 41: `mcp --transport http` listened on 8000, the port the docs give vLLM."""
+    import inspect
+
+    from geosleuth.cli.tools import mcp_serve
+    from geosleuth.tools.mcp_server import DEFAULT_HTTP_PORT, serve_http
+
+    assert inspect.signature(mcp_serve).parameters["port"].default == DEFAULT_HTTP_PORT != 8000
+    assert inspect.signature(serve_http).parameters["port"].default == DEFAULT_HTTP_PORT
+    res = CliRunner().invoke(app, ["mcp", "--help"], env={"COLUMNS": "200"})
+    assert "8808" in res.output and "8000]" not in res.output

@@ -185,7 +185,7 @@ def tool_run(
 def mcp_serve(
     transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP).")] = "stdio",
     host: Annotated[str, typer.Option(help="HTTP host.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    port: Annotated[int, typer.Option(help="HTTP port (not vLLM's 8000).")] = 8808,  # mcp_server.DEFAULT_HTTP_PORT
     path: Annotated[str, typer.Option(help="HTTP path of the MCP endpoint.")] = "/mcp",
     image: Annotated[
         Path | None, typer.Option("--image", help="Default query image for zoom / OCR / EXIF.")

@@ -47,6 +47,9 @@ from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 log = logging.getLogger(__name__)
 
+DEFAULT_HTTP_PORT = 8808
+"""`geosleuth mcp --transport http`'s port: not 8000 (vLLM's, in the docs), nor the web app's 8765."""
+
 ImageFormat = Literal["jpeg", "webp"]
 
 IMAGE_ARGS: dict[str, dict[str, str]] = {
@@ -457,7 +460,7 @@ async def serve_stdio(server: Server) -> None:
 async def serve_http(
     server: Server,
     host: str = "127.0.0.1",
-    port: int = 8000,
+    port: int = DEFAULT_HTTP_PORT,
     path: str = "/mcp",
     policy: ImagePolicy | None = None,
 ) -> None:
