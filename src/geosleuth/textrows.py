@@ -35,6 +35,22 @@ def guarded(reader: Iterator[R], line_num: Callable[[], int]) -> Iterator[tuple[
         yield record, None
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string that starts like a formula (``=``, ``+``,
+    ``-``, ``@``, tab, CR, or their full-width forms) gets a leading ``'`` (OWASP's CSV
+    injection advice) unless it is a plain number; other values pass unchanged."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
 def text_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
     """``(line number, text, None)`` per line, or ``(number, None, why)`` for a line that is not
     UTF-8 (a leading byte-order mark is skipped)."""

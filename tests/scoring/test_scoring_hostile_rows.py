@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_scoring_cli import run
 
 GOOD = {"id": "b", "lat": 48.85, "lon": 2.35, "true_lat": 48.85, "true_lon": 2.35}
@@ -36,3 +38,28 @@ def test_a_csv_field_past_the_default_limit_is_read_and_one_past_ours_fails_alon
     payload = json.loads(out)
     assert code == 0 and payload["n"] == 4 and payload["parsed"] == 3
     assert "line 4: field larger than field limit" in err + out
+
+
+def test_csv_outputs_write_formula_cells_as_text(tmp_path: Path) -> None:
+    """Issue 41 (low): ``=HYPERLINK(…)``, ``@…``, ``+…`` cells reached ``score --rows`` CSVs unescaped."""
+    import csv
+
+    rows = [{**GOOD, "id": '=HYPERLINK("http://127.0.0.1/x","open")'}, {**GOOD, "id": "@SUM(A1)"},
+            {**GOOD, "id": "+1+2"}, {**GOOD, "id": "-33.5"}, {**GOOD, "id": "plain"}]  # fmt: skip
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, _ = run(str(path), "--rows", str(tmp_path / "rows.csv"), "--json")
+    assert code == 0
+    with (tmp_path / "rows.csv").open(newline="") as handle:
+        ids = [r.get("id") or r.get("sample_id") for r in csv.DictReader(handle)]
+    assert ids == ['\'=HYPERLINK("http://127.0.0.1/x","open")', "'@SUM(A1)", "'+1+2", "-33.5", "plain"]
+
+
+@given(st.text(max_size=20))
+def test_spreadsheet_safe_cells_never_start_a_formula(text: str) -> None:
+    from geosleuth.textrows import spreadsheet_safe
+
+    cell = spreadsheet_safe(text)
+    assert cell == text or cell == "'" + text
+    if cell == text and text[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        float(text)  # left as it was only when it is a plain number

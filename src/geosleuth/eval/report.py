@@ -27,6 +27,7 @@ __all__ = [
     "write_report",
 ]
 from geosleuth.secrets import redact_text
+from geosleuth.textrows import spreadsheet_safe
 
 SUMMARY = "summary.json"
 MARKDOWN = "summary.md"
@@ -271,7 +272,9 @@ def per_sample_csv(rows: list[ScoreRow]) -> str:
     for row in rows:
         values = [getattr(row, c) for c in CSV_COLUMNS]
         values = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
-        writer.writerow([*values, *(row.level_hits.get(lv, "") for lv in levels)])
+        writer.writerow(
+            [spreadsheet_safe(v) for v in [*values, *(row.level_hits.get(lv, "") for lv in levels)]]
+        )
     return buffer.getvalue()
 
 
