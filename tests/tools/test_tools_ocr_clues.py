@@ -292,3 +292,34 @@ def test_a_thai_sign_is_read_in_thai_and_placed_in_chiang_mai(tmp_path: Path) ->
     assert any("053 222 345" in e and "Chiang Mai" in e for e in result.prediction.evidence)
     assert result.prediction.country_code == "TH"
     assert float(haversine_km(result.prediction.lat, result.prediction.lon, spec.lat, spec.lon)) < 10
+
+
+@pytest.mark.parametrize(
+    ("lat", "why"),
+    [((IFDRational(47), IFDRational(75), IFDRational(0)), "minutes are 75, not below 60"),
+     ((IFDRational(47), IFDRational(3), IFDRational(61)), "seconds are 61, not below 60")],
+)  # fmt: skip
+def test_exif_gps_minutes_or_seconds_past_60_give_no_position(
+    tmp_path: Path, lat: tuple[IFDRational, ...], why: str
+) -> None:
+    """Issue 41 (low): minutes of 75 were accepted. No position, and the reason is named."""
+    path = tmp_path / "gps.jpg"
+    exif = Image.Exif()
+    lon = (IFDRational(8), IFDRational(18), IFDRational(0))
+    exif.get_ifd(0x8825).update({1: "N", 2: lat, 3: "E", 4: lon})
+    Image.new("RGB", (32, 24)).save(path, exif=exif)
+    info = read_exif(None, str(path))
+    assert info.lat is None and info.lon is None
+    assert why in (info.gps_problem or "")
+
+
+def test_exif_gps_signed_rationals_never_flip_the_hemisphere() -> None:
+    """Issue 41 (low): 47/-1 degrees under N (a signed rational, which Pillow reads but will not
+    write) read as -46.95, the other hemisphere. EXIF GPS rationals are unsigned: no position."""
+    from geosleuth.tools.exif import _dms, _gps_problem
+
+    signed = (IFDRational(47, -1), IFDRational(3), IFDRational(0))
+    assert _dms(signed, "N", "lat") is None and _dms(signed, "S", "lat") is None
+    gps = {1: "N", 2: signed, 3: "E", 4: (IFDRational(8), IFDRational(18), IFDRational(0))}
+    assert "latitude degrees are negative" in (_gps_problem(gps) or "")
+    assert _dms(-47.05, "N") is None and _dms(-47.05, "S") == -47.05  # plain decimals: the sign must agree
