@@ -56,6 +56,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per request
 ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
 """Optional sampling fields the client may drop when a server says it does not accept them."""
+MAX_READ_TOOL_CALLS = 1024
+"""Native tool calls of one reply the client builds (far above any per-turn cap); the rest of a
+flood (170k calls in 16 MiB) are only counted: building, redacting and recording them cost
+tens of seconds a reply (issue 41)."""
 READ_FIELDS = frozenset({"role", "content", "tool_calls"})
 """Assistant-message fields the client reads and rebuilds itself."""
 RESPONSE_ONLY = frozenset({"refusal", "annotations", "audio", "function_call", "name"})
@@ -186,6 +190,7 @@ class ChatChoice:
     tool_calls: list[RawToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # unread message fields, echoed back
+    dropped_tool_calls: int = 0  # calls past `MAX_READ_TOOL_CALLS`: counted, never built
 
 
 def assistant_message(
@@ -301,7 +306,9 @@ def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str
         if not isinstance(msg, dict):
             raise ValueError("choice message is not an object")
         calls = []
-        for i, tc in enumerate(msg.get("tool_calls") or []):
+        listed = msg.get("tool_calls") or []
+        listed = listed if isinstance(listed, list) else []
+        for i, tc in enumerate(listed[:MAX_READ_TOOL_CALLS]):
             if not isinstance(tc, dict):
                 continue
             fn = tc.get("function") or {}
@@ -313,8 +320,11 @@ def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str
             )
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         extra = {k: v for k, v in msg.items() if k not in READ_FIELDS | RESPONSE_ONLY and v is not None}
+        dropped = max(0, len(listed) - MAX_READ_TOOL_CALLS)
         choices.append(
-            ChatChoice(_content_text(msg.get("content")), reasoning, calls, ch.get("finish_reason"), extra)
+            ChatChoice(
+                _content_text(msg.get("content")), reasoning, calls, ch.get("finish_reason"), extra, dropped
+            )
         )
     u = body.get("usage") or {}
     usage = Usage(

@@ -220,7 +220,7 @@ class AgentLoop:
         _count_replaced(self.traj, "model", resp.replaced_surrogates)
         choice, truncated = _capped_choice(resp.first, self.config.max_turn_text_chars)
         cap = self.config.max_calls_per_turn
-        dropped = max(0, len(choice.tool_calls) - cap)
+        dropped = max(0, len(choice.tool_calls) - cap) + choice.dropped_tool_calls
         if dropped:  # a flood of native calls: only the first `cap` are kept, replayed or recorded
             choice = replace(choice, tool_calls=choice.tool_calls[:cap])
         self.pending_choice = choice
