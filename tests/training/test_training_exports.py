@@ -333,6 +333,17 @@ def test_cli_filter_reads_a_malformed_metadata_truth_as_none(tmp_path: Path) -> 
     assert report["images"] == 1  # only s2 carries a truth a distance can be taken from
 
 
+def test_cli_export_sft_counts_unreadable_lines_as_skipped(tmp_path: Path) -> None:
+    """Issue 41 (low): "0 skipped" was printed right after the lines it skipped."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    good = _trajectory("q.jpg").model_dump_json()
+    (run_dir / "trajectories.jsonl").write_text(good + "\n" + '{"sample_id": "x", "broken": \n')
+    res = runner.invoke(app, ["data", "export-sft", str(run_dir), "-o", str(tmp_path / "s.jsonl")])
+    assert res.exit_code == 0, res.output
+    assert "skipped" in res.stderr and "wrote 1 records" in res.stdout and "(1 skipped)" in res.stdout
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     res = runner.invoke(app, ["data", "filter", str(tmp_path)])
     assert res.exit_code == 1 and "no trajectories.jsonl" in res.output
