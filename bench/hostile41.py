@@ -240,7 +240,7 @@ def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) 
             ij = run_measured([bench, "--i41", "read", "ijson", str(path)])
         print(
             f"  {name:<16} scanner {scan[1]:5.0f} MiB {scan[0]:6.1f} s ({scan[2]}) | ijson {ij[1]:5.0f} MiB "
-            f"{ij[0]:6.1f} s ({ij[2]}) | ijson/scanner time {ij[0] / scan[0]:5.2f}x"
+            f"{ij[0]:6.1f} s ({ij[2]}) | ijson/scanner time {f'{ij[0] / scan[0]:5.2f}x' if ij[0] else '–'}"
         )
 
 
