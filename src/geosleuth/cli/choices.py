@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from geosleuth.extras import install_line
+
 NOT_STYLES = frozenset({"common", "verifier", "observer"})  # prompt files that are not styles
 PROVIDERS = ("auto", "generic", "openai", "gemini", "deepseek")  # AgentConfig.provider
 TOOL_CALLING = ("native", "text")  # AgentConfig.tool_calling
@@ -70,9 +72,9 @@ EXTRAS = {
 
 
 def install_hint(exc: ImportError) -> str | None:
-    """The install line for a missing optional package (``pip install 'geosleuth[extra]'``), else None."""
+    """The install line for a missing optional package (`geosleuth.extras.install_line`), else None."""
     top = (exc.name or "").split(".")[0]
     extra = EXTRAS.get(top)
     if extra is None:
         return None
-    return f"this needs the optional package {top!r} (not installed): pip install 'geosleuth[{extra}]'"
+    return f"this needs the optional package {top!r} (not installed): {install_line(extra)}"

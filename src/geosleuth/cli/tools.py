@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from geosleuth.cli.options import AlwaysJsonOpt
+from geosleuth.extras import install_line
 
 ConfigOpt = Annotated[
     Path | None,
@@ -233,9 +234,7 @@ def mcp_serve(
     try:
         from geosleuth.tools.mcp_server import ImagePolicy, build_server, serve_http, serve_stdio
     except ImportError as exc:
-        typer.echo(
-            f"error: the MCP server needs the mcp package ({exc}): pip install 'geosleuth[mcp]'", err=True
-        )
+        typer.echo(f"error: the MCP server needs the mcp package ({exc}): {install_line('mcp')}", err=True)
         raise typer.Exit(2) from None
 
     if transport not in {"stdio", "http"}:

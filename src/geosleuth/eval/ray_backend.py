@@ -24,6 +24,7 @@ from geosleuth.core.records import Sample, Task, Trajectory
 from geosleuth.eval.backends import DEFAULT_BATCH, WorkerLost, run_batch, run_sharded
 from geosleuth.eval.runner import ProgressFn, RunFn, RunStats
 from geosleuth.eval.store import TrajectoryStore
+from geosleuth.extras import install_line
 
 DEFAULT_RESTART_WAIT_S = 120.0
 """How long a lost actor may take to come back (node death detection plus a restart elsewhere)
@@ -234,7 +235,7 @@ class RayBackend:
         try:
             import ray  # noqa: F401
         except ImportError as exc:
-            raise ValueError("--backend ray needs Ray: pip install 'geosleuth[ray]'") from exc
+            raise ValueError(f"--backend ray needs Ray: {install_line('ray')}") from exc
         executor = RayExecutor(
             run_fns,
             concurrency,

@@ -35,6 +35,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from geosleuth.core.text import script_of
+from geosleuth.extras import install_line
 from geosleuth.tools.base import BBoxConvention, ToolError
 from geosleuth.tools.clues import (
     Clue,
@@ -191,7 +192,7 @@ def rapidocr_engine() -> Any:
         from rapidocr import RapidOCR
     except ImportError:
         raise ToolError(
-            "rapidocr is not installed: pip install 'geosleuth[ocr]', or configure providers.ocr: tesseract"
+            f"rapidocr is not installed: {install_line('ocr')}, or configure providers.ocr: tesseract"
         ) from None
 
     _return_big_frees()
