@@ -656,7 +656,10 @@ def _redacted(choice: ChatChoice) -> ChatChoice:
     ``extra`` fields (thought signatures, encrypted reasoning) are opaque to us and must go back
     to the server byte for byte, so they are kept as sent; every file exit redacts again.
     """
-    calls = [replace(c, arguments=redact_json(c.arguments)) for c in choice.tool_calls]
+    calls = [
+        replace(c, name=redact_text(c.name), id=redact_text(c.id), arguments=redact_json(c.arguments))
+        for c in choice.tool_calls
+    ]
     reasoning = redact_text(choice.reasoning) if choice.reasoning else choice.reasoning
     return replace(choice, content=redact_text(choice.content), reasoning=reasoning, tool_calls=calls)
 
