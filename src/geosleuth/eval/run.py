@@ -6,6 +6,7 @@ A run directory holds everything needed to report and resume without the origina
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 from geosleuth.core.records import Sample, Task, Trajectory
 from geosleuth.eval.backends import shard_of
 from geosleuth.eval.config import (
+    MANIFEST,
     SAMPLES,
     SHARD_POSITIONS,
     EvalConfig,
@@ -23,9 +25,10 @@ from geosleuth.eval.config import (
     write_manifest,
 )
 from geosleuth.eval.datasets import Dataset, DatasetError, detect_format, load_dataset
+from geosleuth.eval.runlock import LOCK_FILE, run_lock
 from geosleuth.eval.runner import ProgressFn, RunAborted, RunFn, RunStats, run_samples
 from geosleuth.eval.scores import protocol_for
-from geosleuth.eval.store import RunDirError, write_atomic
+from geosleuth.eval.store import TRAJECTORIES, RunDirError, write_atomic
 from geosleuth.eval.styles import choose_style
 from geosleuth.plugins import load_callable
 
@@ -36,6 +39,7 @@ class PreparedRun:
     run_dir: Path
     dataset: Dataset
     samples: list[Sample]
+    created: bool = False  # this invocation made the run directory's files (none were there)
 
 
 def load_agent_fn(spec: str) -> RunFn:
@@ -209,11 +213,29 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     }
     if positions is not None:
         info["shard"] = {"index": index, "count": count, "n_selected": n_selected}
+    created = not (run_dir / MANIFEST).exists()
+    if created and run_dir.is_dir() and any(run_dir.iterdir()):
+        raise RunDirError(
+            f"{run_dir} exists and is not a geosleuth run (no {MANIFEST}): its files would be overwritten; "
+            "use a new or empty --out directory"
+        )
     write_manifest(run_dir, build_manifest(config, info))
     write_samples(run_dir, samples)
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
-    return PreparedRun(config, run_dir, dataset, samples)
+    return PreparedRun(config, run_dir, dataset, samples, created)
+
+
+def discard_unstarted(prepared: PreparedRun) -> None:
+    """Remove what `prepare_run` wrote when the run it made failed before recording a sample, so
+    the folder is not left a run that `merge` or a resume would take for one."""
+    log = prepared.run_dir / TRAJECTORIES
+    if not prepared.created or (log.exists() and log.stat().st_size > 0):
+        return
+    for name in (MANIFEST, SAMPLES, SHARD_POSITIONS, TRAJECTORIES, LOCK_FILE):
+        (prepared.run_dir / name).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # only when nothing else is in it
+        prepared.run_dir.rmdir()
 
 
 def bad_rows_error(dataset: Dataset, source: str | Path, remedy: str, shown: int = 20) -> DatasetError:
@@ -281,7 +303,17 @@ def _ground_truth(samples: Sequence[Sample]) -> int:
 async def execute(
     prepared: PreparedRun, *, retry_failed: bool = False, on_result: ProgressFn | None = None
 ) -> RunStats:
-    """Run the pending samples on the configured backend."""
+    """Run the pending samples on the configured backend, holding the run directory's lock; a
+    run this invocation made that fails before its first sample leaves no run behind."""
+    with run_lock(prepared.run_dir):  # another process's run is never discarded: it holds the lock
+        try:
+            return await _execute(prepared, retry_failed, on_result)
+        except BaseException:
+            discard_unstarted(prepared)
+            raise
+
+
+async def _execute(prepared: PreparedRun, retry_failed: bool, on_result: ProgressFn | None) -> RunStats:
     config = prepared.config
     if config.backend == "ray":
         endpoints = config.endpoints or [config.base_url]
