@@ -181,9 +181,11 @@ def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tm
             ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--model", "mockllm/model",
              "--log-dir", str(tmp_path / "logs"), "--display", "plain"],
             tmp_path,
+            {"COLUMNS": "1000"},  # inspect prints a prerequisite through rich: one line per message
         )  # fmt: skip
         assert done.returncode != 0
         assert message in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
+        assert "Traceback" not in done.stdout + done.stderr  # issue 41: a prerequisite, told as one
 
 
 def test_missing_image_is_a_wrong_answer_without_a_model_call(photo_dataset: Path, tmp_path: Path) -> None:

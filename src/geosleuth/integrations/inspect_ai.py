@@ -57,7 +57,7 @@ from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
-from geosleuth.eval.datasets import Dataset, load_dataset
+from geosleuth.eval.datasets import Dataset, DatasetError, load_dataset
 from geosleuth.eval.run import check_images
 from geosleuth.eval.styles import choose_style
 from geosleuth.integrations.harness import Answered, defined, row_result, score_answers, truth_record
@@ -87,12 +87,10 @@ def geolocation(
     ``max_turns`` turns; ``protocol`` is any ``geosleuth score`` protocol. A style whose answers
     the protocol cannot read, or a dataset none of whose images exists, stops before the run.
     """
-    get_protocol(protocol)  # an unknown protocol fails before the run, with the valid names
-    style_name = choose_style(prompt, protocol, tools)
-    loaded = load_dataset(dataset, format=format, images=images, split=split)
-    if not loaded.samples:
-        raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
-    check_images(loaded, loaded.samples, "-T images=FOLDER")
+    try:
+        style_name, loaded = _checked_inputs(dataset, protocol, prompt, tools, format, images, split)
+    except (ValueError, DatasetError) as exc:  # told as inspect tells a prerequisite, not a traceback
+        raise _prerequisite(f"geosleuth/geolocation: {exc}") from None
     if tools:
         config = AgentConfig(
             model="inspect",
@@ -110,6 +108,34 @@ def geolocation(
         metrics=[protocol_metrics(protocol, loaded.source)],
         epochs=Epochs(1, keep_epochs()),  # `--epochs N` keeps this reducer
     )
+
+
+def _checked_inputs(
+    dataset: str,
+    protocol: str,
+    prompt: str | None,
+    tools: bool,
+    format: str,
+    images: str | None,
+    split: str | None,
+) -> tuple[str, Dataset]:
+    """The style and the dataset, or the reason the run cannot start (before any model call)."""
+    get_protocol(protocol)  # an unknown protocol fails before the run, with the valid names
+    style_name = choose_style(prompt, protocol, tools)
+    loaded = load_dataset(dataset, format=format, images=images, split=split)
+    if not loaded.samples:
+        raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
+    check_images(loaded, loaded.samples, "-T images=FOLDER")
+    return style_name, loaded
+
+
+def _prerequisite(message: str) -> Exception:
+    """inspect's own "cannot start" error, which its CLI prints without a traceback."""
+    try:
+        from inspect_ai._util.error import PrerequisiteError
+    except ImportError:  # a future inspect without it: the message still leads
+        return ValueError(message)
+    return PrerequisiteError(message)
 
 
 def inspect_dataset(loaded: Dataset, style_name: str) -> MemoryDataset:
