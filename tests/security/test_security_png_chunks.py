@@ -129,7 +129,6 @@ def test_a_400_mb_palette_through_locate_costs_little(tmp_path: Path) -> None:
     """`geosleuth locate` on a 64x64 PNG whose PLTE claims 400 MB (a hole on disk): refused by name
     in a fresh process without reading the chunk (1.27 GB before)."""
     import json
-    import os
 
     path = tmp_path / "plte400.png"
     head = png_with([])
@@ -137,11 +136,14 @@ def test_a_400_mb_palette_through_locate_costs_little(tmp_path: Path) -> None:
         out.write(head[:33] + struct.pack(">I", 400_000_000) + b"PLTE")
         out.seek(400_000_000 + 4, io.SEEK_CUR)
         out.write(head[33:])
-    cmd = [sys.executable, "-c", "from geosleuth.cli.app import main; main()", "locate", str(path), "--json",
-           "--out", str(tmp_path / "out")]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    stdout = proc.stdout.read() if proc.stdout else ""
-    _, _, usage = os.wait4(proc.pid, 0)
-    record = json.loads(stdout)[0]
+    code = (  # VmHWM: this process's own peak (ru_maxrss would start from the forking parent's)
+        "import contextlib, sys\nfrom geosleuth.cli.app import main\n"
+        "with contextlib.suppress(SystemExit):\n    main()\n"
+        "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+    )
+    cmd = [sys.executable, "-c", code, "locate", str(path), "--json", "--out", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    output, peak_kb = done.stdout.rsplit("\n", 2)[0], int(done.stdout.split()[-1])
+    record = json.loads(output)[0]
     assert record["status"] == "input_error" and "'PLTE' of 400,000,000 bytes" in record["error"]
-    assert usage.ru_maxrss < 400_000  # KB: the imports and the offline pipeline, not the chunk
+    assert peak_kb < 400_000  # the imports and the offline pipeline, not the chunk
