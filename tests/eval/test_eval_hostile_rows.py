@@ -4,6 +4,7 @@ module's default limit; `load_dataset(skip_invalid=True)` then keeps the good ro
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,18 @@ CASES = {
     + "\n",
     "field.csv": "id,image,lat,lon,note\na,a.jpg,1,2," + "x" * (33 * 2**20) + "\nb,b.jpg,48.85,2.35,ok\n",
 }
+
+
+@pytest.fixture(autouse=True)
+def csv_field_limit() -> Iterator[None]:
+    """Our limit, whatever a library imported earlier in the process raised it to (it is global)."""
+    import csv
+
+    from geosleuth.textrows import CSV_FIELD_CHARS
+
+    before = csv.field_size_limit(CSV_FIELD_CHARS)
+    yield
+    csv.field_size_limit(before)
 
 
 def dataset(tmp_path: Path, name: str) -> Path:
