@@ -21,12 +21,12 @@
    the request deadline (held/deadline ~1); a 200 KB gzip of ``--bomb-mib`` MiB costs the client
    about what a plain reply at the 16 MiB cap costs, beside httpx inflating each network chunk
    whole (the pre-fix reading), as peak traced MiB.
-4. A provider's gzip bomb (issue 41): ``--provider-bomb-mib`` MiB (12,000: ~12 MB of gzip) through
+4. A provider's gzip bomb (issue 41): ``--provider-bomb-mib`` MiB (4,000: ~4 MB of gzip, the issue's) through
    ``tools.http.HttpClient``, the path of every provider, beside a plain reply at its 16 MiB cap.
 
 Usage: python bench/adversarial_bench.py [--healthy 64] [--parser slow|real] [--burn 8] [--skip-memory]
        [--skip-starvation] [--skip-server] [--deadline 2] [--drip 0.1] [--bomb-mib 200]
-       [--provider-bomb-mib 12000]
+       [--provider-bomb-mib 4000]
 """
 
 from __future__ import annotations
