@@ -455,7 +455,7 @@ def main() -> None:
     parser.add_argument("--bomb-mib", type=int, default=200, help="decoded size of the gzip bomb")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument(
-        "--provider-bomb-mib", type=int, default=12_000, help="decoded size of the provider's"
+        "--provider-bomb-mib", type=int, default=4_000, help="decoded size of the provider's"
     )
     args = parser.parse_args()
     if not args.skip_starvation:
