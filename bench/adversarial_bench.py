@@ -102,10 +102,10 @@ def adversarial_marker() -> str:
 
 
 async def run_eval(root: Path, healthy: int, adversarial: bool, args: argparse.Namespace) -> dict[str, Any]:
-    from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
-    from geosleuth.eval.datasets import load_dataset
-    from geosleuth.eval.run import AgentRunner, write_samples
-    from geosleuth.eval.runner import run_samples
+    from geosleuth.eval.datasets.loading import load_dataset
+    from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
+    from geosleuth.eval.run.pipeline import AgentRunner, write_samples
+    from geosleuth.eval.run.runner import run_samples
     from geosleuth.testing import FakeOpenAIServer, reply
 
     data = make_dataset(root / "data", healthy, adversarial)
@@ -454,9 +454,7 @@ def main() -> None:
     parser.add_argument("--drip", type=float, default=0.1, help="seconds between the dripped bytes")
     parser.add_argument("--bomb-mib", type=int, default=200, help="decoded size of the gzip bomb")
     parser.add_argument("--skip-server", action="store_true")
-    parser.add_argument(
-        "--provider-bomb-mib", type=int, default=4_000, help="decoded size of the provider's"
-    )
+    parser.add_argument("--provider-bomb-mib", type=int, default=4_000, help="decoded size of the provider's")
     args = parser.parse_args()
     if not args.skip_starvation:
         starvation(args)

@@ -26,12 +26,12 @@ from pathlib import Path
 from PIL import Image
 
 from geosleuth.core.records import Prediction, Task, ToolCallRecord, Trajectory, Turn, Usage
-from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
-from geosleuth.eval.datasets import load_dataset
-from geosleuth.eval.report import load_records, write_report
-from geosleuth.eval.run import AgentRunner, write_samples
-from geosleuth.eval.runner import run_samples
-from geosleuth.eval.store import TrajectoryStore, load_run_trajectories
+from geosleuth.eval.datasets.loading import load_dataset
+from geosleuth.eval.report.write import load_records, write_report
+from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
+from geosleuth.eval.run.pipeline import AgentRunner, write_samples
+from geosleuth.eval.run.runner import run_samples
+from geosleuth.eval.run.store import TrajectoryStore, load_run_trajectories
 from geosleuth.testing import FakeOpenAIServer, reply
 
 

@@ -171,7 +171,7 @@ def with_grpo_tools(work: Path, records: list[dict[str, Any]]) -> list[dict[str,
     """The records' system turns with the tool block GRPO's chat template will show
     (`trl_env.system_with_tools`), rendered with a scratch processor of the same template."""
     from geosleuth.testing.tiny_vlm import build_tiny_vlm
-    from geosleuth.training.trl_env import make_environment_factory, system_with_tools
+    from geosleuth.training.trl.env import make_environment_factory, system_with_tools
 
     scratch = build_tiny_vlm(work / "scratch-vlm", hub_files=False)
     environment = make_environment_factory(["geocode"])

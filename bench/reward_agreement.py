@@ -32,8 +32,8 @@ from pathlib import Path
 
 from geopy.distance import geodesic
 
-from geosleuth.training import geocoding
-from geosleuth.training.rollout_scoring import score_texts
+from geosleuth.training.rewards import geocoding
+from geosleuth.training.rewards.batch import score_texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the released transcriptions
 from released_geoagent import three_fields  # noqa: E402

@@ -26,8 +26,8 @@ import numpy as np
 
 from geosleuth.core.geo import destination
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
-from geosleuth.training.consistency import ConsistencyJudge, JudgeConfig
-from geosleuth.training.verl_reward import compute_score, compute_score_batch
+from geosleuth.training.rewards.consistency import ConsistencyJudge, JudgeConfig
+from geosleuth.training.verl.reward import compute_score, compute_score_batch
 
 FIXTURE = (
     Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "geoclip" / "coordinates_100K.csv"
@@ -179,7 +179,7 @@ def bench_verl_manager(n: int) -> None:
         from omegaconf import OmegaConf
         from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager  # noqa: F401
 
-        from geosleuth.training.verl_manager import GeoSleuthRewardManager
+        from geosleuth.training.verl.manager import GeoSleuthRewardManager
     except ImportError as exc:
         print(f"verl reward manager: skipped ({exc}; install the 'verl' extra)")
         return
@@ -280,7 +280,7 @@ def bench_judge(rollouts: int, concurrency: int) -> None:
 def bench_scalar_distance(n: int = 20_000) -> None:
     """One rollout's distance: `math` (verl's per-rollout path) beside a NumPy call for one pair."""
     from geosleuth.core.geo import haversine_km
-    from geosleuth.training.rollout_scoring import _distance_one
+    from geosleuth.training.rewards.batch import _distance_one
 
     rng = np.random.default_rng(5)
     pairs = rng.uniform(-60, 60, (n, 4)).tolist()

@@ -47,8 +47,8 @@ def trl_cpu_per_step(script: list[str], steps: int, work: Path) -> float:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from geosleuth.training.trl_env import make_environment_factory, trl_processor
-    from geosleuth.training.trl_reward import make_reward_func
+    from geosleuth.training.trl.env import make_environment_factory, trl_processor
+    from geosleuth.training.trl.reward import make_reward_func
 
     processor = _tiny_vlm(work / "m", max_positions=8192, corpus=CORPUS)
     model = scripted_model(
@@ -104,8 +104,8 @@ from swift.rl_core.data import GRPOSample
 from swift.rollout import multi_turns
 from swift.rollout.agent_loop import run_multi_turn
 from geosleuth.tools.base import ToolContext
-from geosleuth.training.swift_scheduler import query_image, register_scheduler
-from geosleuth.training.verl_tools import shared_registry
+from geosleuth.training.swift.scheduler import query_image, register_scheduler
+from geosleuth.training.verl.tools import shared_registry
 
 row = json.loads(open(sys.argv[2]).read().splitlines()[0])
 rollouts, script = int(sys.argv[3]), json.loads(sys.argv[4])
@@ -174,7 +174,7 @@ def decode_figure(work: Path, runs: int = 5) -> None:
     import numpy as np
     from PIL import Image
 
-    from geosleuth.training.verl_tools import _context
+    from geosleuth.training.verl.tools import _context
 
     rng = np.random.default_rng(0)
     ramp = np.linspace(0, 255, 3000, dtype=np.float32)[None, :, None]

@@ -294,7 +294,9 @@ def _font(font: str, px: int) -> ImageFont.FreeTypeFont:
         return ImageFont.truetype(str(path), px)
     if font == LATIN_FONT:
         return ImageFont.load_default(size=px)  # type: ignore[return-value]
-    raise FileNotFoundError(f"{path} is missing: install fonts-noto-core and fonts-wqy-microhei to draw this script")
+    raise FileNotFoundError(
+        f"{path} is missing: install fonts-noto-core and fonts-wqy-microhei to draw this script"
+    )
 
 
 def render_sign(lines: tuple[str, ...], path: Path, size: tuple[int, int] = (1280, 860)) -> Path:

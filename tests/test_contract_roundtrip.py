@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 
 from geosleuth.scoring import get_protocol, score_file
-from geosleuth.training.rollout_scoring import score_texts
+from geosleuth.training.rewards.batch import score_texts
 
 
 def _load_roundtrip() -> ModuleType:

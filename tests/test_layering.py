@@ -10,7 +10,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("geosleuth", "geosleuth.data", "geosleuth.imageio", "geosleuth.plugins"),
+    ("geosleuth", "geosleuth.data", "geosleuth.bounds.imageio", "geosleuth.plugins"),
     ("geosleuth.core",),
     ("geosleuth.secrets", "geosleuth.gazetteer"),
     ("geosleuth.tools",),
@@ -129,4 +129,4 @@ def test_the_package_facade_is_lazy_and_no_module_reaches_up_through_it() -> Non
 def test_the_checks_see_a_violation() -> None:
     """The graph is real: a known downward edge is in it."""
     graph = _imports(_modules())
-    assert "geosleuth.core.parsing" in graph["geosleuth.training.reading"]
+    assert "geosleuth.core.parsing" in graph["geosleuth.training.rewards.reading"]

@@ -17,9 +17,9 @@ import geosleuth.agent.offline as offline
 import geosleuth.agent.runner as runner
 from geosleuth.agent import AgentConfig, run_tasks
 from geosleuth.agent.memory import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate, task_memory
+from geosleuth.bounds.ocr import ocr_peak_bytes
 from geosleuth.core.records import Task, Trajectory
 from geosleuth.tools.exif import read_exif
-from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 
 def _gps_exif(lat_ref: str | None = "N", lon_ref: str | None = "E") -> Image.Exif:

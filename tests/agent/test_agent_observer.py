@@ -216,8 +216,8 @@ async def test_failing_observer_is_a_model_error_before_the_reasoner_runs(
 async def test_consumers_show_the_observations(
     query_image: Path, registry: ToolRegistry, tmp_path: Path
 ) -> None:
-    from geosleuth.eval.html import _turns_html
-    from geosleuth.training.export_sft import sft_record
+    from geosleuth.eval.report.html import _turns_html
+    from geosleuth.training.data.sft import sft_record
     from geosleuth.webapp.views import trajectory_view
 
     script = [

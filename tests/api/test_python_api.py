@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import geosleuth
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets import DatasetError
+from geosleuth.eval.datasets.loading import DatasetError
 from geosleuth.scoring import ScoreInputError
 from geosleuth.testing import FakeOpenAIServer, reply
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 import geosleuth
-from geosleuth.training.reward_registry import RewardSpec
-from geosleuth.training.swift_reward import GeoORM
-from geosleuth.training.trl_reward import make_reward_func
-from geosleuth.training.verl_reward import compute_score
+from geosleuth.training.rewards.registry import RewardSpec
+from geosleuth.training.swift.reward import GeoORM
+from geosleuth.training.trl.reward import make_reward_func
+from geosleuth.training.verl.reward import compute_score
 
 TRUTH = {
     "lat": 48.8566,

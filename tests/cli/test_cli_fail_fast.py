@@ -196,9 +196,9 @@ def test_an_unknown_prompt_style_fails_before_the_run(tmp_path: Path) -> None:
 
 async def test_sharded_runs_stop_too_and_leave_the_aborted_samples_unrecorded(tmp_path: Path) -> None:
     from geosleuth.core.records import Sample, Task, Trajectory
-    from geosleuth.eval.backends import InProcessExecutor, run_sharded
-    from geosleuth.eval.runner import RunAborted
-    from geosleuth.eval.store import TrajectoryStore
+    from geosleuth.eval.run.backends import InProcessExecutor, run_sharded
+    from geosleuth.eval.run.runner import RunAborted
+    from geosleuth.eval.run.store import TrajectoryStore
 
     samples = [Sample(id=f"id{i}", lat=1.0, lon=2.0) for i in range(40)]
     calls: list[str] = []

@@ -97,12 +97,12 @@ def test_help_lists_every_registered_choice() -> None:
     from geosleuth.agent.config import AgentConfig
     from geosleuth.agent.prompting import available_styles
     from geosleuth.cli import choices
-    from geosleuth.eval.datasets import FORMATS
+    from geosleuth.eval.datasets.loading import FORMATS
 
     assert choices.prompt_styles() == available_styles() and "geoagent" in available_styles()
     assert get_args(AgentConfig.model_fields["provider"].annotation) == choices.PROVIDERS
     assert get_args(get_args(AgentConfig.model_fields["tool_calling"].annotation)[0]) == choices.TOOL_CALLING
-    from geosleuth.eval.config import JUDGE_TASKS
+    from geosleuth.eval.run.config import JUDGE_TASKS
     from geosleuth.scoring import PROTOCOLS
 
     assert tuple(PROTOCOLS) == choices.PROTOCOLS  # the light mirrors `--help` reads

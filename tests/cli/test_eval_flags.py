@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 from geosleuth.cli.eval import NOT_CONFIG, eval_command
-from geosleuth.eval.config import FLAG_FIELDS, JUDGE_FLAGS, EvalConfig, config_flags, resolve_config
+from geosleuth.eval.run.config import FLAG_FIELDS, JUDGE_FLAGS, EvalConfig, config_flags, resolve_config
 
 
 def test_every_eval_flag_is_a_config_field_a_judge_flag_or_a_switch() -> None:

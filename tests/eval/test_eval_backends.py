@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
-from geosleuth.eval.backends import (
+from geosleuth.eval.run.backends import (
     MAX_BATCH_ATTEMPTS,
     InProcessExecutor,
     NoWorkerLeft,
@@ -21,7 +21,7 @@ from geosleuth.eval.backends import (
     run_sharded,
     shard_of,
 )
-from geosleuth.eval.store import TrajectoryStore
+from geosleuth.eval.run.store import TrajectoryStore
 
 HERE = Path(__file__).resolve().parent
 
@@ -220,7 +220,7 @@ def test_local_ray_cluster_matches_local_backend(tmp_path: Path, monkeypatch: py
 
 
 def test_ray_pinning_and_batch_flags_are_checked_before_the_run(tmp_path: Path) -> None:
-    from geosleuth.eval.config import resolve_config
+    from geosleuth.eval.run.config import resolve_config
 
     runner = CliRunner()
     out = tmp_path / "run"
@@ -234,7 +234,7 @@ def test_ray_pinning_and_batch_flags_are_checked_before_the_run(tmp_path: Path) 
 
 
 def test_shard_actors_go_round_robin_to_the_alive_nodes_that_can_host_them() -> None:
-    from geosleuth.eval.ray_backend import hosts
+    from geosleuth.eval.run.ray_backend import hosts
 
     nodes = [  # shaped like ray.nodes(): a 0-CPU head, a pinned worker, a dead one, a plain one
         {"NodeID": "head", "Alive": True, "Resources": {"CPU": 0.0, "memory": 1e9}},

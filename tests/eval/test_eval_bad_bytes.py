@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from geosleuth.eval.datasets import load_dataset
-from geosleuth.textrows import csv_records, text_lines
+from geosleuth.bounds.textrows import csv_records, text_lines
+from geosleuth.eval.datasets.loading import load_dataset
 
 
 def _rows() -> list[dict]:
@@ -56,7 +56,7 @@ def test_row_readers_number_lines_and_skip_the_bom(tmp_path: Path) -> None:
 def test_trajectory_and_judgment_readers_skip_a_line_that_is_not_utf8(tmp_path: Path) -> None:
     from geosleuth.agent.trajectory import scan_trajectories
     from geosleuth.core.records import Trajectory
-    from geosleuth.eval.judges import JUDGMENTS, read_judgments
+    from geosleuth.eval.judges.tasks import JUDGMENTS, read_judgments
 
     good = Trajectory(sample_id="a", model="m").model_dump_json().encode()
     path = tmp_path / "trajectories.jsonl"

@@ -32,8 +32,8 @@ def test_ece_edges() -> None:
 
 
 def test_summary_ece_matches_its_bins() -> None:
-    from geosleuth.eval.scores import ScoreRow
-    from geosleuth.eval.summary import calibration
+    from geosleuth.eval.report.scores import ScoreRow
+    from geosleuth.eval.report.summary import calibration
     from geosleuth.scoring.protocols import get_protocol
 
     rng = np.random.default_rng(3)

@@ -11,7 +11,7 @@ from eval_data import PLACES, make_csv_dataset, write_plan
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval.compare import compare_runs, mcnemar_p
+from geosleuth.eval.report.compare import compare_runs, mcnemar_p
 
 
 def _run(tmp_path: Path, data: Path, name: str, right: set[str], monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -58,7 +58,7 @@ def test_mcnemar_identical_runs() -> None:
 def test_paired_bootstrap_brackets_the_difference_and_is_seeded() -> None:
     import numpy as np
 
-    from geosleuth.eval.compare import paired_bootstrap
+    from geosleuth.eval.report.compare import paired_bootstrap
 
     rng = np.random.default_rng(1)
     a = rng.random(5000) < 0.4

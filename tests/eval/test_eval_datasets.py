@@ -11,7 +11,7 @@ from eval_data import PLACES, make_csv_dataset, make_image
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets import DatasetError, detect_format, load_dataset
+from geosleuth.eval.datasets.loading import DatasetError, detect_format, load_dataset
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.eval.datasets import load_dataset
-from geosleuth.eval.scores import score_run
-from geosleuth.eval.summary import multi_sample_metrics
+from geosleuth.eval.datasets.loading import load_dataset
+from geosleuth.eval.report.scores import score_run
+from geosleuth.eval.report.summary import multi_sample_metrics
 from geosleuth.scoring.protocols import get_protocol
 
 

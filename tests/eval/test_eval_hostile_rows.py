@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import geosleuth
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets import DatasetError
+from geosleuth.eval.datasets.loading import DatasetError
 
 DEEP = "[" * 100_000 + "]" * 100_000
 GOOD_JSON = '{"id": "b", "image": "b.jpg", "lat": 48.85, "lon": 2.35}'
@@ -35,7 +35,7 @@ def csv_field_limit() -> Iterator[None]:
     """Our limit, whatever a library imported earlier in the process raised it to (it is global)."""
     import csv
 
-    from geosleuth.textrows import CSV_FIELD_CHARS
+    from geosleuth.bounds.textrows import CSV_FIELD_CHARS
 
     before = csv.field_size_limit(CSV_FIELD_CHARS)
     yield

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.records import ParseStatus, Prediction, Sample, Trajectory, Turn
-from geosleuth.eval.config import JudgeSettings
-from geosleuth.eval.judges import JUDGMENTS, judge_summary, prompt_template, read_judgments, run_judges
+from geosleuth.eval.judges.tasks import JUDGMENTS, judge_summary, prompt_template, read_judgments, run_judges
+from geosleuth.eval.run.config import JudgeSettings
 from geosleuth.testing import FakeOpenAIServer, error, malformed, reply
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from geosleuth.core.records import ParseStatus, Prediction, Sample, Trajectory
-from geosleuth.eval.judges import _run_protocol, judge_levels_geovista
+from geosleuth.eval.judges.tasks import _run_protocol, judge_levels_geovista
 
 SAMPLE = Sample(id="a", labels={"country": "Switzerland", "admin1": "Lucerne", "city": "Kriens"})
 

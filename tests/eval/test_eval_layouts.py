@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets import DatasetError, load_dataset
-from geosleuth.eval.layouts import MAX_LINE_CHARS, info_json_rows, info_txt_rows
+from geosleuth.eval.datasets.layouts import MAX_LINE_CHARS, info_json_rows, info_txt_rows
+from geosleuth.eval.datasets.loading import DatasetError, load_dataset
 
 PLACES365 = [
     "IMG_ID",

@@ -11,13 +11,13 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.records import Prediction, Sample, ToolCallRecord, Trajectory, Turn, Usage
-from geosleuth.eval.config import EvalConfig, Price, build_manifest, write_manifest
-from geosleuth.eval.datasets import load_dataset
-from geosleuth.eval.html import MAP_H, MAP_W, _turns_html, map_extent, world_map_svg
-from geosleuth.eval.report import markdown
-from geosleuth.eval.scores import ScoreRow, protocol_for, score_run
-from geosleuth.eval.store import RunDirError
-from geosleuth.eval.summary import tool_metrics
+from geosleuth.eval.datasets.loading import load_dataset
+from geosleuth.eval.report.html import MAP_H, MAP_W, _turns_html, map_extent, world_map_svg
+from geosleuth.eval.report.scores import ScoreRow, protocol_for, score_run
+from geosleuth.eval.report.summary import tool_metrics
+from geosleuth.eval.report.write import markdown
+from geosleuth.eval.run.config import EvalConfig, Price, build_manifest, write_manifest
+from geosleuth.eval.run.store import RunDirError
 from geosleuth.testing import FakeOpenAIServer, error
 
 

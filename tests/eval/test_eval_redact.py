@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geosleuth.eval.config import redact
+from geosleuth.eval.run.config import redact
 
 
 def test_secrets_are_redacted_but_token_budgets_are_not() -> None:

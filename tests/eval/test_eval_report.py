@@ -216,7 +216,7 @@ def test_bad_agent_settings_fail_up_front(tmp_path: Path) -> None:
 def test_multiple_choice_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from eval_data import make_image
 
-    from geosleuth.eval.datasets import load_dataset
+    from geosleuth.eval.datasets.loading import load_dataset
 
     rows = []
     for i in range(4):
@@ -258,9 +258,9 @@ def test_multiple_choice_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_reports_score_from_record_stats_and_pages_show_full_trajectories(
     planned_run: tuple[Path, dict],
 ) -> None:
-    from geosleuth.eval.report import RunData, compute, load_run
-    from geosleuth.eval.scores import RecordStats
-    from geosleuth.eval.store import load_run_trajectories
+    from geosleuth.eval.report.scores import RecordStats
+    from geosleuth.eval.report.write import RunData, compute, load_run
+    from geosleuth.eval.run.store import load_run_trajectories
 
     run_dir, _ = planned_run
     light = load_run(run_dir)
@@ -282,8 +282,8 @@ def test_reports_score_from_record_stats_and_pages_show_full_trajectories(
 def test_large_runs_list_the_worst_samples_and_thin_the_map(
     planned_run: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from geosleuth.eval import html
-    from geosleuth.eval.report import compute, load_run
+    from geosleuth.eval.report import html
+    from geosleuth.eval.report.write import compute, load_run
 
     run_dir, _ = planned_run
     monkeypatch.setattr(html, "MAX_SAMPLE_PAGES", 3)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
-from geosleuth.eval.runner import run_samples
-from geosleuth.eval.store import FAILED_ATTEMPTS, RunDirError, TrajectoryStore
+from geosleuth.eval.run.runner import run_samples
+from geosleuth.eval.run.store import FAILED_ATTEMPTS, RunDirError, TrajectoryStore
 
 
 def _samples(n: int) -> list[Sample]:
@@ -128,7 +128,7 @@ def test_get_streams_one_sample_and_the_latest_record_wins(tmp_path: Path) -> No
 
 
 def test_bad_sample_line_is_a_run_dir_error(tmp_path: Path) -> None:
-    from geosleuth.eval.run import read_samples, write_samples
+    from geosleuth.eval.run.pipeline import read_samples, write_samples
 
     write_samples(tmp_path, [Sample(id="a", lat=1.0, lon=2.0)])
     assert [s.id for s in read_samples(tmp_path)] == ["a"]
@@ -141,7 +141,7 @@ def test_bad_sample_line_is_a_run_dir_error(tmp_path: Path) -> None:
 async def test_the_timeout_counts_from_the_first_model_request(tmp_path: Path) -> None:
     """A slow start-up (a loaded host) is not charged to --timeout; the model's time is."""
     from geosleuth.agent import ChatClient
-    from geosleuth.deadline import defer_clock
+    from geosleuth.bounds.deadline import defer_clock
     from geosleuth.testing import FakeOpenAIServer, Step, delay, reply
 
     def script(request: dict) -> Step:  # s001's model answers after 3 s, past the 1.5 s limit

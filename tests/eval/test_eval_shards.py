@@ -10,7 +10,7 @@ from eval_data import make_csv_dataset, write_plan
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval.config import parse_shard
+from geosleuth.eval.run.config import parse_shard
 
 N = 24
 runner = CliRunner()

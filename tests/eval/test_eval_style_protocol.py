@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from geosleuth.agent.prompting import available_styles
 from geosleuth.cli.app import app
-from geosleuth.eval.styles import choose_style, reads
+from geosleuth.eval.run.styles import choose_style, reads
 from geosleuth.scoring.protocols import PROTOCOLS
 from geosleuth.testing import FakeOpenAIServer, reply
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from geosleuth.core.records import Prediction, Sample, Trajectory
-from geosleuth.eval.scores import protocol_for, score_run
-from geosleuth.eval.summary import coordinate_level_metrics
+from geosleuth.eval.report.scores import protocol_for, score_run
+from geosleuth.eval.report.summary import coordinate_level_metrics
 from geosleuth.scoring import vectorised
 from geosleuth.scoring.protocols import get_protocol
 
@@ -70,7 +70,7 @@ def test_world_map_draws_country_outlines(monkeypatch: pytest.MonkeyPatch) -> No
     from shapely.geometry import MultiPolygon, box
 
     import geosleuth.gazetteer
-    from geosleuth.eval.html import country_outline_paths, world_map_svg
+    from geosleuth.eval.report.html import country_outline_paths, world_map_svg
 
     class FakeGazetteer:
         def country_shapes(self):  # type: ignore[no-untyped-def]
@@ -79,7 +79,7 @@ def test_world_map_draws_country_outlines(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(geosleuth.gazetteer, "get_gazetteer", lambda: FakeGazetteer(), raising=False)
     country_outline_paths.cache_clear()
     monkeypatch.setattr(
-        "geosleuth.eval.html.country_outline_paths", lambda: country_outline_paths.__wrapped__()
+        "geosleuth.eval.report.html.country_outline_paths", lambda: country_outline_paths.__wrapped__()
     )
     paths = country_outline_paths.__wrapped__()
     assert len(paths) == 2 and paths[1].count("M") == 2

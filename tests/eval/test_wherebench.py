@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.core import wherebench as wb
 from geosleuth.core.records import Prediction
-from geosleuth.eval.datasets import load_dataset
-from geosleuth.eval.summary import percent_summary
+from geosleuth.eval.datasets.loading import load_dataset
+from geosleuth.eval.report.summary import percent_summary
+from geosleuth.eval.wherebench import rules as wb
 from geosleuth.scoring import get_protocol, score_file
 
 # The released header lines and rows of our own in the released cell formats.
@@ -522,8 +522,8 @@ def test_wherecountry_eval_and_rescoring_use_the_runs_option_order(
 def test_judge_asks_the_released_questions_of_a_local_server(release: Path, tmp_path: Path) -> None:
     """``score --judge``: every WhereStreet row gets the released prompts (predicted, ground truth,
     raw answer_type and hint filled in), the replies are read as released, rule scores stay offline."""
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.wherebench_judge import WhereBenchJudge
+    from geosleuth.eval.run.config import JudgeSettings
+    from geosleuth.eval.wherebench.judge import WhereBenchJudge
     from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
     def answer(request: dict) -> object:
@@ -568,8 +568,8 @@ def test_judge_asks_the_released_questions_of_a_local_server(release: Path, tmp_
 
 
 def test_judge_failures_fail_only_their_rows(release: Path, tmp_path: Path) -> None:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.wherebench_judge import WhereBenchJudge, read_clue_verdict, read_path_score
+    from geosleuth.eval.run.config import JudgeSettings
+    from geosleuth.eval.wherebench.judge import WhereBenchJudge, read_clue_verdict, read_path_score
     from geosleuth.testing.fake_openai import FakeOpenAIServer, error
 
     with FakeOpenAIServer([], model="judge", default=error(400, "bad request")) as server:

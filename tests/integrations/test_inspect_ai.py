@@ -220,7 +220,7 @@ def test_file_scoring_protocol_wherebench(tmp_path: Path) -> None:
     released code drops (as published 100 %) and every-row accuracy counts wrong (50 %)."""
     from PIL import Image
 
-    from geosleuth.eval.datasets import load_dataset
+    from geosleuth.eval.datasets.loading import load_dataset
 
     root = tmp_path / "wherecountry"
     (root / "imgs").mkdir(parents=True)

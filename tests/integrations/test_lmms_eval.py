@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from geosleuth.agent.prompting import load_style
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets import ADAPTERS
+from geosleuth.eval.datasets.loading import ADAPTERS
 from geosleuth.integrations import lmms_eval_tasks_folder
 from geosleuth.testing import FakeOpenAIServer, LlamaCppServer, llamacpp_unavailable, reply
 from geosleuth.testing.llamacpp import MODEL_ALIAS, free_port

@@ -31,7 +31,7 @@ def test_a_huge_integer_is_one_failed_row(tmp_path: Path, digits: int, suffix: s
 def test_a_csv_field_past_the_default_limit_is_read_and_one_past_ours_fails_alone(tmp_path: Path) -> None:
     import csv
 
-    from geosleuth.textrows import CSV_FIELD_CHARS
+    from geosleuth.bounds.textrows import CSV_FIELD_CHARS
 
     before = csv.field_size_limit(CSV_FIELD_CHARS)  # the process-wide limit: a library may raise it
     try:
@@ -69,7 +69,7 @@ def test_csv_outputs_write_formula_cells_as_text(tmp_path: Path) -> None:
 
 @given(st.text(max_size=20))
 def test_spreadsheet_safe_cells_never_start_a_formula(text: str) -> None:
-    from geosleuth.textrows import spreadsheet_safe
+    from geosleuth.bounds.textrows import spreadsheet_safe
 
     cell = spreadsheet_safe(text)
     assert cell == text or cell == "'" + text

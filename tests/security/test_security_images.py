@@ -18,8 +18,8 @@ from PIL import Image
 
 from geosleuth.agent import AgentConfig, run_task
 from geosleuth.agent.images import load_image
+from geosleuth.bounds.imageio import ImageInputError, open_image, probe_image, thumbnail
 from geosleuth.core.records import Prediction, Task, Trajectory, TrajectoryStatus
-from geosleuth.imageio import ImageInputError, open_image, probe_image, thumbnail
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -159,11 +159,11 @@ async def test_a_bomb_in_a_dataset_is_an_input_error_on_its_sample(tmp_path: Pat
 
 def test_report_survives_a_bomb_and_writes_summary(tmp_path: Path) -> None:
     """The issue's repro: a 30000 × 30000 bomb referenced by a dataset used to crash the report."""
-    from geosleuth.eval.config import EvalConfig, build_manifest, write_manifest
-    from geosleuth.eval.datasets import load_dataset
-    from geosleuth.eval.report import write_report
-    from geosleuth.eval.run import write_samples
-    from geosleuth.eval.runner import run_samples
+    from geosleuth.eval.datasets.loading import load_dataset
+    from geosleuth.eval.report.write import write_report
+    from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
+    from geosleuth.eval.run.pipeline import write_samples
+    from geosleuth.eval.run.runner import run_samples
 
     data = tmp_path / "data"
     (data / "images").mkdir(parents=True)
@@ -242,8 +242,8 @@ def test_large_palette_one_bit_and_16_bit_grey_images_are_read(tmp_path: Path, m
     import numpy as np
     from typer.testing import CliRunner
 
+    from geosleuth.bounds.imageio import open_work_copy
     from geosleuth.cli.app import app
-    from geosleuth.imageio import open_work_copy
 
     ramp = (np.arange(3000 * 2000, dtype=np.uint32) % 3000 * 255 // 2999).astype(np.uint8).reshape(2000, 3000)
     grey = Image.fromarray(ramp)

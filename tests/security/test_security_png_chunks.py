@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from geosleuth.imageio import header_size, open_header, open_image
-from geosleuth.pngchunks import MAX_ANCILLARY_CHUNK, _Spliced, dropped_chunks
+from geosleuth.bounds.imageio import header_size, open_header, open_image
+from geosleuth.bounds.pngchunks import MAX_ANCILLARY_CHUNK, _Spliced, dropped_chunks
 from geosleuth.tools.exif import read_exif
 
 
@@ -100,7 +100,7 @@ def test_the_issues_400_mb_exif_chunk_costs_little_memory(tmp_path: Path) -> Non
         out.write(head[33:])
     code = (
         "import resource, sys\n"
-        "from geosleuth.imageio import open_image\n"
+        "from geosleuth.bounds.imageio import open_image\n"
         "from geosleuth.tools.exif import read_exif\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "image = open_image(sys.argv[1]); read_exif(image, sys.argv[1])\n"

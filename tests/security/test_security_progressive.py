@@ -16,9 +16,9 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from geosleuth.agent.memory import task_memory
+from geosleuth.bounds.imageio import coefficient_bytes, open_image
+from geosleuth.bounds.memorygate import BYTES_PER_PIXEL, TASK_OVERHEAD
 from geosleuth.cli.app import app
-from geosleuth.imageio import coefficient_bytes, open_image
-from geosleuth.memorygate import BYTES_PER_PIXEL, TASK_OVERHEAD
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import ToolSettings
 from geosleuth.tools.mcp_server import ImagePolicy, build_server, read_header, reservation

@@ -209,7 +209,7 @@ def test_a_trajectory_file_carrying_a_lone_surrogate_escape_reads_back(tmp_path:
     read with U+FFFD, counted as the file's, by the readers that resume and browse runs."""
     from geosleuth.agent.trajectory import read_trajectories
     from geosleuth.core.records import Trajectory
-    from geosleuth.eval.store import TrajectoryStore
+    from geosleuth.eval.run.store import TrajectoryStore
 
     line = Trajectory(sample_id="a", model="m", error=f"x{MARK}").model_dump_json().replace(MARK, LONE)
     (tmp_path / "trajectories.jsonl").write_text(line + "\n", encoding="utf-8")

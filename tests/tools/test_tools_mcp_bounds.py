@@ -23,7 +23,7 @@ from mcp import Client
 from PIL import Image
 
 import geosleuth.tools.mcp_server as mcp_server
-from geosleuth.memorygate import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate
+from geosleuth.bounds.memorygate import BYTES_PER_PIXEL, TASK_OVERHEAD, MemoryGate
 from geosleuth.tools import build_registry
 from geosleuth.tools.config import ToolSettings
 from geosleuth.tools.mcp_server import ImagePolicy, build_server, image_source, read_header, reservation

@@ -15,7 +15,7 @@ from ocr_recording import LATIN_FONT, RecordingEngine, record_engine
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 import geosleuth.tools.ocr as ocr
-from geosleuth.imageio import open_work_copy
+from geosleuth.bounds.imageio import open_work_copy
 from geosleuth.tools.ocr import BAND_OVERLAP, DET_PIXELS, READ_SIDE, detector_bands, run_ocr
 
 

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from ocr_recording import LATIN_FONT, RecordingEngine, record_engine
 from PIL import Image, ImageDraw, ImageFont
 
-from geosleuth.tools.ocr import DET_PIXELS, READ_SIDE, run_ocr
-from geosleuth.tools.ocr_bounds import (
+from geosleuth.bounds.ocr import (
     BAND_PIXELS,
     MIN_TEXT_SIDE,
     TILE_SIDE,
@@ -20,9 +19,10 @@ from geosleuth.tools.ocr_bounds import (
     rapid_frames,
     strip_plan,
 )
-from geosleuth.tools.ocr_bounds import (
+from geosleuth.bounds.ocr import (
     READ_SIDE as BOUNDS_READ_SIDE,
 )
+from geosleuth.tools.ocr import DET_PIXELS, READ_SIDE, run_ocr
 
 
 def test_the_bounds_module_reads_at_the_ocr_modules_scale() -> None:

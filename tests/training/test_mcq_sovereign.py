@@ -7,7 +7,7 @@ import random
 import pytest
 
 from geosleuth.core.records import Sample
-from geosleuth.training.mcq import (
+from geosleuth.training.data.mcq import (
     UN_REGIONAL_GROUPS,
     build_mcq,
     distractor_tiers,

@@ -11,14 +11,14 @@ import pytest
 
 from geosleuth.core.geo import destination
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.training.filtering import (
+from geosleuth.training.data.filtering import (
     filter_trajectories,
     parse_phases,
     read_trajectory_records,
     write_filter_outputs,
 )
-from geosleuth.training.mcq import build_mcq, distractor_tiers
-from geosleuth.training.sampling import (
+from geosleuth.training.data.mcq import build_mcq, distractor_tiers
+from geosleuth.training.data.sampling import (
     allocate_quotas,
     cell_population,
     country_facts,

@@ -15,7 +15,8 @@ import pytest
 
 from geosleuth.core import reward_math as core
 from geosleuth.testing.fake_openai import FakeOpenAIServer, delay, error, reply
-from geosleuth.training.consistency import (
+from geosleuth.training.rewards.batch import score_texts
+from geosleuth.training.rewards.consistency import (
     ConsistencyJudge,
     JudgeConfig,
     chain_of_thought,
@@ -23,7 +24,6 @@ from geosleuth.training.consistency import (
     level_queries,
     reasoning_text,
 )
-from geosleuth.training.rollout_scoring import score_texts
 
 
 def sigma(x: float) -> float:

@@ -314,7 +314,7 @@ def test_verl_prepare_and_dry_run_keep_every_row_and_state_the_processor_frame(
 ) -> None:
     from PIL import Image
 
-    from geosleuth.training.processors import load_processor
+    from geosleuth.training.qwen.processors import load_processor
 
     ws, env = workspace["ws"], workspace["env"]
     _run(PREPARE, ws, env)

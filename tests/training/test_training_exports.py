@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.training.export_sft import export_sft, sft_record
-from geosleuth.training.export_verl import VerlExportOptions, export_verl, model_scale, smart_resize
-from geosleuth.training.verl_reward import compute_score
+from geosleuth.training.data.sft import export_sft, sft_record
+from geosleuth.training.verl.export import VerlExportOptions, export_verl, model_scale, smart_resize
+from geosleuth.training.verl.reward import compute_score
 
 ZOOM_SCHEMA = {
     "type": "function",
@@ -213,8 +213,8 @@ def test_cli_export_verl(tmp_path: Path, dataset: Path) -> None:
 
 def test_cli_export_verl_reward_style_and_chat_template(tmp_path: Path, dataset: Path) -> None:
     from geosleuth.agent.prompting import available_styles
-    from geosleuth.training.chat_template import QWEN_VL_TOOL_TEMPLATE
-    from geosleuth.training.export_verl import NO_REGION_STYLES, REGION_STYLES, style_for_reward
+    from geosleuth.training.qwen.chat_template import QWEN_VL_TOOL_TEMPLATE
+    from geosleuth.training.verl.export import NO_REGION_STYLES, REGION_STYLES, style_for_reward
 
     pq = pytest.importorskip("pyarrow.parquet")
     assert set(available_styles()) == REGION_STYLES | NO_REGION_STYLES  # every style is classified
@@ -384,7 +384,7 @@ def test_export_verl_row_groups_keep_every_row_and_typed_levels(
     tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    monkeypatch.setattr("geosleuth.training.export_verl.ROW_GROUP", 1)
+    monkeypatch.setattr("geosleuth.training.verl.export.ROW_GROUP", 1)
     samples = _samples(dataset)
     b, a = samples[1], samples[0]  # "b" has no city: the first row group alone would type it null
     out = tmp_path / "train.parquet"

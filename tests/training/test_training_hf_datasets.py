@@ -12,7 +12,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.eval.datasets import load_dataset
+from geosleuth.eval.datasets.loading import load_dataset
 
 runner = CliRunner()
 POINTS = [("a", 48.85, 2.35), ("b", 35.68, 139.69)]

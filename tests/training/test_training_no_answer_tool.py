@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
 from geosleuth.core.records import Trajectory
-from geosleuth.training.export_sft import export_sft
+from geosleuth.training.data.sft import export_sft
 
 runner = CliRunner()
 

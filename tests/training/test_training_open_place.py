@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
-from geosleuth.training.consistency import level_queries
-from geosleuth.training.rollout_scoring import score_texts
+from geosleuth.training.rewards.batch import score_texts
+from geosleuth.training.rewards.consistency import level_queries
 
 EIFFEL = {
     "lat": 48.8584,

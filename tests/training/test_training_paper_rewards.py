@@ -22,9 +22,9 @@ from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core import reward_math as core
 from geosleuth.core.records import Task
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
-from geosleuth.training.consistency import ConsistencyJudge, JudgeConfig
-from geosleuth.training.rollout_scoring import _piecewise_one, geoagent_levels, score_texts
-from geosleuth.training.verl_reward import compute_score
+from geosleuth.training.rewards.batch import _piecewise_one, geoagent_levels, score_texts
+from geosleuth.training.rewards.consistency import ConsistencyJudge, JudgeConfig
+from geosleuth.training.verl.reward import compute_score
 
 PARIS = (48.85341, 2.3488)  # the offline gazetteer's Paris (GeoNames 2988507)
 TRUTH = {

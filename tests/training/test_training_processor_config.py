@@ -16,7 +16,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.training.processor_config import ImageFrameSettings, resolve_frame, settings_from_config
+from geosleuth.training.qwen.processor_config import ImageFrameSettings, resolve_frame, settings_from_config
 
 QWEN3_VL = {"size": {"longest_edge": 16777216, "shortest_edge": 65536}, "patch_size": 16, "merge_size": 2}
 QWEN25_VL = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from geosleuth.core.records import Prediction, Trajectory
-from geosleuth.training.export_sft import sft_record
+from geosleuth.training.data.sft import sft_record
 
 
 def test_sft_image_paths_are_absolute_for_a_relative_run_dir(

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geosleuth.core import released as rel
-from geosleuth.training.rollout_scoring import geoagent_levels, score_texts
+from geosleuth.training.rewards.batch import geoagent_levels, score_texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the released transcriptions
 from released_geoagent import three_fields
@@ -377,7 +377,7 @@ def test_a_perfect_geoagent_answer_in_every_shape_gets_full_reward(text: str) ->
 def test_verl_entry_points_take_released_step() -> None:
     """verl's ``compute_score`` / ``compute_score_batch`` (what the naive manager and geosleuth's
     reward manager call) reach the released step reward through ``reward_params``."""
-    from geosleuth.training.verl_reward import compute_score, compute_score_batch
+    from geosleuth.training.verl.reward import compute_score, compute_score_batch
 
     decoy = (
         "<tool_response>"
@@ -502,7 +502,7 @@ def _oracle_spatial_answer(completion: str) -> str | None:
 def test_released_spatial_geocodes_what_the_released_code_sends(pieces: list[str]) -> None:
     text = "".join(pieces)
     geocoder = _RecordingGeocoder()
-    from geosleuth.training import geocoding
+    from geosleuth.training.rewards import geocoding
 
     previous = geocoding._GEOCODERS.get("")
     geocoding._GEOCODERS[""] = geocoder  # type: ignore[assignment]

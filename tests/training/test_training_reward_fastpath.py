@@ -16,7 +16,7 @@ import pytest
 
 from geosleuth.core import reward_math as core
 from geosleuth.core.geo import destination, haversine_km
-from geosleuth.training.rollout_scoring import (
+from geosleuth.training.rewards.batch import (
     ACC_THRESHOLDS_KM,
     RewardSpec,
     _distance_one,
@@ -26,8 +26,8 @@ from geosleuth.training.rollout_scoring import (
     parse_rollout,
     score_predictions,
 )
-from geosleuth.training.truth import parse_ground_truth
-from geosleuth.training.verl_reward import compute_score, compute_score_batch
+from geosleuth.training.rewards.truth import parse_ground_truth
+from geosleuth.training.verl.reward import compute_score, compute_score_batch
 
 TRUTH = {"lat": 48.8584, "lon": 2.2945}
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geosleuth.training.rollout_scoring import (
+from geosleuth.training.rewards.batch import (
     answer_content,
     fast_coordinates,
     geoagent_levels,
     own_text,
     strip_tool_blocks,
 )
-from geosleuth.training.verl_reward import compute_score
+from geosleuth.training.verl.reward import compute_score
 
 DECOY = '<answer>{"lat": 12.3456, "lon": 65.4321}</answer>\nLatitude: 12.3456\nLongitude: 65.4321'
 TRUTH = {"lat": 12.3456, "lon": 65.4321}

@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from geosleuth.training.reward_registry import REGISTRY, REGISTRY_ENTRIES, RewardSpec
-from geosleuth.training.reward_scorers import annealed_tau
-from geosleuth.training.rollout_scoring import REWARD_NAMES, score_texts
-from geosleuth.training.trl_reward import make_reward_func
+from geosleuth.training.rewards.batch import REWARD_NAMES, score_texts
+from geosleuth.training.rewards.registry import REGISTRY, REGISTRY_ENTRIES, RewardSpec
+from geosleuth.training.rewards.scorers import annealed_tau
+from geosleuth.training.trl.reward import make_reward_func
 
 TRUTH = {
     "lat": 48.8584,
@@ -114,7 +114,7 @@ def test_a_batch_logs_one_warning_line_per_problem(caplog: pytest.LogCaptureFixt
 
 
 def test_annealed_without_a_step_keeps_tau_start_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    from geosleuth.training.reward_scorers import _warn_no_step_once
+    from geosleuth.training.rewards.scorers import _warn_no_step_once
 
     _warn_no_step_once.cache_clear()
     far = f"<answer>{json.dumps({'lat': 48.8584 - math.degrees(100 / 6371.0), 'lon': 2.2945})}</answer>"

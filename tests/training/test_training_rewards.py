@@ -10,17 +10,17 @@ import pytest
 
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.parsing import parse_answer
-from geosleuth.training.rollout_scoring import (
+from geosleuth.training.rewards.batch import (
     ACC_THRESHOLDS_KM,
     RewardSpec,
     acc_key,
     fast_coordinates,
     score_texts,
 )
-from geosleuth.training.swift_reward import GeoORM
-from geosleuth.training.trl_reward import AsyncGeoRewardFunc, GeoRewardFunc, make_reward_func
-from geosleuth.training.truth import GroundTruth, completion_text, parse_ground_truth
-from geosleuth.training.verl_reward import compute_score, compute_score_batch
+from geosleuth.training.rewards.truth import GroundTruth, completion_text, parse_ground_truth
+from geosleuth.training.swift.reward import GeoORM
+from geosleuth.training.trl.reward import AsyncGeoRewardFunc, GeoRewardFunc, make_reward_func
+from geosleuth.training.verl.reward import compute_score, compute_score_batch
 
 # Eiffel Tower; answers below are placed at known distances from it.
 TRUTH = {

@@ -19,8 +19,8 @@ import pytest
 from PIL import Image
 
 from geosleuth.core.records import Sample
-from geosleuth.training.export_sft import export_sft
-from geosleuth.training.synthesis import KEPT
+from geosleuth.training.data.sft import export_sft
+from geosleuth.training.data.synthesis import KEPT
 
 
 def _records(tmp_path: Path) -> list[dict[str, Any]]:
@@ -85,7 +85,7 @@ def test_assistant_only_loss_masks_the_assistant_turns_and_the_loss_falls(
 def test_system_with_tools_renders_as_grpo_renders_the_prompt(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     from geosleuth.testing.tiny_vlm import build_tiny_vlm
-    from geosleuth.training.trl_env import make_environment_factory, system_with_tools, tool_methods
+    from geosleuth.training.trl.env import make_environment_factory, system_with_tools, tool_methods
 
     processor = build_tiny_vlm(tmp_path / "m", hub_files=False)
     environment = make_environment_factory(["geocode"])

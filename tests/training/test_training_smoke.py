@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from geosleuth.tools.base import ToolContext, ToolRegistry
-from geosleuth.training.trl_env import make_environment_factory
+from geosleuth.training.trl.env import make_environment_factory
 
 
 def real_registry(settings_path: str | None = None) -> ToolRegistry:
@@ -65,7 +65,7 @@ def test_grpo_smoke_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from geosleuth.training.trl_reward import make_reward_func
+    from geosleuth.training.trl.reward import make_reward_func
 
     model_dir = tmp_path / "tiny-vlm"
     processor = _tiny_vlm(model_dir)
@@ -141,8 +141,8 @@ def test_verl_parquet_loads_in_verls_rl_dataset(tmp_path: Path, monkeypatch: pyt
     from omegaconf import OmegaConf
 
     from geosleuth.core.records import Sample
-    from geosleuth.training.export_verl import VerlExportOptions, export_verl
-    from geosleuth.training.verl_reward import compute_score
+    from geosleuth.training.verl.export import VerlExportOptions, export_verl
+    from geosleuth.training.verl.reward import compute_score
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     processor = _tiny_vlm(tmp_path / "m")

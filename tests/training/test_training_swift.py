@@ -19,7 +19,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
-from geosleuth.training.swift_reward import GeoORM, orm_class, register_orms
+from geosleuth.training.swift.reward import GeoORM, orm_class, register_orms
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "examples" / "training" / "swift" / "geo_orm_plugin.py"

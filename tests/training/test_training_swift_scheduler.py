@@ -33,7 +33,7 @@ from swift.rlhf_trainers.utils import resolve_reward_funcs
 from swift.rollout import multi_turns
 from swift.rollout.agent_loop import run_multi_turn
 from swift.template.vision_utils import load_image
-from geosleuth.training.swift_scheduler import register_scheduler
+from geosleuth.training.swift.scheduler import register_scheduler
 import test_training_trl_tools as helpers
 
 row = json.loads(open(sys.argv[2]).read().splitlines()[0])
@@ -46,7 +46,7 @@ factory = "test_training_trl_tools:registry"
 register_scheduler("geo_test", registry_factory=factory, timeout_s=1.0, max_tool_calls=3)
 sched = multi_turns["geo_test"](max_turns=8, tokenizer=None, template=None)
 import asyncio
-from geosleuth.training.verl_tools import shared_registry
+from geosleuth.training.verl.tools import shared_registry
 warm = shared_registry(None, "test_training_trl_tools:registry")
 asyncio.run(warm.call("geocode", {"address": "Paris"}, None))  # the gazetteer loads once, untimed
 
@@ -183,7 +183,7 @@ def test_tool_turns_budget_errors_and_query_images(tmp_path: Path) -> None:
     from test_training_trl_tools import registry
 
     from geosleuth.tools.base import ToolContext
-    from geosleuth.training.swift_scheduler import ToolTurns, offered_tools, query_image
+    from geosleuth.training.swift.scheduler import ToolTurns, offered_tools, query_image
 
     photo = Image.new("RGB", (200, 100), (3, 4, 5))
     photo.save(tmp_path / "p.png")
@@ -212,7 +212,7 @@ def test_tool_turns_budget_errors_and_query_images(tmp_path: Path) -> None:
 
 
 def test_what_counts_as_the_style_answer() -> None:
-    from geosleuth.training.swift_scheduler import gives_answer
+    from geosleuth.training.swift.scheduler import gives_answer
 
     assert gives_answer(ANSWER) and gives_answer('Done. {"lat": 48.85, "lon": 2.35, "city": "Paris"}')
     assert not gives_answer(GEOCODE)

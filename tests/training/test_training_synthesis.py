@@ -15,8 +15,8 @@ from geosleuth.cli.app import app
 from geosleuth.core.records import Sample, Trajectory
 from geosleuth.testing.fake_openai import FakeOpenAIServer, Step, reply, tool_call
 from geosleuth.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult, tool
-from geosleuth.training.export_sft import sft_record
-from geosleuth.training.synthesis import SynthesisConfig, Synthesizer
+from geosleuth.training.data.sft import sft_record
+from geosleuth.training.data.synthesis import SynthesisConfig, Synthesizer
 
 CALLS: list[dict[str, Any]] = []
 
@@ -206,7 +206,7 @@ async def test_model_errors_are_retried_on_resume(tmp_path: Path, sample: Sample
 
 
 def test_boxes_follow_the_trained_styles_convention() -> None:
-    from geosleuth.training.synthesis import in_style_frame
+    from geosleuth.training.data.synthesis import in_style_frame
 
     args = {"bbox_2d": [0, 0, 32, 12], "label": "sign"}
     assert in_style_frame(args, (64, 48), "absolute") == args

@@ -12,7 +12,7 @@ from PIL import Image
 from geosleuth.tools import build_registry
 from geosleuth.tools.base import ToolRegistry
 from geosleuth.tools.config import CacheSettings, ToolSettings
-from geosleuth.training.trl_env import ProcessorFrame, make_environment_factory
+from geosleuth.training.trl.env import ProcessorFrame, make_environment_factory
 
 transformers_utils = pytest.importorskip("transformers.utils")
 

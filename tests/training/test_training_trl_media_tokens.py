@@ -20,7 +20,7 @@ def test_suppressed_placeholders_are_never_sampled_even_when_the_policy_prefers_
     from test_training_smoke import _tiny_vlm
     from transformers import GenerationConfig, LogitsProcessor, Qwen3VLForConditionalGeneration
 
-    from geosleuth.training.trl_env import media_token_ids, trl_processor
+    from geosleuth.training.trl.env import media_token_ids, trl_processor
 
     processor = trl_processor(_tiny_vlm(tmp_path / "m"))
     tok = processor.tokenizer

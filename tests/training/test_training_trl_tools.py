@@ -64,8 +64,8 @@ def test_grpo_step_with_real_tool_calls(tmp_path: Path, monkeypatch: pytest.Monk
     from test_training_smoke import _tiny_vlm
     from trl import GRPOConfig, GRPOTrainer
 
-    from geosleuth.training.trl_env import check_context, make_environment_factory, trl_processor
-    from geosleuth.training.trl_reward import make_reward_func
+    from geosleuth.training.trl.env import check_context, make_environment_factory, trl_processor
+    from geosleuth.training.trl.reward import make_reward_func
 
     processor = _tiny_vlm(tmp_path / "m", max_positions=8192, corpus=CORPUS)
     model = scripted_model(tmp_path / "m", processor.tokenizer, plan)
@@ -93,7 +93,7 @@ def test_grpo_step_with_real_tool_calls(tmp_path: Path, monkeypatch: pytest.Monk
 
     reward._score = recording  # type: ignore[method-assign]
     from geosleuth.tools.base import ToolContext
-    from geosleuth.training.verl_tools import shared_registry
+    from geosleuth.training.verl.tools import shared_registry
 
     warm = shared_registry(None, "test_training_trl_tools:registry")  # the gazetteer loads once, untimed
     assert asyncio.run(warm.call("geocode", {"address": "Paris, France"}, ToolContext())).ok
@@ -174,7 +174,7 @@ def test_prompt_and_tool_schemas_past_the_context_fail_at_start_up(
     from test_training_smoke import _tiny_vlm
     from test_training_trl_env import FACTORY
 
-    from geosleuth.training.trl_env import check_context, make_environment_factory, trl_processor
+    from geosleuth.training.trl.env import check_context, make_environment_factory, trl_processor
 
     processor = trl_processor(_tiny_vlm(tmp_path / "m"))
     prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}]
@@ -185,11 +185,11 @@ def test_prompt_and_tool_schemas_past_the_context_fail_at_start_up(
     assert n_every > n_one + 1000  # ten schemas cost far more than one
     with pytest.raises(ValueError, match=rf"is {n_every} tokens.*context is {n_every}.*fewer tools"):
         check_context(processor, every, prompt, max_model_len=n_every, max_completion_length=100)
-    with caplog.at_level("WARNING", logger="geosleuth.training.trl_env"):
+    with caplog.at_level("WARNING", logger="geosleuth.training.trl.env"):
         assert check_context(processor, every, prompt, max_model_len=n_every + 50, max_completion_length=100)
     assert any("silently drops a tool result" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    with caplog.at_level("WARNING", logger="geosleuth.training.trl_env"):
+    with caplog.at_level("WARNING", logger="geosleuth.training.trl.env"):
         check_context(processor, one, prompt, max_model_len=n_every, max_completion_length=100)
     assert not caplog.records
 
@@ -206,7 +206,7 @@ def test_every_tool_call_block_becomes_a_call_or_an_error() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from geosleuth.training.trl_env import INVALID_CALL, UNREADABLE, _calls_with_errors
+    from geosleuth.training.trl.env import INVALID_CALL, UNREADABLE, _calls_with_errors
 
     (ok,) = _calls_with_errors(GEOCODE)
     assert ok["function"] == {"name": "geocode", "arguments": {"address": "Paris, France"}}

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _parquet(tmp_path: Path) -> tuple[Path, Any]:
     from geosleuth.core.records import Sample
     from geosleuth.testing.tiny_vlm import build_tiny_vlm
-    from geosleuth.training.export_verl import VerlExportOptions, export_verl
+    from geosleuth.training.verl.export import VerlExportOptions, export_verl
 
     processor = build_tiny_vlm(tmp_path / "m", max_positions=8192, hub_files=False)
     samples = []
@@ -45,7 +45,7 @@ def test_the_launch_script_names_the_class_and_verl_loads_it() -> None:
     path = script.split("data.custom_cls.path=")[1].split()[0]
     name = script.split("data.custom_cls.name=")[1].split()[0]
     cls = load_extern_object(path, name)
-    from geosleuth.training.verl_dataset import GeoSleuthRLHFDataset
+    from geosleuth.training.verl.dataset import GeoSleuthRLHFDataset
 
     assert cls is GeoSleuthRLHFDataset
 
@@ -54,7 +54,7 @@ def test_overlong_filter_keeps_rows_without_torchvision_and_an_emptied_set_fails
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("verl.utils.dataset.rl_dataset")
-    from geosleuth.training.verl_dataset import GeoSleuthRLHFDataset
+    from geosleuth.training.verl.dataset import GeoSleuthRLHFDataset
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     data, processor = _parquet(tmp_path)
@@ -72,8 +72,8 @@ def test_a_filter_that_drops_some_rows_says_how_many(
     pytest.importorskip("verl.utils.dataset.rl_dataset")
     from geosleuth.core.records import Sample
     from geosleuth.tools.registry import build_registry
-    from geosleuth.training.export_verl import VerlExportOptions, export_verl
-    from geosleuth.training.verl_dataset import GeoSleuthRLHFDataset
+    from geosleuth.training.verl.dataset import GeoSleuthRLHFDataset
+    from geosleuth.training.verl.export import VerlExportOptions, export_verl
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     short, processor = _parquet(tmp_path)
@@ -90,7 +90,7 @@ def test_a_filter_that_drops_some_rows_says_how_many(
 
     limit = (tokens(short) + tokens(tmp_path / "long.parquet")) // 2  # the short rows fit, the long one not
     files = [str(short), str(tmp_path / "long.parquet")]
-    with caplog.at_level("WARNING", logger="geosleuth.training.verl_dataset"):
+    with caplog.at_level("WARNING", logger="geosleuth.training.verl.dataset"):
         ds = GeoSleuthRLHFDataset(files, processor.tokenizer, _config(tmp_path, limit), processor)
     assert len(ds) == 3
     assert "dropped 1 of 4 rows" in caplog.text

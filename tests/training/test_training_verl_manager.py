@@ -18,8 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from geosleuth.training.chat_template import QWEN_VL_TOOL_TEMPLATE, check_chat_template, hydra_override_value
-from geosleuth.training.verl_manager import PolicyDecoder
+from geosleuth.training.qwen.chat_template import (
+    QWEN_VL_TOOL_TEMPLATE,
+    check_chat_template,
+    hydra_override_value,
+)
+from geosleuth.training.verl.manager import PolicyDecoder
 
 QWEN25_VL_STOCK_TEMPLATE = (
     "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
@@ -157,14 +161,14 @@ def _config(model_dir: Path, manager: str) -> Any:
         {
             "source": "importlib",
             "name": "GeoSleuthRewardManager",
-            "module": {"path": "pkg://geosleuth.training.verl_manager"},
+            "module": {"path": "pkg://geosleuth.training.verl.manager"},
         }
         if manager == "geosleuth"
         else {"source": "register", "name": "naive", "module": {"path": None}}
     )
     custom = {"path": None, "name": "compute_score", "reward_kwargs": {"reward": "step"}}
     if manager == "naive":
-        import geosleuth.training.verl_reward as vr
+        import geosleuth.training.verl.reward as vr
 
         custom["path"] = vr.__file__
     return OmegaConf.create(
@@ -227,7 +231,7 @@ def test_naive_manager_reads_tool_output_the_geosleuth_manager_does_not(verl_env
 def test_manager_loads_through_verl_config_and_gathers_a_batch(verl_env: tuple[Path, Any]) -> None:
     from verl.trainer.ppo.reward import load_reward_manager, resolve_reward_manager_cls
 
-    from geosleuth.training.verl_manager import GeoSleuthRewardManager
+    from geosleuth.training.verl.manager import GeoSleuthRewardManager
 
     model_dir, tok = verl_env
     config = _config(model_dir, "geosleuth")
@@ -291,9 +295,9 @@ def test_launch_script_composes_against_verls_config(tmp_path: Path) -> None:
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import RolloutConfig
 
-    from geosleuth.training.chat_template import QWEN_VL_TOOL_TEMPLATE, prepare_chat_template
-    from geosleuth.training.tool_config import tool_config
-    from geosleuth.training.verl_manager import GeoSleuthRewardManager
+    from geosleuth.training.qwen.chat_template import QWEN_VL_TOOL_TEMPLATE, prepare_chat_template
+    from geosleuth.training.verl.manager import GeoSleuthRewardManager
+    from geosleuth.training.verl.tool_config import tool_config
 
     prepare_chat_template(tmp_path, "qwen-vl-tools")
     (tmp_path / "val.parquet").write_bytes(b"")

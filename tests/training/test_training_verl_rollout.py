@@ -89,7 +89,7 @@ def script_args(data_dir: Path) -> list[str]:
 
 def compose(overrides: list[str]) -> Any:
     """verl's config as ``main_ppo`` composes it (the dry run's composition)."""
-    from geosleuth.training.verl_check import compose as verl_compose
+    from geosleuth.training.verl.check import compose as verl_compose
 
     return verl_compose(overrides)
 
@@ -101,8 +101,8 @@ def verl_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from geosleuth.core.records import Sample
-    from geosleuth.training.export_verl import VerlExportOptions, export_verl
-    from geosleuth.training.tool_config import dump_tool_config, tool_config
+    from geosleuth.training.verl.export import VerlExportOptions, export_verl
+    from geosleuth.training.verl.tool_config import dump_tool_config, tool_config
 
     tmp = tmp_path_factory.mktemp("verl_rollout")
     corpus = tuple(t for turns in SCRIPTS.values() for t in turns)
@@ -134,7 +134,7 @@ async def _rollout(setup: dict[str, Any], script: list[str]) -> tuple[Any, Scrip
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
     from verl.tools.tool_registry import load_all_tools
 
-    from geosleuth.training.verl_dataset import GeoSleuthRLHFDataset
+    from geosleuth.training.verl.dataset import GeoSleuthRLHFDataset
 
     cfg = setup["cfg"]
     tools = load_all_tools(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path, None)
@@ -266,7 +266,7 @@ class _CharTokenizer:
 )
 def test_geosleuth_hermes_keeps_every_call(body: str, name: str, arguments: str | None) -> None:
     pytest.importorskip("verl.experimental.agent_loop.tool_parser")
-    from geosleuth.training.verl_parser import GeoSleuthHermesToolParser
+    from geosleuth.training.verl.parser import GeoSleuthHermesToolParser
 
     text = f"<think>x</think><tool_call>\n{body}\n</tool_call>"
     content, (call,) = asyncio.run(
@@ -284,7 +284,7 @@ def test_geosleuth_hermes_never_raises_and_keeps_one_call_per_block() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from geosleuth.training.verl_parser import GeoSleuthHermesToolParser
+    from geosleuth.training.verl.parser import GeoSleuthHermesToolParser
 
     parser = GeoSleuthHermesToolParser(_CharTokenizer())
     body = st.text(

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from geosleuth.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult, tool
-from geosleuth.training import verl_tools
-from geosleuth.training.tool_config import dump_tool_config, tool_config, verl_schema
-from geosleuth.training.verl_tools import GeoSleuthTool
+from geosleuth.training.verl import tools as verl_tools
+from geosleuth.training.verl.tool_config import dump_tool_config, tool_config, verl_schema
+from geosleuth.training.verl.tools import GeoSleuthTool
 
 FACTORY = "test_training_verl_tools:fake_registry"
 

@@ -24,13 +24,13 @@ your own name: ``register_scheduler("geo_maps", tools=[...], settings_path="tool
 
 from __future__ import annotations
 
-from geosleuth.training.swift_reward import register_orms
+from geosleuth.training.swift.reward import register_orms
 
 register_orms()  # swift.rewards.orms on ms-swift 4.x, swift.plugin.orms on 3.x
 register_orms(rewards={"geo_spatial_200": "spatial:tau_km=200"})
 
 try:
-    from geosleuth.training.swift_scheduler import register_scheduler
+    from geosleuth.training.swift.scheduler import register_scheduler
 
     register_scheduler("geosleuth_tools")  # swift.rollout.multi_turns, ms-swift 4.x
 except ImportError:  # ms-swift 3.x: rewards only

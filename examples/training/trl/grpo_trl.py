@@ -33,17 +33,17 @@ from trl import GRPOConfig, GRPOTrainer
 
 from geosleuth.core.records import Sample
 from geosleuth.plugins import load_callable
-from geosleuth.training.processors import load_processor
+from geosleuth.training.qwen.processors import load_processor
 from geosleuth.training.toolcall import DEFAULT_TIMEOUT_S, EXIF_HELP, training_tools
-from geosleuth.training.trl_env import (
+from geosleuth.training.trl.env import (
     ProcessorFrame,
     check_context,
     make_environment_factory,
     media_token_ids,
     trl_processor,
 )
-from geosleuth.training.trl_reward import make_reward_func
-from geosleuth.training.verl_tools import shared_registry
+from geosleuth.training.trl.reward import make_reward_func
+from geosleuth.training.verl.tools import shared_registry
 
 QUESTION = (
     "Where was this photo taken? Use the tools if useful. Finish with "

@@ -23,7 +23,7 @@ MAX_TOOL_CALLS="${MAX_TOOL_CALLS:-6}"             # SpotAgent / GeoVista budget
 TOOL_TEXT_CHARS="${TOOL_TEXT_CHARS:-4096}"        # characters; >= verl-tool-config --max-text-chars + its notice
 NNODES="${NNODES:-1}"
 ENTRY=verl.trainer.main_ppo
-if [[ "${DRY_RUN:-0}" == 1 ]]; then ENTRY=geosleuth.training.verl_check; fi
+if [[ "${DRY_RUN:-0}" == 1 ]]; then ENTRY=geosleuth.training.verl.check; fi
 GPUS="${GPUS_PER_NODE:-8}"
 
 if [[ ! -f "$VAL_FILE" ]]; then
@@ -53,7 +53,7 @@ python3 -m "$ENTRY" \
   data.max_prompt_length=4096 \
   data.max_response_length=16384 \
   data.filter_overlong_prompts=True \
-  data.custom_cls.path=pkg://geosleuth.training.verl_dataset \
+  data.custom_cls.path=pkg://geosleuth.training.verl.dataset \
   data.custom_cls.name=GeoSleuthRLHFDataset \
   actor_rollout_ref.model.path="$MODEL" \
   actor_rollout_ref.model.use_remove_padding=True \
@@ -86,7 +86,7 @@ python3 -m "$ENTRY" \
   actor_rollout_ref.rollout.multi_turn.tool_config_path="$DATA/tools.yaml" \
   reward.reward_manager.source=importlib \
   reward.reward_manager.name=GeoSleuthRewardManager \
-  reward.reward_manager.module.path=pkg://geosleuth.training.verl_manager \
+  reward.reward_manager.module.path=pkg://geosleuth.training.verl.manager \
   +reward.custom_reward_function.reward_kwargs.reward="$REWARD" \
   trainer.logger='["console"]' \
   trainer.project_name=geosleuth \

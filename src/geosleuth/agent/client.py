@@ -35,9 +35,9 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
+from geosleuth.bounds.deadline import start_clock
 from geosleuth.core.records import Usage
 from geosleuth.core.surrogates import clean_json, clean_text
-from geosleuth.deadline import start_clock
 from geosleuth.httpbody import (
     ACCEPT_ENCODING,
     BodyDamaged,

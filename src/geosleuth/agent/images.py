@@ -15,11 +15,11 @@ from pathlib import Path
 
 from PIL import Image
 
-from geosleuth.imageio import DEFAULT_MAX_PIXELS, open_image, reducible
-from geosleuth.imageio import ImageInputError as ImageInputError
+from geosleuth.bounds.imageio import DEFAULT_MAX_PIXELS, open_image, reducible
+from geosleuth.bounds.imageio import ImageInputError as ImageInputError
 
 MAX_INPUT_PIXELS = DEFAULT_MAX_PIXELS
-"""Default decode limit (``GEOSLEUTH_MAX_IMAGE_PIXELS``); see `geosleuth.imageio`."""
+"""Default decode limit (``GEOSLEUTH_MAX_IMAGE_PIXELS``); see `geosleuth.bounds.imageio`."""
 
 DEFAULT_PIXEL_BUDGET = 2_000_000
 
@@ -29,7 +29,7 @@ _PNG_MODES = frozenset({"1", "L", "LA", "I;16", "P", "RGB", "RGBA"})
 
 def load_image(path: str | Path, max_pixels: int | None = None) -> Image.Image:
     """Open, size-check and decode a query image within the pixel limit (EXIF orientation
-    applied), or raise `ImageInputError` saying why not (see `geosleuth.imageio.open_image`)."""
+    applied), or raise `ImageInputError` saying why not (see `geosleuth.bounds.imageio.open_image`)."""
     return open_image(path, max_pixels)
 
 

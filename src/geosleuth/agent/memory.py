@@ -1,4 +1,4 @@
-"""The memory one `locate` task reserves before it starts (`geosleuth.memorygate` holds the gate).
+"""The memory one `locate` task reserves before it starts (`geosleuth.bounds.memorygate` holds the gate).
 
 The estimate comes from the image header: the decoded frame, a fixed overhead, what the decoder
 holds beside it (a progressive JPEG's coefficients, `imageio.coefficient_bytes`), and what OCR
@@ -8,13 +8,13 @@ pre-processing once took 2.9 GB for a 2000x1 strip, whatever its pixel count sai
 
 from __future__ import annotations
 
-from geosleuth.imageio import coefficient_bytes, header_size
-from geosleuth.memorygate import BYTES_PER_PIXEL as BYTES_PER_PIXEL
-from geosleuth.memorygate import TASK_OVERHEAD as TASK_OVERHEAD
-from geosleuth.memorygate import MemoryGate as MemoryGate
-from geosleuth.memorygate import image_bytes
-from geosleuth.memorygate import memory_gate as memory_gate
-from geosleuth.tools.ocr_bounds import ocr_peak_bytes
+from geosleuth.bounds.imageio import coefficient_bytes, header_size
+from geosleuth.bounds.memorygate import BYTES_PER_PIXEL as BYTES_PER_PIXEL
+from geosleuth.bounds.memorygate import TASK_OVERHEAD as TASK_OVERHEAD
+from geosleuth.bounds.memorygate import MemoryGate as MemoryGate
+from geosleuth.bounds.memorygate import image_bytes
+from geosleuth.bounds.memorygate import memory_gate as memory_gate
+from geosleuth.bounds.ocr import ocr_peak_bytes
 
 
 def task_memory(image: str | None) -> int:

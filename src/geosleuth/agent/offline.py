@@ -23,6 +23,7 @@ from PIL import Image
 
 from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.images import ImageInputError
+from geosleuth.bounds.imageio import open_work_copy
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import (
     ParseStatus,
@@ -37,7 +38,6 @@ from geosleuth.core.records import (
 )
 from geosleuth.core.surrogates import clean_text
 from geosleuth.core.text import normalize
-from geosleuth.imageio import open_work_copy
 
 MODEL_NAME = "offline-clues"
 OFFLINE_WORK_PIXELS = 8_000_000

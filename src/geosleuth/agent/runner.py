@@ -18,8 +18,8 @@ from geosleuth.agent.observer import Frame, Observation, Observer, make_observer
 from geosleuth.agent.prompting import PromptStyle, load_style
 from geosleuth.agent.scaling import majority_choice, medoid_aggregate, verify
 from geosleuth.agent.trajectory import ImageStore, safe_name
+from geosleuth.bounds.deadline import defer_clock
 from geosleuth.core.records import Task, Trajectory, TrajectoryStatus
-from geosleuth.deadline import defer_clock
 from geosleuth.tools.base import ToolRegistry
 
 

@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from geosleuth.core.records import Sample
-from geosleuth.eval.datasets import load_dataset as load_benchmark
-from geosleuth.eval.run import bad_rows_error
+from geosleuth.eval.datasets.loading import load_dataset as load_benchmark
+from geosleuth.eval.run.pipeline import bad_rows_error
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def load_dataset(
 ) -> list[Sample]:
     """The samples of a benchmark file or folder; ``format=None`` detects the layout.
 
-    A bad row raises `geosleuth.eval.datasets.DatasetError` naming each one, as `geosleuth eval`
+    A bad row raises `geosleuth.eval.datasets.loading.DatasetError` naming each one, as `geosleuth eval`
     does, unless ``skip_invalid`` keeps the valid rows (the rest are logged). A sample whose
     image is missing is kept and logged: a run records it as failed.
     """

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosleuth.eval.config import config_flags, read_config_file, resolve_config
-from geosleuth.eval.judges import judge_outcome, run_judges
-from geosleuth.eval.report import write_report
-from geosleuth.eval.run import execute, prepare_run, read_samples
-from geosleuth.eval.runner import RunStats
-from geosleuth.eval.store import load_run_trajectories
+from geosleuth.eval.judges.tasks import judge_outcome, run_judges
+from geosleuth.eval.report.write import write_report
+from geosleuth.eval.run.config import config_flags, read_config_file, resolve_config
+from geosleuth.eval.run.pipeline import execute, prepare_run, read_samples
+from geosleuth.eval.run.runner import RunStats
+from geosleuth.eval.run.store import load_run_trajectories
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def evaluate(
     ``concurrency``, ``limit``, ``timeout``, ``format``, ``protocol``, ``judge_model``, …);
     ``config`` is a YAML or TOML file of them. Calling again with the same ``out`` resumes:
     finished samples are read back, not run again. Bad settings or data raise before the first
-    request (`ValueError`, `geosleuth.eval.datasets.DatasetError`, `geosleuth.eval.config.ConfigError`).
+    request (`ValueError`, `geosleuth.eval.datasets.loading.DatasetError`, `geosleuth.eval.run.config.ConfigError`).
     """
     dataset = None if dataset is None else str(dataset)
     flags = config_flags(

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosleuth.training.reward_registry import DISTANCE_REWARDS, RewardSpec
-from geosleuth.training.rollout_scoring import score_distance_one, score_texts
+from geosleuth.training.rewards.batch import score_distance_one, score_texts
+from geosleuth.training.rewards.registry import DISTANCE_REWARDS, RewardSpec
 
 
 @dataclass(frozen=True)

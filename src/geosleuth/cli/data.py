@@ -11,7 +11,7 @@ import typer
 
 from geosleuth.cli.options import AlwaysJsonOpt
 from geosleuth.training.leaks import EXIF_HELP
-from geosleuth.training.processor_config import DEFAULT_FRAME, ImageFrameSettings, resolve_frame
+from geosleuth.training.qwen.processor_config import DEFAULT_FRAME, ImageFrameSettings, resolve_frame
 
 data_app = typer.Typer(
     name="data",
@@ -30,7 +30,7 @@ def _fail(message: str) -> typer.Exit:
 def _guard(fn: Callable[[], T]) -> T:
     """Known failure kinds become one line on stderr and exit 1, never a traceback."""
     from geosleuth.cli.choices import install_hint
-    from geosleuth.eval.datasets import DatasetError
+    from geosleuth.eval.datasets.loading import DatasetError
 
     try:
         return fn()
@@ -46,7 +46,7 @@ def _guard(fn: Callable[[], T]) -> T:
 
 
 def _load_samples(dataset: Path, fmt: str, images: Path | None) -> list[Any]:
-    from geosleuth.eval.datasets import load_dataset
+    from geosleuth.eval.datasets.loading import load_dataset
 
     ds = load_dataset(dataset, fmt, images, check_images=False)
     for problem in ds.problems[:5]:
@@ -227,8 +227,8 @@ def export_verl_cmd(
     by a shipped one, written beside the parquet for the launch script.
     """
     from geosleuth.agent.prompting import load_style
-    from geosleuth.training.chat_template import prepare_chat_template
-    from geosleuth.training.export_verl import VerlExportOptions, export_verl, style_for_reward
+    from geosleuth.training.qwen.chat_template import prepare_chat_template
+    from geosleuth.training.verl.export import VerlExportOptions, export_verl, style_for_reward
 
     def run() -> None:
         chosen = style_for_reward(style, reward)
@@ -300,7 +300,7 @@ def export_swift_cmd(
     ``smart_resize``), set as `export-verl` sets it: options, else a local ``--model`` folder's
     ``preprocessor_config.json``, else the defaults.
     """
-    from geosleuth.training.export_swift import SwiftExportOptions, export_swift
+    from geosleuth.training.swift.export import SwiftExportOptions, export_swift
 
     def run() -> None:
         frame, frame_report = _image_frame(model, pixel_budget, min_pixels, resize_factor)
@@ -343,8 +343,8 @@ def export_sft_cmd(
     """Trajectories -> chat SFT records, loss on assistant turns only, in sample-id order (the
     same file however a concurrent run finished); trajectories that offer or call exif_gps are
     skipped unless --allow-exif."""
-    from geosleuth.training.export_sft import export_sft
-    from geosleuth.training.filtering import read_samples, read_trajectory_records, truth_of
+    from geosleuth.training.data.filtering import read_samples, read_trajectory_records, truth_of
+    from geosleuth.training.data.sft import export_sft
 
     flag, fmt = ("--format", old_fmt) if old_fmt else ("--to", fmt)
     if fmt not in ("trl", "llamafactory", "swift"):
@@ -428,7 +428,7 @@ def filter_cmd(
 ) -> None:
     """Keep images with 0 < pass@K < K at a regime; write SpotAgent's cumulative phases (phase<i>.jsonl)."""
     del as_json  # the output is JSON either way
-    from geosleuth.training.filtering import (
+    from geosleuth.training.data.filtering import (
         filter_trajectories,
         parse_phases,
         read_samples,
@@ -466,7 +466,7 @@ def sample_cmd(
 ) -> None:
     """Stratified subset: country quotas (road 0.5 / pop. 0.2 / area 0.3), then 1° cells by log population."""
     del as_json  # the output is JSON either way
-    from geosleuth.training.sampling import read_road_csv, stratified_sample
+    from geosleuth.training.data.sampling import read_road_csv, stratified_sample
 
     def run() -> None:
         rows = _load_samples(dataset, fmt, images)
@@ -490,7 +490,7 @@ def sample_cmd(
 def _gazetteer_cells() -> dict[tuple[int, int], float]:
     import numpy as np
 
-    from geosleuth.training.sampling import cell_population
+    from geosleuth.training.data.sampling import cell_population
 
     try:
         from geosleuth.gazetteer import get_gazetteer
@@ -550,7 +550,7 @@ def build_mcq_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """4-way country questions; distractors from neighbours / the UN sub-region, then wider regions."""
-    from geosleuth.training.mcq import build_mcq
+    from geosleuth.training.data.mcq import build_mcq
 
     def run() -> None:
         samples = _load_samples(dataset, fmt, images)
@@ -591,7 +591,7 @@ def verl_tool_config_cmd(
 ) -> None:
     """verl tool-config YAML (multi_turn.tool_config_path) for geosleuth tools."""
     from geosleuth.agent.prompting import load_style
-    from geosleuth.training.tool_config import dump_tool_config, tool_config
+    from geosleuth.training.verl.tool_config import dump_tool_config, tool_config
 
     def run() -> None:
         names = tools if tools is not None else ",".join(load_style(style).tools)
@@ -618,7 +618,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _registry(tool_settings: Path | None, registry_factory: str | None) -> Any:
-    from geosleuth.training.verl_tools import shared_registry
+    from geosleuth.training.verl.tools import shared_registry
 
     try:
         return shared_registry(str(tool_settings) if tool_settings else None, registry_factory)
@@ -700,7 +700,7 @@ def synthesize_cmd(
     import asyncio
 
     from geosleuth.agent.client import ChatClient
-    from geosleuth.training.synthesis import SynthesisConfig, Synthesizer
+    from geosleuth.training.data.synthesis import SynthesisConfig, Synthesizer
 
     async def go(samples: list[Any], registry: Any) -> dict[str, Any]:
         config = SynthesisConfig(

@@ -165,7 +165,8 @@ def eval_command(
 ) -> None:
     """Run the agent over a benchmark into a resumable run directory, then report."""
     given = dict(locals())  # every flag by its name: eval.config.config_flags maps them to the config
-    from geosleuth.eval.config import (
+    from geosleuth.eval.datasets.loading import DatasetError
+    from geosleuth.eval.run.config import (
         ConfigError,
         config_flags,
         parse_shard,
@@ -174,10 +175,9 @@ def eval_command(
         resolve_config,
         shard_dir,
     )
-    from geosleuth.eval.datasets import DatasetError
-    from geosleuth.eval.run import execute, prepare_run
-    from geosleuth.eval.runner import RunAborted
-    from geosleuth.eval.store import RunDirError
+    from geosleuth.eval.run.pipeline import execute, prepare_run
+    from geosleuth.eval.run.runner import RunAborted
+    from geosleuth.eval.run.store import RunDirError
 
     try:
         file_values = read_config_file(config) if config else {}
@@ -247,7 +247,7 @@ def eval_command(
         if cfg.judge is not None:
             _run_judges(prepared.run_dir, cfg.judge)
         if cfg.report:
-            from geosleuth.eval.report import write_report
+            from geosleuth.eval.report.write import write_report
 
             _print_summary(write_report(prepared.run_dir), prepared.run_dir, as_json)
         elif as_json:  # no report: what this invocation ran
@@ -274,9 +274,9 @@ def eval_command(
 def _run_judges(run_dir: Path, settings: Any) -> None:
     import asyncio
 
-    from geosleuth.eval.judges import judge_outcome, run_judges
-    from geosleuth.eval.run import read_samples
-    from geosleuth.eval.store import load_run_trajectories
+    from geosleuth.eval.judges.tasks import judge_outcome, run_judges
+    from geosleuth.eval.run.pipeline import read_samples
+    from geosleuth.eval.run.store import load_run_trajectories
 
     samples = read_samples(run_dir)
     asyncio.run(run_judges(run_dir, samples, load_run_trajectories(run_dir), settings))
@@ -299,9 +299,9 @@ def report_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Metrics, tool-use statistics, plots and the HTML report of a run directory."""
-    from geosleuth.eval.config import judge_settings
-    from geosleuth.eval.report import write_report
-    from geosleuth.eval.store import RunDirError
+    from geosleuth.eval.report.write import write_report
+    from geosleuth.eval.run.config import judge_settings
+    from geosleuth.eval.run.store import RunDirError
 
     try:
         settings = judge_settings(judge_model, judge_base_url, judge_api_key_env or judge_key_env, judges)
@@ -319,9 +319,9 @@ def merge_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Merge the shards of a run (eval --shard I/N) into one run directory, then report."""
-    from geosleuth.eval.merge import merge_shards
-    from geosleuth.eval.report import write_report
-    from geosleuth.eval.store import RunDirError
+    from geosleuth.eval.report.write import write_report
+    from geosleuth.eval.run.merge import merge_shards
+    from geosleuth.eval.run.store import RunDirError
 
     try:
         result = merge_shards(run_dir)
@@ -357,8 +357,8 @@ def compare_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Runs side by side on their common samples, with paired significance tests."""
-    from geosleuth.eval.compare import compare_markdown, compare_runs
-    from geosleuth.eval.store import RunDirError
+    from geosleuth.eval.report.compare import compare_markdown, compare_runs
+    from geosleuth.eval.run.store import RunDirError
 
     if len(runs) < 2:
         _fail("compare needs at least two run directories")
@@ -390,7 +390,7 @@ def validate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Check every row (images exist, coordinates valid, ids unique); exit 1 on bad rows."""
-    from geosleuth.eval.datasets import DatasetError, load_dataset
+    from geosleuth.eval.datasets.loading import DatasetError, load_dataset
 
     try:
         dataset = load_dataset(path, format, images, seed=seed)

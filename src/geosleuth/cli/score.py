@@ -177,8 +177,8 @@ def score(
 
 
 def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.judges import GeoVistaVerifier
+    from geosleuth.eval.judges.tasks import GeoVistaVerifier
+    from geosleuth.eval.run.config import JudgeSettings
 
     settings = JudgeSettings(model=model, api_key_env=api_key_env)
     if base_url:
@@ -187,8 +187,8 @@ def _verifier(model: str, base_url: str | None, api_key_env: str | None) -> Any:
 
 
 def _judge(model: str, base_url: str | None, api_key_env: str | None) -> Any:
-    from geosleuth.eval.config import JudgeSettings
-    from geosleuth.eval.wherebench_judge import WhereBenchJudge
+    from geosleuth.eval.run.config import JudgeSettings
+    from geosleuth.eval.wherebench.judge import WhereBenchJudge
 
     settings = JudgeSettings(model=model, api_key_env=api_key_env)
     if base_url:
@@ -213,7 +213,7 @@ def _emit(results: list[FileScore], output_format: OutputFormat) -> None:
 
 
 def _csv(results: list[FileScore]) -> str:
-    from geosleuth.textrows import spreadsheet_safe
+    from geosleuth.bounds.textrows import spreadsheet_safe
 
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -270,7 +270,7 @@ def _fmt(name: str, value: float | None) -> str:
 def _write_rows(path: Path, results: list[FileScore]) -> None:
     """Stream per-row records to CSV or JSONL (columns are the union over the files' first rows);
     a CSV cell that starts like a formula is written as text (`textrows.spreadsheet_safe`)."""
-    from geosleuth.textrows import spreadsheet_safe
+    from geosleuth.bounds.textrows import spreadsheet_safe
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

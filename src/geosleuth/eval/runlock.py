@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from geosleuth.eval.store import RunDirError
+from geosleuth.eval.run.store import RunDirError
 
 LOCK_FILE = ".eval.lock"
 

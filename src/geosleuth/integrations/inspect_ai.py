@@ -57,9 +57,9 @@ from geosleuth.agent.config import AgentConfig
 from geosleuth.agent.prompting import build_prompts, load_style
 from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
-from geosleuth.eval.datasets import Dataset, DatasetError, load_dataset
-from geosleuth.eval.run import check_images
-from geosleuth.eval.styles import choose_style
+from geosleuth.eval.datasets.loading import Dataset, DatasetError, load_dataset
+from geosleuth.eval.run.pipeline import check_images
+from geosleuth.eval.run.styles import choose_style
 from geosleuth.integrations.harness import Answered, defined, row_result, score_answers, truth_record
 from geosleuth.scoring import get_protocol
 

@@ -117,7 +117,7 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             radius_km=6371.0,
             thresholds=THRESHOLD_PRESETS["street"],
             strict_threshold=False,
-            file_scorer="geosleuth.eval.wherebench:score_wherebench_file",
+            file_scorer="geosleuth.eval.wherebench.files:score_wherebench_file",
         ),
         ScoringProtocol(
             name="geoclip",

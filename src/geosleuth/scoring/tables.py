@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from geosleuth.bounds.textrows import guarded
 from geosleuth.scoring.rows import InputRow, ScoreInputError
-from geosleuth.textrows import guarded
 
 SUMMARY_MAX_ROWS = 10
 """Rows (its header included) a trailing summary block may have; a longer block is read as rows."""

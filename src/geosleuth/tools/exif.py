@@ -19,7 +19,7 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel
 
-from geosleuth.imageio import ImageInputError, open_header
+from geosleuth.bounds.imageio import ImageInputError, open_header
 
 GPS_IFD = 0x8825
 EXIF_IFD = 0x8769
@@ -203,7 +203,7 @@ def exif_from_headers(source: str | Path | bytes) -> Image.Exif:
     JPEG, WebP and TIFF keep EXIF in headers Pillow parses on open; a PNG's eXIf chunk may come
     after the image data, where Pillow would decode the whole image to reach it, so the PNG's
     chunks are walked instead (each skipped by its length). Oversized ancillary chunks are never
-    read (`geosleuth.pngchunks`).
+    read (`geosleuth.bounds.pngchunks`).
     """
     with open_header(source, label="the query image") as im:
         if im.format == "PNG" and "exif" not in im.info:

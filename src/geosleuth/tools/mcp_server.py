@@ -31,7 +31,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from PIL import Image
 
-from geosleuth.imageio import (
+from geosleuth.bounds.imageio import (
     REDUCIBLE_FORMATS,
     ImageInputError,
     ImageTooLarge,
@@ -40,10 +40,10 @@ from geosleuth.imageio import (
     open_header,
     open_image,
 )
-from geosleuth.memorygate import image_bytes, memory_gate
+from geosleuth.bounds.memorygate import image_bytes, memory_gate
+from geosleuth.bounds.ocr import ocr_peak_bytes
 from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.config import PROVIDER_TOOLS
-from geosleuth.tools.ocr_bounds import ocr_peak_bytes
 
 log = logging.getLogger(__name__)
 

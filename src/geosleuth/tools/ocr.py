@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, Field
 
+from geosleuth.bounds.ocr import WHOLE_PIXELS, read_strip, strip_plan
 from geosleuth.core.text import script_of
 from geosleuth.extras import install_line
 from geosleuth.tools.base import BBoxConvention, ToolError
@@ -46,7 +47,6 @@ from geosleuth.tools.clues import (
     extract_clues,
     phone_clues,
 )
-from geosleuth.tools.ocr_bounds import WHOLE_PIXELS, read_strip, strip_plan
 from geosleuth.tools.zoom import model_frame, to_original_box
 
 log = logging.getLogger(__name__)

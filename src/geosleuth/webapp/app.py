@@ -32,8 +32,8 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.responses import JSONResponse as _PlainJSONResponse
 from starlette.routing import Route
 
-from geosleuth.eval.store import RunDirError
-from geosleuth.imageio import ImageInputError, thumbnail
+from geosleuth.bounds.imageio import ImageInputError, thumbnail
+from geosleuth.eval.run.store import RunDirError
 from geosleuth.secrets import redact_text
 from geosleuth.webapp.jobs import FINISHED, PREVIEW_FILE, PREVIEW_PX, Job, JobManager, UploadError
 from geosleuth.webapp.runs import RunIndex, RunNotFound
@@ -331,7 +331,7 @@ class Api:
             return _error(f"run {name!r} has no HTML report page {page!r}: run `geosleuth report`", 404)
         if path.suffix != ".html":
             return _error("not a report page", 404)
-        from geosleuth.eval.html import REPORT_CSP  # its inline style and script by hash
+        from geosleuth.eval.report.html import REPORT_CSP  # its inline style and script by hash
 
         return FileResponse(
             path, media_type="text/html; charset=utf-8", headers={"content-security-policy": REPORT_CSP}

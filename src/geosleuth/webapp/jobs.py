@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.agent import AgentConfig, run_task, write_trajectories
+from geosleuth.bounds.imageio import ImageInputError, probe_image, thumbnail
 from geosleuth.core.records import Task, Trajectory, Turn
-from geosleuth.imageio import ImageInputError, probe_image, thumbnail
 from geosleuth.webapp.settings import ServeSettings
 from geosleuth.webapp.views import trajectory_view, turn_view
 

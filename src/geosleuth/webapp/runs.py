@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from geosleuth.core.records import Sample, Trajectory
-from geosleuth.eval.config import MANIFEST, SAMPLES
-from geosleuth.eval.report import MARKDOWN, PER_SAMPLE, SUMMARY
-from geosleuth.eval.run import read_samples
-from geosleuth.eval.store import TrajectoryStore
+from geosleuth.eval.report.write import MARKDOWN, PER_SAMPLE, SUMMARY
+from geosleuth.eval.run.config import MANIFEST, SAMPLES
+from geosleuth.eval.run.pipeline import read_samples
+from geosleuth.eval.run.store import TrajectoryStore
 
 HEADLINE = ("acc@1km", "acc@25km", "acc@200km", "acc@750km", "acc@2500km", "median_km")
 """Metrics shown in the run list when a run has them (the rest are on the run's page)."""
@@ -62,7 +62,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _stored_summary(run_dir: Path) -> dict[str, Any] | None:
     """summary.json with accuracies in percent (runs reported before that convention are converted)."""
-    from geosleuth.eval.summary import percent_summary
+    from geosleuth.eval.report.summary import percent_summary
 
     summary = _read_json(run_dir / SUMMARY)
     return percent_summary(summary) if summary is not None else None

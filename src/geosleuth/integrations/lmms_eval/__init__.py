@@ -38,12 +38,12 @@ from PIL import Image
 
 from geosleuth.agent.images import load_image
 from geosleuth.agent.prompting import build_prompts, load_style
+from geosleuth.bounds.imageio import ImageInputError
 from geosleuth.core.records import Sample
 from geosleuth.core.records import Task as GeoTask
-from geosleuth.eval.datasets import DatasetError, load_dataset
-from geosleuth.eval.run import check_images
-from geosleuth.eval.styles import choose_style
-from geosleuth.imageio import ImageInputError
+from geosleuth.eval.datasets.loading import DatasetError, load_dataset
+from geosleuth.eval.run.pipeline import check_images
+from geosleuth.eval.run.styles import choose_style
 from geosleuth.integrations.harness import Answered, defined, metrics, score_answers, truth_record
 from geosleuth.scoring import get_protocol
 

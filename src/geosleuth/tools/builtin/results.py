@@ -68,7 +68,7 @@ def query_text(value: str, what: str) -> str:
 def query_image(ctx: ToolContext) -> Image.Image:
     """The query image at original resolution, opened from ``ctx.image_path`` on first use."""
     if ctx.image is None and ctx.image_path:
-        from geosleuth.imageio import ImageInputError, open_image
+        from geosleuth.bounds.imageio import ImageInputError, open_image
 
         try:
             ctx.image = open_image(ctx.image_path, label="the query image")

@@ -131,7 +131,7 @@ MAX_MAP_PIXELS = 16_000_000
 
 
 def decode_image(content: bytes, provider: str) -> Image.Image:
-    from geosleuth.imageio import ImageInputError, open_image
+    from geosleuth.bounds.imageio import ImageInputError, open_image
 
     try:
         im = open_image(content, MAX_MAP_PIXELS, label=f"{provider} image", transpose=False)

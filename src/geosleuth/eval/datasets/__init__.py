@@ -1,0 +1,1 @@
+"""Benchmark datasets: the format registry, released layouts, table rows, image references, Hugging Face."""

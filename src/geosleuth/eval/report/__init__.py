@@ -1,0 +1,3 @@
+"""Reporting a run: score rows, the summary (through the scoring engine), Markdown / CSV / HTML /
+plots, comparisons.
+"""

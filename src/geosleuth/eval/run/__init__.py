@@ -1,0 +1,3 @@
+"""Running an evaluation: configuration, the resumable runner, its store, backends (local, job arrays,
+Ray) and merge.
+"""

@@ -1,0 +1,1 @@
+"""WhereBench in one place: its rules (pure), its released file format and its released LLM judge."""

@@ -1,0 +1,3 @@
+"""Training rewards: the registry, their scorers, rollout batches, reading a rollout, truth,
+similarity, consistency.
+"""

@@ -1,0 +1,1 @@
+"""ms-swift: ORM rewards, the multi-turn scheduler and the GRPO dataset export."""

@@ -1,0 +1,1 @@
+"""TRL: the GRPO tool environment and reward functions."""
