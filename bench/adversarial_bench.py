@@ -21,9 +21,12 @@
    the request deadline (held/deadline ~1); a 200 KB gzip of ``--bomb-mib`` MiB costs the client
    about what a plain reply at the 16 MiB cap costs, beside httpx inflating each network chunk
    whole (the pre-fix reading), as peak traced MiB.
+4. A provider's gzip bomb (issue 41): ``--provider-bomb-mib`` MiB (4,000: ~4 MB of gzip, the issue's) through
+   ``tools.http.HttpClient``, the path of every provider, beside a plain reply at its 16 MiB cap.
 
 Usage: python bench/adversarial_bench.py [--healthy 64] [--parser slow|real] [--burn 8] [--skip-memory]
        [--skip-starvation] [--skip-server] [--deadline 2] [--drip 0.1] [--bomb-mib 200]
+       [--provider-bomb-mib 4000]
 """
 
 from __future__ import annotations
@@ -367,6 +370,49 @@ async def _peak_read_mib(raw: bytes, encoding: str | None, httpx_decoding: bool)
             tracemalloc.stop()
 
 
+async def _provider_read(raw: bytes, encoding: str | None) -> tuple[float, float, str]:
+    """(peak traced MiB, wall s, outcome) of one provider request (``tools.http.HttpClient``, the
+    path of search, geocoding, POI and map providers) answered with ``raw``."""
+    import tracemalloc
+
+    from geosleuth.testing import FakeOpenAIServer
+    from geosleuth.testing.fake_openai import Step
+    from geosleuth.tools.config import HttpSettings
+    from geosleuth.tools.http import HttpClient, ProviderError
+
+    headers = {"Content-Encoding": encoding} if encoding else {}
+    settings = HttpSettings(allow_private_urls=True, max_retries=0, timeout_s=60.0)
+    with FakeOpenAIServer([Step(kind="reply", raw=raw, headers=headers)]) as server:
+        client = HttpClient("search", settings)
+        tracemalloc.start()
+        start = time.perf_counter()
+        try:
+            await client.request("POST", f"{server.base_url}/chat/completions", json_body={})
+            outcome = "read"
+        except ProviderError as exc:
+            outcome = "refused: " + str(exc).split(": ", 2)[-1][:90]
+        finally:
+            wall = time.perf_counter() - start
+            peak = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
+    return peak, wall, outcome
+
+
+def provider_bomb(args: argparse.Namespace) -> None:
+    """Issue 41: a 4 MB gzip from a search provider cost 12.4 GB and 74 s (httpx read it whole)."""
+    from geosleuth.bounds.httpbody import DEFAULT_MAX_BODY_BYTES
+
+    bomb = _gzip_bomb(args.provider_bomb_mib)
+    plain = b" " * (DEFAULT_MAX_BODY_BYTES - 1024)
+    ref = asyncio.run(_provider_read(plain, None))
+    ours = asyncio.run(_provider_read(bomb, "gzip"))
+    print(
+        f"provider gzip bomb ({len(bomb) / 2**20:.1f} MB for {args.provider_bomb_mib} MiB), HttpClient: "
+        f"{ours[0]:.1f} MiB traced, {ours[1]:.2f} s ({ours[2]}); a plain reply at the cap {ref[0]:.1f} MiB, "
+        f"{ref[1]:.2f} s; bomb/plain {ours[0] / ref[0]:.2f}x memory, {ours[1] / ref[1]:.2f}x time"
+    )
+
+
 def hostile_server(args: argparse.Namespace) -> None:
     import logging
 
@@ -408,6 +454,7 @@ def main() -> None:
     parser.add_argument("--drip", type=float, default=0.1, help="seconds between the dripped bytes")
     parser.add_argument("--bomb-mib", type=int, default=200, help="decoded size of the gzip bomb")
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--provider-bomb-mib", type=int, default=4_000, help="decoded size of the provider's")
     args = parser.parse_args()
     if not args.skip_starvation:
         starvation(args)
@@ -415,6 +462,7 @@ def main() -> None:
         memory()
     if not args.skip_server:
         hostile_server(args)
+        provider_bomb(args)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,12 @@ the box-reduced decode, 358 MiB after (the decode's own peak).
 The scripted server and the test images are made in helper processes: a child's peak RSS
 starts from its parent's, so the measuring process stays small.
 
-Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp] [--skip-issue-32] [--only-score]``
+- issue 41's inputs (``--only-issue-41``, or ``--issue-41`` with the rest; see ``hostile41.py``):
+  a progressive 16000x11000 JPEG through locate, MCP and the web app, a tool-call flood, a 400 MB
+  PLTE chunk, and JSON arrays read by the hand-written scanner beside ijson's C backend.
+
+Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp] [--skip-issue-32] [--only-score]
+[--issue-41 | --only-issue-41] [--flood 170000] [--scalar-mib 400] [--rows-mib 100]``
 """
 
 from __future__ import annotations
@@ -154,6 +159,10 @@ def make(kind: str, path: Path) -> None:
     rng = np.random.default_rng(0)
     if kind == "score-docs":
         make_score_documents(path)
+    elif kind.startswith("i41-"):
+        import hostile41  # this folder is on the path of a script
+
+        hostile41.make(kind, path)
     elif kind in STRIPS:
         Image.new("RGB", STRIPS[kind], (200, 200, 200)).save(path)
     elif kind == "64px":
@@ -285,7 +294,18 @@ def main() -> int:
     parser.add_argument("--skip-issue-32", action="store_true")
     parser.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--mcp", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--i41", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--issue-41", action="store_true", help="Add issue 41's figures.")
+    parser.add_argument("--only-issue-41", action="store_true", help="Only issue 41's figures.")
+    parser.add_argument("--flood", type=int, default=170_000, help="Tool calls in each flooding reply.")
+    parser.add_argument("--scalar-mib", type=int, default=400, help="Size of the oversized JSON item.")
+    parser.add_argument("--rows-mib", type=int, default=100, help="Size of the JSON arrays of rows.")
     args = parser.parse_args()
+    import hostile41  # this folder is on the path of a script
+
+    if args.i41:
+        hostile41.dispatch(args.i41)
+        return 0
     if args.mcp:
         mcp_child(args.mcp[0], Path(args.mcp[1]), int(args.mcp[2]))
         return 0
@@ -297,6 +317,10 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="bounds_bench_") as tmp:
         work = Path(tmp)
+        if args.issue_41 or args.only_issue_41:
+            hostile41.section(work, __file__, args.flood, args.scalar_mib, args.rows_mib)
+        if args.only_issue_41:
+            return 0
         if not args.only_score:
             model_replies(work)
             big_images(work, args.skip_62mp)

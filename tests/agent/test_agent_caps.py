@@ -11,7 +11,7 @@ import pytest
 from agent_helpers import make_config, text_of
 
 from geosleuth.agent import run_task
-from geosleuth.agent.client import ResponseTooLarge, _read_capped
+from geosleuth.bounds.httpbody import BodyTooLarge, read_capped
 from geosleuth.core.records import Task, TrajectoryStatus, Turn, cap_text
 from geosleuth.testing import FakeOpenAIServer, reply, tool_call
 from geosleuth.tools.base import ToolRegistry
@@ -48,11 +48,11 @@ async def test_a_streamed_body_is_read_only_up_to_the_cap() -> None:
             yield b"x" * 65536
 
     resp = httpx.Response(200, content=endless())
-    with pytest.raises(ResponseTooLarge, match="more than 1,000,000 bytes"):
-        await _read_capped(resp, 1_000_000)
+    with pytest.raises(BodyTooLarge, match="more than 1,000,000 bytes"):
+        await read_capped(resp, 1_000_000)
     assert produced <= 1_000_000 + 65536
     ok = httpx.Response(200, content=b'{"choices": []}')
-    assert await _read_capped(ok, 1_000_000) == b'{"choices": []}'
+    assert await read_capped(ok, 1_000_000) == b'{"choices": []}'
 
 
 def test_cap_text_keeps_head_and_tail_and_names_the_cut() -> None:
@@ -82,18 +82,43 @@ async def test_a_long_turn_is_stored_cut_with_its_length_and_the_answer_at_its_e
     assert Turn.model_validate_json(turn.model_dump_json()).truncated == turn.truncated
 
 
-async def test_tool_calls_past_the_per_turn_cap_are_not_run_and_the_model_reads_why(
+async def test_tool_calls_past_the_per_turn_cap_are_counted_not_stored_and_the_model_reads_why(
     query_image: Path, registry: ToolRegistry
 ) -> None:
+    """Issue 41: calls past the cap are neither run, recorded nor replayed; the turn counts them
+    and the model reads how many were dropped."""
     calls = [tool_call("geocode", {"address": f"place {i}"}, f"c{i}") for i in range(5)]
     async with FakeOpenAIServer([reply("Looking up.", tool_calls=calls), reply(ANSWER_JSON)]) as server:
         cfg = make_config(server.base_url, prompt_style="thinking_with_map", max_calls_per_turn=2)
         traj = await run_task(task(query_image), cfg, registry=registry)
         second = server.chat_requests[1].json
     records = traj.tool_calls
-    assert [c.ok for c in records] == [True, True, False, False, False]
-    assert all("at most 2 tool calls run per turn" in (c.error or "") for c in records[2:])
+    assert [c.ok for c in records] == [True, True] and traj.turns[0].dropped_calls == 3
     answers = {m["tool_call_id"]: text_of(m) for m in second["messages"] if m["role"] == "tool"}
-    assert set(answers) == {f"c{i}" for i in range(5)}  # every call gets its answer
-    assert "call fewer tools at once" in answers["c4"] and "47.3769" in answers["c0"]
+    assert set(answers) == {"c0", "c1"}  # every replayed call gets its answer
+    replayed = [m for m in second["messages"] if m["role"] == "assistant"][-1]
+    assert [c["id"] for c in replayed["tool_calls"]] == ["c0", "c1"]
+    told = [text_of(m) for m in second["messages"] if m["role"] == "user"][-1]
+    assert "3 more tool call(s) in your last reply were dropped" in told and "at most 2" in told
+    assert "47.3769" in answers["c0"]
     assert json.loads(records[0].result_text)["address"] == "place 0"
+
+
+def test_a_flood_of_tool_calls_through_the_api_stays_small(query_image: Path, tmp_path: Path) -> None:
+    """Issue 41: replies of 20,000 tool calls each (5 turns) once became 20,000 records a turn,
+    all replayed every turn; now each turn keeps the cap and counts the rest."""
+    import geosleuth
+
+    flood = [tool_call("geocode", {"address": "x"}, f"f{i}") for i in range(20_000)]
+    script = [reply("", tool_calls=flood) for _ in range(4)] + [reply(ANSWER_JSON)]
+    with FakeOpenAIServer(script) as server:
+        traj = geosleuth.locate(
+            query_image, "fake-vlm", base_url=server.base_url, prompt="thinking_with_map", out=tmp_path,
+            max_turns=6,
+        )  # fmt: skip
+        sent = [len(r.body) for r in server.chat_requests]
+    assert traj.status is TrajectoryStatus.OK
+    assert [t.dropped_calls for t in traj.turns] == [20_000 - 10] * 4 + [0]
+    assert len(traj.tool_calls) == 40
+    assert len(traj.model_dump_json()) < 200_000
+    assert max(sent) < 200_000  # the conversation replays 10 calls a turn, not 20,000

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 import pytest
@@ -121,3 +123,50 @@ async def test_a_resend_for_a_named_parameter_is_not_a_retry_but_a_429_after_it_
         resp = await client.complete(MSG, top_k=20)
     assert resp.attempts == 2 and len(server.chat_requests) == 3
     assert "top_k" in server.chat_requests[0].json and "top_k" not in server.chat_requests[1].json
+
+
+def test_the_fake_server_runs_from_the_command_line(tmp_path: Path) -> None:
+    """Issue 41: `python -m geosleuth.testing.fake_openai --port N --script FILE` serves a script
+    file (the last step repeated) so the harness lines can be tried without a GPU."""
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    script = tmp_path / "replies.json"
+    script.write_text(
+        json.dumps(["first", {"content": "second", "tool_calls": [{"name": "geocode", "arguments": {}}]}])
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "geosleuth.testing.fake_openai",
+        "--port",
+        str(port),
+        "--script",
+        str(script),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        assert base_url == f"http://127.0.0.1:{port}/v1"
+        answers = [
+            httpx.post(f"{base_url}/chat/completions", json={"messages": []}, timeout=10).json()["choices"][
+                0
+            ]["message"]
+            for _ in range(3)
+        ]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert [a["content"] for a in answers] == ["first", "second", "second"]
+    assert answers[1]["tool_calls"][0]["function"]["name"] == "geocode"
+    bad = tmp_path / "bad.json"
+    bad.write_text("[42]")
+    done = subprocess.run([*cmd[:-1], str(bad)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "step 1: expected a string or an object" in done.stderr

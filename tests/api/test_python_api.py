@@ -113,3 +113,15 @@ def test_evaluate_refuses_bad_settings_before_any_request(tmp_path: Path) -> Non
         with pytest.raises(ValueError, match="judge-model"):
             geosleuth.evaluate(data, model="m", out=tmp_path / "r", judges="levels")
         assert server.chat_requests == []
+
+
+def test_score_of_records_without_truth_speaks_of_the_api() -> None:
+    """Issue 41 (low): the error named a temporary file and the CLI's --truth."""
+    import geosleuth
+    from geosleuth.scoring import ScoreInputError
+
+    with pytest.raises(ScoreInputError) as info:
+        geosleuth.score([{"id": "a", "lat": 1.0, "lon": 2.0}])
+    message = str(info.value)
+    assert message.startswith("records: no row carries ground truth") and "truth=FILE" in message
+    assert "--truth" not in message and "geosleuth-score-" not in message

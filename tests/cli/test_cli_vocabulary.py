@@ -187,6 +187,7 @@ def test_a_missing_optional_package_names_its_extra(tmp_path: Path, monkeypatch:
     )
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "pip install 'geosleuth[hf]'" in result.output and "pyarrow" in result.output
+    assert "pip install -e '.[hf]'" in result.output  # a checkout's form too (issue 41)
 
 
 def test_build_mcq_labels_countries_from_coordinates(tmp_path: Path) -> None:

@@ -246,3 +246,33 @@ def test_sample_page_shows_judgments_and_clues(tmp_path: Path, monkeypatch: pyte
     page = (tmp_path / "run" / "html" / "samples" / "paris.html").read_text()
     assert 'id="judges"' in page and "levels: failed" in page and "no JSON object" in page
     assert "Judge `levels`: n 8, failed 4" in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_report_says_which_judges_failed_or_did_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: "judged 8 item(s)" was printed when most judge replies failed, and judges named
+    but applying to no sample (``clues``, ``shapley`` without key clues) were dropped silently."""
+    data = make_csv_dataset(tmp_path / "bench")
+    plan = {sid: {"lat": 0.0, "lon": 0.0, "raw": "x"} for sid in ("paris", "berlin", "tokyo", "nyc")}
+    plan.update({sid: {"raise": "down"} for sid in ("sydney", "cairo", "lima", "delhi")})
+    monkeypatch.setenv("GEOSLEUTH_TEST_PLAN", str(write_plan(tmp_path / "plan.json", plan)))
+    runner = CliRunner()
+    args = ["eval", str(data), "--out", str(tmp_path / "run"), "--agent-fn", "eval_fake_agent:planned"]
+    assert runner.invoke(app, [*args, "--no-report"]).exit_code == 0
+
+    def judge(body: dict[str, Any]):  # type: ignore[no-untyped-def]
+        if re.search(r"country: France", body["messages"][0]["content"]):  # one sample of the eight
+            return reply('{"country": true, "state": false, "city": false}')
+        return error(500, "judge overloaded")
+
+    with FakeOpenAIServer(judge) as server:
+        result = runner.invoke(
+            app, ["report", str(tmp_path / "run"), "--judge-model", "j", "--judge-base-url", server.base_url,
+                  "--judges", "levels,clues,shapley", "--no-html", "--no-plots"],
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "judged 8 item(s)" not in result.output
+    assert "levels: 5 of 8 judged, 3 failed" in result.output  # 4 failed samples need no reply
+    assert "clues: not run (no sample has key clues)" in result.output
+    assert "shapley: not run (no sample has key clues)" in result.output

@@ -275,6 +275,36 @@ def test_osv5m_hub_images_in_the_released_zip_parts(tmp_path: Path) -> None:
     assert not (tmp_path / "images" / "202.jpg").exists()
 
 
+@pytest.mark.parametrize("plant", ["part", "final", "folder"])
+def test_osv5m_zip_extraction_never_writes_through_a_planted_link(tmp_path: Path, plant: str) -> None:
+    """Issue 41: a ``<name>.part`` link, a link at the name or a linked folder on the member's
+    path must not make ``datasets validate`` write the member outside the dataset."""
+    data = tmp_path / "data"
+    write_csv(data / "test.csv", HUB_COLUMNS, [_hub_row("101")])
+    make_image(tmp_path / "src" / "101.jpg", 6)
+    parts = data / "images" / "test"
+    parts.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "101.jpg").write_bytes(b"precious")
+    (victim / "101.jpg.part").write_bytes(b"precious")
+    with zipfile.ZipFile(parts / "00.zip", "w") as archive:
+        archive.write(tmp_path / "src" / "101.jpg", "00/101.jpg")
+    if plant == "folder":
+        (parts / "00").symlink_to(victim, target_is_directory=True)
+    else:
+        (parts / "00").mkdir()
+        name = "101.jpg.part" if plant == "part" else "101.jpg"
+        (parts / "00" / name).symlink_to(victim / name)
+    code, out = validate(data)
+    assert (victim / "101.jpg").read_bytes() == b"precious"
+    assert (victim / "101.jpg.part").read_bytes() == b"precious"
+    assert sorted(p.name for p in victim.iterdir()) == ["101.jpg", "101.jpg.part"]
+    if plant != "folder":  # through the linked folder: refused, the victim's file stays as it was
+        extracted = parts / "00" / "101.jpg"
+        assert code == 0 and not extracted.is_symlink() and extracted.read_bytes()[:2] == b"\xff\xd8"
+
+
 # ----------------------------------------------------------------------------- MP16-Pro, GREval, GeoVista
 
 MP16 = [

@@ -158,6 +158,19 @@ def test_report_command_is_reproducible(planned_run: tuple[Path, dict]) -> None:
     assert again["metrics"] == summary["metrics"] and again["tools"] == summary["tools"]
 
 
+def test_a_breakdown_field_the_data_lacks_is_a_note(planned_run: tuple[Path, dict]) -> None:
+    """Issue 41: ``--breakdown`` of a field no sample carries was dropped without a word."""
+    run_dir, _ = planned_run
+    args = ["report", str(run_dir), "--breakdown", "climate", "--breakdown", "continent", "--no-html"]
+    result = CliRunner().invoke(app, [*args, "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "note: --breakdown climate: no sample has a value for 'climate'" in result.output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert "continent" in summary["breakdowns"]
+    assert not any(n.startswith("--breakdown continent") for n in summary["notes"])
+    assert any(n.startswith("--breakdown climate:") for n in summary["notes"])
+
+
 def test_cli_errors_are_messages(tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(app, ["report", str(tmp_path)])

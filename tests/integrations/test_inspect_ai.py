@@ -181,9 +181,11 @@ def test_cli_resolves_the_task_and_rejects_bad_arguments(photo_dataset: Path, tm
             ["-m", "inspect_ai", "eval", "geosleuth/geolocation", *args, "--model", "mockllm/model",
              "--log-dir", str(tmp_path / "logs"), "--display", "plain"],
             tmp_path,
+            {"COLUMNS": "1000"},  # inspect prints a prerequisite through rich: one line per message
         )  # fmt: skip
         assert done.returncode != 0
         assert message in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
+        assert "Traceback" not in done.stdout + done.stderr  # issue 41: a prerequisite, told as one
 
 
 def test_missing_image_is_a_wrong_answer_without_a_model_call(photo_dataset: Path, tmp_path: Path) -> None:
@@ -390,3 +392,32 @@ def test_inspect_figures_equal_the_eval_summary(
     summary = json.loads((run_dir / "summary.json").read_text())
     figures = {k: v["value"] if isinstance(v, dict) else v for k, v in summary["metrics"].items()}
     assert out["metrics"] == pytest.approx(defined(figures), abs=0.006)  # inspect's are rounded as score's
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_a_dead_server_fails_the_run_with_or_without_tools(
+    photo_dataset: Path, tmp_path: Path, tools: bool
+) -> None:
+    """Issue 41: with `-T tools=true` a dead server once gave every accuracy 0.000, status
+    "success", exit 0 (each model failure became a wrong answer). It fails as plain generate does."""
+    import socket
+
+    with socket.socket() as probe:  # a port on 127.0.0.1 that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"LOCAL_BASE_URL": f"http://127.0.0.1:{port}/v1", "LOCAL_API_KEY": "unused"}
+    logs = tmp_path / "logs"
+    args = ["-m", "inspect_ai", "eval", "geosleuth/geolocation", "-T", f"dataset={photo_dataset}",
+            "-T", f"tools={str(tools).lower()}", "--model", "openai-api/local/fake-vlm", "--max-retries", "0",
+            "--max-samples", "1", "--log-dir", str(logs), "--display", "plain"]  # fmt: skip
+    done = run_python(".inspect-deps", args, tmp_path, env)
+    (log,) = logs.glob("*.eval")
+    record = json.loads(
+        run_python(".inspect-deps", ["-m", "inspect_ai", "log", "dump", str(log)], tmp_path).stdout
+    )
+    # inspect's own CLI exits 0 for a task that ended in error (plain generate too): its log says so
+    assert record["status"] == "error", (done.stdout + done.stderr)[-2000:]
+    assert "APIConnectionError" in json.dumps(record.get("error")) or "failed" in json.dumps(
+        record.get("error")
+    )
+    assert "results" not in record or not record["results"]  # no figures: no 0.000 accuracies

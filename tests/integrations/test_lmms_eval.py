@@ -282,3 +282,13 @@ def test_lmms_eval_reports_undefined_figures_as_null_with_a_note(photo_dataset: 
     assert sorted(k for k, v in got.items() if v is None) == undefined
     note = next(line for line in done.stderr.splitlines() if "not reported" in line)
     assert sorted(note.removeprefix("geosleuth: ").split(" not reported")[0].split(", ")) == undefined
+
+
+def test_the_lmms_extra_has_what_the_readmes_qwen2_5_vl_line_needs() -> None:
+    """Issue 41 (low): lmms-eval's qwen2_5_vl model imports decord, which `[lmms]` lacked."""
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extra = pyproject["project"]["optional-dependencies"]["lmms"]
+    assert any(req.startswith("decord") for req in extra)
+    assert "--model qwen2_5_vl" in (ROOT / "README.md").read_text(encoding="utf-8")

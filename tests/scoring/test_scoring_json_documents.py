@@ -112,3 +112,44 @@ def test_an_item_over_the_cap_is_one_failed_row(tmp_path: Path, monkeypatch: pyt
     rows = list(iter_rows(path))
     assert [r.data is not None for r in rows] == [True, False, True]
     assert rows[1].error == f"{path}:item 2: longer than 4,096 bytes"
+
+
+@pytest.mark.parametrize("shape", ["number", "string", "object"])
+def test_an_item_over_the_cap_is_skipped_in_linear_time_and_bounded_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """Issue 41: a 400 MB scalar item took 77 s and 1.28 GB (held whole, searched again from its
+    start after every chunk). Four times the item must cost about four times the time, not 16,
+    and hold about the cap, not the item."""
+    import tracemalloc
+
+    from geosleuth.testing import cpu_seconds
+
+    monkeypatch.setattr(jsonstream, "MAX_ITEM_BYTES", 1 << 16)
+    monkeypatch.setattr(jsonstream, "CHUNK", 1 << 12)
+
+    def document(size: int) -> Path:
+        body = {
+            "number": "1" * size,
+            "string": '"' + "x" * size + '"',
+            "object": '{"k": "' + "x" * size + '"}',
+        }
+        path = tmp_path / f"{shape}{size}.json"
+        path.write_text(f"[{json.dumps(row(0))}, {body[shape]}, {json.dumps(row(2))}]")
+        return path
+
+    small, large = document(1 << 21), document(1 << 23)
+    rows, _ = cpu_seconds(lambda: list(iter_rows(small)))
+    assert [r.data is not None for r in rows] == [True, False, True]
+    times = []
+    for path in (small, large):
+        best = min(cpu_seconds(lambda p=path: list(iter_rows(p)))[1] for _ in range(3))
+        times.append(best)
+    assert times[1] < 8 * times[0] + 0.05  # linear: about 4x (quadratic: 16x)
+    tracemalloc.start()
+    try:
+        list(iter_rows(large))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20  # the cap and a chunk, not the 8 MiB item

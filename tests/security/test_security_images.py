@@ -20,6 +20,7 @@ from geosleuth.agent import AgentConfig, run_task
 from geosleuth.agent.images import load_image
 from geosleuth.bounds.imageio import ImageInputError, open_image, probe_image, thumbnail
 from geosleuth.core.records import Prediction, Task, Trajectory, TrajectoryStatus
+from geosleuth.webapp.casestore import CaseStore
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -220,7 +221,9 @@ async def test_webapp_decodes_uploads_only_inside_the_queue(
     monkeypatch.setattr(jobs, "thumbnail", counting_thumbnail)
     monkeypatch.setattr(jobs, "run_task", slow_agent)
     upload = big_blank_png(tmp_path / "upload.png", 2600, 2000).read_bytes()  # 5.2 M pixels: not "cheap"
-    manager = jobs.JobManager(ServeSettings(workdir=tmp_path / "jobs", concurrency=1), tmp_path / "jobs")
+    workdir = tmp_path / "jobs"
+    workdir.mkdir()
+    manager = jobs.JobManager(ServeSettings(workdir=workdir, concurrency=1), workdir, CaseStore(workdir))
     created = await asyncio.gather(
         *(
             manager.create(upload, f"u{i}.png", prompt_style=None, samples=1, use_model=False)
@@ -232,3 +235,30 @@ async def test_webapp_decodes_uploads_only_inside_the_queue(
     await asyncio.gather(*list(manager.tasks))
     assert decodes == 4 and peak == 1  # then decoded within the queue limit
     assert all(job.status == "done" and (job.dir / jobs.PREVIEW_FILE).exists() for job in created)
+
+
+@pytest.mark.parametrize("mode", ["P", "1", "I;16"])
+def test_large_palette_one_bit_and_16_bit_grey_images_are_read(tmp_path: Path, mode: str) -> None:
+    """Issue 41, item 11: `Image.reduce` refuses these modes, so a valid 39.6 MP palette PNG failed
+    as "damaged or truncated". Through `geosleuth locate` (offline: the OCR work copy is box
+    reduced) they are read; 16-bit grey keeps its tones (Pillow's own conversion clips to white)."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from geosleuth.bounds.imageio import open_work_copy
+    from geosleuth.cli.app import app
+
+    ramp = (np.arange(3000 * 2000, dtype=np.uint32) % 3000 * 255 // 2999).astype(np.uint8).reshape(2000, 3000)
+    grey = Image.fromarray(ramp)
+    image = {"P": grey.convert("P"), "1": grey.convert("1"),
+             "I;16": Image.fromarray(ramp.astype(np.uint16) * 257)}[mode]  # fmt: skip
+    assert image.mode == mode
+    path = tmp_path / f"{mode.replace(';', '')}.png"
+    image.save(path)
+    work = open_work_copy(path, 1_000_000)
+    assert work.mode == "RGB" and work.size[0] * work.size[1] <= 1_000_000
+    if mode != "1":  # the left edge dark, the right edge light, as in the file
+        assert work.getpixel((2, 300))[0] < 20 and work.getpixel((work.size[0] - 3, 300))[0] > 235
+    result = CliRunner().invoke(app, ["locate", str(path), "--json", "--out", str(tmp_path / "out")])
+    record = json.loads(result.stdout)[0]
+    assert record["status"] != "input_error", record["error"]

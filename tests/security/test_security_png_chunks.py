@@ -109,3 +109,41 @@ def test_the_issues_400_mb_exif_chunk_costs_little_memory(tmp_path: Path) -> Non
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     before_kb, after_kb, width = map(int, out.stdout.split())
     assert width == 64 and after_kb - before_kb < 100_000  # < 100 MB above the imports
+
+
+@pytest.mark.parametrize(
+    ("kind", "size", "named"),
+    [(b"PLTE", 769, "'PLTE' of 769 bytes, where at most 768"), (b"IHDR", 14, "'IHDR' of 14 bytes"),
+     (b"ABCD", MAX_ANCILLARY_CHUNK + 1, "unknown critical PNG chunk 'ABCD'")],
+)  # fmt: skip
+def test_an_oversized_critical_chunk_is_refused_by_name(kind: bytes, size: int, named: str) -> None:
+    """Issue 41, item 8: critical chunks cannot be left out, so past what the specification allows
+    (or past the ancillary cap, for an unknown one) the image is refused before a decoder reads them."""
+    data = png_with([(kind, b"\x00" * size)])
+    with pytest.raises(ValueError, match=named):
+        open_image(data)
+    assert png_with([(b"PLTE", b"\x00" * 768)])  # a full 256-entry palette is fine
+
+
+def test_a_400_mb_palette_through_locate_costs_little(tmp_path: Path) -> None:
+    """`geosleuth locate` on a 64x64 PNG whose PLTE claims 400 MB (a hole on disk): refused by name
+    in a fresh process without reading the chunk (1.27 GB before)."""
+    import json
+
+    path = tmp_path / "plte400.png"
+    head = png_with([])
+    with path.open("wb") as out:
+        out.write(head[:33] + struct.pack(">I", 400_000_000) + b"PLTE")
+        out.seek(400_000_000 + 4, io.SEEK_CUR)
+        out.write(head[33:])
+    code = (  # VmHWM: this process's own peak (ru_maxrss would start from the forking parent's)
+        "import contextlib, sys\nfrom geosleuth.cli.app import main\n"
+        "with contextlib.suppress(SystemExit):\n    main()\n"
+        "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+    )
+    cmd = [sys.executable, "-c", code, "locate", str(path), "--json", "--out", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    output, peak_kb = done.stdout.rsplit("\n", 2)[0], int(done.stdout.split()[-1])
+    record = json.loads(output)[0]
+    assert record["status"] == "input_error" and "'PLTE' of 400,000,000 bytes" in record["error"]
+    assert peak_kb < 400_000  # the imports and the offline pipeline, not the chunk

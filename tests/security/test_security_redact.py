@@ -163,3 +163,28 @@ def test_large_adversarial_inputs_stay_fast(text: str) -> None:
 def test_fuzz_redaction_long(text: str) -> None:
     clean, seconds = cpu_seconds(redact, text, [KEY])
     assert seconds < PER_CALL_S and KEY not in clean
+
+
+def test_a_key_echoed_as_a_tool_call_name_stays_out_of_the_api_trajectory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """Issue 41 (low): a key the model echoed as a tool-call name (or id) was kept in the
+    trajectory `geosleuth.locate` returns."""
+    from pathlib import Path
+
+    from PIL import Image
+
+    import geosleuth
+    from geosleuth.testing import FakeOpenAIServer, reply, tool_call
+
+    key = "sk-echoed-as-a-tool-name-4242"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    folder = Path(str(tmp_path))
+    Image.new("RGB", (64, 48)).save(folder / "q.png")
+    answer = '{"lat": 47.37, "lon": 8.54, "city": "Zürich", "country": "Switzerland"}'
+    script = [reply("", tool_calls=[tool_call(key, {"q": key}, key)]), reply(answer)]
+    with FakeOpenAIServer(script) as server:
+        traj = geosleuth.locate(
+            folder / "q.png", "m", base_url=server.base_url, prompt="thinking_with_map", out=folder
+        )
+    assert key not in traj.model_dump_json() and traj.tool_calls and traj.tool_calls[0].name == "***"

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from PIL import Image
@@ -189,3 +190,33 @@ async def test_mcp_streamable_http_subprocess() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_mcp_http_default_port_is_not_vllms() -> None:
+    """Issue 41: `mcp --transport http` listened on 8000, the port the docs give vLLM."""
+    import inspect
+
+    from geosleuth.cli.tools import mcp_serve
+    from geosleuth.tools.mcp_server import DEFAULT_HTTP_PORT, serve_http
+
+    assert inspect.signature(mcp_serve).parameters["port"].default == DEFAULT_HTTP_PORT != 8000
+    assert inspect.signature(serve_http).parameters["port"].default == DEFAULT_HTTP_PORT
+    res = CliRunner().invoke(app, ["mcp", "--help"], env={"COLUMNS": "200"})
+    assert "8808" in res.output and "8000]" not in res.output
+
+
+def test_tool_writes_images_only_where_the_user_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41 (low): `geosleuth tool` wrote ./geosleuth-tool-output/ into the working directory
+    (a checkout, which git does not ignore). Without --out no file is written; the note says how."""
+    image = tmp_path / "photo.png"
+    Image.new("RGB", (300, 200), (10, 120, 200)).save(image)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = CliRunner().invoke(
+        app, ["tool", "image_zoom_in_tool", "--args", '{"bbox_2d": [0, 0, 100, 100]}', "--image", str(image)],
+        env={"GEOSLEUTH_TOOL_CACHE_MODE": "off"},
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["images"] == [] and "pass --out DIR" in res.stderr
+    assert list(work.iterdir()) == []

@@ -309,3 +309,34 @@ def test_sign_set_without_fonts_writes_the_latin_signs_and_names_the_rest(
     assert [spec.name for spec, _ in rendered] == latin and latin  # the docstring's promise
     assert sorted(p.stem for p in (tmp_path / "signs").glob("*.png")) == sorted(latin)
     assert sorted(skipped + latin) == sorted(s.name for s in maker.SIGN_SET) and skipped
+
+
+@pytest.mark.parametrize(
+    ("lat", "why"),
+    [((IFDRational(47), IFDRational(75), IFDRational(0)), "minutes are 75, not below 60"),
+     ((IFDRational(47), IFDRational(3), IFDRational(61)), "seconds are 61, not below 60")],
+)  # fmt: skip
+def test_exif_gps_minutes_or_seconds_past_60_give_no_position(
+    tmp_path: Path, lat: tuple[IFDRational, ...], why: str
+) -> None:
+    """Issue 41 (low): minutes of 75 were accepted. No position, and the reason is named."""
+    path = tmp_path / "gps.jpg"
+    exif = Image.Exif()
+    lon = (IFDRational(8), IFDRational(18), IFDRational(0))
+    exif.get_ifd(0x8825).update({1: "N", 2: lat, 3: "E", 4: lon})
+    Image.new("RGB", (32, 24)).save(path, exif=exif)
+    info = read_exif(None, str(path))
+    assert info.lat is None and info.lon is None
+    assert why in (info.gps_problem or "")
+
+
+def test_exif_gps_signed_rationals_never_flip_the_hemisphere() -> None:
+    """Issue 41 (low): 47/-1 degrees under N (a signed rational, which Pillow reads but will not
+    write) read as -46.95, the other hemisphere. EXIF GPS rationals are unsigned: no position."""
+    from geosleuth.tools.exif import _dms, _gps_problem
+
+    signed = (IFDRational(47, -1), IFDRational(3), IFDRational(0))
+    assert _dms(signed, "N", "lat") is None and _dms(signed, "S", "lat") is None
+    gps = {1: "N", 2: signed, 3: "E", 4: (IFDRational(8), IFDRational(18), IFDRational(0))}
+    assert "latitude degrees are negative" in (_gps_problem(gps) or "")
+    assert _dms(-47.05, "N") is None and _dms(-47.05, "S") == -47.05  # plain decimals: the sign must agree

@@ -3,6 +3,8 @@ success, empty, 429, 500, timeout and malformed JSON."""
 
 from __future__ import annotations
 
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -695,3 +697,38 @@ async def test_photon_details_work_after_a_search_served_from_the_cache(
     assert cached.ok and cached.cache_hit and server.hits("/api") == 1
     detail = await second.call("poi_detail_query", {"poi_id": "osm:W27364815"})
     assert detail.ok and "Kunsthaus Zürich" in detail.text
+
+
+def _gzip_bomb(decoded_mib: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b"".join([packer.compress(b" " * 2**20) for _ in range(decoded_mib)] + [packer.flush()])
+
+
+BOUNDED_CASES = CASES + [Case(c[0], c[1], c[2], {"lat": 39.9, "lon": 116.4, "zoom": 15}, c[3], None, None, "")
+                         for c in MAP_CASES]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BOUNDED_CASES, ids=lambda c: c.id)
+async def test_a_gzip_bomb_from_any_provider_stops_at_the_cap(server: FakeServer, case: Case) -> None:
+    """Issue 41: every provider reads its reply through the one bounded reader: 64 MiB of spaces
+    in 64 KB of gzip fail the call naming the cap, having inflated about the cap, not the bomb."""
+    server.route(case.path, Reply(body=_gzip_bomb(64), headers={"Content-Encoding": "gzip"}))
+    http = {"allow_private_urls": True, "max_retries": 2, "max_response_bytes": 1_000_000}
+    registry = _registry(server, case, http=http)
+    tracemalloc.start()
+    try:
+        result = await registry.call(case.tool, case.args)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not result.ok
+    assert "more than 1,000,000 bytes (decompressed)" in result.error and "max_response_bytes" in result.error
+    assert peak < 16 * 2**20  # the cap and a chunk or two; httpx inflated the 64 MiB whole
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=lambda c: c.id)
+async def test_an_encoding_not_asked_for_is_refused_by_name(server: FakeServer, case: Case) -> None:
+    server.route(case.path, Reply(body=b"\x8b\x00\x80", headers={"Content-Encoding": "br"}))
+    result = await _registry(server, case).call(case.tool, case.args)
+    assert not result.ok and "Content-Encoding 'br'" in result.error
+    assert server.requests[-1].headers["Accept-Encoding"] == "gzip, deflate"

@@ -316,6 +316,34 @@ def test_cli_export_sft_writes_the_same_file_whatever_order_the_run_finished_in(
     assert [json.loads(line)["id"] for line in outputs[0].splitlines()] == ["berlin", "madrid", "paris"]
 
 
+def test_cli_filter_reads_a_malformed_metadata_truth_as_none(tmp_path: Path) -> None:
+    """Issue 41 (low): a list latitude in a run's metadata raised TypeError out of `data filter`."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trajs = [
+        _trajectory("q.jpg").model_copy(update={"sample_id": f"s{i}", "metadata": {"ground_truth": truth}})
+        for i, truth in enumerate(
+            [{"lat": [1, 2], "lon": 2.0}, {"lat": "1" * 400, "lon": 2}, {"lat": 47.0, "lon": 8.3}]
+        )
+    ]
+    (run_dir / "trajectories.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in trajs))
+    res = runner.invoke(app, ["data", "filter", str(run_dir)])
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    report = json.loads(res.output)
+    assert report["images"] == 1  # only s2 carries a truth a distance can be taken from
+
+
+def test_cli_export_sft_counts_unreadable_lines_as_skipped(tmp_path: Path) -> None:
+    """Issue 41 (low): "0 skipped" was printed right after the lines it skipped."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    good = _trajectory("q.jpg").model_dump_json()
+    (run_dir / "trajectories.jsonl").write_text(good + "\n" + '{"sample_id": "x", "broken": \n')
+    res = runner.invoke(app, ["data", "export-sft", str(run_dir), "-o", str(tmp_path / "s.jsonl")])
+    assert res.exit_code == 0, res.output
+    assert "skipped" in res.stderr and "wrote 1 records" in res.stdout and "(1 skipped)" in res.stdout
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     res = runner.invoke(app, ["data", "filter", str(tmp_path)])
     assert res.exit_code == 1 and "no trajectories.jsonl" in res.output

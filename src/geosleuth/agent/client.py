@@ -27,7 +27,6 @@ import random
 import re
 import ssl
 import time
-import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -37,6 +36,14 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
 from geosleuth.bounds.deadline import start_clock
+from geosleuth.bounds.httpbody import (
+    ACCEPT_ENCODING,
+    BodyDamaged,
+    BodyEncodingRefused,
+    BodyError,
+    BodyTooLarge,
+    send_capped,
+)
 from geosleuth.core.records import Usage
 from geosleuth.core.surrogates import clean_json, clean_text
 from geosleuth.secrets import redact_json, redact_text, register_secret
@@ -49,6 +56,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per request
 ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
 """Optional sampling fields the client may drop when a server says it does not accept them."""
+MAX_READ_TOOL_CALLS = 1024
+"""Native tool calls of one reply the client builds (far above any per-turn cap); the rest of a
+flood (170k calls in 16 MiB) are only counted: building, redacting and recording them cost
+tens of seconds a reply (issue 41)."""
 READ_FIELDS = frozenset({"role", "content", "tool_calls"})
 """Assistant-message fields the client reads and rebuilds itself."""
 RESPONSE_ONLY = frozenset({"refusal", "annotations", "audio", "function_call", "name"})
@@ -179,6 +190,7 @@ class ChatChoice:
     tool_calls: list[RawToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # unread message fields, echoed back
+    dropped_tool_calls: int = 0  # calls past `MAX_READ_TOOL_CALLS`: counted, never built
 
 
 def assistant_message(
@@ -294,7 +306,9 @@ def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str
         if not isinstance(msg, dict):
             raise ValueError("choice message is not an object")
         calls = []
-        for i, tc in enumerate(msg.get("tool_calls") or []):
+        listed = msg.get("tool_calls") or []
+        listed = listed if isinstance(listed, list) else []
+        for i, tc in enumerate(listed[:MAX_READ_TOOL_CALLS]):
             if not isinstance(tc, dict):
                 continue
             fn = tc.get("function") or {}
@@ -306,8 +320,11 @@ def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str
             )
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         extra = {k: v for k, v in msg.items() if k not in READ_FIELDS | RESPONSE_ONLY and v is not None}
+        dropped = max(0, len(listed) - MAX_READ_TOOL_CALLS)
         choices.append(
-            ChatChoice(_content_text(msg.get("content")), reasoning, calls, ch.get("finish_reason"), extra)
+            ChatChoice(
+                _content_text(msg.get("content")), reasoning, calls, ch.get("finish_reason"), extra, dropped
+            )
         )
     u = body.get("usage") or {}
     usage = Usage(
@@ -385,15 +402,15 @@ class ChatClient:
                 "POST", "/chat/completions", content=body, headers={"Content-Type": "application/json"}
             )
             async with asyncio.timeout(self.timeout_s):
-                resp = await pool.send(request, stream=True)
-                try:
-                    content = await _read_capped(resp, self.max_response_bytes)
-                finally:
-                    await resp.aclose()
+                return await send_capped(pool, request, self.max_response_bytes)
+        except BodyTooLarge as exc:
+            raise ResponseTooLarge(f"{exc} (max_response_bytes)", exc.status) from None
+        except BodyEncodingRefused as exc:
+            raise ModelError(str(exc), exc.status) from None
+        except BodyDamaged as exc:
+            raise httpx.DecodingError(str(exc)) from None
         finally:
             self._in_flight[i] -= 1
-        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _BODY_HEADERS]
-        return httpx.Response(resp.status_code, headers=headers, content=content, request=request)
 
     async def aclose(self) -> None:
         for pool in self._pools:
@@ -409,10 +426,13 @@ class ChatClient:
     async def list_models(self) -> list[str]:
         """Model ids the server offers (used when ``--model`` is a URL)."""
         try:
-            resp = await self._pool(0).get("/models")
+            pool = self._pool(0)
+            async with asyncio.timeout(self.timeout_s):
+                resp = await send_capped(pool, pool.build_request("GET", "/models"), self.max_response_bytes)
             resp.raise_for_status()
             return [str(m["id"]) for m in resp.json().get("data", []) if "id" in m]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (httpx.HTTPError, BodyError, TimeoutError, ValueError, KeyError, TypeError, AttributeError,
+                RecursionError) as exc:  # fmt: skip
             raise ModelError(f"cannot list models at {self.base_url}: {exc}") from None
 
     def build_payload(
@@ -548,6 +568,9 @@ class ChatClient:
                 choices, usage, model = parse_completion(resp.json())
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
+            except RecursionError:  # the same body would come again: not retried
+                why = "unreadable response body: JSON nested deeper than the decoder reads"
+                raise ModelError(f"{why}: {resp.text[:200]!r}", status, attempt) from None
             self.answered = True
             latency = time.perf_counter() - start
             return ChatResponse([_redacted(c) for c in choices], usage, latency, model or self.model, attempt)
@@ -623,78 +646,8 @@ class _Unsupported:
     error: Exception
 
 
-_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
-
 class ResponseTooLarge(ModelError):
     """The server's reply is longer than the client's cap; not retried (it would answer the same)."""
-
-
-ACCEPT_ENCODING = "gzip, deflate"
-"""The encodings `_read_capped` decompresses itself, counting the bytes as they come out."""
-_ZLIB_WBITS = {"gzip": 31, "x-gzip": 31, "deflate": 47}  # 47: zlib or gzip header, detected
-
-
-async def _read_capped(resp: httpx.Response, cap: int) -> bytes:
-    """The decoded body, or `ResponseTooLarge` as soon as it passes ``cap`` bytes.
-
-    Compressed bodies are inflated here, never more than the cap allows at a time (httpx
-    inflates each network chunk whole: 64 KB of gzip can be 64 MB). An encoding the client did
-    not ask for is refused.
-    """
-
-    def too_large(seen: str) -> ResponseTooLarge:
-        return ResponseTooLarge(
-            f"HTTP {resp.status_code}: response body {seen} exceeds the {cap:,}-byte cap "
-            "(max_response_bytes); reading stopped there",
-            resp.status_code,
-        )
-
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise too_large(f"of {int(declared):,} bytes (Content-Length)")
-    if resp.is_stream_consumed:  # built in memory, already decoded
-        if len(resp.content) > cap:
-            raise too_large(f"of {len(resp.content):,} bytes")
-        return resp.content
-    encoding = resp.headers.get("content-encoding", "identity").strip().lower() or "identity"
-    if encoding != "identity" and encoding not in _ZLIB_WBITS:
-        raise ModelError(
-            f"HTTP {resp.status_code}: the server sent Content-Encoding {encoding!r}; "
-            f"this client asks for {ACCEPT_ENCODING} and reads nothing else",
-            resp.status_code,
-        )
-    inflater = zlib.decompressobj(_ZLIB_WBITS[encoding]) if encoding in _ZLIB_WBITS else None
-    chunks: list[bytes] = []
-    size = 0
-    async for raw in resp.aiter_raw():
-        pending = raw
-        while pending:
-            if inflater is None:
-                chunk, pending = pending, b""
-            else:
-                chunk, pending = _inflate(inflater, pending, cap - size + 1)
-            size += len(chunk)
-            if size > cap:
-                raise too_large(f"of more than {cap:,} bytes{' (decompressed)' if inflater else ''}")
-            chunks.append(chunk)
-    if inflater is not None:  # what the inflater holds back (at most its 32 KB window)
-        chunks.append(inflater.flush())
-        if size + len(chunks[-1]) > cap:
-            raise too_large(f"of more than {cap:,} bytes (decompressed)")
-    return b"".join(chunks)
-
-
-def _inflate(inflater: Any, data: bytes, limit: int) -> tuple[bytes, bytes]:
-    """At most ``limit`` (>= 1) bytes inflated from ``data``, and what of ``data`` is left."""
-    try:
-        out = inflater.decompress(data, limit)
-    except zlib.error as exc:
-        raise httpx.DecodingError(f"compressed body is damaged: {exc}") from None
-    left = inflater.unconsumed_tail
-    if inflater.eof or (not out and left == data):
-        return out, b""  # the stream ended (trailing bytes are ignored, as httpx does)
-    return out, left
 
 
 def _redacted(choice: ChatChoice) -> ChatChoice:
@@ -703,7 +656,10 @@ def _redacted(choice: ChatChoice) -> ChatChoice:
     ``extra`` fields (thought signatures, encrypted reasoning) are opaque to us and must go back
     to the server byte for byte, so they are kept as sent; every file exit redacts again.
     """
-    calls = [replace(c, arguments=redact_json(c.arguments)) for c in choice.tool_calls]
+    calls = [
+        replace(c, name=redact_text(c.name), id=redact_text(c.id), arguments=redact_json(c.arguments))
+        for c in choice.tool_calls
+    ]
     reasoning = redact_text(choice.reasoning) if choice.reasoning else choice.reasoning
     return replace(choice, content=redact_text(choice.content), reasoning=reasoning, tool_calls=calls)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from geosleuth.bounds.imageio import DEFAULT_MAX_PIXELS, open_image
+from geosleuth.bounds.imageio import DEFAULT_MAX_PIXELS, open_image, reducible
 from geosleuth.bounds.imageio import ImageInputError as ImageInputError
 
 MAX_INPUT_PIXELS = DEFAULT_MAX_PIXELS
@@ -44,10 +44,12 @@ class PreparedImage:
 
 
 def fit_to_budget(img: Image.Image, pixel_budget: int) -> tuple[Image.Image, float]:
-    """Downscale so that width × height ≤ budget, keeping the aspect ratio; return the scale."""
+    """Downscale so that width × height ≤ budget, keeping the aspect ratio; return the scale.
+    A palette, 1-bit or 16-bit grey image is first made one that averages correctly."""
     w, h = img.size
     if pixel_budget <= 0 or w * h <= pixel_budget:
         return img, 1.0
+    img = reducible(img)
     scale = math.sqrt(pixel_budget / (w * h))
     nw, nh = max(1, int(w * scale)), max(1, int(h * scale))
     return img.resize((nw, nh), Image.Resampling.LANCZOS), nw / w

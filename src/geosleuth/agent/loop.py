@@ -219,6 +219,10 @@ class AgentLoop:
             return self._finish(TrajectoryStatus.MODEL_ERROR, self._model_error(exc))
         _count_replaced(self.traj, "model", resp.replaced_surrogates)
         choice, truncated = _capped_choice(resp.first, self.config.max_turn_text_chars)
+        cap = self.config.max_calls_per_turn
+        dropped = max(0, len(choice.tool_calls) - cap) + choice.dropped_tool_calls
+        if dropped:  # a flood of native calls: only the first `cap` are kept, replayed or recorded
+            choice = replace(choice, tool_calls=choice.tool_calls[:cap])
         self.pending_choice = choice
         turn = Turn(
             index=len(self.traj.turns),
@@ -229,8 +233,10 @@ class AgentLoop:
             truncated=truncated,
         )
         self.traj.turns.append(turn)
-        self._notify(turn)
         calls = await self._calls(choice, turn)
+        turn.dropped_calls = dropped + max(0, len(calls) - cap)
+        calls = calls[:cap]
+        self._notify(turn)
         if calls:
             self.pending, self.pending_native = calls, bool(choice.tool_calls)
             spent = self._budget_spent()
@@ -317,13 +323,7 @@ class AgentLoop:
     async def _act(self) -> State:
         calls, native = self.pending, self.pending_native
         turn = self.traj.turns[-1]
-        cap = self.config.max_calls_per_turn
-        results = await asyncio.gather(
-            *(
-                self._run_call(c) if j < cap else _over_call_cap(cap, j, len(calls))
-                for j, c in enumerate(calls)
-            )
-        )
+        results = await asyncio.gather(*(self._run_call(c) for c in calls))
         records = []
         observed = await asyncio.gather(*(self._observe_images(r) for r in results))
         for j, (call, result, (seen, seen_error)) in enumerate(zip(calls, results, observed, strict=True)):
@@ -351,7 +351,7 @@ class AgentLoop:
         nudge = self._nudge_reason()
         if nudge:
             turn.note = "final-answer nudge"
-        self._append_observations(records, native, nudge)
+        self._append_observations(records, native, nudge, turn.dropped_calls)
         return State.GENERATE
 
     async def _observe_images(self, result: ToolResult) -> tuple[str, str | None]:
@@ -427,9 +427,14 @@ class AgentLoop:
         # "" rather than null: servers that validate strictly (llama-cpp-python) reject a null content
         self.messages.append(assistant_message(choice, choice.content, wire, echo_reasoning=echo))
 
-    def _append_observations(self, records: list[ToolCallRecord], native: bool, nudge: str | None) -> None:
-        """Tool results into the conversation in the configured style."""
-        nudge_text = render(common()["nudge"], reason=nudge) if nudge else None
+    def _append_observations(
+        self, records: list[ToolCallRecord], native: bool, nudge: str | None, dropped: int = 0
+    ) -> None:
+        """Tool results into the conversation in the configured style, then what the model must
+        know: calls dropped past the per-turn cap, and the final-answer nudge."""
+        notes = [_dropped_note(dropped, self.config.max_calls_per_turn)] if dropped else []
+        notes += [render(common()["nudge"], reason=nudge)] if nudge else []
+        nudge_text = "\n\n".join(notes) or None
         blind = self.observer is not None  # images were answered in text by the observer
         if not native:
             parts: list[dict[str, Any]] = []
@@ -480,10 +485,11 @@ def _capped_choice(choice: ChatChoice, max_chars: int) -> tuple[ChatChoice, dict
     return replace(choice, content=content, reasoning=reasoning or choice.reasoning), cut
 
 
-async def _over_call_cap(cap: int, index: int, total: int) -> ToolResult:
-    return ToolResult.failure(
-        f"not run: at most {cap} tool calls run per turn and this turn made {total} "
-        f"(this was call {index + 1}); call fewer tools at once"
+def _dropped_note(dropped: int, cap: int) -> str:
+    """What the model reads about calls past the per-turn cap: counted, never stored or run."""
+    return (
+        f"{dropped:,} more tool call(s) in your last reply were dropped, not run: at most {cap} tool "
+        "calls run per turn; call fewer tools at once"
     )
 
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosleuth.eval.judges.tasks import run_judges
+from geosleuth.eval.judges.tasks import judge_outcome, run_judges
 from geosleuth.eval.report.write import write_report
 from geosleuth.eval.run.config import config_flags, read_config_file, resolve_config
 from geosleuth.eval.run.pipeline import execute, prepare_run, read_samples
 from geosleuth.eval.run.runner import RunStats
 from geosleuth.eval.run.store import load_run_trajectories
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,11 @@ def evaluate(
     run_dir = prepared.run_dir
     if prepared.config.judge is not None:
         settings = prepared.config.judge
-        asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
+        samples = read_samples(run_dir)
+        asyncio.run(run_judges(run_dir, samples, load_run_trajectories(run_dir), settings))
+        outcome, complete = judge_outcome(run_dir, samples, settings.tasks)
+        if not complete:
+            log.warning("%s", outcome)
     summary = write_report(run_dir) if prepared.config.report else {}
     metrics = {
         name: metric.get("value") if isinstance(metric, Mapping) else metric

@@ -11,7 +11,7 @@ from typing import Any
 
 from geosleuth.core.metrics import resolve_thresholds
 from geosleuth.eval.datasets.truth import dataset_truth_rows
-from geosleuth.scoring import get_protocol, score_file
+from geosleuth.scoring import ScoreInputError, get_protocol, score_file
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,15 @@ class Score:
         return {**out, "groups": self.groups} if self.groups else out
 
 
+def _in_api_terms(message: str, path: Path) -> str:
+    """A CLI message about the temporary file the records were written to, as the API says it."""
+    return (
+        message.replace(str(path), "records")
+        .replace("--truth FILE", "truth=FILE")
+        .replace("--truth", "truth=")
+    )
+
+
 def score(
     path_or_records: str | Path | Iterable[Mapping[str, Any] | Any],
     protocol: str = "default",
@@ -67,8 +76,11 @@ def score(
         with tempfile.TemporaryDirectory(prefix="geosleuth-score-") as folder:
             path = Path(folder) / "records.jsonl"
             _write_records(path, path_or_records)
-            scored = score_file(path, chosen, truth_path=truth_path, by=by, truth_rows=rows)
-            scored.score.warnings = [w.replace(str(path), "records") for w in scored.score.warnings]
+            try:
+                scored = score_file(path, chosen, truth_path=truth_path, by=by, truth_rows=rows)
+            except ScoreInputError as exc:  # in the caller's terms: their records, score(truth=…)
+                raise ScoreInputError(_in_api_terms(str(exc), path)) from None
+            scored.score.warnings = [_in_api_terms(w, path) for w in scored.score.warnings]
     shown = scored.score.to_dict()
     return Score(
         n=shown["n"],

@@ -7,6 +7,12 @@ decoder never holds the full frame); formats that cannot reduce on decode (PNG, 
 are refused above the limit with an `ImageInputError` that says so. The limit is
 ``GEOSLEUTH_MAX_IMAGE_PIXELS`` (default 64 M pixels, about 200 MB as RGB), or an argument.
 A PNG's oversized ancillary chunks (a 400 MB eXIf) are never read (`geosleuth.bounds.pngchunks`).
+
+Reduce-on-decode does not hold for progressive and multi-scan JPEGs: libjpeg keeps every DCT
+coefficient of the full frame (2 bytes a pixel per component at its sampling) whatever scale it
+outputs, so a 2 MB progressive 16000x11000 JPEG held 1 GB. Those buffers are counted from the
+header (`coefficient_bytes`, reserved by the memory gates) and an image whose buffers pass what
+the pixel limit allows a frame (`BYTES_PER_LIMIT_PIXEL` a pixel) is refused by name (issue 41).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ MAX_PIXELS_ENV = "GEOSLEUTH_MAX_IMAGE_PIXELS"
 REDUCIBLE_FORMATS = frozenset({"JPEG", "MPO"})
 """Formats decoded at a reduced scale when above the limit; others are refused there."""
 _REDUCIBLE = REDUCIBLE_FORMATS
+BYTES_PER_LIMIT_PIXEL = 3
+"""Coefficient bytes a buffered JPEG may need per pixel of the decode limit: an RGB frame's worth."""
+_SOS = b"\xff\xda"
 PROBE_DECODE_PIXELS = 4_000_000
 """`probe_image` decodes formats it cannot check otherwise (WebP, GIF, …) only up to this size."""
 
@@ -83,9 +92,11 @@ def _open_lazy(source: Source, label: str) -> Image.Image:
     elif isinstance(source, bytes):
         if not source:
             raise ImageInputError(f"{label}: file is empty (0 bytes)")
-        fp = without_big_ancillary(io.BytesIO(source), label)
+        with _errors(label):
+            fp = without_big_ancillary(io.BytesIO(source), label)
     else:
-        fp = without_big_ancillary(source, label)
+        with _errors(label):
+            fp = without_big_ancillary(source, label)
     with _errors(label):
         return Image.open(fp)
 
@@ -155,6 +166,61 @@ def _refuse(label: str, size: tuple[int, int], limit: int, reducible: bool) -> I
     )
 
 
+def _more_scans(fp: BinaryIO) -> bool:
+    """Whether another start-of-scan follows the one Pillow stopped at (entropy-coded data
+    escapes 0xFF, so the marker bytes appear only as markers); the position is restored."""
+    where = fp.tell()
+    try:
+        tail = b""
+        while chunk := fp.read(1 << 20):
+            if _SOS in tail + chunk:
+                return True
+            tail = chunk[-1:]
+        return False
+    finally:
+        fp.seek(where)
+
+
+def _coefficients(img: Image.Image) -> int:
+    """Bytes of DCT coefficients libjpeg buffers for a progressive or multi-scan JPEG (0 for a
+    single-scan one, decoded row by row): 64 coefficients of 2 bytes per 8x8 block of each
+    component, over whole MCUs."""
+    if img.format not in _REDUCIBLE or not getattr(img, "layer", None):
+        return 0
+    if not img.info.get("progressive") and not _more_scans(img.fp):
+        return 0
+    hmax = max(h for _, h, _, _ in img.layer) or 1
+    vmax = max(v for _, _, v, _ in img.layer) or 1
+    w, h = img.size
+    mcus = math.ceil(w / (8 * hmax)) * math.ceil(h / (8 * vmax))
+    return sum(mcus * ch * cv * 128 for _, ch, cv, _ in img.layer)
+
+
+def _check_coefficients(img: Image.Image, label: str, limit: int) -> None:
+    """Refuse a buffered JPEG whose coefficients pass an RGB frame at the pixel limit."""
+    need = _coefficients(img)
+    allowed = limit * BYTES_PER_LIMIT_PIXEL
+    if need > allowed:
+        w, h = img.size
+        kind = "progressive" if img.info.get("progressive") else "multi-scan"
+        raise ImageInputError(
+            f"{label}: {kind} JPEG of {w}x{h}: its decoder holds all {need / 2**20:,.0f} MiB of the full "
+            f"frame's coefficients whatever the reduction, above the {allowed / 2**20:,.0f} MiB the "
+            f"{limit:,}-pixel decode limit allows; re-save it as a baseline JPEG or downscale it, "
+            f"or raise {MAX_PIXELS_ENV}"
+        )
+
+
+def coefficient_bytes(source: Source) -> int:
+    """Bytes a decoder of ``source`` holds beside its output frame (a progressive or multi-scan
+    JPEG's coefficients; 0 otherwise or when unreadable), for the memory gates to reserve."""
+    try:
+        with open_header(source) as img:
+            return _coefficients(img)
+    except (ImageInputError, OSError, ValueError):
+        return 0
+
+
 def _reduce_on_decode(img: Image.Image, limit: int) -> None:
     """Ask a JPEG decoder for a 1/2–1/8 scale so that the decoded frame fits ``limit``."""
     w, h = img.size
@@ -178,6 +244,7 @@ def open_image(
     limit = max_image_pixels(max_pixels)
     img = _open_lazy(source, name)
     with _errors(name):
+        _check_coefficients(img, name, limit)
         original = img.size
         _reduce_on_decode(img, limit)
         if img.size[0] * img.size[1] > limit:
@@ -203,6 +270,7 @@ def probe_image(
     limit = max_image_pixels(max_pixels)
     img = _open_lazy(source, name)
     with _errors(name):
+        _check_coefficients(img, name, limit)
         fmt, size = str(img.format), img.size
         if fmt not in _REDUCIBLE and size[0] * size[1] > limit:
             raise _refuse(name, size, limit, False)
@@ -226,6 +294,7 @@ def thumbnail(
     limit = max_image_pixels(max_pixels)
     img = _open_lazy(source, name)
     with _errors(name):
+        _check_coefficients(img, name, limit)
         if img.format in _REDUCIBLE:
             img.draft("RGB", (max_side, max_side))
         if img.size[0] * img.size[1] > limit:
@@ -233,6 +302,20 @@ def thumbnail(
         img.thumbnail((max_side, max_side))
         ImageOps.exif_transpose(img, in_place=True)
         return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def reducible(img: Image.Image) -> Image.Image:
+    """``img`` in a mode `Image.reduce` and the resamplers average correctly: a palette as RGB(A)
+    (averaging palette indices is meaningless; Pillow refuses P), 1-bit as L, 16-bit grey scaled
+    to 8 bits (Pillow's own conversion clips it to white); other modes as they are."""
+    if img.mode in ("P", "PA"):
+        has_alpha = img.mode == "PA" or "transparency" in img.info
+        return img.convert("RGBA" if has_alpha else "RGB")
+    if img.mode == "1":
+        return img.convert("L")
+    if img.mode.startswith("I;16"):
+        return img.convert("I").point(lambda v: v * (1 / 256)).convert("L")
+    return img
 
 
 def open_work_copy(
@@ -249,6 +332,7 @@ def open_work_copy(
     limit = max_image_pixels(max_pixels)
     img = _open_lazy(source, name)
     with _errors(name):
+        _check_coefficients(img, name, limit)
         original = img.size
         if img.format in _REDUCIBLE and original[0] * original[1] > work_pixels:
             side = math.sqrt(work_pixels / (original[0] * original[1]))
@@ -259,6 +343,10 @@ def open_work_copy(
         w, h = img.size
         factor = math.isqrt(w * h // work_pixels) if w * h > work_pixels else 1
         if factor >= 2:  # a box reduction first, then the full frame goes before anything else is made
+            converted = reducible(img)
+            if converted is not img:
+                img.close()
+                img = converted
             reduced = img.reduce(factor)
             img.close()
             img = reduced

@@ -24,11 +24,34 @@ MAX_ANCILLARY_TOTAL = 8 << 20
 """All the ancillary chunks kept, together (Pillow keeps private chunks' data)."""
 _FRAME_DATA = frozenset({b"fdAT"})
 """Ancillary by its name's case, but an animated PNG's frames: never left out."""
+CRITICAL_SIZES = {b"IHDR": 13, b"PLTE": 768, b"IEND": 0}
+"""The most bytes each bounded critical chunk may have (PNG 1.2: IHDR is 13 bytes, a palette at
+most 256 entries of 3); IDAT is the image data, read by the decoder as it streams."""
+
+
+class BadCriticalChunk(ValueError):
+    """A critical chunk larger than the PNG specification allows, or an unknown critical chunk
+    past `MAX_ANCILLARY_CHUNK`: the image cannot be decoded without it, so it is refused (a
+    decoder would read it whole: 400 MB of PLTE cost 1.3 GB, issue 41)."""
+
+
+def _check_critical(kind: bytes, length: int) -> None:
+    bound = CRITICAL_SIZES.get(kind)
+    if bound is not None and length > bound:
+        raise BadCriticalChunk(
+            f"PNG chunk {kind.decode('latin-1')!r} of {length:,} bytes, where at most {bound:,} are valid"
+        )
+    if bound is None and kind != b"IDAT" and length > MAX_ANCILLARY_CHUNK:
+        raise BadCriticalChunk(
+            f"unknown critical PNG chunk {kind.decode('latin-1')!r} of {length:,} bytes "
+            f"(more than {MAX_ANCILLARY_CHUNK:,})"
+        )
 
 
 def dropped_chunks(fp: BinaryIO) -> list[tuple[int, int, bytes]]:
     """(offset, bytes including header and CRC, type) of each ancillary chunk to leave out; the
-    stream's position is kept. A stream that is not a PNG, or ends early, yields what was found."""
+    stream's position is kept. A stream that is not a PNG, or ends early, yields what was found;
+    an oversized critical chunk raises `BadCriticalChunk`."""
     start = fp.tell()
     dropped: list[tuple[int, int, bytes]] = []
     try:
@@ -43,7 +66,9 @@ def dropped_chunks(fp: BinaryIO) -> list[tuple[int, int, bytes]]:
             length, kind = struct.unpack(">I4s", head)
             if kind == b"IEND":
                 return dropped
-            if kind[0] & 0x20 and kind not in _FRAME_DATA:  # lower-case first letter: ancillary
+            if not kind[0] & 0x20:  # upper-case first letter: critical
+                _check_critical(kind, length)
+            elif kind not in _FRAME_DATA:  # lower-case first letter: ancillary
                 if length > MAX_ANCILLARY_CHUNK or kept + length > MAX_ANCILLARY_TOTAL:
                     dropped.append((offset, length + 12, kind))
                 else:

@@ -8,11 +8,47 @@ with its number while the rows around it are read as usual.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 _BOM = b"\xef\xbb\xbf"
+CSV_FIELD_CHARS = 32 * 2**20
+"""Longest CSV field read (a long model reply); the csv module's default, 131,072, failed whole
+files. A longer field is an error on its record alone (`guarded`)."""
+csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_CHARS))
+
+R = TypeVar("R")
+
+
+def guarded(reader: Iterator[R], line_num: Callable[[], int]) -> Iterator[tuple[R | None, str | None]]:
+    """``(record, None)`` per CSV record, or ``(None, why)`` for a record the csv module refuses
+    (a field past `CSV_FIELD_CHARS`, a NUL byte): the reader goes on at the next line."""
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield None, f"line {line_num()}: {exc}"
+            continue
+        yield record, None
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string that starts like a formula (``=``, ``+``,
+    ``-``, ``@``, tab, CR, or their full-width forms) gets a leading ``'`` (OWASP's CSV
+    injection advice) unless it is a plain number; other values pass unchanged."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
@@ -49,8 +85,10 @@ def csv_records(path: Path, delimiter: str = ",") -> Iterator[tuple[int, dict[st
     if reader.fieldnames is not None and bad:
         raise ValueError(f"{path}: the header row is not UTF-8 text")
     first = reader.line_num + 1
-    for record in reader:
-        if bad and any(n in bad for n in range(first, reader.line_num + 1)):
+    for record, refused in guarded(reader, lambda: reader.line_num):
+        if record is None:
+            yield reader.line_num, None, refused
+        elif bad and any(n in bad for n in range(first, reader.line_num + 1)):
             yield reader.line_num, None, f"line {reader.line_num} is not UTF-8 text"
         elif None in record or None in record.values():
             fields, width = _field_count(record), len(reader.fieldnames or ())

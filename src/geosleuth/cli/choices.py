@@ -7,6 +7,8 @@ format, style, tool, reward or judge that a user's package registers shows up he
 
 from __future__ import annotations
 
+from geosleuth.bounds.extras import install_line
+
 PROVIDERS = ("auto", "generic", "openai", "gemini", "deepseek")  # AgentConfig.provider
 TOOL_CALLING = ("native", "text")  # AgentConfig.tool_calling
 GUARD_MODES = ("off", "hosts", "strict")  # tools.leakguard.GUARD_MODES
@@ -73,9 +75,9 @@ EXTRAS = {
 
 
 def install_hint(exc: ImportError) -> str | None:
-    """The install line for a missing optional package (``pip install 'geosleuth[extra]'``), else None."""
+    """The install line for a missing optional package (`geosleuth.bounds.extras.install_line`), else None."""
     top = (exc.name or "").split(".")[0]
     extra = EXTRAS.get(top)
     if extra is None:
         return None
-    return f"this needs the optional package {top!r} (not installed): pip install 'geosleuth[{extra}]'"
+    return f"this needs the optional package {top!r} (not installed): {install_line(extra)}"

@@ -395,7 +395,8 @@ def export_sft_cmd(
         path = source / "trajectories.jsonl" if source.is_dir() else source
         records = read_trajectory_records(path)
         trajs = [r for r in records if not isinstance(r, dict)]
-        for bad in (r for r in records if isinstance(r, dict)):
+        unreadable = [r for r in records if isinstance(r, dict)]
+        for bad in unreadable:
             typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
         run_filter = None
         truth_file = samples or (source / "samples.jsonl" if source.is_dir() else None)
@@ -418,9 +419,10 @@ def export_sft_cmd(
             run_filter=run_filter,
             allow_exif=allow_exif,
         )
+        skipped = [*unreadable, *report.skipped]  # the lines it could not read count too
         _wrote(
-            as_json, f"wrote {report.written} records to {out} ({len(report.skipped)} skipped)",
-            out=str(out), written=report.written, skipped=report.skipped,
+            as_json, f"wrote {report.written} records to {out} ({len(skipped)} skipped)",
+            out=str(out), written=report.written, skipped=skipped,
         )  # fmt: skip
 
     _guard(run)

@@ -305,12 +305,13 @@ def eval_command(
 def _run_judges(run_dir: Path, settings: Any) -> None:
     import asyncio
 
-    from geosleuth.eval.judges.tasks import run_judges
+    from geosleuth.eval.judges.tasks import judge_outcome, run_judges
     from geosleuth.eval.run.pipeline import read_samples
     from geosleuth.eval.run.store import load_run_trajectories
 
-    added = asyncio.run(run_judges(run_dir, read_samples(run_dir), load_run_trajectories(run_dir), settings))
-    typer.echo(f"judged {added} item(s)", err=True)
+    samples = read_samples(run_dir)
+    asyncio.run(run_judges(run_dir, samples, load_run_trajectories(run_dir), settings))
+    typer.echo(judge_outcome(run_dir, samples, settings.tasks)[0], err=True)
 
 
 def report_command(

@@ -276,6 +276,8 @@ def _emit(results: list[FileScore], output_format: OutputFormat) -> None:
 
 
 def _csv(results: list[FileScore]) -> str:
+    from geosleuth.bounds.textrows import spreadsheet_safe
+
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["file", "group", "metric", "value", "ci95_low", "ci95_high", "n", "parsed"])
@@ -285,7 +287,8 @@ def _csv(results: list[FileScore]) -> str:
             d = s.to_dict(include_warnings=False)
             for name, value in d["metrics"].items():
                 low, high = d["ci95"].get(name, [None, None])
-                writer.writerow([r.path, group, name, _cell(value), _cell(low), _cell(high), s.n, s.parsed])
+                cells = [r.path, group, name, _cell(value), _cell(low), _cell(high), s.n, s.parsed]
+                writer.writerow([spreadsheet_safe(c) for c in cells])
     return buffer.getvalue()
 
 
@@ -341,18 +344,26 @@ def _fmt(name: str, value: float | None) -> str:
 
 
 def _write_rows(path: Path, results: list[FileScore]) -> None:
-    """Stream per-row records to CSV or JSONL (columns are the union over the files' first rows)."""
+    """Stream per-row records to CSV or JSONL (columns are the union over the files' first rows);
+    a CSV cell that starts like a formula is written as text (`textrows.spreadsheet_safe`)."""
+    from geosleuth.bounds.textrows import spreadsheet_safe
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", encoding="utf-8", newline="") as fh:
             if path.suffix.lower() == ".csv":
                 firsts = [next(r.iter_rows(), None) for r in results]
                 names = list(dict.fromkeys(["file", *(k for rec in firsts if rec for k in rec)]))
-                writer = csv.DictWriter(fh, fieldnames=names)
+                writer = csv.DictWriter(fh, fieldnames=[spreadsheet_safe(n) for n in names])
                 writer.writeheader()
                 for r in results:
                     for rec in r.iter_rows():
-                        writer.writerow({"file": r.path, **rec})
+                        writer.writerow(
+                            {
+                                spreadsheet_safe(k): spreadsheet_safe(v)
+                                for k, v in {"file": r.path, **rec}.items()
+                            }
+                        )
             else:
                 for r in results:
                     for rec in r.iter_rows():

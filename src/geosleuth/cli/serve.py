@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from geosleuth.bounds.extras import install_line
 from geosleuth.cli.options import BaseUrlOpt, ModelOpt, ObserverOpt, ObserverUrlOpt, PromptOpt
 
 
@@ -71,7 +72,7 @@ def serve(
     try:
         import uvicorn
     except ImportError:
-        typer.echo("error: the web app needs uvicorn and starlette: pip install 'geosleuth[web]'", err=True)
+        typer.echo(f"error: the web app needs uvicorn and starlette: {install_line('web')}", err=True)
         raise typer.Exit(2) from None
     from geosleuth.webapp import ServeSettings, create_app
     from geosleuth.webapp.app import LOOPBACK_HOSTS

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from geosleuth.bounds.extras import install_line
 from geosleuth.cli.options import AlwaysJsonOpt
 
 ConfigOpt = Annotated[
@@ -113,9 +114,10 @@ def tool_run(
     image: Annotated[
         Path | None, typer.Option("--image", "-i", help="Query image for zoom / OCR / EXIF.")
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for images the tool returns.")] = Path(
-        "geosleuth-tool-output"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Directory for images the tool returns (none written without it)."),
+    ] = None,
     scale: Annotated[float, typer.Option(help="Size of the image the model saw / original size.")] = 1.0,
     bbox_convention: Annotated[str, typer.Option(help="absolute or relative1000.")] = "absolute",
     config: ConfigOpt = None,
@@ -160,12 +162,17 @@ def tool_run(
     )
     result = asyncio.run(registry.call(name, arguments, ctx))
     paths: list[str] = []
-    if result.images:
+    if result.images and out is not None:  # written only where the user said
         out.mkdir(parents=True, exist_ok=True)
         for i, im in enumerate(result.images):
             path = out / f"{name}-{i}.png"
             im.save(path)
             paths.append(str(path))
+    elif result.images:
+        sizes = ", ".join(f"{im.size[0]}x{im.size[1]}" for im in result.images)
+        typer.echo(
+            f"note: {len(result.images)} image(s) ({sizes}) not saved: pass --out DIR to write them", err=True
+        )
     doc = {
         "tool": name,
         "ok": result.ok,
@@ -185,7 +192,9 @@ def tool_run(
 def mcp_serve(
     transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP).")] = "stdio",
     host: Annotated[str, typer.Option(help="HTTP host.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    port: Annotated[
+        int, typer.Option(help="HTTP port (not vLLM's 8000).")
+    ] = 8808,  # mcp_server.DEFAULT_HTTP_PORT
     path: Annotated[str, typer.Option(help="HTTP path of the MCP endpoint.")] = "/mcp",
     image: Annotated[
         Path | None, typer.Option("--image", help="Default query image for zoom / OCR / EXIF.")
@@ -225,9 +234,7 @@ def mcp_serve(
     try:
         from geosleuth.tools.mcp_server import ImagePolicy, build_server, serve_http, serve_stdio
     except ImportError as exc:
-        typer.echo(
-            f"error: the MCP server needs the mcp package ({exc}): pip install 'geosleuth[mcp]'", err=True
-        )
+        typer.echo(f"error: the MCP server needs the mcp package ({exc}): {install_line('mcp')}", err=True)
         raise typer.Exit(2) from None
 
     if transport not in {"stdio", "http"}:

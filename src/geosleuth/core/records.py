@@ -215,6 +215,7 @@ class Turn(Record):
     usage: Usage = Field(default_factory=Usage)
     note: str | None = None  # e.g. "reminder sent", "final-answer nudge"
     truncated: dict[str, int] = Field(default_factory=dict)  # field -> original length, where a cap cut it
+    dropped_calls: int = 0  # tool calls past the per-turn cap: counted, not stored, not run
 
 
 class TrajectoryStatus(StrEnum):

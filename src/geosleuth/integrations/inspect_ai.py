@@ -9,7 +9,8 @@ Metrics are those ``geosleuth score --protocol P`` prints, by the same names and
 (``acc@25km`` in percent, ``median_km``, ``geoguessr``, level accuracies): the metric scores
 every sample's answer with the scoring engine itself. An answer that cannot be parsed is a
 wrong answer, and the run goes on. With ``tools=True`` the solver is geosleuth's agent loop,
-talking to the model inspect was given (``--model``) and calling geosleuth's tools.
+talking to the model inspect was given (``--model``) and calling geosleuth's tools; a model
+that fails (a dead server) fails the sample as inspect's own generate does, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from geosleuth.core.records import Task as GeoTask
 from geosleuth.core.records import Trajectory, TrajectoryStatus, Usage
 from geosleuth.eval.datasets.frozen import image_metadata
 from geosleuth.eval.datasets.layouts import SOURCE_HOSTS
-from geosleuth.eval.datasets.loading import Dataset, load_dataset
+from geosleuth.eval.datasets.loading import Dataset, DatasetError, load_dataset
 from geosleuth.eval.run.config import split_list
 from geosleuth.eval.run.pipeline import check_images, sample_guard
 from geosleuth.eval.run.styles import choose_style
@@ -102,12 +103,10 @@ def geolocation(
     """
     if leak_guard not in GUARD_MODES:
         raise ValueError(f"leak_guard must be one of {', '.join(GUARD_MODES)}, not {leak_guard!r}")
-    get_protocol(protocol)  # an unknown protocol fails before the run, with the valid names
-    style_name = choose_style(prompt, protocol, tools)
-    loaded = load_dataset(dataset, format=format, images=images, split=split)
-    if not loaded.samples:
-        raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
-    check_images(loaded, loaded.samples, "-T images=FOLDER")
+    try:
+        style_name, loaded = _checked_inputs(dataset, protocol, prompt, tools, format, images, split)
+    except (ValueError, DatasetError) as exc:  # told as inspect tells a prerequisite, not a traceback
+        raise _prerequisite(f"geosleuth/geolocation: {exc}") from None
     hosts = sorted(
         {
             *SOURCE_HOSTS.get(loaded.format, ()),
@@ -133,6 +132,34 @@ def geolocation(
         metrics=[protocol_metrics(protocol, loaded.source)],
         epochs=Epochs(1, keep_epochs()),  # `--epochs N` keeps this reducer
     )
+
+
+def _checked_inputs(
+    dataset: str,
+    protocol: str,
+    prompt: str | None,
+    tools: bool,
+    format: str,
+    images: str | None,
+    split: str | None,
+) -> tuple[str, Dataset]:
+    """The style and the dataset, or the reason the run cannot start (before any model call)."""
+    get_protocol(protocol)  # an unknown protocol fails before the run, with the valid names
+    style_name = choose_style(prompt, protocol, tools)
+    loaded = load_dataset(dataset, format=format, images=images, split=split)
+    if not loaded.samples:
+        raise ValueError(f"{dataset}: the dataset has no usable samples ({len(loaded.problems)} bad rows)")
+    check_images(loaded, loaded.samples, "-T images=FOLDER")
+    return style_name, loaded
+
+
+def _prerequisite(message: str) -> Exception:
+    """inspect's own "cannot start" error, which its CLI prints without a traceback."""
+    try:
+        from inspect_ai._util.error import PrerequisiteError
+    except ImportError:  # a future inspect without it: the message still leads
+        return ValueError(message)
+    return PrerequisiteError(message)
 
 
 def inspect_dataset(
@@ -213,6 +240,8 @@ def agent_loop(config: AgentConfig, guards: Mapping[str, GuardSpec] | None = Non
             trajectory = await run_task(geo_task, run_config, client=client)  # type: ignore[arg-type]
         if screen is not None:
             state.metadata[META]["search_results_blocked"] = screen.blocked
+        if trajectory.status is TrajectoryStatus.MODEL_ERROR:  # as a plain generate fails: never a 0
+            raise ModelError(f"the model failed on sample {geo_task.id}: {trajectory.error}")
         last = trajectory.turns[-1].text if trajectory.turns else ""
         state.messages.append(ChatMessageAssistant(content=last, model=client.model))
         state.output = ModelOutput.from_content(model=client.model, content=final_text(trajectory))

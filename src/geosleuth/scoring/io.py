@@ -199,6 +199,8 @@ def _object_row(where: str, number: int, raw: bytes, byte_named: bool = False) -
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return InputRow(number, None, f"{where}: not valid JSON ({exc.msg})")
+    except ValueError as exc:  # an integer past Python's int-conversion limit (4,300 digits)
+        return InputRow(number, None, f"{where}: not readable ({exc})")
     except RecursionError:
         return InputRow(number, None, f"{where}: not valid JSON (nested too deeply)")
     if not isinstance(obj, dict):
@@ -332,7 +334,7 @@ def _number(value: Any) -> float | None:
         raise ValueError(repr(value))
     try:
         out = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
         raise ValueError(repr(value)[:40]) from None
     if not math.isfinite(out):
         raise ValueError(repr(value)[:40])
@@ -414,7 +416,7 @@ def _truth_dict(data: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(value, str) and value.lstrip().startswith("{"):
             try:
                 value = json.loads(value)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):  # ValueError: not JSON, or an integer past 4,300 digits
                 continue
         if isinstance(value, dict):
             return value

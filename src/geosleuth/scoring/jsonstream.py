@@ -122,7 +122,7 @@ class _Scanner:
         if first is None:
             raise self.fail(start, "expected a value")
         if first not in b'"[{':
-            return self._scalar_end(start), False
+            return self._scalar_end(start)
         depth, inside, pos, long = 0, False, start, False
         while True:
             in_buf = pos - w.base
@@ -172,14 +172,16 @@ class _Scanner:
         for _ in range(GUESSES):
             close = buf.find(b"}", in_buf)
             while close < 0 or len(buf) - close < _FOLLOW_BYTES:
+                if close < 0:  # no ``}`` up to here: search only what comes next
+                    in_buf = len(buf)
+                    if in_buf - (start - base) > MAX_ITEM_BYTES:
+                        return None  # too long to hold: scanned past in bounded memory instead
                 if not w.more():
                     if close < 0:
                         return None
                     break
                 buf = w.buf
-                close = buf.find(b"}", in_buf)
-            if close + 1 - (start - base) > MAX_ITEM_BYTES:
-                return None
+                close = buf.find(b"}", in_buf if close < 0 else close)
             if buf[close + 1 : close + 2] in _MAY_FOLLOW and _FOLLOW.match(buf, close + 1):
                 raw = buf[start - base : close + 1]
                 try:
@@ -189,14 +191,20 @@ class _Scanner:
             in_buf = close + 1
         return None
 
-    def _scalar_end(self, start: int) -> int:
+    def _scalar_end(self, start: int) -> tuple[int, bool]:
+        """(end, too long) of a number or literal: each byte searched once, a too-long one let go."""
         w = self.w
+        pos, long = start, False
         while True:
-            m = _SCALAR_END.search(w.buf, start - w.base)
+            m = _SCALAR_END.search(w.buf, pos - w.base)
             if m is not None:
-                return w.base + m.start()
+                return w.base + m.start(), long
+            pos = w.base + len(w.buf)
+            long = long or pos - start > MAX_ITEM_BYTES
+            if long:
+                w.drop(pos)
             if not w.more():
-                return w.base + len(w.buf)
+                return pos, long
 
     def items(self, open_pos: int) -> Iterator[Item]:
         """The items of the array whose ``[`` is at ``open_pos``; ends past its ``]``."""

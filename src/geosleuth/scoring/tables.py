@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from geosleuth.bounds.textrows import guarded
 from geosleuth.scoring.rows import InputRow, ScoreInputError
 
 SUMMARY_MAX_ROWS = 10
@@ -59,8 +60,11 @@ def read_table(
         first = reader.line_num + 1
         blank = False
         held: list[tuple[int, int, list[str]]] = []  # a possible summary block: (first line, line, cells)
-        for cells in reader:
+        for cells, refused in guarded(reader, lambda: reader.line_num):
             start, first = first, reader.line_num + 1
+            if cells is None:  # a field past the csv limit: this record alone fails
+                yield InputRow(start, None, f"{path}:{refused}")
+                continue
             if not cells:
                 blank = True
                 continue

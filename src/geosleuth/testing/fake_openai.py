@@ -5,18 +5,29 @@ synchronous tests, async tests (it never blocks their loop) and benchmark script
 ``POST …/chat/completions`` consumes the next `Step` of the script (or asks a callable
 script for one); ``GET …/models`` lists the configured model name. Every request is
 recorded in `FakeOpenAIServer.requests` with its parsed JSON body for assertions.
+
+From the command line it lets a user try the harness lines without a GPU::
+
+    python -m geosleuth.testing.fake_openai --port 8001 --script replies.json
+
+``replies.json`` is a JSON list (or JSON Lines) of steps played in order, the last one repeated:
+a string is an answer's text; an object has ``content``, ``reasoning`` and ``tool_calls``
+(``[{"name": …, "arguments": {…}}]``), or ``status`` and ``error`` for an HTTP error.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import itertools
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 StepKind = Literal["reply", "error", "malformed"]
@@ -127,12 +138,17 @@ class FakeOpenAIServer:
         script: a list of steps consumed in order, or a callable ``(request_json) -> Step``
             asked for every chat request (useful for benchmarks that never run out).
         model: the name listed by ``GET /v1/models``.
+        port: the port on 127.0.0.1 to listen on (0: any free one, read back from ``port``).
         default: the step served once a list script is exhausted; without one the server
             answers 500 "script exhausted" so a test sees the over-run.
     """
 
-    def __init__(self, script: Script = (), *, model: str = "fake-vlm", default: Step | None = None) -> None:
+    def __init__(
+        self, script: Script = (), *, model: str = "fake-vlm", default: Step | None = None, port: int = 0
+    ) -> None:
         self._script = script if callable(script) else list(script)
+        self._port = port  # 0: any free port
+        self._bind_error: OSError | None = None
         self._index = 0
         self.model = model
         self.default = default
@@ -158,6 +174,8 @@ class FakeOpenAIServer:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("fake OpenAI server did not start")
+        if self._bind_error is not None:
+            raise self._bind_error
         return self
 
     def stop(self) -> None:
@@ -189,9 +207,16 @@ class FakeOpenAIServer:
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
-        self._server = loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024)
-        )
+        try:
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._handle, "127.0.0.1", self._port, backlog=1024)
+            )
+        except OSError as exc:  # the port is taken: `start` raises it
+            self._bind_error = exc
+            self._loop = None
+            loop.close()
+            self._ready.set()
+            return
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -305,3 +330,57 @@ class FakeOpenAIServer:
             "choices": choices,
             "usage": usage,
         }
+
+
+def script_steps(text: str) -> list[Step]:
+    """The steps of a script file (JSON list or JSON Lines); `ValueError` names a bad entry."""
+    stripped = text.strip()
+    entries = (
+        json.loads(stripped)
+        if stripped.startswith("[")
+        else [json.loads(x) for x in stripped.splitlines() if x.strip()]
+    )
+    steps = []
+    for number, entry in enumerate(entries, start=1):
+        if isinstance(entry, str):
+            steps.append(reply(entry))
+        elif isinstance(entry, dict) and "status" in entry:
+            steps.append(error(int(entry["status"]), str(entry.get("error", "scripted error"))))
+        elif isinstance(entry, dict):
+            calls = [
+                tool_call(str(c["name"]), c.get("arguments", {}), c.get("id"))
+                for c in entry.get("tool_calls", [])
+            ]
+            steps.append(reply(entry.get("content"), tool_calls=calls, reasoning=entry.get("reasoning")))
+        else:
+            raise ValueError(f"step {number}: expected a string or an object, got {type(entry).__name__}")
+    if not steps:
+        raise ValueError("the script has no step")
+    return steps
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve a script file on 127.0.0.1 until interrupted; the base URL goes to stdout."""
+    parser = argparse.ArgumentParser(prog="python -m geosleuth.testing.fake_openai", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
+    parser.add_argument("--script", type=Path, required=True, help="JSON list or JSON Lines of steps")
+    parser.add_argument("--model", default="fake-vlm", help="the model name GET /v1/models lists")
+    args = parser.parse_args(argv)
+    try:
+        steps = script_steps(args.script.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.exit(2, f"error: {args.script}: {exc}\n")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with FakeOpenAIServer(steps[:-1], model=args.model, default=steps[-1], port=args.port) as server:
+            print(server.base_url, flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                stop.wait()
+    except OSError as exc:
+        parser.exit(2, f"error: cannot listen on 127.0.0.1:{args.port}: {exc}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

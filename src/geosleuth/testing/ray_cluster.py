@@ -25,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+from geosleuth.bounds.extras import install_line
 from geosleuth.testing.llamacpp import free_port
 
 MARKER = "GEOSLEUTH_TEST_RAY_CLUSTER"
@@ -35,7 +36,7 @@ def ray_unavailable() -> str | None:
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        return "ray is not installed: pip install 'geosleuth[ray]'"
+        return f"ray is not installed: {install_line('ray')}"
     if importlib.util.find_spec("psutil") is None:
         return "psutil is not installed"
     if not _ray_cli().exists():

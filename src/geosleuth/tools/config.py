@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from geosleuth.bounds.httpbody import DEFAULT_MAX_BODY_BYTES
 from geosleuth.tools.base import BBoxConvention
 
 GeocodeProviderName = Literal["offline", "nominatim", "photon", "google", "opencage", "amap"]
@@ -68,7 +69,8 @@ class ServiceConfig(BaseModel):
 class HttpSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    timeout_s: float = 15.0
+    timeout_s: float = 15.0  # one attempt, whole: connect, send and read the capped body
+    max_response_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)  # decoded; longer fails the call
     max_retries: int = 3
     backoff_base_s: float = 0.5
     backoff_max_s: float = 20.0

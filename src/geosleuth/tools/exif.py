@@ -85,6 +85,8 @@ def _dms(value: Any, ref: Any, axis: str = "") -> float | None:
 
     With ``axis`` ("lat" or "lon") the reference must be that axis's letter pair, else None.
     """
+    if _value_problem(value) is not None:
+        return None
     if not isinstance(value, tuple | list) or len(value) != 3:
         deg = _num(value)  # some writers store plain decimal degrees; the reference still signs them
         if deg is None:
@@ -96,6 +98,8 @@ def _dms(value: Any, ref: Any, axis: str = "") -> float | None:
         deg = parts[0] + parts[1] / 60 + parts[2] / 3600  # type: ignore[operator]
     ref_s = _ref(ref)
     if axis and ref_s not in HEMISPHERES[axis]:
+        return None
+    if deg < 0 and ref_s in {"N", "E"}:  # a negative decimal under N / E: which one is wrong is unknown
         return None
     return -abs(deg) if ref_s in {"S", "W"} else deg
 
@@ -112,6 +116,8 @@ def _gps_problem(gps: Any) -> str | None:
         problem = _value_problem(gps.get(tag))
         if problem:
             return f"{name} {problem}"
+        if (_num(gps.get(tag)) or 0) < 0 and _ref(gps.get(tag - 1)) in {"N", "E"}:
+            return f"{name} is negative under reference {_ref(gps.get(tag - 1))!r}"
     return None
 
 
@@ -128,8 +134,13 @@ def _value_problem(value: Any) -> str | None:
     for label, part in zip(_DMS, parts, strict=False):
         if getattr(part, "denominator", 1) == 0:
             return f"{label} have a zero denominator ({getattr(part, 'numerator', '?')}/0)"
-        if _num(part) is None:
+        number = _num(part)
+        if number is None:
             return f"{label} are not a number ({str(part)[:20]!r})"
+        if number < 0 and len(parts) == 3:  # EXIF GPS rationals are unsigned: the reference signs them
+            return f"{label} are negative ({str(part)[:20]}); the hemisphere comes from the reference"
+        if label != "degrees" and number >= 60:
+            return f"{label} are {number:g}, not below 60"
     return None
 
 

@@ -5,6 +5,8 @@ Providers never call httpx directly; they go through `HttpClient`, which
 - spaces requests per provider (Nominatim's public server allows 1 request/s),
 - retries 429 / 5xx / timeouts with exponential backoff and jitter, honouring Retry-After
   (tenacity runs the attempts),
+- reads each body through the one bounded reader (`geosleuth.bounds.httpbody`: a cap on decoded bytes,
+  gzip / deflate inflated piecewise, other encodings refused by name) within one total deadline,
 - turns every failure into a `ProviderError` whose message never contains an API key.
 """
 
@@ -30,6 +32,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from geosleuth.bounds.httpbody import ACCEPT_ENCODING, BodyError, send_capped
 from geosleuth.secrets import RedactingFilter, register_secret
 from geosleuth.secrets import redact_text as redact
 from geosleuth.tools.config import HttpSettings
@@ -382,7 +385,7 @@ class Response:
     def json(self, provider: str) -> Any:
         try:
             return json.loads(self.content)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             snippet = redact(self.content[:120].decode("utf-8", "replace"))
             raise ProviderError(f"{provider} returned malformed JSON: {snippet!r}") from None
 
@@ -479,6 +482,8 @@ class HttpClient:
             raise _Transient(f"timed out after {timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise _Transient(f"connection failed ({type(exc).__name__})") from None
+        except BodyError as exc:  # the same request would get the same body: not retried
+            raise ProviderError(f"{self.provider}: {exc} (http.max_response_bytes)") from None
         if r.status_code < 300:  # a body reflecting the key must not reach cache or model
             return Response(r.status_code, _redacted_body(r), r.headers, redact(str(r.url)))
         problem = f"HTTP {r.status_code}"
@@ -500,14 +505,19 @@ class HttpClient:
         headers: Mapping[str, str],
         timeout: float,
     ) -> httpx.Response:
-        """One attempt, on the loop's pooled client (or a client of its own when pooling is off)."""
+        """One attempt, on the loop's pooled client (or a client of its own when pooling is off), its
+        body read through the one bounded reader (`geosleuth.bounds.httpbody`)."""
+        cap = self.settings.max_response_bytes
+        headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         if self.settings.pool_connections:
             client = await loop_client()
-            return await client.request(
+            request = client.build_request(
                 method, url, params=params, json=json_body, headers=headers, timeout=timeout
             )
+            return await send_capped(client, request, cap)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, verify=_ssl_context()) as own:
-            return await own.request(method, url, params=params, json=json_body, headers=headers)
+            request = own.build_request(method, url, params=params, json=json_body, headers=headers)
+            return await send_capped(own, request, cap)
 
     def _wait(self, state: RetryCallState) -> float:
         """The server's Retry-After when it sent one, else exponential backoff with jitter."""

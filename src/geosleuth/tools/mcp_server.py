@@ -35,6 +35,7 @@ from geosleuth.bounds.imageio import (
     REDUCIBLE_FORMATS,
     ImageInputError,
     ImageTooLarge,
+    coefficient_bytes,
     header_size,
     open_header,
     open_image,
@@ -45,6 +46,9 @@ from geosleuth.tools.base import ToolContext, ToolRegistry, ToolResult
 from geosleuth.tools.config import PROVIDER_TOOLS
 
 log = logging.getLogger(__name__)
+
+DEFAULT_HTTP_PORT = 8808
+"""`geosleuth mcp --transport http`'s port: not 8000 (vLLM's, in the docs), nor the web app's 8765."""
 
 ImageFormat = Literal["jpeg", "webp"]
 
@@ -140,6 +144,7 @@ class ImageSource:
     raw: bytes | None
     size: tuple[int, int] = (0, 0)
     format: str = ""
+    held: int = 0  # what the decoder holds beside the frame (a progressive JPEG's coefficients)
 
     def frame(self, policy: ImagePolicy) -> tuple[int, int]:
         """The size the bounded decode gives (a JPEG above the limit is reduced while decoding)."""
@@ -166,7 +171,7 @@ def read_header(raw: bytes, policy: ImagePolicy) -> ImageSource:
         raise ImageRefused(
             f"the image has {width}x{height} pixels; this server accepts at most {policy.max_input_pixels:,}"
         )
-    return ImageSource(raw, (width, height), fmt)
+    return ImageSource(raw, (width, height), fmt, coefficient_bytes(raw))
 
 
 def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
@@ -181,8 +186,10 @@ def _decode(raw: bytes, policy: ImagePolicy) -> Image.Image:
 def reservation(source: ImageSource, tool: str, policy: ImagePolicy) -> int:
     """Bytes a call reserves from the server's memory gate: the frame it decodes or holds (none
     for a header-only tool) and, for OCR, what OCR allocates."""
-    width, height = (0, 0) if tool in HEADER_ONLY_TOOLS else source.frame(policy)
-    return image_bytes(width, height, ocr_peak_bytes(width, height) if tool == "ocr" else 0)
+    if tool in HEADER_ONLY_TOOLS:
+        return image_bytes(0, 0)
+    width, height = source.frame(policy)
+    return image_bytes(width, height, source.held + (ocr_peak_bytes(width, height) if tool == "ocr" else 0))
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:
@@ -453,7 +460,7 @@ async def serve_stdio(server: Server) -> None:
 async def serve_http(
     server: Server,
     host: str = "127.0.0.1",
-    port: int = 8000,
+    port: int = DEFAULT_HTTP_PORT,
     path: str = "/mcp",
     policy: ImagePolicy | None = None,
 ) -> None:

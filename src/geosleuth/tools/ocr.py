@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, Field
 
+from geosleuth.bounds.extras import install_line
 from geosleuth.bounds.ocr import read_strip, strip_plan, whole_read_scale
 from geosleuth.core.text import script_of
 from geosleuth.tools.base import BBoxConvention, ToolError
@@ -191,7 +192,7 @@ def rapidocr_engine() -> Any:
         from rapidocr import RapidOCR
     except ImportError:
         raise ToolError(
-            "rapidocr is not installed: pip install 'geosleuth[ocr]', or configure providers.ocr: tesseract"
+            f"rapidocr is not installed: {install_line('ocr')}, or configure providers.ocr: tesseract"
         ) from None
 
     _return_big_frees()

@@ -46,8 +46,8 @@ def _float(value: Any, name: str) -> float | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} {value!r} is not a number") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
+        raise ValueError(f"{name} {str(value)[:40]!r} is not a number") from None
     if math.isnan(number):
         return None
     return number
@@ -57,7 +57,7 @@ def _maybe_json(value: Any) -> Any:
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, too deep, or an integer past 4,300 digits
             return value
     return value
 
@@ -270,7 +270,7 @@ def _list_cell(value: Any, name: str) -> list[Any] | None:
         raise ValueError(f"{name} cell longer than {MAX_LITERAL_CHARS} characters")
     try:
         parsed = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         try:
             parsed = ast.literal_eval(text)
         except (ValueError, SyntaxError, MemoryError, RecursionError):

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from geosleuth.bounds.extras import install_line
+
 
 class HFReadError(Exception):
     """A Hugging Face dataset or parquet file cannot be read."""
@@ -29,7 +31,7 @@ def _rows(source: Path, split: str | None) -> Iterator[dict[str, Any]]:
         try:
             import pyarrow.parquet as pq
         except ImportError as exc:
-            raise HFReadError("reading parquet needs pyarrow: pip install 'geosleuth[hf]'") from exc
+            raise HFReadError(f"reading parquet needs pyarrow: {install_line('hf')}") from exc
         files = [source] if source.is_file() else sorted(source.glob("*.parquet"))
         for file in files:
             yield from pq.read_table(file).to_pylist()
@@ -38,7 +40,7 @@ def _rows(source: Path, split: str | None) -> Iterator[dict[str, Any]]:
         import datasets
     except ImportError as exc:
         raise HFReadError(
-            "loading a saved Hugging Face dataset needs `datasets`: pip install 'geosleuth[hf]'"
+            f"loading a saved Hugging Face dataset needs `datasets`: {install_line('hf')}"
         ) from exc
     loaded = datasets.load_from_disk(str(source))
     if isinstance(loaded, datasets.DatasetDict):

@@ -3,8 +3,13 @@ stem, or inside a release's zip parts (extracted on first use)."""
 
 from __future__ import annotations
 
+import logging
 import zipfile
 from pathlib import Path
+
+from geosleuth.bounds.confined import write_confined
+
+logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
@@ -61,21 +66,26 @@ class ImageResolver:
                 self._zipped.setdefault(target, (archive, member.filename))
 
     def _extracted(self, path: Path) -> Path:
-        """The image file, taken out of its zip part if it is still inside one."""
+        """The image file, taken out of its zip part if it is still inside one.
+
+        The member is written inside the zip's folder through real folders only (a link planted
+        at the name, at ``<name>.part`` or on the way is never followed); a file already there
+        counts only if it resolves inside that folder.
+        """
         source = self._zipped.get(path)
-        if source is None or path.is_file():
+        if source is None:
             return path
         archive, name = source
+        folder = archive.parent.resolve()
+        if path.is_file() and path.resolve().is_relative_to(folder):
+            return path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             with zipfile.ZipFile(archive) as handle, handle.open(name) as src:
                 data = src.read(MAX_IMAGE_BYTES + 1)
             if len(data) <= MAX_IMAGE_BYTES:
-                partial = path.with_name(path.name + ".part")
-                partial.write_bytes(data)
-                partial.replace(path)
-        except (OSError, zipfile.BadZipFile, KeyError):
-            pass  # stays missing: validation lists it, a run records the sample failed
+                write_confined(archive.parent, name, data)
+        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            logger.warning("%s: %s not extracted: %s", archive, name, exc)  # listed as missing / failed
         return path
 
     def resolve(self, reference: str | None, sample_id: str) -> str | None:

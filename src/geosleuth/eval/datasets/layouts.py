@@ -179,7 +179,7 @@ def _header(path: Path) -> list[str]:
                 first = next((line for line in handle if line.strip()), "")
             row = json.loads(first) if first else {}
             return list(row) if isinstance(row, dict) else []
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error):
+    except (OSError, ValueError, RecursionError, csv.Error):  # ValueError: not UTF-8, not JSON, a huge int
         return []
     return []
 

@@ -610,6 +610,35 @@ async def run_judges(
     return len(todo)
 
 
+def judge_outcome(run_dir: Path, samples: Sequence[Sample], tasks: Sequence[str]) -> tuple[str, bool]:
+    """What the judges named have recorded, in words, and whether every one of them has a
+    usable verdict: per judge, verdicts that stand and failures; a judge that applies to no
+    sample (``clues`` / ``shapley`` without key clues, ``path`` without level answers) is named
+    as not run, never left out silently."""
+    recorded = read_judgments(run_dir)
+    parts, complete = [], True
+    for task in dict.fromkeys(tasks):
+        wanted = [s.id for s in samples if _applies(task, s)]
+        if not wanted:
+            parts.append(f"{task}: not run ({_NOT_APPLICABLE.get(task, 'no sample it applies to')})")
+            complete = False
+            continue
+        ok = sum(1 for sid in wanted if (recorded.get((sid, task)) or {}).get("ok"))
+        failed = len(wanted) - ok
+        parts.append(f"{task}: {ok} of {len(wanted)} judged" + (f", {failed} failed" if failed else ""))
+        complete = complete and not failed
+    note = "" if complete else f" (failures and items not judged: see {run_dir / JUDGMENTS})"
+    return "judges " + "; ".join(parts) + note, complete
+
+
+_NOT_APPLICABLE = {
+    "levels": "no sample has a country / admin1 / city label",
+    "path": "no sample asks for a level answer (WhereStreet)",
+    "clues": "no sample has key clues",
+    "shapley": "no sample has key clues",
+}
+
+
 def _run_protocol(run_dir: Path) -> str | None:
     """The scoring protocol recorded in ``run.json`` (None when absent or unreadable)."""
     try:

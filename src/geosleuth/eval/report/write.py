@@ -33,6 +33,7 @@ __all__ = [
     "load_run",
     "write_report",
 ]
+from geosleuth.bounds.textrows import spreadsheet_safe
 from geosleuth.secrets import redact_text
 
 SUMMARY = "summary.json"
@@ -97,7 +98,31 @@ def _compute(
         summary["judges"] = percent_judges(judges)
     if scored.protocol.name == "geoguessr-map":
         summary["geoguessr_map"] = run_map_figures(run.samples, run.records, seed)
+    requested = [*(config.get("breakdowns") or []), *(fields or [])]
+    summary["notes"] = [*(summary.get("notes") or []), *_missing_breakdowns(requested, summary)]
     return summary, scored
+
+
+def _missing_breakdowns(requested: list[str], summary: dict[str, Any], rows: list[ScoreRow]) -> list[str]:
+    """A note per ``--breakdown`` field no sample carries: named, never dropped in silence."""
+    known = sorted({name for row in rows for name, value in row.fields.items() if value is not None})
+    return [
+        f"--breakdown {name}: no sample has a value for {name!r}, so there is no breakdown by it "
+        f"(fields the samples carry: {', '.join(known) or 'none'})"
+        for name in dict.fromkeys(requested)
+        if name not in summary.get("breakdowns", {})
+    ]
+
+
+def _missing_breakdowns(requested: list[str], summary: dict[str, Any]) -> list[str]:
+    """A note per ``--breakdown`` field no sample carries: named, never dropped in silence."""
+    present = sorted(summary.get("breakdowns", {}))
+    return [
+        f"--breakdown {name}: no sample has a value for {name!r}, so there is no breakdown by it "
+        f"(breakdowns the run has: {', '.join(present) or 'none'})"
+        for name in dict.fromkeys(requested)
+        if name not in summary.get("breakdowns", {})
+    ]
 
 
 def _fmt(value: Any, scale: float = 1.0) -> str:
@@ -299,7 +324,9 @@ def per_sample_csv(rows: Sequence[ScoreRow], handle: TextIO) -> None:
         values = [getattr(row, c, None) for c in CSV_COLUMNS]
         values = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
         hits = row.hits()
-        writer.writerow([*values, *("" if hits[h] is None else hits[h] for h in hit_names)])
+        writer.writerow(
+            [spreadsheet_safe(v) for v in [*values, *("" if hits[h] is None else hits[h] for h in hit_names)]]
+        )
 
 
 def write_report(

@@ -6,6 +6,7 @@ A run directory holds everything needed to report and resume without the origina
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,8 +37,9 @@ from geosleuth.eval.run.config import (
     write_manifest,
 )
 from geosleuth.eval.run.endpoints import LaneRouter, Lanes, plan_lanes
+from geosleuth.eval.run.runlock import LOCK_FILE, run_lock
 from geosleuth.eval.run.runner import Guards, ProgressFn, RunAborted, RunFn, RunStats, run_samples
-from geosleuth.eval.run.store import RunDirError, write_atomic
+from geosleuth.eval.run.store import TRAJECTORIES, RunDirError, write_atomic
 from geosleuth.eval.run.styles import choose_style
 from geosleuth.plugins import load_callable
 from geosleuth.tools.leakguard import GuardMode, GuardSpec, sample_needles
@@ -51,6 +53,7 @@ class PreparedRun:
     samples: list[Sample]
     lanes: Lanes
     guards: Guards | None = None  # per sample: how its search / POI results are screened
+    created: bool = False  # this invocation made the run directory's files (none were there)
 
 
 def load_agent_fn(spec: str) -> RunFn:
@@ -240,11 +243,18 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     }
     if positions is not None:
         info["shard"] = {"index": index, "count": count, "n_selected": n_selected}
+    created = not (run_dir / MANIFEST).exists()
+    if created and run_dir.is_dir() and any(run_dir.iterdir()):
+        raise RunDirError(
+            f"{run_dir} exists and is not a geosleuth run (no {MANIFEST}): its files would be overwritten; "
+            "use a new or empty --out directory"
+        )
     write_manifest(run_dir, build_manifest(config, info, lanes.endpoints))
     write_samples(run_dir, samples)
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
         write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
-    return PreparedRun(config, run_dir, dataset, samples, lanes, leak_guards(config, dataset, samples))
+    guards = leak_guards(config, dataset, samples)
+    return PreparedRun(config, run_dir, dataset, samples, lanes, guards, created)
 
 
 def source_hosts(config: EvalConfig, dataset: Dataset) -> list[str]:
@@ -283,6 +293,18 @@ def check_same_images_as_before(run_dir: Path, hashes: dict[str, str]) -> None:
             f"{run_dir} was started on other image files for {len(differ)} sample(s): {shown}; "
             "use a new --out directory"
         )
+
+
+def discard_unstarted(prepared: PreparedRun) -> None:
+    """Remove what `prepare_run` wrote when the run it made failed before recording a sample, so
+    the folder is not left a run that `merge` or a resume would take for one."""
+    log = prepared.run_dir / TRAJECTORIES
+    if not prepared.created or (log.exists() and log.stat().st_size > 0):
+        return
+    for name in (MANIFEST, SAMPLES, SHARD_POSITIONS, TRAJECTORIES, LOCK_FILE):
+        (prepared.run_dir / name).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # only when nothing else is in it
+        prepared.run_dir.rmdir()
 
 
 def bad_rows_error(dataset: Dataset, source: str | Path, remedy: str, shown: int = 20) -> DatasetError:
@@ -350,7 +372,17 @@ def _ground_truth(samples: Sequence[Sample]) -> int:
 async def execute(
     prepared: PreparedRun, *, retry_failed: bool = False, on_result: ProgressFn | None = None
 ) -> RunStats:
-    """Run the pending samples on the configured backend."""
+    """Run the pending samples on the configured backend, holding the run directory's lock; a
+    run this invocation made that fails before its first sample leaves no run behind."""
+    with run_lock(prepared.run_dir):  # another process's run is never discarded: it holds the lock
+        try:
+            return await _execute(prepared, retry_failed, on_result)
+        except BaseException:
+            discard_unstarted(prepared)
+            raise
+
+
+async def _execute(prepared: PreparedRun, retry_failed: bool, on_result: ProgressFn | None) -> RunStats:
     config = prepared.config
     lanes = prepared.lanes
     run_fns = [build_run_fn(config, prepared.run_dir, url) for url in lanes.endpoints]

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from geosleuth.bounds.extras import install_line
 from geosleuth.core.records import Sample, Task, Trajectory
 from geosleuth.eval.run.backends import DEFAULT_BATCH, WorkerLost, run_batch, run_sharded
 from geosleuth.eval.run.runner import Guards, ProgressFn, RunFn, RunStats
@@ -239,7 +240,7 @@ class RayBackend:
         try:
             import ray  # noqa: F401
         except ImportError as exc:
-            raise ValueError("--backend ray needs Ray: pip install 'geosleuth[ray]'") from exc
+            raise ValueError(f"--backend ray needs Ray: {install_line('ray')}") from exc
         executor = RayExecutor(
             run_fns,
             concurrency,

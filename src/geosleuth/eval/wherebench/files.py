@@ -92,6 +92,8 @@ def _predictions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ScoreInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # too deep, or an integer past 4,300 digits
+            raise ScoreInputError(f"{path}: not readable ({exc or 'nested too deeply'})") from None
         if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):
             return {sample_key(k): v for k, v in obj.items()}, problems
     out: dict[str, dict[str, Any]] = {}

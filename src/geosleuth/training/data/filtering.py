@@ -10,6 +10,7 @@ at δ ∈ {1, 25} km, phase II on those plus the images informative at δ ∈ {2
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,9 +100,23 @@ def truth_of(trajectory: Trajectory, samples: dict[str, Sample]) -> tuple[float,
     if sample is not None and sample.lat is not None and sample.lon is not None:
         return float(sample.lat), float(sample.lon)
     meta = trajectory.metadata.get("ground_truth") or trajectory.metadata.get("truth") or {}
-    if isinstance(meta, dict) and meta.get("lat") is not None and meta.get("lon") is not None:
-        return float(meta["lat"]), float(meta["lon"])
+    if isinstance(meta, dict):
+        lat, lon = _coordinate(meta.get("lat"), 90.0), _coordinate(meta.get("lon"), 180.0)
+        if lat is not None and lon is not None:
+            return lat, lon
     return None
+
+
+def _coordinate(value: object, bound: float) -> float | None:
+    """A finite number within ±``bound`` from a run's metadata, else None: a list, a string or a
+    huge integer there is no truth (it raised ``TypeError`` out of ``data filter``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and abs(number) <= bound else None
 
 
 def filter_trajectories(

@@ -83,14 +83,14 @@ function drawMap(node, layers) {
   });
   (layers.circles || []).forEach(function (c) {
     var circle = L.circle([c.lat, c.lon], { radius: c.radius_km * 1000, color: COLOURS.pred, weight: 1, fillOpacity: 0.12, className: "uncertainty" }).addTo(map);
-    circle.bindTooltip("uncertainty ± " + fmt(c.radius_km, c.radius_km < 10 ? 1 : 0) + " km");
+    circle.bindTooltip(el("span", { text: "uncertainty ± " + fmt(c.radius_km, c.radius_km < 10 ? 1 : 0) + " km" }));
     if (c.radius_km < 3000) { var b = L.latLng(c.lat, c.lon).toBounds(c.radius_km * 2000); bounds.push(b.getSouthWest(), b.getNorthEast()); }
   });
   (layers.points || []).forEach(function (p) {
     /* a big marker is a ring: the place label the tile draws under it stays readable */
     var marker = L.circleMarker([p.lat, p.lon], p.small ? { radius: 4, color: "#fff", weight: 1, fillColor: COLOURS[p.kind], fillOpacity: 1, className: "point-" + p.kind }
       : { radius: 8, color: COLOURS[p.kind], weight: 3, fillColor: COLOURS[p.kind], fillOpacity: 0.15, className: "point-" + p.kind }).addTo(map);
-    if (p.label) marker.bindTooltip(p.label);
+    if (p.label) marker.bindTooltip(el("span", { text: p.label }));  /* a node: a string would be innerHTML */
     bounds.push(L.latLng(p.lat, p.lon));
   });
   if (bounds.length > 1) map.fitBounds(L.latLngBounds(bounds), { padding: [24, 24], maxZoom: 10 });

@@ -1,0 +1,265 @@
+"""Issue 41's hostile inputs, each beside a normal input in the same run (``bounds_bench.py
+--only-issue-41``; helpers here run as children of that script so each figure is a fresh process):
+
+- a 2 MB progressive 16000x11000 JPEG through ``locate`` (1.14 GB before), MCP with 4 parallel
+  zooms (4.8 GB) and the web app, 3 uploads (3.35 GB), against a 2 MP photo the same way;
+- 5 replies of ``--flood`` tool calls each (170k: 7.06 GB and a 574 MB trajectory before)
+  against one plain answer, through ``locate --model``;
+- a 64x64 PNG whose PLTE claims 400 MB (1.27 GB before) against the same PNG without it;
+- JSON arrays read by the hand-written scanner (`geosleuth.scoring.jsonstream`, each item
+  parsed alone) and by ijson's C backend (``ijson.items``, yajl2_c), side by side: clean rows,
+  the same with one bad item, one item nested 100k deep, one scalar item of ``--scalar-mib``
+  (400 MB took 77 s and 1.28 GB before); each child under a 2 GiB address-space limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from PIL import Image
+
+ADDRESS_LIMIT = 2 * 2**30
+ANSWER = '{"lat": 47.0502, "lon": 8.3093, "city": "Luzern", "country": "Switzerland"}'
+ROW = b'{"id": "r%d", "lat": 48.85, "lon": 2.35, "true_lat": 48.85, "true_lon": 2.35, "text": "%s"}'
+
+
+def run_measured(args: list[str]) -> tuple[float, float, str]:
+    """(wall s, peak RSS MiB, last stdout line) of one Python child, its peak from ``wait4``."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root / "bench")])}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    out = proc.stdout.read() if proc.stdout else ""
+    _, _, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - start, usage.ru_maxrss / 1024, _outcome(out)
+
+
+def _outcome(out: str) -> str:
+    """A locate child's status (and error), or the last line another child printed."""
+    try:
+        record = json.loads(out)[0]
+        return f"{record['status']}: {record.get('error') or ''}".strip(": ")
+    except (ValueError, IndexError, KeyError, TypeError):
+        lines = out.strip().splitlines()
+        return lines[-1] if lines else "no output"
+
+
+def line(name: str, ours: tuple[float, float, str], ref_name: str, ref: tuple[float, float, str]) -> str:
+    return (
+        f"  {name:<22} {ours[1]:6.0f} MiB {ours[0]:6.1f} s ({ours[2][:60]}) | {ref_name:<16} "
+        f"{ref[1]:5.0f} MiB {ref[0]:5.1f} s | {ours[1] / ref[1]:5.2f}x RSS"
+    )
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def progressive_jpeg(path: Path) -> Path:
+    Image.new("RGB", (16000, 11000), (90, 120, 60)).save(path, progressive=True, subsampling=0, quality=50)
+    return path
+
+
+def plte_png(path: Path, size: int = 400_000_000) -> Path:
+    """A 64x64 RGB PNG whose PLTE chunk claims ``size`` bytes (a hole on disk)."""
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (30, 90, 150)).save(buf, format="PNG")
+    png = buf.getvalue()
+    with path.open("wb") as out:
+        out.write(png[:33] + struct.pack(">I", size) + b"PLTE")
+        out.seek(size + 4, io.SEEK_CUR)
+        out.write(png[33:])
+    return path
+
+
+def json_documents(folder: Path, rows_mib: int, scalar_mib: int) -> dict[str, Path]:
+    """Arrays of prediction rows: clean, one bad item, one deep item, one huge scalar item."""
+    text = b"x" * 400
+    count = rows_mib * 2**20 // (len(ROW % (0, text)) + 2)
+    rows = [ROW % (i, text) for i in range(count)]
+    middle = count // 2
+    docs = {
+        "clean": rows,
+        "bad item": rows[:middle] + [b'{"id": "bad", "lat": tru}'] + rows[middle:],
+        "deep item": rows[:middle] + [b"[" * 100_000 + b"]" * 100_000] + rows[middle:],
+    }
+    out = {name: folder / file for name, file in document_names(scalar_mib).items()}
+    for name, items in docs.items():
+        out[name].write_bytes(b"[" + b",\n".join(items) + b"]")
+    scalar = folder / "scalar.json"
+    with scalar.open("wb") as handle:
+        handle.write(b"[" + rows[0] + b', "')
+        block = b"x" * 2**20
+        for _ in range(scalar_mib):
+            handle.write(block)
+        handle.write(b'", ' + rows[1] + b"]")
+    return out
+
+
+def document_names(scalar_mib: int) -> dict[str, str]:
+    names = {name: f"{name.replace(' ', '_')}.json" for name in ("clean", "bad item", "deep item")}
+    return {**names, f"{scalar_mib} MiB scalar": "scalar.json"}
+
+
+def make(kind: str, path: Path) -> None:
+    """The inputs, made in a helper process (``bounds_bench.py --make i41-…``)."""
+    if kind == "i41-prog16k":
+        progressive_jpeg(path)
+    elif kind == "i41-plte400":
+        plte_png(path)
+    else:
+        _, rows_mib, scalar_mib = kind.split(":")
+        json_documents(path, int(rows_mib), int(scalar_mib))
+
+
+# --- children -------------------------------------------------------------------------------------
+
+
+def read_child(reader: str, path: str) -> None:
+    """Read every item of the JSON array at ``path`` with ``reader``; print rows, bad, outcome."""
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_LIMIT, ADDRESS_LIMIT))
+    rows = bad = 0
+    outcome = "read"
+    try:
+        if reader == "scanner":
+            import orjson
+
+            from geosleuth.scoring.jsonstream import array_items
+
+            for item in array_items(Path(path)):
+                if item.value is not None:
+                    rows += 1
+                    continue
+                try:
+                    orjson.loads(item.raw) if item.raw is not None else None
+                    rows += item.raw is not None
+                    bad += item.raw is None
+                except orjson.JSONDecodeError:
+                    bad += 1
+        else:
+            import ijson
+
+            with open(path, "rb") as handle:
+                for _ in ijson.items(handle, "item", use_float=True):
+                    rows += 1
+    except MemoryError:
+        outcome = "MemoryError (2 GiB limit)"
+    except Exception as exc:  # noqa: BLE001 - the reader's failure is the figure
+        outcome = f"stopped: {type(exc).__name__}"
+    print(f"{rows} rows, {bad} bad, {outcome}", flush=True)
+
+
+def flood_child(calls: int, replies: int, image: str, out: str) -> None:
+    """``locate --model`` against a server whose first ``replies`` answers carry ``calls`` calls."""
+    from geosleuth.cli.app import main
+    from geosleuth.testing import FakeOpenAIServer, reply, tool_call
+
+    flood = [tool_call("geocode", {}, str(i)) for i in range(calls)]  # 170k: 14.5 MiB, under the cap
+    script = [reply("", tool_calls=flood) for _ in range(replies)] + [reply(ANSWER)]
+    with FakeOpenAIServer(script) as server:
+        model = ["--model", "m", "--base-url", server.base_url, "--prompt", "thinking_with_map"]
+        turns = ["--max-turns", str(replies + 1)]
+        sys.argv = ["geosleuth", "locate", image, *model, *turns, "--json", "--out", out]
+        with contextlib.suppress(SystemExit):
+            main()
+    size = sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
+    print(f"trajectory files {size / 2**20:.2f} MiB", flush=True)
+
+
+def webapp_child(image: str, uploads: int, workdir: str) -> None:
+    """``uploads`` uploads of ``image`` to the web app (offline), each job run to its end."""
+    from starlette.testclient import TestClient
+
+    from geosleuth.webapp import ServeSettings, create_app
+
+    settings = ServeSettings(workdir=Path(workdir), tool_settings={"cache": {"backend": "none"}})
+    data = Path(image).read_bytes()
+    outcomes = []
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        ids = []
+        for i in range(uploads):
+            response = client.post("/api/locate", files={"image": (f"u{i}.jpg", data, "image/jpeg")})
+            if response.status_code == 202:
+                ids.append(response.json()["id"])
+            else:
+                outcomes.append("refused")
+        for job_id in ids:
+            with client.stream("GET", f"/api/jobs/{job_id}/events") as stream:
+                "".join(stream.iter_text())
+            outcomes.append(client.get(f"/api/jobs/{job_id}").json()["status"])
+    print(", ".join(outcomes), flush=True)
+
+
+# --- the section ----------------------------------------------------------------------------------
+
+
+def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) -> None:
+    from bounds_bench import made  # inputs are made in helper processes: a child's peak starts from ours
+
+    photo = made("photo", work / "i41_photo.jpg")
+    prog = made("i41-prog16k", work / "prog16k.jpg")
+    print("issue 41 (each a fresh process; peak RSS):")
+    print(f" progressive JPEG 16000x11000 ({prog.stat().st_size / 2**20:.1f} MB) against a 640x480 photo:")
+    locate = ["-c", "from geosleuth.cli.app import main; main()", "locate", "--json"]
+    ours = run_measured([*locate, str(prog), "--out", str(work / "o_prog")])
+    ref = run_measured([*locate, str(photo), "--out", str(work / "o_photo")])
+    print(line("locate", ours, "locate photo", ref))
+    ours = run_measured([bench, "--mcp", "image_zoom_in_tool", str(prog), "4"])
+    ref = run_measured([bench, "--mcp", "image_zoom_in_tool", str(photo), "4"])
+    print(line("MCP, 4 parallel zooms", ours, "4 zooms photo", ref))
+    ours = run_measured([bench, "--i41", "webapp", str(prog), "3", str(work / "w1")])
+    ref = run_measured([bench, "--i41", "webapp", str(photo), "3", str(work / "w2")])
+    print(line("web app, 3 uploads", ours, "3 uploads photo", ref))
+    print(f" tool-call flood through locate --model: 5 replies of {flood:,} calls against one plain answer:")
+    ours = run_measured([bench, "--i41", "flood", str(flood), "5", str(photo), str(work / "o_flood")])
+    ref = run_measured([bench, "--i41", "flood", "0", "0", str(photo), str(work / "o_plain")])
+    print(line("5 x flood", ours, "plain answer", ref))
+    png = made("i41-plte400", work / "plte400.png")
+    plain = made("64px", work / "i41_64px.png")
+    ours = run_measured([*locate, str(png), "--out", str(work / "o_plte")])
+    ref = run_measured([*locate, str(plain), "--out", str(work / "o_64")])
+    print(line("PNG + 400 MB PLTE", ours, "same w/o it", ref))
+    made(f"i41-docs:{rows_mib}:{scalar_mib}", work)
+    docs = {name: work / file for name, file in document_names(scalar_mib).items()}
+    print(f" JSON arrays of {rows_mib} MiB of rows: scanner (jsonstream) | ijson {_ijson_backend()}")
+    for name, path in docs.items():
+        scan = run_measured([bench, "--i41", "read", "scanner", str(path)])
+        if "scalar" in name and scalar_mib > 100:
+            ij = (0.0, 0.0, "not run: 100 MiB took ijson 53 s, growing faster than linear")
+        else:
+            ij = run_measured([bench, "--i41", "read", "ijson", str(path)])
+        print(
+            f"  {name:<16} scanner {scan[1]:5.0f} MiB {scan[0]:6.1f} s ({scan[2]}) | ijson {ij[1]:5.0f} MiB "
+            f"{ij[0]:6.1f} s ({ij[2]}) | ijson/scanner time {f'{ij[0] / scan[0]:5.2f}x' if ij[0] else '–'}"
+        )
+
+
+def _ijson_backend() -> str:
+    try:
+        import ijson
+    except ImportError:
+        return "(not installed)"
+    return f"({ijson.backend})"
+
+
+def dispatch(args: list[str]) -> None:
+    """The ``--i41 KIND ...`` child modes of bounds_bench.py."""
+    kind, rest = args[0], args[1:]
+    if kind == "read":
+        read_child(rest[0], rest[1])
+    elif kind == "flood":
+        flood_child(int(rest[0]), int(rest[1]), rest[2], rest[3])
+    elif kind == "webapp":
+        webapp_child(rest[0], int(rest[1]), rest[2])
+    else:
+        raise SystemExit(f"unknown --i41 mode {kind!r}: {json.dumps(args)}")
