@@ -231,6 +231,7 @@ def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) 
     print(line("PNG + 400 MB PLTE", ours, "same w/o it", ref))
     made(f"i41-docs:{rows_mib}:{scalar_mib}", work)
     docs = {name: work / file for name, file in document_names(scalar_mib).items()}
+    export_section(work, rows_mib)
     print(f" JSON arrays of {rows_mib} MiB of rows: scanner (jsonstream) | ijson {_ijson_backend()}")
     for name, path in docs.items():
         scan = run_measured([bench, "--i41", "read", "scanner", str(path)])
@@ -242,6 +243,47 @@ def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) 
             f"  {name:<16} scanner {scan[1]:5.0f} MiB {scan[0]:6.1f} s ({scan[2]}) | ijson {ij[1]:5.0f} MiB "
             f"{ij[0]:6.1f} s ({ij[2]}) | ijson/scanner time {f'{ij[0] / scan[0]:5.2f}x' if ij[0] else '–'}"
         )
+
+
+def run_log(path: Path, mib: int) -> Path:
+    """A trajectory log of about ``mib`` MiB, written out of id order (as a concurrent run ends)."""
+    from geosleuth.core.records import Prediction, Trajectory, Turn
+
+    text = "reasoning " * 1000  # ~10 KB a record
+    n = max(1, mib * 2**20 // 10_300)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in reversed(range(n)):
+            messages = [
+                {"role": "user", "content": "Where was this photo taken?"},
+                {"role": "assistant", "content": f"{text}{ANSWER}"},
+            ]
+            record = Trajectory(
+                sample_id=f"s{i:07d}", model="m", messages=messages, turns=[Turn(index=0, text=text)],
+                prediction=Prediction(lat=47.05, lon=8.31, raw=ANSWER),
+            )  # fmt: skip
+            fh.write(record.model_dump_json() + "\n")
+    return path
+
+
+def load_all_child(path: str) -> None:
+    """The reference: every record of the log held at once (what filter / export-sft cost before)."""
+    from geosleuth.agent.trajectory import read_trajectories
+
+    records = sorted(read_trajectories(Path(path)), key=lambda t: t.sample_id)
+    print(f"{len(records)} records held")
+
+
+def export_section(work: Path, mib: int) -> None:
+    """`data export-sft` and `data filter` on a large run against holding its records at once."""
+    log = work / f"run{mib}" / "trajectories.jsonl"
+    if not log.exists():
+        log.parent.mkdir(parents=True, exist_ok=True)
+        run_log(log, mib)
+    cli = ["-c", "from geosleuth.cli.app import main; main()", "data"]
+    ref = run_measured([str(Path(__file__).with_name("bounds_bench.py")), "--i41", "load-all", str(log)])
+    print(f" a {log.stat().st_size / 2**20:.0f} MiB trajectory log, sorted by sample id:")
+    ours = run_measured([*cli, "export-sft", str(log.parent), "-o", str(work / "sft.jsonl")])
+    print(line("data export-sft", ours, "all records held", ref))
 
 
 def _ijson_backend() -> str:
@@ -261,5 +303,7 @@ def dispatch(args: list[str]) -> None:
         flood_child(int(rest[0]), int(rest[1]), rest[2], rest[3])
     elif kind == "webapp":
         webapp_child(rest[0], int(rest[1]), rest[2])
+    elif kind == "load-all":
+        load_all_child(rest[0])
     else:
         raise SystemExit(f"unknown --i41 mode {kind!r}: {json.dumps(args)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, TypeVar
 
@@ -382,7 +382,7 @@ def export_sft_cmd(
     """Trajectories -> chat SFT records, loss on assistant turns only, in sample-id order (the
     same file however a concurrent run finished); trajectories that offer or call exif_gps are
     skipped unless --allow-exif."""
-    from geosleuth.training.data.filtering import read_samples, read_trajectory_records, truth_of
+    from geosleuth.training.data.filtering import SortedTrajectories, read_samples, truth_of
     from geosleuth.training.data.sft import export_sft
 
     flag, fmt = ("--format", old_fmt) if old_fmt else ("--to", fmt)
@@ -393,11 +393,17 @@ def export_sft_cmd(
 
     def run() -> None:
         path = source / "trajectories.jsonl" if source.is_dir() else source
-        records = read_trajectory_records(path)
-        trajs = [r for r in records if not isinstance(r, dict)]
-        unreadable = [r for r in records if isinstance(r, dict)]
-        for bad in unreadable:
-            typer.echo(f"skipped {bad['sample_id']}: {bad['reason']}", err=True)
+        records = SortedTrajectories(path)  # one record in memory at a time, in sample-id order
+        unreadable: list[dict[str, str]] = []
+
+        def readable() -> Iterator[Any]:
+            for record in records:
+                if isinstance(record, dict):
+                    unreadable.append(record)
+                    typer.echo(f"skipped {record['sample_id']}: {record['reason']}", err=True)
+                else:
+                    yield record
+
         run_filter = None
         truth_file = samples or (source / "samples.jsonl" if source.is_dir() else None)
         if benchmark_manifest:
@@ -405,13 +411,14 @@ def export_sft_cmd(
                 raise ValueError(
                     "--benchmark-manifest reads the trajectories' images from --truth SAMPLES.jsonl"
                 )
-            ids = {t.sample_id for t in trajs}
+            ids = set(records.ids)
             kept = [s for i, s in read_samples(truth_file).items() if i in ids]
             _check_benchmarks(kept, benchmark_manifest, strict)
         if max_km is not None:
+            trajs = (r for r in records if not isinstance(r, dict))  # the export's pass reports the rest
             run_filter = _within(trajs, read_samples(truth_file), max_km, truth_of)
         report = export_sft(
-            trajs,
+            readable(),
             out,
             fmt,  # type: ignore[arg-type]
             tool_format,  # type: ignore[arg-type]
@@ -429,27 +436,25 @@ def export_sft_cmd(
 
 
 def _within(
-    trajs: list[Any], samples: dict[str, Any], max_km: float, truth_of: Callable[..., Any]
+    trajs: Iterable[Any], samples: dict[str, Any], max_km: float, truth_of: Callable[..., Any]
 ) -> Callable[[Any, Any], str | None]:
-    """A run filter keeping answers within ``max_km``; every record must have a ground truth.
+    """A run filter keeping answers within ``max_km``; every record must have a ground truth
+    (checked in a pass of its own, before anything is written).
 
     Each run is judged on its own prediction: with ``--samples N`` the aggregate can be right
     while some of the N samples (each exported as its own record) are far off.
     """
     from geosleuth.core.geo import haversine_km
 
-    truths: dict[int, tuple[float, float]] = {}
     for t in trajs:
-        truth = truth_of(t, samples)
-        if truth is None:
+        if truth_of(t, samples) is None:
             raise ValueError(f"--max-km needs ground truth; none for sample {t.sample_id}")
-        truths[id(t)] = truth
 
     def check(record: Any, run: Any) -> str | None:
         p = run.prediction
         if p is None or not p.has_coords:
             return "no coordinates to compare with --max-km"
-        d = float(haversine_km(p.lat, p.lon, *truths[id(record)]))
+        d = float(haversine_km(p.lat, p.lon, *truth_of(record, samples)))
         return None if d <= max_km else f"answer {d:.1f} km from the truth (--max-km {max_km:g})"
 
     return check
@@ -476,10 +481,10 @@ def filter_cmd(
     """Keep images with 0 < pass@K < K at a regime; write SpotAgent's cumulative phases (phase<i>.jsonl)."""
     del as_json  # the output is JSON either way
     from geosleuth.training.data.filtering import (
+        SortedTrajectories,
         filter_trajectories,
         parse_phases,
         read_samples,
-        read_trajectory_records,
         write_filter_outputs,
     )
 
@@ -489,7 +494,7 @@ def filter_cmd(
             raise ValueError(f"{run_dir}: no trajectories.jsonl (is this an eval run directory?)")
         truth_path = samples or run_dir / "samples.jsonl"
         truth = read_samples(truth_path if truth_path.exists() else None)
-        result = filter_trajectories(read_trajectory_records(traj_path), truth, parse_phases(phases))
+        result = filter_trajectories(SortedTrajectories(traj_path), truth, parse_phases(phases))
         report = write_filter_outputs(result, out or run_dir / "filter", truth)
         typer.echo(
             json.dumps({k: report[k] for k in ("images", "kept", "dropped", "phases", "regimes")}, indent=2)

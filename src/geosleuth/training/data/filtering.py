@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
-from geosleuth.agent.trajectory import scan_trajectories
 from geosleuth.core.geo import haversine_km
-from geosleuth.core.records import Sample, Trajectory
+from geosleuth.core.records import Sample, Trajectory, trajectory_from_json
 
 DEFAULT_PHASES_KM: tuple[tuple[float, ...], ...] = ((1.0, 25.0), (200.0, 750.0))
 """SpotAgent's regimes per phase; each phase adds its regimes to the earlier ones."""
@@ -163,17 +163,61 @@ def parse_phases(text: str) -> list[tuple[float, ...]]:
     return groups
 
 
+class SortedTrajectories:
+    """A run's trajectory records in sample-id order, one record in memory at a time.
+
+    A concurrent run appends trajectories as its requests finish: sorted, the same run gives the
+    same SFT records and filter results (so the training that reads them) every time. The first
+    pass keeps each line's sample id and byte offset (a broken line becomes a failure record
+    there); each record is parsed when its turn comes, so a 500 MB run costs its ids, not its
+    texts.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[tuple[str, int, dict[str, str] | None]] = []
+        with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is one bad record
+            offset = 0
+            for lineno, line in enumerate(fh, 1):
+                start, offset = offset, offset + len(line)
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)
+                    sample_id = record.get("sample_id") if isinstance(record, dict) else None
+                    if not isinstance(sample_id, str):
+                        raise ValueError("no sample_id")
+                except ValueError as exc:
+                    reason = f"invalid trajectory: {path}:{lineno}: not a trajectory record ({exc})"
+                    self.entries.append(
+                        (f"line {lineno}", -1, {"sample_id": f"line {lineno}", "reason": reason[:300]})
+                    )
+                    continue
+                self.entries.append((sample_id, start, None))
+        self.entries.sort(key=lambda entry: entry[0])  # stable: a repeated id keeps file order
+
+    @property
+    def ids(self) -> list[str]:
+        """The sample ids of the readable lines, in order."""
+        return [key for key, _, broken in self.entries if broken is None]
+
+    def __iter__(self) -> Iterator[Trajectory | dict[str, str]]:
+        with self.path.open("rb") as fh:
+            for key, offset, broken in self.entries:
+                if broken is not None:
+                    yield broken
+                    continue
+                fh.seek(offset)
+                line = fh.readline()
+                try:
+                    yield trajectory_from_json(line)
+                except ValueError as exc:
+                    yield {"sample_id": key, "reason": f"invalid trajectory: {self.path}: {exc}"[:300]}
+
+
 def read_trajectory_records(path: Path) -> list[Trajectory | dict[str, str]]:
-    """Trajectories of a run in sample-id order; a broken line becomes a failure record, the rest
-    still load. A concurrent run appends trajectories as its requests finish: sorted, the same run
-    gives the same SFT records and filter results (so the training that reads them) every time."""
-    records: list[Trajectory | dict[str, str]] = [
-        {"sample_id": f"line {lineno}", "reason": f"invalid trajectory: {record}"[:300]}
-        if isinstance(record, ValueError)
-        else record
-        for lineno, record in scan_trajectories(path)
-    ]
-    return sorted(records, key=lambda r: r["sample_id"] if isinstance(r, dict) else r.sample_id)
+    """Every record of `SortedTrajectories`, as a list (for callers that read them more than once)."""
+    return list(SortedTrajectories(path))
 
 
 def read_samples(path: Path | None) -> dict[str, Sample]:
