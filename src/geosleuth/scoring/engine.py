@@ -655,9 +655,8 @@ def _name_level_arrays(acc: _Accumulator, arrays: ScoreArrays, protocol: Scoring
         arrays.scored[metric] = has_label
         if not has_label.all():
             article = "an" if lv[0] in "aeiou" else "a"  # "an admin1 label", "a city label"
-            notes.append(
-                f"{metric} is computed on the {int(has_label.sum())} of {acc.n} rows with {article} {lv} label"
-            )
+            rows = f"{int(has_label.sum())} of {acc.n} rows"
+            notes.append(f"{metric} is computed on the {rows} with {article} {lv} label")
         sample = acc.pairs[lv].items
         warning = language_warning([p for p, _ in sample], [t for _, t in sample], lv)
         if warning:
