@@ -55,6 +55,7 @@ class Registry(Mapping[str, T], Generic[T]):
         self._entries: dict[str, T] = {}
         self._loaded: set[str] = set()  # built-in modules imported (or being imported)
         self._eps: list[metadata.EntryPoint] | None = None
+        self._from_eps: set[str] = set()  # entries loaded from entry points (forgotten on refresh)
         GROUPS[kind] = group
 
     def validator(self, check: Callable[[str, Any], T]) -> Callable[[str, Any], T]:
@@ -111,6 +112,7 @@ class Registry(Mapping[str, T], Generic[T]):
                     ) from exc
                 value = self._checked(name, loaded)
                 self._entries[name] = value
+                self._from_eps.add(name)
                 return value
         if ":" in name:
             try:
@@ -153,8 +155,12 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def refresh(self) -> None:
         """Read the installed packages' entry points again (they are read once per process, so a
-        package installed or put on ``sys.path`` while it runs needs this)."""
+        package installed, removed or put on ``sys.path`` while it runs needs this); entries loaded
+        from them are forgotten, run-time and built-in ones kept."""
         self._eps = None
+        for name in self._from_eps:
+            self._entries.pop(name, None)
+        self._from_eps.clear()
 
     def load_all(self) -> dict[str, T]:
         """Every entry, loaded: built-ins, run-time and installed plugins (a broken plugin raises)."""

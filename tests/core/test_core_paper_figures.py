@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from geosleuth.core import metrics
-from geosleuth.core.records import ToolCallRecord, Trajectory, Turn
+from geosleuth.core.records import Sample, ToolCallRecord, Trajectory, Turn
+from geosleuth.eval.report.scores import score_run
 from geosleuth.eval.report.summary import tool_metrics
 from geosleuth.eval.wherebench import rules as wherebench
+from geosleuth.scoring.protocols import get_protocol
 
 
 def test_range_at_n_is_best_minus_worst() -> None:
@@ -53,8 +55,10 @@ def test_tool_usage_combinations() -> None:
         "2": _traj(2),
         "3": _traj(3, "maps_geocode"),
     }
+    samples = [Sample(id=i, lat=0.0, lon=0.0) for i in runs]
+    scored = score_run(samples, runs, get_protocol("default"))
     # two of four used zoom and search (in any order, any count), one geocoding alone, one nothing
-    assert tool_metrics(runs, {})["tool_combinations"] == {
+    assert tool_metrics(scored.columns, {})["tool_combinations"] == {
         "image_zoom_in_tool+search_web": 0.5,
         "maps_geocode": 0.25,
         "none": 0.25,

@@ -270,8 +270,8 @@ def test_inspect_cli_runs_the_task_end_to_end(photo_dataset: Path, tmp_path: Pat
     assert figures["acc@2km"] == pytest.approx(100 / 3, abs=0.01)
 
 
-TWM_TOOLS = [  # Thinking with Map's tools (zoom with a 0-1000 box, POI search and details, maps)
-    "image_zoom_in_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
+TWM_TOOLS = [  # Thinking with Map's tools under its own names (zoom with a 0-1000 box, search, POI, maps)
+    "image_zoom_tool", "web_search_tool", "poi_input_tips", "poi_keyword_search", "poi_detail_query",
     "static_map_query", "satellite_map_query",
 ]  # fmt: skip
 

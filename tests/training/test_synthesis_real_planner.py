@@ -84,6 +84,7 @@ def test_small_planner_keeps_correct_tool_using_trajectories(server: LlamaCppSer
     report = json.loads(code.output[code.output.index("{") :])
     assert report["attempted"] == len(SIGNS)
     assert "model_error" not in report["rejected"]  # every request was accepted
+    assert report["kept"] > 0, json.dumps(report)
     kept = list(read_trajectories(out / "trajectories.jsonl"))
     assert report["kept"] == len(kept) > 0, report
     for traj in kept:

@@ -121,7 +121,9 @@ def describe_offline(
         w, h = frame.size
         unit = "pixels of that frame" if frame.convention == "absolute" else "a 0-1000 grid"
         out.append(f"Photo of {w}x{h} pixels; boxes are [x1, y1, x2, y2] in {unit}.")
-    if target == "photo" and frame is not None and metadata:
+    if target == "photo" and frame is not None and not metadata:
+        out.append("File metadata: withheld (the photo's pixels only).")
+    elif target == "photo" and frame is not None:
         try:
             out.append("EXIF: " + read_exif(image, path).describe().replace("\n", "; "))
         except Exception as exc:  # a broken EXIF block must not hide the rest
