@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from geosleuth.core.records import Sample
-from geosleuth.eval.judges.tasks import JudgeError, parse_verdict, prompt_template
+from geosleuth.eval.judges.tasks import JudgeError, VerdictT, parse_verdict, prompt_template
 
 MIN_PIXELS = 1_000_000
 """GeoVista's resolution rule: images of at least 1 M pixels."""
@@ -84,14 +84,11 @@ async def geovista_filter_one(client: Any, sample: Sample, min_pixels: int = MIN
         if not large_enough(size, min_pixels):
             out.reason = f"under {min_pixels:,} pixels ({size[0]}×{size[1]})"
             return out
-        verdict = parse_verdict(
-            FilterVerdict, await _ask(client, sample, prompt_template("geovista_filter").template)
-        )
-    except (JudgeError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:
         out.error = str(exc)
         return out
-    except Exception as exc:  # a judge endpoint failure is this image's failure, not the batch's
-        out.error = f"{type(exc).__name__}: {exc}"
+    verdict = await _verdict(client, sample, "geovista_filter", FilterVerdict, out)
+    if verdict is None:
         return out
     out.values |= verdict.model_dump()
     if not verdict.localizable:
@@ -103,19 +100,26 @@ async def geovista_filter_one(client: Any, sample: Sample, min_pixels: int = MIN
     return out
 
 
+async def _verdict(
+    client: Any, sample: Sample, prompt: str, model: type[VerdictT], out: ImageJudgment
+) -> VerdictT | None:
+    """The judge's verdict on one image, or None with ``out.error`` set: a failed ask is this
+    image's failure, never the batch's."""
+    try:
+        return parse_verdict(model, await _ask(client, sample, prompt_template(prompt).template))
+    except (JudgeError, ValueError, OSError) as exc:
+        out.error = str(exc)
+    except Exception as exc:  # a judge endpoint failure
+        out.error = f"{type(exc).__name__}: {exc}"
+    return None
+
+
 async def locatability_one(client: Any, sample: Sample, min_score: float | None = None) -> ImageJudgment:
     """GeoAgent's 0–10 locatability score; kept when at least ``min_score`` (every scored image
     without one)."""
     out = ImageJudgment(sample)
-    try:
-        verdict = parse_verdict(
-            LocatabilityVerdict, await _ask(client, sample, prompt_template("locatability").template)
-        )
-    except (JudgeError, ValueError, OSError) as exc:
-        out.error = str(exc)
-        return out
-    except Exception as exc:  # a judge endpoint failure is this image's failure, not the batch's
-        out.error = f"{type(exc).__name__}: {exc}"
+    verdict = await _verdict(client, sample, "locatability", LocatabilityVerdict, out)
+    if verdict is None:
         return out
     out.values["locatability"] = verdict.score
     out.kept = min_score is None or verdict.score >= min_score
