@@ -3,14 +3,10 @@ leak guard with the real SearXNG adapter on 127.0.0.1, and the counts in summary
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import re
 from pathlib import Path
 
 import pytest
-from PIL import Image
 from typer.testing import CliRunner
 
 from geosleuth.cli.app import app
@@ -19,25 +15,10 @@ from geosleuth.testing.leaky import (
     HONEST_URL,
     FakeSearxng,
     LeakyBenchmark,
-    leaked_strings,
+    assert_clean_requests,
     leaky_benchmark,
     scripted_searcher,
 )
-
-DATA_URL = re.compile(r"data:image/[a-z]+;base64,([A-Za-z0-9+/=]+)")
-
-
-def assert_clean_requests(bodies: list[str], bench: LeakyBenchmark) -> None:
-    """No request holds an id, a file name, a path or the caption; every image is pixels only."""
-    assert bodies
-    for body in bodies:
-        for leaked in leaked_strings(bench):
-            assert leaked not in body, leaked
-        images = DATA_URL.findall(body)
-        assert images
-        for data in images:
-            img = Image.open(io.BytesIO(base64.b64decode(data)))
-            assert len(img.getexif()) == 0 and "comment" not in img.info
 
 
 def _eval(bench: LeakyBenchmark, out: Path, server: FakeOpenAIServer, *flags: str) -> CliRunner:

@@ -5,15 +5,11 @@ EXIF; every request the fake server received is read for ids, file names, paths 
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import re
 from pathlib import Path
 
 import pytest
 from harness_helpers import ROOT, run_python
-from PIL import Image
 
 from geosleuth.integrations import lmms_eval_tasks_folder
 from geosleuth.testing import FakeOpenAIServer, reply
@@ -22,24 +18,10 @@ from geosleuth.testing.leaky import (
     HONEST_URL,
     FakeSearxng,
     LeakyBenchmark,
-    leaked_strings,
+    assert_clean_requests,
     leaky_benchmark,
     scripted_searcher,
 )
-
-DATA_URL = re.compile(r"data:image/[a-z]+;base64,([A-Za-z0-9+/=]+)")
-
-
-def assert_clean(bodies: list[str], bench: LeakyBenchmark) -> None:
-    assert bodies
-    for body in bodies:
-        for leaked in leaked_strings(bench):
-            assert leaked not in body, leaked
-        images = DATA_URL.findall(body)
-        assert images
-        for data in images:
-            with Image.open(io.BytesIO(base64.b64decode(data))) as img:
-                assert len(img.getexif()) == 0 and "comment" not in img.info
 
 
 def _inspect(bench: LeakyBenchmark, server: FakeOpenAIServer, tmp_path: Path, *task_args: str) -> None:
@@ -71,7 +53,7 @@ def test_inspect_cli_sends_pixels_only_and_guards_search(tmp_path: Path, tools: 
         extra = ["-T", "tools=true", "-T", "tool_names=web_search"] if tools else []
         _inspect(bench, server, tmp_path, *extra)
         bodies = [r.body.decode() for r in server.chat_requests]
-    assert_clean(bodies, bench)
+    assert_clean_requests(bodies, bench)
     if tools:
         assert search.queries == ["green bench lamp post"] and HONEST_URL in bodies[1]
         assert "encyclopedia.example.com" in bodies[1]  # hosts mode (the default) keeps it
@@ -95,4 +77,4 @@ def test_lmms_eval_cli_sends_pixels_only(tmp_path: Path) -> None:
         bodies = [r.body.decode() for r in server.chat_requests]
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "1 of 1 photo(s) carry location metadata" in done.stdout + done.stderr
-    assert_clean(bodies, bench)
+    assert_clean_requests(bodies, bench)

@@ -11,7 +11,10 @@ and then answers, for `geosleuth.testing.FakeOpenAIServer`.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import re
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,6 +99,22 @@ def leaky_benchmark(folder: Path, search_url: str) -> LeakyBenchmark:
 def leaked_strings(bench: LeakyBenchmark) -> list[str]:
     """What must never appear in a request to the model: ids, file names, paths, the caption."""
     return [SAMPLE_ID, IMAGE_NAME, FLICKR_PHOTO, str(bench.folder), CAPTION, "48.8584", "flickr.com"]
+
+
+DATA_URL = re.compile(r"data:image/[a-z]+;base64,([A-Za-z0-9+/=]+)")
+
+
+def assert_clean_requests(bodies: list[str], bench: LeakyBenchmark) -> None:
+    """No request holds an id, a file name, a path or the caption; every image is pixels only."""
+    assert bodies
+    for body in bodies:
+        for leaked in leaked_strings(bench):
+            assert leaked not in body, leaked
+        images = DATA_URL.findall(body)
+        assert images
+        for data in images:
+            with Image.open(io.BytesIO(base64.b64decode(data))) as img:
+                assert len(img.getexif()) == 0 and "comment" not in img.info
 
 
 def scripted_searcher(body: dict[str, Any]) -> Step:
