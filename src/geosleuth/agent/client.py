@@ -32,6 +32,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 import httpx
+import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
@@ -57,9 +58,10 @@ MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per 
 ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
 """Optional sampling fields the client may drop when a server says it does not accept them."""
 MAX_READ_TOOL_CALLS = 1024
-"""Native tool calls of one reply the client builds (far above any per-turn cap); the rest of a
-flood (170k calls in 16 MiB) are only counted: building, redacting and recording them cost
-tens of seconds a reply (issue 41)."""
+"""Native tool calls of one reply the client decodes and builds (far above any per-turn cap); the
+rest of a flood (170k calls in 16 MiB) are only counted, as byte spans: decoding them as Python
+objects cost 0.5 s and ~100 MB a reply, building, redacting and recording them tens of seconds
+(issue 41)."""
 READ_FIELDS = frozenset({"role", "content", "tool_calls"})
 """Assistant-message fields the client reads and rebuilds itself."""
 RESPONSE_ONLY = frozenset({"refusal", "annotations", "audio", "function_call", "name"})
@@ -287,6 +289,48 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return str(content)
+
+
+_OBJECT_SPANS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_OBJECT_LIST_SPANS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_ITEM_SPANS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def decode_completion(raw: bytes) -> Any:
+    """The JSON body of a completion, as the standard decoder reads it, except that each choice's
+    ``tool_calls`` past `MAX_READ_TOOL_CALLS` stay undecoded spans of bytes (`msgspec.Raw`).
+
+    msgspec splits the body into its fields, the choices and the calls in C without building
+    them; only the fields the client reads are then decoded, by the standard decoder, so a flood
+    of calls costs a scan of its bytes. A body msgspec refuses where the standard decoder does
+    not (lone surrogate escapes, ``NaN``, a field of another shape) is decoded whole, as before;
+    the standard decoder's ``ValueError`` / ``RecursionError`` say the body is unreadable.
+    """
+    try:
+        body = _OBJECT_SPANS.decode(raw)
+        choices = _OBJECT_LIST_SPANS.decode(body.pop("choices")) if "choices" in body else None
+        messages = [_OBJECT_SPANS.decode(c.pop("message")) if "message" in c else None for c in choices or []]
+        calls = [
+            _ITEM_SPANS.decode(m.pop("tool_calls")) if m and "tool_calls" in m else None for m in messages
+        ]
+    except msgspec.DecodeError:  # ValidationError included: a field of another shape
+        return json.loads(raw)
+    out = _decoded(body)
+    if choices is not None:
+        out["choices"] = []
+        for choice, message, listed in zip(choices, messages, calls, strict=True):
+            item = _decoded(choice)
+            if message is not None:
+                item["message"] = _decoded(message)
+                if listed is not None:
+                    head = [json.loads(bytes(span)) for span in listed[:MAX_READ_TOOL_CALLS]]
+                    item["message"]["tool_calls"] = head + listed[MAX_READ_TOOL_CALLS:]
+            out["choices"].append(item)
+    return out
+
+
+def _decoded(spans: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    return {key: json.loads(bytes(span)) for key, span in spans.items()}
 
 
 def parse_completion(body: Any) -> tuple[list[ChatChoice], Usage, str]:
@@ -565,7 +609,7 @@ class ChatClient:
         status = resp.status_code
         if status == 200:
             try:
-                choices, usage, model = parse_completion(resp.json())
+                choices, usage, model = parse_completion(decode_completion(resp.content))
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
             except RecursionError:  # the same body would come again: not retried

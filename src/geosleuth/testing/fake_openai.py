@@ -316,9 +316,12 @@ class FakeOpenAIServer:
         serial = next(self._ids)
         choices = []
         for i in range(max(1, int(n or 1))):
-            message = json.loads(json.dumps(step.message))
-            for j, call in enumerate(message.get("tool_calls", [])):
-                call["id"] = call.get("id") or f"call_{serial}_{i}_{j}"
+            message = dict(step.message)  # the script stays as written: only the ids are filled in
+            if "tool_calls" in message:
+                message["tool_calls"] = [
+                    {**call, "id": call.get("id") or f"call_{serial}_{i}_{j}"}
+                    for j, call in enumerate(message["tool_calls"])
+                ]
             choices.append({"index": i, "message": message, "finish_reason": step.finish_reason})
         usage = dict(step.usage)
         usage["total_tokens"] = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
