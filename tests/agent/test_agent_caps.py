@@ -122,3 +122,25 @@ def test_a_flood_of_tool_calls_through_the_api_stays_small(query_image: Path, tm
     assert len(traj.tool_calls) == 40
     assert len(traj.model_dump_json()) < 200_000
     assert max(sent) < 200_000  # the conversation replays 10 calls a turn, not 20,000
+
+
+def test_a_reply_with_more_choices_than_asked_for_is_read_only_as_far_as_asked(
+    query_image: Path, tmp_path: Path
+) -> None:
+    """A server that floods choices (100,000 where one was asked for) costs a scan of its bytes:
+    the first choice is the reply, the rest are neither decoded nor built."""
+    import geosleuth
+    from geosleuth.agent.client import decode_completion, parse_completion
+    from geosleuth.testing.fake_openai import malformed
+
+    choice = {"index": 0, "message": {"role": "assistant", "content": ANSWER_JSON}, "finish_reason": "stop"}
+    other = {"index": 1, "message": {"role": "assistant", "content": "", "tool_calls": [tool_call("x", {})]}}
+    body = json.dumps({"choices": [choice] + [other] * 100_000})
+    (read,), _usage, _model = parse_completion(decode_completion(body.encode()))
+    assert read.content == ANSWER_JSON and read.tool_calls == []
+    with FakeOpenAIServer([malformed(body)]) as server:
+        traj = geosleuth.locate(
+            query_image, "fake-vlm", base_url=server.base_url, prompt="direct", out=tmp_path
+        )
+    assert traj.status is TrajectoryStatus.OK and traj.prediction and traj.prediction.city == "Zürich"
+    assert traj.tool_calls == [] and len(traj.model_dump_json()) < 50_000

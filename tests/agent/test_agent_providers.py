@@ -266,7 +266,7 @@ def test_the_completion_decoder_reads_any_body_as_the_standard_decoder_does(
     raw = json.dumps({**top, "choices": choices}, ensure_ascii=True)
     if lone_surrogate:
         raw = '{"\\ud800": 1, ' + raw[1:]
-    assert _same(decode_completion(raw.encode()), json.loads(raw))
+    assert _same(decode_completion(raw.encode(), choices=max(1, len(choices))), json.loads(raw))
 
 
 def _same(a: Any, b: Any) -> bool:

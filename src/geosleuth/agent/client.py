@@ -292,13 +292,13 @@ def _content_text(content: Any) -> str:
 
 
 _OBJECT_SPANS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_OBJECT_LIST_SPANS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
 _ITEM_SPANS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def decode_completion(raw: bytes) -> Any:
-    """The JSON body of a completion, as the standard decoder reads it, except that each choice's
-    ``tool_calls`` past `MAX_READ_TOOL_CALLS` stay undecoded spans of bytes (`msgspec.Raw`).
+def decode_completion(raw: bytes, choices: int = 1) -> Any:
+    """The JSON body of a completion, as the standard decoder reads it, except that the choices
+    past the first ``choices`` (those asked for) and each choice's ``tool_calls`` past
+    `MAX_READ_TOOL_CALLS` stay undecoded spans of bytes (`msgspec.Raw`).
 
     msgspec splits the body into its fields, the choices and the calls in C without building
     them; only the fields the client reads are then decoded, by the standard decoder, so a flood
@@ -308,17 +308,18 @@ def decode_completion(raw: bytes) -> Any:
     """
     try:
         body = _OBJECT_SPANS.decode(raw)
-        choices = _OBJECT_LIST_SPANS.decode(body.pop("choices")) if "choices" in body else None
-        messages = [_OBJECT_SPANS.decode(c.pop("message")) if "message" in c else None for c in choices or []]
+        listed_choices = _ITEM_SPANS.decode(body.pop("choices")) if "choices" in body else None
+        read = [_OBJECT_SPANS.decode(c) for c in (listed_choices or [])[:choices]]
+        messages = [_OBJECT_SPANS.decode(c.pop("message")) if "message" in c else None for c in read]
         calls = [
             _ITEM_SPANS.decode(m.pop("tool_calls")) if m and "tool_calls" in m else None for m in messages
         ]
     except msgspec.DecodeError:  # ValidationError included: a field of another shape
         return json.loads(raw)
     out = _decoded(body)
-    if choices is not None:
+    if listed_choices is not None:
         out["choices"] = []
-        for choice, message, listed in zip(choices, messages, calls, strict=True):
+        for choice, message, listed in zip(read, messages, calls, strict=True):
             item = _decoded(choice)
             if message is not None:
                 item["message"] = _decoded(message)
@@ -326,6 +327,7 @@ def decode_completion(raw: bytes) -> Any:
                     head = [json.loads(bytes(span)) for span in listed[:MAX_READ_TOOL_CALLS]]
                     item["message"]["tool_calls"] = head + listed[MAX_READ_TOOL_CALLS:]
             out["choices"].append(item)
+        out["choices"] += listed_choices[choices:]
     return out
 
 
@@ -333,19 +335,26 @@ def _decoded(spans: dict[str, msgspec.Raw]) -> dict[str, Any]:
     return {key: json.loads(bytes(span)) for key, span in spans.items()}
 
 
-def parse_completion(body: Any) -> tuple[list[ChatChoice], Usage, str]:
-    """Read a chat.completion object; raise ValueError (only) when it is not one."""
+def parse_completion(body: Any, choices: int = 1) -> tuple[list[ChatChoice], Usage, str]:
+    """Read the first ``choices`` of a chat.completion object (those asked for: a server that
+    sends more is not read past them); raise ValueError (only) when it is not one."""
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise ValueError("response has no choices")
     try:
-        return _read_completion(body)
+        return _read_completion(body, max(1, choices))
     except (TypeError, AttributeError) as exc:  # a field of the wrong JSON type
         raise ValueError(f"malformed completion ({type(exc).__name__}: {exc})") from None
 
 
-def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str]:
+def _read_completion(body: dict[str, Any], read: int) -> tuple[list[ChatChoice], Usage, str]:
     choices = []
-    for ch in body["choices"]:
+    if len(body["choices"]) > read:
+        log.warning(
+            "the reply has %d choices where %d were asked for: only those are read",
+            len(body["choices"]),
+            read,
+        )
+    for ch in body["choices"][:read]:
         msg = ch.get("message") or {}
         if not isinstance(msg, dict):
             raise ValueError("choice message is not an object")
@@ -574,7 +583,7 @@ class ChatClient:
                 with attempt:
                     number = attempt.retry_state.attempt_number
                     while True:  # a resend after a 400 naming a parameter stays in this attempt
-                        resp = await self._attempt(body, number, start)
+                        resp = await self._attempt(body, number, start, n or 1)
                         if isinstance(resp, ChatResponse):
                             return resp
                         if adaptations < MAX_ADAPTATIONS and self.adapt(resp.param, resp.text):
@@ -594,7 +603,9 @@ class ChatClient:
             raise ModelError(f"{gave_up} [{self.base_url}]", exc.status, self.max_retries + 1) from None
         raise AssertionError("unreachable: tenacity returns or raises")
 
-    async def _attempt(self, body: bytes, attempt: int, start: float) -> ChatResponse | _Unsupported:
+    async def _attempt(
+        self, body: bytes, attempt: int, start: float, choices: int = 1
+    ) -> ChatResponse | _Unsupported:
         """One request: the response, a server's refusal of a named parameter (to adapt and
         resend), `_Transient` (retried), or a `ModelError` (fatal 401/403/404, any other
         status, the response-size cap: not retried)."""
@@ -609,7 +620,7 @@ class ChatClient:
         status = resp.status_code
         if status == 200:
             try:
-                choices, usage, model = parse_completion(decode_completion(resp.content))
+                choices, usage, model = parse_completion(decode_completion(resp.content, choices), choices)
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
             except RecursionError:  # the same body would come again: not retried
