@@ -3,10 +3,13 @@
 
 - a 2 MB progressive 16000x11000 JPEG through ``locate`` (1.14 GB before), MCP with 4 parallel
   zooms (4.8 GB) and the web app, 3 uploads (3.35 GB), against a 2 MP photo the same way;
-- 5 replies of ``--flood`` tool calls each (170k: 7.06 GB and a 574 MB trajectory, then 49 s)
-  against one plain answer, through ``locate --model``; the scripted server runs in its own
-  process (``python -m geosleuth.testing.fake_openai``), so the figures (wall, CPU, peak RSS) are
-  the client's alone; ``--src`` runs the client from another checkout (the before figure);
+- 5 replies of ``--flood`` tool calls each (170k: 7.06 GB and a 574 MB trajectory at first)
+  against one plain answer, through ``locate --model`` (``--only-flood``). The scripted server
+  runs in its own process (``python -m geosleuth.testing.fake_openai``): RSS and CPU are the
+  client's alone, the wall includes the server writing 5 x 14.5 MiB. ``--src`` runs the client
+  from another checkout. Before msgspec split the reply (``--src`` main, same run, load ~5):
+  208 MiB, 4.7 s CPU (1.94x the plain answer's); after: 118 MiB, 3.6 s CPU (1.35x); a reply
+  msgspec refuses (a bare NaN) is decoded whole as before: 224 MiB, 5.0 s CPU (1.87x);
 - a 64x64 PNG whose PLTE claims 400 MB (1.27 GB before) against the same PNG without it;
 - JSON arrays read by the hand-written scanner (`geosleuth.scoring.jsonstream`, each item
   parsed alone) and by ijson's C backend (``ijson.items``, yajl2_c), side by side: clean rows,
