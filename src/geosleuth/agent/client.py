@@ -604,11 +604,12 @@ class ChatClient:
         raise AssertionError("unreachable: tenacity returns or raises")
 
     async def _attempt(
-        self, body: bytes, attempt: int, start: float, choices: int = 1
+        self, body: bytes, attempt: int, start: float, asked: int = 1
     ) -> ChatResponse | _Unsupported:
         """One request: the response, a server's refusal of a named parameter (to adapt and
         resend), `_Transient` (retried), or a `ModelError` (fatal 401/403/404, any other
-        status, the response-size cap: not retried)."""
+        status, the response-size cap: not retried). The reply is read up to the ``asked``
+        choices (the request's ``n``)."""
         try:
             resp = await self._post(body)
         except (httpx.TimeoutException, TimeoutError):
@@ -620,7 +621,7 @@ class ChatClient:
         status = resp.status_code
         if status == 200:
             try:
-                choices, usage, model = parse_completion(decode_completion(resp.content, choices), choices)
+                choices, usage, model = parse_completion(decode_completion(resp.content, asked), asked)
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
             except RecursionError:  # the same body would come again: not retried
