@@ -174,8 +174,8 @@ def make(kind: str, path: Path) -> None:
     elif kind.startswith("i41-truth:"):
         truth_files(path, int(kind.split(":")[1]))
     elif kind.startswith("i41-flood:"):
-        _, calls, replies, nan_id = kind.split(":")
-        flood_script(path, int(calls), int(replies), nan_id == "1")
+        _, calls, replies, variant = kind.split(":")
+        flood_script(path, int(calls), int(replies), variant)
     else:
         _, rows_mib, scalar_mib = kind.split(":")
         json_documents(path, int(rows_mib), int(scalar_mib))
@@ -218,16 +218,21 @@ def read_child(reader: str, path: str) -> None:
     print(f"{rows} rows, {bad} bad, {outcome}", flush=True)
 
 
-def flood_script(path: Path, calls: int, replies: int, nan_id: bool) -> Path:
+def flood_script(path: Path, calls: int, replies: int, variant: str) -> Path:
     """A ``fake_openai --script`` file: ``replies`` replies of ``calls`` calls each, then the answer.
 
-    With ``nan_id`` each flood's first call has the id ``NaN`` (a bare NaN in the reply's JSON):
-    a body msgspec refuses, which the client reads with the standard decoder instead.
+    ``nan``: each flood's first call has the id ``NaN`` (a bare NaN in the reply's JSON), a body
+    msgspec refuses, which the client reads with the standard decoder instead. ``fields``: one
+    call a reply, the flood's bytes in a message field the client echoes unread
+    (``reasoning_details``).
     """
     flood = [{"name": "geocode", "arguments": {}, "id": str(i)} for i in range(calls)]  # 170k: 14.5 MiB
-    if nan_id and flood:
+    if variant == "nan" and flood:
         flood[0]["id"] = float("nan")
-    steps: list[object] = [{"content": "", "tool_calls": flood} for _ in range(replies)]
+    step: dict[str, object] = {"content": "", "tool_calls": flood}
+    if variant == "fields":
+        step = {"content": "", "tool_calls": flood[:1], "fields": {"reasoning_details": flood}}
+    steps: list[object] = [step for _ in range(replies)]
     path.write_text(json.dumps([*steps, ANSWER]), encoding="utf-8")
     return path
 
@@ -267,12 +272,13 @@ def flood_section(work: Path, flood: int, photo: Path, src: Path) -> None:
     ]
     args = ["--prompt", "thinking_with_map", "--max-turns", "6"]
     runs = {}
-    for name, calls, replies, nan_id in (
-        ("plain answer", 0, 0, False), ("5 x flood", flood, 5, False), ("5 x flood, NaN id", flood, 5, True)
+    for name, calls, replies, variant in (
+        ("plain answer", 0, 0, "calls"), ("5 x flood", flood, 5, "calls"),
+        ("5 x flood, NaN id", flood, 5, "nan"), ("5 x unread fields", flood, 5, "fields"),
     ):  # fmt: skip
-        made(f"i41-flood:{calls}:{replies}:{int(nan_id)}", work / f"flood_{calls}_{int(nan_id)}.json")
-        out = work / f"o_flood_{calls}_{int(nan_id)}"
-        with served(work / f"flood_{calls}_{int(nan_id)}.json") as url:
+        made(f"i41-flood:{calls}:{replies}:{variant}", work / f"flood_{calls}_{variant}.json")
+        out = work / f"o_flood_{calls}_{variant}"
+        with served(work / f"flood_{calls}_{variant}.json") as url:
             runs[name] = run_measured([*locate, "--base-url", url, *args, "--out", str(out)], src)
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
         wall, rss, outcome, cpu = runs[name]

@@ -12,7 +12,8 @@ From the command line it lets a user try the harness lines without a GPU::
 
 ``replies.json`` is a JSON list (or JSON Lines) of steps played in order, the last one repeated:
 a string is an answer's text; an object has ``content``, ``reasoning`` and ``tool_calls``
-(``[{"name": …, "arguments": {…}}]``), or ``status`` and ``error`` for an HTTP error.
+(``[{"name": …, "arguments": {…}}]``) and, in ``fields``, any other fields of the message (a
+provider's ``reasoning_details``, say), or ``status`` and ``error`` for an HTTP error.
 """
 
 from __future__ import annotations
@@ -354,7 +355,9 @@ def script_steps(text: str) -> list[Step]:
                 tool_call(str(c["name"]), c.get("arguments", {}), c.get("id"))
                 for c in entry.get("tool_calls", [])
             ]
-            steps.append(reply(entry.get("content"), tool_calls=calls, reasoning=entry.get("reasoning")))
+            step = reply(entry.get("content"), tool_calls=calls, reasoning=entry.get("reasoning"))
+            step.message.update(entry.get("fields") or {})
+            steps.append(step)
         else:
             raise ValueError(f"step {number}: expected a string or an object, got {type(entry).__name__}")
     if not steps:
