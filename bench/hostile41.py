@@ -8,8 +8,11 @@
   runs in its own process (``python -m geosleuth.testing.fake_openai``): RSS and CPU are the
   client's alone, the wall includes the server writing 5 x 14.5 MiB. ``--src`` runs the client
   from another checkout. Before msgspec split the reply (``--src`` main, same run, load ~5):
-  208 MiB, 4.7 s CPU (1.94x the plain answer's); after: 118 MiB, 3.6 s CPU (1.35x); a reply
-  msgspec refuses (a bare NaN) is decoded whole as before: 224 MiB, 5.0 s CPU (1.87x);
+  209 MiB, 6.0 s CPU (1.93x the plain answer's); after: 116 MiB, 4.4 s CPU (1.30x); a reply
+  msgspec refuses (a bare NaN) is decoded whole as before: 209 MiB, 6.1 s CPU (1.82x). The same
+  bytes in a field the client echoes unread (``reasoning_details``): before 550 MiB, a 38 MiB
+  trajectory, 9.6 s CPU (3.08x); after 171 MiB, 0.01 MiB, 7.7 s CPU (2.29x: each reply's field
+  is still decoded, cleaned of lone surrogates and measured before it is dropped);
 - ``score PRED --truth TRUTH.csv`` on ``--truth-rows`` rows against the same rows with their truth
   inline (``--only-truth``; 3M rows: 1.62 GB against 554 MB at first). 1M rows, same run,
   ``--src`` main: 701 MiB against 329 MiB inline (2.13x); this checkout: 472 MiB against 330 MiB
