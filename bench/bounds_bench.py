@@ -304,7 +304,7 @@ def main() -> int:
     parser.add_argument("--truth-rows", type=int, default=3_000_000, help="Rows in the score --truth figure.")
     parser.add_argument(
         "--src", type=Path, default=Path(__file__).resolve().parents[1] / "src",
-        help="The client's source folder in the flood figures (main's for the before figure).",
+        help="The source folder the flood and score --truth figures run (main's for a before figure).",
     )  # fmt: skip
     parser.add_argument("--scalar-mib", type=int, default=400, help="Size of the oversized JSON item.")
     parser.add_argument("--rows-mib", type=int, default=100, help="Size of the JSON arrays of rows.")
