@@ -3,8 +3,20 @@
 
 - a 2 MB progressive 16000x11000 JPEG through ``locate`` (1.14 GB before), MCP with 4 parallel
   zooms (4.8 GB) and the web app, 3 uploads (3.35 GB), against a 2 MP photo the same way;
-- 5 replies of ``--flood`` tool calls each (170k: 7.06 GB and a 574 MB trajectory before)
-  against one plain answer, through ``locate --model``;
+- 5 replies of ``--flood`` tool calls each (170k: 7.06 GB and a 574 MB trajectory at first)
+  against one plain answer, through ``locate --model`` (``--only-flood``). The scripted server
+  runs in its own process (``python -m geosleuth.testing.fake_openai``): RSS and CPU are the
+  client's alone, the wall includes the server writing 5 x 14.5 MiB. ``--src`` runs the client
+  from another checkout. Before msgspec split the reply (``--src`` main, same run, load ~5):
+  209 MiB, 6.0 s CPU (1.93x the plain answer's); after: 116 MiB, 4.4 s CPU (1.30x); a reply
+  msgspec refuses (a bare NaN) is decoded whole as before: 209 MiB, 6.1 s CPU (1.82x). The same
+  bytes in a field the client echoes unread (``reasoning_details``): before 550 MiB, a 38 MiB
+  trajectory, 9.6 s CPU (3.08x); after 171 MiB, 0.01 MiB, 7.7 s CPU (2.29x: each reply's field
+  is still decoded, cleaned of lone surrogates and measured before it is dropped);
+- ``score PRED --truth TRUTH.csv`` on ``--truth-rows`` rows against the same rows with their truth
+  inline (``--only-truth``; 3M rows: 1.62 GB against 554 MB at first). 1M rows, same run,
+  ``--src`` main: 701 MiB against 329 MiB inline (2.13x); this checkout: 472 MiB against 330 MiB
+  (1.43x), the truth index 140 bytes a row where a `Truth` with its dicts took 360;
 - a 64x64 PNG whose PLTE claims 400 MB (1.27 GB before) against the same PNG without it;
 - JSON arrays read by the hand-written scanner (`geosleuth.scoring.jsonstream`, each item
   parsed alone) and by ijson's C backend (``ijson.items``, yajl2_c), side by side: clean rows,
@@ -18,11 +30,13 @@ import contextlib
 import io
 import json
 import os
+import random
 import resource
 import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from PIL import Image
@@ -32,17 +46,27 @@ ANSWER = '{"lat": 47.0502, "lon": 8.3093, "city": "Luzern", "country": "Switzerl
 ROW = b'{"id": "r%d", "lat": 48.85, "lon": 2.35, "true_lat": 48.85, "true_lon": 2.35, "text": "%s"}'
 
 
-def run_measured(args: list[str]) -> tuple[float, float, str]:
-    """(wall s, peak RSS MiB, last stdout line) of one Python child, its peak from ``wait4``."""
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root / "bench")])}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_env(src: Path = ROOT / "src") -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT / "bench")])}
+
+
+def run_measured(args: list[str], src: Path = ROOT / "src") -> tuple[float, float, str, float]:
+    """(wall s, peak RSS MiB, last stdout line, CPU s) of one Python child, from ``wait4``."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        [sys.executable, *args],
+        env=child_env(src),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     out = proc.stdout.read() if proc.stdout else ""
     _, _, usage = os.wait4(proc.pid, 0)
-    return time.perf_counter() - start, usage.ru_maxrss / 1024, _outcome(out)
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.perf_counter() - start, usage.ru_maxrss / 1024, _outcome(out), cpu
 
 
 def _outcome(out: str) -> str:
@@ -55,7 +79,10 @@ def _outcome(out: str) -> str:
         return lines[-1] if lines else "no output"
 
 
-def line(name: str, ours: tuple[float, float, str], ref_name: str, ref: tuple[float, float, str]) -> str:
+Measured = tuple[float, float, str] | tuple[float, float, str, float]
+
+
+def line(name: str, ours: Measured, ref_name: str, ref: Measured) -> str:
     return (
         f"  {name:<22} {ours[1]:6.0f} MiB {ours[0]:6.1f} s ({ours[2][:60]}) | {ref_name:<16} "
         f"{ref[1]:5.0f} MiB {ref[0]:5.1f} s | {ours[1] / ref[1]:5.2f}x RSS"
@@ -111,12 +138,47 @@ def document_names(scalar_mib: int) -> dict[str, str]:
     return {**names, f"{scalar_mib} MiB scalar": "scalar.json"}
 
 
+def truth_files(folder: Path, rows: int) -> None:
+    """Predictions, their truth as a CSV (the released truth files' shape) and both inline."""
+    rng = random.Random(1)
+    with (
+        (folder / "pred.jsonl").open("w") as pred,
+        (folder / "truth.csv").open("w") as truth,
+        (folder / "inline.jsonl").open("w") as inline,
+    ):
+        truth.write("id,lat,lon\n")
+        for i in range(rows):
+            lat, lon = rng.uniform(-60, 60), rng.uniform(-170, 170)
+            row = f'{{"id": "s{i:07d}", "lat": {lat + 0.1:.5f}, "lon": {lon:.5f}'
+            pred.write(row + "}\n")
+            inline.write(f'{row}, "true_lat": {lat:.5f}, "true_lon": {lon:.5f}}}\n')
+            truth.write(f"s{i:07d},{lat:.5f},{lon:.5f}\n")
+
+
+def truth_section(work: Path, rows: int, src: Path = ROOT / "src") -> None:
+    """`score --truth` beside the same rows scored with their truth inline."""
+    from bounds_bench import made
+
+    made(f"i41-truth:{rows}", work)
+    score = ["-c", "from geosleuth.cli.app import main; main()", "score", "--json"]
+    client = "this checkout" if src == ROOT / "src" else f"the code from {src}"
+    print(f" score on {rows:,} rows ({client}), the truth from a CSV (--truth) against the truth inline:")
+    ours = run_measured([*score, str(work / "pred.jsonl"), "--truth", str(work / "truth.csv")], src)
+    ref = run_measured([*score, str(work / "inline.jsonl")], src)
+    print(line("score --truth", (*ours[:2], "scored"), "truth inline", ref))
+
+
 def make(kind: str, path: Path) -> None:
     """The inputs, made in a helper process (``bounds_bench.py --make i41-…``)."""
     if kind == "i41-prog16k":
         progressive_jpeg(path)
     elif kind == "i41-plte400":
         plte_png(path)
+    elif kind.startswith("i41-truth:"):
+        truth_files(path, int(kind.split(":")[1]))
+    elif kind.startswith("i41-flood:"):
+        _, calls, replies, variant = kind.split(":")
+        flood_script(path, int(calls), int(replies), variant)
     else:
         _, rows_mib, scalar_mib = kind.split(":")
         json_documents(path, int(rows_mib), int(scalar_mib))
@@ -159,21 +221,76 @@ def read_child(reader: str, path: str) -> None:
     print(f"{rows} rows, {bad} bad, {outcome}", flush=True)
 
 
-def flood_child(calls: int, replies: int, image: str, out: str) -> None:
-    """``locate --model`` against a server whose first ``replies`` answers carry ``calls`` calls."""
-    from geosleuth.cli.app import main
-    from geosleuth.testing import FakeOpenAIServer, reply, tool_call
+def flood_script(path: Path, calls: int, replies: int, variant: str) -> Path:
+    """A ``fake_openai --script`` file: ``replies`` replies of ``calls`` calls each, then the answer.
 
-    flood = [tool_call("geocode", {}, str(i)) for i in range(calls)]  # 170k: 14.5 MiB, under the cap
-    script = [reply("", tool_calls=flood) for _ in range(replies)] + [reply(ANSWER)]
-    with FakeOpenAIServer(script) as server:
-        model = ["--model", "m", "--base-url", server.base_url, "--prompt", "thinking_with_map"]
-        turns = ["--max-turns", str(replies + 1)]
-        sys.argv = ["geosleuth", "locate", image, *model, *turns, "--json", "--out", out]
-        with contextlib.suppress(SystemExit):
-            main()
-    size = sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
-    print(f"trajectory files {size / 2**20:.2f} MiB", flush=True)
+    ``nan``: each flood's first call has the id ``NaN`` (a bare NaN in the reply's JSON), a body
+    msgspec refuses, which the client reads with the standard decoder instead. ``fields``: one
+    call a reply, the flood's bytes in a message field the client echoes unread
+    (``reasoning_details``).
+    """
+    flood = [{"name": "geocode", "arguments": {}, "id": str(i)} for i in range(calls)]  # 170k: 14.5 MiB
+    if variant == "nan" and flood:
+        flood[0]["id"] = float("nan")
+    step: dict[str, object] = {"content": "", "tool_calls": flood}
+    if variant == "fields":
+        step = {"content": "", "tool_calls": flood[:1], "fields": {"reasoning_details": flood}}
+    steps: list[object] = [step for _ in range(replies)]
+    path.write_text(json.dumps([*steps, ANSWER]), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def served(script: Path) -> Iterator[str]:
+    """The scripted server from the command line, in its own process; yields its base URL."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "geosleuth.testing.fake_openai", "--script", str(script)],
+        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def flood_section(work: Path, flood: int, photo: Path, src: Path) -> None:
+    """``locate --model`` against 5 flooding replies, and the same client against one answer."""
+    from bounds_bench import made  # inputs are made in helper processes
+
+    client = "this checkout" if src == ROOT / "src" else f"the client from {src}"
+    print(
+        f" tool-call flood through locate --model ({client}): 5 replies of {flood:,} calls against one "
+        "plain answer; the server in its own process:"
+    )
+    locate = [
+        "-c",
+        "from geosleuth.cli.app import main; main()",
+        "locate",
+        str(photo),
+        "--json",
+        "--model",
+        "m",
+    ]
+    args = ["--prompt", "thinking_with_map", "--max-turns", "6"]
+    runs = {}
+    for name, calls, replies, variant in (
+        ("plain answer", 0, 0, "calls"), ("5 x flood", flood, 5, "calls"),
+        ("5 x flood, NaN id", flood, 5, "nan"), ("5 x unread fields", flood, 5, "fields"),
+    ):  # fmt: skip
+        made(f"i41-flood:{calls}:{replies}:{variant}", work / f"flood_{calls}_{variant}.json")
+        out = work / f"o_flood_{calls}_{variant}"
+        with served(work / f"flood_{calls}_{variant}.json") as url:
+            runs[name] = run_measured([*locate, "--base-url", url, *args, "--out", str(out)], src)
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        wall, rss, outcome, cpu = runs[name]
+        ref_wall, ref_rss, _, ref_cpu = runs["plain answer"]
+        print(
+            f"  {name:<18} {rss:5.0f} MiB {wall:5.1f} s wall {cpu:5.1f} s CPU, trajectory "
+            f"{size / 2**20:.2f} MiB ({outcome[:40]}) | vs plain answer: {rss / ref_rss:4.2f}x RSS "
+            f"{wall / ref_wall:4.2f}x wall {cpu / ref_cpu:4.2f}x CPU"
+        )
 
 
 def webapp_child(image: str, uploads: int, workdir: str) -> None:
@@ -203,7 +320,7 @@ def webapp_child(image: str, uploads: int, workdir: str) -> None:
 # --- the section ----------------------------------------------------------------------------------
 
 
-def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) -> None:
+def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int, truth_rows: int) -> None:
     from bounds_bench import made  # inputs are made in helper processes: a child's peak starts from ours
 
     photo = made("photo", work / "i41_photo.jpg")
@@ -220,10 +337,8 @@ def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) 
     ours = run_measured([bench, "--i41", "webapp", str(prog), "3", str(work / "w1")])
     ref = run_measured([bench, "--i41", "webapp", str(photo), "3", str(work / "w2")])
     print(line("web app, 3 uploads", ours, "3 uploads photo", ref))
-    print(f" tool-call flood through locate --model: 5 replies of {flood:,} calls against one plain answer:")
-    ours = run_measured([bench, "--i41", "flood", str(flood), "5", str(photo), str(work / "o_flood")])
-    ref = run_measured([bench, "--i41", "flood", "0", "0", str(photo), str(work / "o_plain")])
-    print(line("5 x flood", ours, "plain answer", ref))
+    flood_section(work, flood, photo, ROOT / "src")
+    truth_section(work, truth_rows)
     png = made("i41-plte400", work / "plte400.png")
     plain = made("64px", work / "i41_64px.png")
     ours = run_measured([*locate, str(png), "--out", str(work / "o_plte")])
@@ -299,8 +414,6 @@ def dispatch(args: list[str]) -> None:
     kind, rest = args[0], args[1:]
     if kind == "read":
         read_child(rest[0], rest[1])
-    elif kind == "flood":
-        flood_child(int(rest[0]), int(rest[1]), rest[2], rest[3])
     elif kind == "webapp":
         webapp_child(rest[0], int(rest[1]), rest[2])
     elif kind == "load-all":

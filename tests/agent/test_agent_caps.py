@@ -122,3 +122,57 @@ def test_a_flood_of_tool_calls_through_the_api_stays_small(query_image: Path, tm
     assert len(traj.tool_calls) == 40
     assert len(traj.model_dump_json()) < 200_000
     assert max(sent) < 200_000  # the conversation replays 10 calls a turn, not 20,000
+
+
+def test_a_reply_with_more_choices_than_asked_for_is_read_only_as_far_as_asked(
+    query_image: Path, tmp_path: Path
+) -> None:
+    """A server that floods choices (100,000 where one was asked for) costs a scan of its bytes:
+    the first choice is the reply, the rest are neither decoded nor built."""
+    import geosleuth
+    from geosleuth.agent.client import decode_completion, parse_completion
+    from geosleuth.testing.fake_openai import malformed
+
+    choice = {"index": 0, "message": {"role": "assistant", "content": ANSWER_JSON}, "finish_reason": "stop"}
+    other = {"index": 1, "message": {"role": "assistant", "content": "", "tool_calls": [tool_call("x", {})]}}
+    body = json.dumps({"choices": [choice] + [other] * 100_000})
+    (read,), _usage, _model = parse_completion(decode_completion(body.encode()))
+    assert read.content == ANSWER_JSON and read.tool_calls == []
+    with FakeOpenAIServer([malformed(body)]) as server:
+        traj = geosleuth.locate(
+            query_image, "fake-vlm", base_url=server.base_url, prompt="direct", out=tmp_path
+        )
+    assert traj.status is TrajectoryStatus.OK and traj.prediction and traj.prediction.city == "Zürich"
+    assert traj.tool_calls == [] and len(traj.model_dump_json()) < 50_000
+
+
+def test_fields_echoed_unread_are_kept_within_the_turn_cap(query_image: Path, tmp_path: Path) -> None:
+    """Issue 41: fields the client does not read go back with every later turn (Gemini's thought
+    signature must); 1.5 MB of them in each reply were re-sent and stored every turn (30 MiB by
+    the fifth). Past the turn's cap they are dropped and the turn says how long they were; a
+    small signature on a call still goes back."""
+    import geosleuth
+
+    call = {**tool_call("image_zoom_tool", {"bbox_2d": [0, 0, 10, 10]}, "z1")}
+    call["extra_content"] = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
+    flood = reply("", tool_calls=[call])
+    flood.message["reasoning_details"] = [
+        {"type": "reasoning.text", "text": "x" * 40, "n": i} for i in range(20_000)
+    ]
+    details = len(json.dumps(flood.message["reasoning_details"]))  # ~1.5 MB, past the 200,000 cap
+    with FakeOpenAIServer([flood] * 3 + [reply(ANSWER_JSON)]) as server:
+        traj = geosleuth.locate(
+            query_image, "fake-vlm", base_url=server.base_url, prompt="thinking_with_map", out=tmp_path,
+            max_turns=5,
+        )  # fmt: skip
+        sent = [r.json for r in server.chat_requests]
+    assert traj.status is TrajectoryStatus.OK
+    signed = len(json.dumps({"extra_content": call["extra_content"]}))  # a call's fields, as the message's
+    assert [t.truncated.get("extra") for t in traj.turns] == [details + signed] * 3 + [None]
+    replayed = [m for m in sent[-1]["messages"] if m["role"] == "assistant"]
+    assert len(replayed) == 3 and all("reasoning_details" not in m for m in replayed)
+    assert all(
+        m["tool_calls"][0]["extra_content"]["google"]["thought_signature"] == "c2lnbmF0dXJl" for m in replayed
+    )
+    assert max(len(json.dumps(body)) for body in sent) < 200_000
+    assert len(traj.model_dump_json()) < 200_000

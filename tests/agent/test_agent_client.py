@@ -136,7 +136,16 @@ def test_the_fake_server_runs_from_the_command_line(tmp_path: Path) -> None:
 
     script = tmp_path / "replies.json"
     script.write_text(
-        json.dumps(["first", {"content": "second", "tool_calls": [{"name": "geocode", "arguments": {}}]}])
+        json.dumps(
+            [
+                "first",
+                {
+                    "content": "second",
+                    "tool_calls": [{"name": "geocode", "arguments": {}}],
+                    "fields": {"reasoning_details": [{"type": "reasoning.text", "text": "t"}]},
+                },
+            ]
+        )
     )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -166,6 +175,7 @@ def test_the_fake_server_runs_from_the_command_line(tmp_path: Path) -> None:
         proc.wait(10)
     assert [a["content"] for a in answers] == ["first", "second", "second"]
     assert answers[1]["tool_calls"][0]["function"]["name"] == "geocode"
+    assert answers[1]["reasoning_details"] == [{"type": "reasoning.text", "text": "t"}]
     bad = tmp_path / "bad.json"
     bad.write_text("[42]")
     done = subprocess.run([*cmd[:-1], str(bad)], capture_output=True, text=True, timeout=60)

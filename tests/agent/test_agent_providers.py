@@ -230,3 +230,71 @@ def test_completion_reader_accepts_or_rejects_any_json(body: Any) -> None:
     except ValueError:  # the only failure the client expects (it becomes a retried "unreadable body")
         return
     assert len(choices) == 1
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=20,
+)
+_CALLS = st.lists(
+    st.fixed_dictionaries(
+        {"id": _JSON, "function": st.dictionaries(st.sampled_from(["name", "arguments"]), _JSON)}
+    ),
+    max_size=4,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["id", "model", "usage", "x"]), _JSON, max_size=3),
+    st.lists(
+        st.fixed_dictionaries({"message": st.dictionaries(st.text(max_size=8), _JSON) | _JSON}), max_size=3
+    ),
+    _CALLS | _JSON,
+    st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_completion_decoder_reads_any_body_as_the_standard_decoder_does(
+    top: dict[str, Any], choices: list[dict[str, Any]], calls: Any, lone_surrogate: bool
+) -> None:
+    """Up to the read cap, the lazy decoder gives exactly what ``json.loads`` gives, whatever the
+    shapes (bodies msgspec refuses, NaN and lone surrogate escapes, go through json.loads)."""
+    from geosleuth.agent.client import decode_completion
+
+    if choices and isinstance(choices[0]["message"], dict):
+        choices[0]["message"]["tool_calls"] = calls
+    raw = json.dumps({**top, "choices": choices}, ensure_ascii=True)
+    if lone_surrogate:
+        raw = '{"\\ud800": 1, ' + raw[1:]
+    assert _same(decode_completion(raw.encode(), choices=max(1, len(choices))), json.loads(raw))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_calls_past_the_read_cap_are_counted_not_decoded(nan: bool) -> None:
+    """Issue 41: a reply of 1,024 + 5,000 calls gives 1,024 calls and counts 5,000; the rest stay
+    spans of the body's bytes (a body with a bare NaN is decoded whole and counted the same)."""
+    import msgspec
+
+    from geosleuth.agent.client import MAX_READ_TOOL_CALLS, decode_completion, parse_completion
+
+    calls = [tool_call("geocode", {"address": f"p{i}"}, f"c{i}") for i in range(MAX_READ_TOOL_CALLS + 5000)]
+    body = {"choices": [{"message": {"role": "assistant", "content": "", "tool_calls": calls}}]}
+    raw = json.dumps(body).replace('"c0"', "NaN" if nan else '"c0"', 1).encode()
+    decoded = decode_completion(raw)
+    listed = decoded["choices"][0]["message"]["tool_calls"]
+    assert len(listed) == 6024
+    assert all(isinstance(call, msgspec.Raw) for call in listed[MAX_READ_TOOL_CALLS:]) is not nan
+    ((choice,), _usage, _model) = parse_completion(decoded)
+    assert len(choice.tool_calls) == 1024 and choice.dropped_tool_calls == 5000
+    assert choice.tool_calls[-1].id == "c1023" and choice.tool_calls[-1].arguments == '{"address": "p1023"}'

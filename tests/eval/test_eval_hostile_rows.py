@@ -64,3 +64,26 @@ def test_load_dataset_skip_invalid_keeps_the_good_rows(tmp_path: Path, name: str
     assert [s.id for s in geosleuth.load_dataset(folder, skip_invalid=True)] == ["b"]
     with pytest.raises(DatasetError, match="skip_invalid=True"):
         geosleuth.load_dataset(folder)
+
+
+@pytest.mark.parametrize(
+    ("cell", "said"),
+    [
+        ("9" * 5000, "latitude '" + "9" * 40 + "'… (5,000 characters) is not a finite number"),
+        ("1e999", "latitude '1e999' is not a finite number"),
+        ("-inf", "latitude '-inf' is not a finite number"),
+    ],
+)
+def test_a_coordinate_float_reads_as_infinity_is_named_as_written(
+    tmp_path: Path, cell: str, said: str
+) -> None:
+    """A CSV cell of 5,000 digits (or 1e999) is infinity to `float`: the row's problem quotes the
+    cell (cut, with its length), not "latitude inf outside [-90, 90]"."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "data.csv").write_text(f"id,image,lat,lon\na,a.jpg,{cell},2\nb,b.jpg,48.85,2.35\n")
+    for stem in "ab":
+        Image.new("RGB", (8, 8)).save(folder / f"{stem}.jpg")
+    result = CliRunner().invoke(app, ["datasets", "validate", str(folder)])
+    assert result.exit_code == 1 and "1 valid sample(s), 1 problem(s)" in result.output
+    assert f"row 1 (id a): {said}" in result.output.replace("\n  ", " ")

@@ -65,3 +65,4 @@ def test_a_run_that_fails_before_its_first_sample_leaves_no_run(tmp_path: Path) 
     )
     assert result.exit_code == 1 and "cannot reach" in result.output
     assert not out.exists()  # no run.json for `merge` to refuse later
+    assert "was not left a run" in result.output and "finished samples are saved" not in result.output

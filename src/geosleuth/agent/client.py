@@ -32,6 +32,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 import httpx
+import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from geosleuth.agent.config import MAX_RESPONSE_BYTES, AgentConfig
@@ -57,9 +58,10 @@ MAX_ADAPTATIONS = 3  # resends after a 400 naming an unsupported parameter, per 
 ADAPTABLE = frozenset({"top_k", "reasoning_effort", "seed", "top_p", "n", "stop"})
 """Optional sampling fields the client may drop when a server says it does not accept them."""
 MAX_READ_TOOL_CALLS = 1024
-"""Native tool calls of one reply the client builds (far above any per-turn cap); the rest of a
-flood (170k calls in 16 MiB) are only counted: building, redacting and recording them cost
-tens of seconds a reply (issue 41)."""
+"""Native tool calls of one reply the client decodes and builds (far above any per-turn cap); the
+rest of a flood (170k calls in 16 MiB) are only counted, as byte spans: decoding them as Python
+objects cost 0.5 s and ~100 MB a reply, building, redacting and recording them tens of seconds
+(issue 41)."""
 READ_FIELDS = frozenset({"role", "content", "tool_calls"})
 """Assistant-message fields the client reads and rebuilds itself."""
 RESPONSE_ONLY = frozenset({"refusal", "annotations", "audio", "function_call", "name"})
@@ -289,19 +291,70 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def parse_completion(body: Any) -> tuple[list[ChatChoice], Usage, str]:
-    """Read a chat.completion object; raise ValueError (only) when it is not one."""
+_OBJECT_SPANS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ITEM_SPANS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def decode_completion(raw: bytes, choices: int = 1) -> Any:
+    """The JSON body of a completion, as the standard decoder reads it, except that the choices
+    past the first ``choices`` (those asked for) and each choice's ``tool_calls`` past
+    `MAX_READ_TOOL_CALLS` stay undecoded spans of bytes (`msgspec.Raw`).
+
+    msgspec splits the body into its fields, the choices and the calls in C without building
+    them; only the fields the client reads are then decoded, by the standard decoder, so a flood
+    of calls costs a scan of its bytes. A body msgspec refuses where the standard decoder does
+    not (lone surrogate escapes, ``NaN``, a field of another shape) is decoded whole, as before;
+    the standard decoder's ``ValueError`` / ``RecursionError`` say the body is unreadable.
+    """
+    try:
+        body = _OBJECT_SPANS.decode(raw)
+        listed_choices = _ITEM_SPANS.decode(body.pop("choices")) if "choices" in body else None
+        read = [_OBJECT_SPANS.decode(c) for c in (listed_choices or [])[:choices]]
+        messages = [_OBJECT_SPANS.decode(c.pop("message")) if "message" in c else None for c in read]
+        calls = [
+            _ITEM_SPANS.decode(m.pop("tool_calls")) if m and "tool_calls" in m else None for m in messages
+        ]
+    except msgspec.DecodeError:  # ValidationError included: a field of another shape
+        return json.loads(raw)
+    out = _decoded(body)
+    if listed_choices is not None:
+        out["choices"] = []
+        for choice, message, listed in zip(read, messages, calls, strict=True):
+            item = _decoded(choice)
+            if message is not None:
+                item["message"] = _decoded(message)
+                if listed is not None:
+                    head = [json.loads(bytes(span)) for span in listed[:MAX_READ_TOOL_CALLS]]
+                    item["message"]["tool_calls"] = head + listed[MAX_READ_TOOL_CALLS:]
+            out["choices"].append(item)
+        out["choices"] += listed_choices[choices:]
+    return out
+
+
+def _decoded(spans: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    return {key: json.loads(bytes(span)) for key, span in spans.items()}
+
+
+def parse_completion(body: Any, choices: int = 1) -> tuple[list[ChatChoice], Usage, str]:
+    """Read the first ``choices`` of a chat.completion object (those asked for: a server that
+    sends more is not read past them); raise ValueError (only) when it is not one."""
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
         raise ValueError("response has no choices")
     try:
-        return _read_completion(body)
+        return _read_completion(body, max(1, choices))
     except (TypeError, AttributeError) as exc:  # a field of the wrong JSON type
         raise ValueError(f"malformed completion ({type(exc).__name__}: {exc})") from None
 
 
-def _read_completion(body: dict[str, Any]) -> tuple[list[ChatChoice], Usage, str]:
+def _read_completion(body: dict[str, Any], read: int) -> tuple[list[ChatChoice], Usage, str]:
     choices = []
-    for ch in body["choices"]:
+    if len(body["choices"]) > read:
+        log.warning(
+            "the reply has %d choices where %d were asked for: only those are read",
+            len(body["choices"]),
+            read,
+        )
+    for ch in body["choices"][:read]:
         msg = ch.get("message") or {}
         if not isinstance(msg, dict):
             raise ValueError("choice message is not an object")
@@ -530,7 +583,7 @@ class ChatClient:
                 with attempt:
                     number = attempt.retry_state.attempt_number
                     while True:  # a resend after a 400 naming a parameter stays in this attempt
-                        resp = await self._attempt(body, number, start)
+                        resp = await self._attempt(body, number, start, n or 1)
                         if isinstance(resp, ChatResponse):
                             return resp
                         if adaptations < MAX_ADAPTATIONS and self.adapt(resp.param, resp.text):
@@ -550,10 +603,13 @@ class ChatClient:
             raise ModelError(f"{gave_up} [{self.base_url}]", exc.status, self.max_retries + 1) from None
         raise AssertionError("unreachable: tenacity returns or raises")
 
-    async def _attempt(self, body: bytes, attempt: int, start: float) -> ChatResponse | _Unsupported:
+    async def _attempt(
+        self, body: bytes, attempt: int, start: float, asked: int = 1
+    ) -> ChatResponse | _Unsupported:
         """One request: the response, a server's refusal of a named parameter (to adapt and
         resend), `_Transient` (retried), or a `ModelError` (fatal 401/403/404, any other
-        status, the response-size cap: not retried)."""
+        status, the response-size cap: not retried). The reply is read up to the ``asked``
+        choices (the request's ``n``)."""
         try:
             resp = await self._post(body)
         except (httpx.TimeoutException, TimeoutError):
@@ -565,7 +621,7 @@ class ChatClient:
         status = resp.status_code
         if status == 200:
             try:
-                choices, usage, model = parse_completion(resp.json())
+                choices, usage, model = parse_completion(decode_completion(resp.content, asked), asked)
             except ValueError as exc:
                 raise _Transient(f"unreadable response body ({exc}): {resp.text[:200]!r}", status) from None
             except RecursionError:  # the same body would come again: not retried

@@ -16,6 +16,7 @@ count), and images returned by tools are re-observed and answered in text.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,9 +28,11 @@ from typing import Any
 from PIL import Image
 
 from geosleuth.agent.client import (
+    REASONING_FIELDS,
     ChatChoice,
     ChatClient,
     ModelError,
+    RawToolCall,
     assistant_message,
     looks_like_image_rejection,
 )
@@ -476,13 +479,62 @@ def _count_replaced(traj: Trajectory, source: str, replaced: int) -> None:
 
 def _capped_choice(choice: ChatChoice, max_chars: int) -> tuple[ChatChoice, dict[str, int]]:
     """The reply as the turn stores and the conversation replays it: content and reasoning cut
-    to ``max_chars`` (head and tail), with the original lengths of what was cut."""
+    to ``max_chars`` (head and tail), the fields the client echoes unread kept within
+    ``max_chars`` of JSON, with the original lengths of what was cut."""
     content, content_len = cap_text(choice.content, max_chars)
     reasoning, reasoning_len = cap_text(choice.reasoning, max_chars) if choice.reasoning else (None, None)
-    cut = {k: n for k, n in (("text", content_len), ("reasoning", reasoning_len)) if n is not None}
+    extra, calls, extra_len = _capped_extras(choice, max_chars)
+    cut = {
+        k: n
+        for k, n in (("text", content_len), ("reasoning", reasoning_len), ("extra", extra_len))
+        if n is not None
+    }
     if not cut:
         return choice, {}
-    return replace(choice, content=content, reasoning=reasoning or choice.reasoning), cut
+    capped = replace(choice, content=content, reasoning=reasoning or choice.reasoning)
+    return replace(capped, extra=extra, tool_calls=calls), cut
+
+
+def _capped_extras(
+    choice: ChatChoice, max_chars: int
+) -> tuple[dict[str, Any], list[RawToolCall], int | None]:
+    """The fields a server sent that the client does not read (thought signatures, reasoning
+    details), of the message and of each call, kept in order while their JSON fits in
+    ``max_chars`` together; the rest are dropped. They go back with every later turn, so a
+    reply's megabytes of them would be re-sent and stored each turn (issue 41). The reasoning
+    text (DeepSeek's, echoed) is cut as the turn's reasoning is. Returns the kept fields, the
+    calls and, when something was dropped, the JSON length of them all."""
+    budget, total, dropped = max_chars, 0, False
+    extra: dict[str, Any] = {}
+    for key, value in choice.extra.items():
+        if key in REASONING_FIELDS and isinstance(value, str):
+            extra[key] = cap_text(value, max_chars)[0]
+            continue
+        size = _json_chars(value)
+        total += size
+        if size <= budget:
+            extra[key], budget = value, budget - size
+        else:
+            dropped = True
+    calls = []
+    for call in choice.tool_calls:
+        size = _json_chars(call.extra) if call.extra else 0
+        total += size
+        if size <= budget:
+            calls.append(call)
+            budget -= size
+        else:
+            calls.append(replace(call, extra={}))
+            dropped = True
+    return extra, calls, total if dropped else None
+
+
+def _json_chars(value: Any) -> int:
+    """Length of ``value`` as JSON; a value that cannot be written counts as too long to keep."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str))
+    except (RecursionError, ValueError):
+        return 2**62
 
 
 def _dropped_note(dropped: int, cap: int) -> str:

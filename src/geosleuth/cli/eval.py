@@ -198,6 +198,7 @@ def eval_command(
     given = dict(locals())  # every flag by its name: eval.config.config_flags maps them to the config
     from geosleuth.eval.datasets.loading import DatasetError
     from geosleuth.eval.run.config import (
+        MANIFEST,
         ConfigError,
         config_flags,
         parse_shard,
@@ -252,11 +253,13 @@ def eval_command(
 
             stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
     except RunAborted as exc:
-        _fail(
-            f"stopped: {exc}\nfinished samples are saved in {prepared.run_dir}; "
-            "fix this and re-run the same command to resume",
-            code=1,
+        run = prepared.run_dir
+        kept = (
+            f"finished samples are saved in {run}; fix this and re-run the same command to resume"
+            if (run / MANIFEST).exists()
+            else f"no sample was recorded and {run} was not left a run; fix this and run it again"
         )
+        _fail(f"stopped: {exc}\n{kept}", code=1)
     except (ValueError, RunDirError) as exc:
         _fail(str(exc))
     except OSError as exc:

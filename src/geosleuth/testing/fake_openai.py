@@ -12,7 +12,8 @@ From the command line it lets a user try the harness lines without a GPU::
 
 ``replies.json`` is a JSON list (or JSON Lines) of steps played in order, the last one repeated:
 a string is an answer's text; an object has ``content``, ``reasoning`` and ``tool_calls``
-(``[{"name": …, "arguments": {…}}]``), or ``status`` and ``error`` for an HTTP error.
+(``[{"name": …, "arguments": {…}}]``) and, in ``fields``, any other fields of the message (a
+provider's ``reasoning_details``, say), or ``status`` and ``error`` for an HTTP error.
 """
 
 from __future__ import annotations
@@ -316,9 +317,12 @@ class FakeOpenAIServer:
         serial = next(self._ids)
         choices = []
         for i in range(max(1, int(n or 1))):
-            message = json.loads(json.dumps(step.message))
-            for j, call in enumerate(message.get("tool_calls", [])):
-                call["id"] = call.get("id") or f"call_{serial}_{i}_{j}"
+            message = dict(step.message)  # the script stays as written: only the ids are filled in
+            if "tool_calls" in message:
+                message["tool_calls"] = [
+                    {**call, "id": call.get("id") or f"call_{serial}_{i}_{j}"}
+                    for j, call in enumerate(message["tool_calls"])
+                ]
             choices.append({"index": i, "message": message, "finish_reason": step.finish_reason})
         usage = dict(step.usage)
         usage["total_tokens"] = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
@@ -351,7 +355,9 @@ def script_steps(text: str) -> list[Step]:
                 tool_call(str(c["name"]), c.get("arguments", {}), c.get("id"))
                 for c in entry.get("tool_calls", [])
             ]
-            steps.append(reply(entry.get("content"), tool_calls=calls, reasoning=entry.get("reasoning")))
+            step = reply(entry.get("content"), tool_calls=calls, reasoning=entry.get("reasoning"))
+            step.message.update(entry.get("fields") or {})
+            steps.append(step)
         else:
             raise ValueError(f"step {number}: expected a string or an object, got {type(entry).__name__}")
     if not steps:

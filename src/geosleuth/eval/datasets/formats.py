@@ -47,10 +47,18 @@ def _float(value: Any, name: str) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
-        raise ValueError(f"{name} {str(value)[:40]!r} is not a number") from None
+        raise ValueError(f"{name} {_shown(value)} is not a number") from None
     if math.isnan(number):
         return None
+    if math.isinf(number):  # "1e999", or a string of 400 digits: float reads them as infinity
+        raise ValueError(f"{name} {_shown(value)} is not a finite number")
     return number
+
+
+def _shown(value: Any) -> str:
+    """A cell as a message quotes it: its first 40 characters, and its length when longer."""
+    text = str(value)
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text):,} characters)"
 
 
 def _maybe_json(value: Any) -> Any:
