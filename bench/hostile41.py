@@ -14,9 +14,7 @@
   trajectory, 9.6 s CPU (3.08x); after 171 MiB, 0.01 MiB, 7.7 s CPU (2.29x: each reply's field
   is still decoded, cleaned of lone surrogates and measured before it is dropped);
 - ``score PRED --truth TRUTH.csv`` on ``--truth-rows`` rows against the same rows with their truth
-  inline (``--only-truth``; 3M rows: 1.62 GB against 554 MB at first). 1M rows, same run,
-  ``--src`` main: 701 MiB against 329 MiB inline (2.13x); this checkout: 472 MiB against 330 MiB
-  (1.43x), the truth index 140 bytes a row where a `Truth` with its dicts took 360;
+  inline (``--only-truth``; 3M rows: 1.62 GB against 554 MB before);
 - a 64x64 PNG whose PLTE claims 400 MB (1.27 GB before) against the same PNG without it;
 - JSON arrays read by the hand-written scanner (`geosleuth.scoring.jsonstream`, each item
   parsed alone) and by ijson's C backend (``ijson.items``, yajl2_c), side by side: clean rows,
