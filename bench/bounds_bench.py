@@ -36,8 +36,8 @@ starts from its parent's, so the measuring process stays small.
   PLTE chunk, and JSON arrays read by the hand-written scanner beside ijson's C backend.
 
 Run: ``PYTHONPATH=src .venv/bin/python bench/bounds_bench.py [--skip-62mp] [--skip-issue-32] [--only-score]
-[--issue-41 | --only-issue-41 | --only-flood [--src OTHER/src] | --only-truth] [--flood 170000]
-[--truth-rows 3000000] [--scalar-mib 400] [--rows-mib 100]``
+[--issue-41 | --only-issue-41 | --only-flood [--src OTHER/src]] [--flood 170000] [--scalar-mib 400]
+[--rows-mib 100]``
 """
 
 from __future__ import annotations
@@ -300,8 +300,6 @@ def main() -> int:
     parser.add_argument("--only-issue-41", action="store_true", help="Only issue 41's figures.")
     parser.add_argument("--flood", type=int, default=170_000, help="Tool calls in each flooding reply.")
     parser.add_argument("--only-flood", action="store_true", help="Only issue 41's tool-call flood figures.")
-    parser.add_argument("--only-truth", action="store_true", help="Only issue 41's score --truth figure.")
-    parser.add_argument("--truth-rows", type=int, default=3_000_000, help="Rows in the score --truth figure.")
     parser.add_argument(
         "--src", type=Path, default=Path(__file__).resolve().parents[1] / "src",
         help="The source folder the flood and score --truth figures run (main's for a before figure).",
@@ -325,14 +323,11 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="bounds_bench_") as tmp:
         work = Path(tmp)
-        if args.only_truth:
-            hostile41.truth_section(work, args.truth_rows, args.src.resolve())
-            return 0
         if args.only_flood:
             hostile41.flood_section(work, args.flood, made("photo", work / "photo.jpg"), args.src.resolve())
             return 0
         if args.issue_41 or args.only_issue_41:
-            hostile41.section(work, __file__, args.flood, args.scalar_mib, args.rows_mib, args.truth_rows)
+            hostile41.section(work, __file__, args.flood, args.scalar_mib, args.rows_mib)
         if args.only_issue_41:
             return 0
         if not args.only_score:

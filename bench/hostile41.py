@@ -13,8 +13,6 @@
   bytes in a field the client echoes unread (``reasoning_details``): before 550 MiB, a 38 MiB
   trajectory, 9.6 s CPU (3.08x); after 171 MiB, 0.01 MiB, 7.7 s CPU (2.29x: each reply's field
   is still decoded, cleaned of lone surrogates and measured before it is dropped);
-- ``score PRED --truth TRUTH.csv`` on ``--truth-rows`` rows against the same rows with their truth
-  inline (``--only-truth``; 3M rows: 1.62 GB against 554 MB before);
 - a 64x64 PNG whose PLTE claims 400 MB (1.27 GB before) against the same PNG without it;
 - JSON arrays read by the hand-written scanner (`geosleuth.scoring.jsonstream`, each item
   parsed alone) and by ijson's C backend (``ijson.items``, yajl2_c), side by side: clean rows,
@@ -28,7 +26,6 @@ import contextlib
 import io
 import json
 import os
-import random
 import resource
 import struct
 import subprocess
@@ -136,44 +133,12 @@ def document_names(scalar_mib: int) -> dict[str, str]:
     return {**names, f"{scalar_mib} MiB scalar": "scalar.json"}
 
 
-def truth_files(folder: Path, rows: int) -> None:
-    """Predictions, their truth as a CSV (the released truth files' shape) and both inline."""
-    rng = random.Random(1)
-    with (
-        (folder / "pred.jsonl").open("w") as pred,
-        (folder / "truth.csv").open("w") as truth,
-        (folder / "inline.jsonl").open("w") as inline,
-    ):
-        truth.write("id,lat,lon\n")
-        for i in range(rows):
-            lat, lon = rng.uniform(-60, 60), rng.uniform(-170, 170)
-            row = f'{{"id": "s{i:07d}", "lat": {lat + 0.1:.5f}, "lon": {lon:.5f}'
-            pred.write(row + "}\n")
-            inline.write(f'{row}, "true_lat": {lat:.5f}, "true_lon": {lon:.5f}}}\n')
-            truth.write(f"s{i:07d},{lat:.5f},{lon:.5f}\n")
-
-
-def truth_section(work: Path, rows: int, src: Path = ROOT / "src") -> None:
-    """`score --truth` beside the same rows scored with their truth inline."""
-    from bounds_bench import made
-
-    made(f"i41-truth:{rows}", work)
-    score = ["-c", "from geosleuth.cli.app import main; main()", "score", "--json"]
-    client = "this checkout" if src == ROOT / "src" else f"the code from {src}"
-    print(f" score on {rows:,} rows ({client}), the truth from a CSV (--truth) against the truth inline:")
-    ours = run_measured([*score, str(work / "pred.jsonl"), "--truth", str(work / "truth.csv")], src)
-    ref = run_measured([*score, str(work / "inline.jsonl")], src)
-    print(line("score --truth", (*ours[:2], "scored"), "truth inline", ref))
-
-
 def make(kind: str, path: Path) -> None:
     """The inputs, made in a helper process (``bounds_bench.py --make i41-…``)."""
     if kind == "i41-prog16k":
         progressive_jpeg(path)
     elif kind == "i41-plte400":
         plte_png(path)
-    elif kind.startswith("i41-truth:"):
-        truth_files(path, int(kind.split(":")[1]))
     elif kind.startswith("i41-flood:"):
         _, calls, replies, variant = kind.split(":")
         flood_script(path, int(calls), int(replies), variant)
@@ -318,7 +283,7 @@ def webapp_child(image: str, uploads: int, workdir: str) -> None:
 # --- the section ----------------------------------------------------------------------------------
 
 
-def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int, truth_rows: int) -> None:
+def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int) -> None:
     from bounds_bench import made  # inputs are made in helper processes: a child's peak starts from ours
 
     photo = made("photo", work / "i41_photo.jpg")
@@ -336,7 +301,6 @@ def section(work: Path, bench: str, flood: int, scalar_mib: int, rows_mib: int, 
     ref = run_measured([bench, "--i41", "webapp", str(photo), "3", str(work / "w2")])
     print(line("web app, 3 uploads", ours, "3 uploads photo", ref))
     flood_section(work, flood, photo, ROOT / "src")
-    truth_section(work, truth_rows)
     png = made("i41-plte400", work / "plte400.png")
     plain = made("64px", work / "i41_64px.png")
     ours = run_measured([*locate, str(png), "--out", str(work / "o_plte")])

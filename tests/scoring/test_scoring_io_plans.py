@@ -76,36 +76,3 @@ def test_hostile_layouts_do_not_grow_the_plans_without_bound() -> None:
     )
     assert IO._labels({long_key: 1, "country": "France"}) == {"country": "France"}
     assert not IO._COORD_PLANS and not IO._LABEL_PLANS  # long key names are planned, never kept
-
-
-@given(
-    st.lists(
-        st.tuples(
-            st.text("ab.jpgJPG", min_size=1, max_size=6),
-            st.one_of(st.none(), st.floats(-90, 90)),
-            st.floats(-180, 180),
-            st.dictionaries(st.sampled_from(["country", "city"]), st.text(max_size=4), max_size=1),
-            st.one_of(st.none(), st.just("no coordinates")),
-        ),
-        max_size=12,
-    )
-)
-@settings(max_examples=200, deadline=None)
-def test_the_compact_truth_index_answers_as_a_dict_of_truths(
-    rows: list[tuple[str, float | None, float, dict[str, str], str | None]],
-) -> None:
-    """Issue 41 (low): `score --truth` holds each coordinates-only sample as a key, a position and
-    two doubles; every lookup still gives the `Truth` a dict of them would hold, in file order."""
-    from geosleuth.core.ids import sample_key
-    from geosleuth.scoring.io import Truth, TruthIndex
-
-    index, plain = TruthIndex(), {}
-    for written, lat, lon, labels, problem in rows:
-        truth = Truth(lat, lon, labels, {}, problem, id=written)
-        key = sample_key(written)
-        if key not in plain:
-            index.add(key, truth)
-            plain[key] = truth
-    assert list(index) == list(plain) and len(index) == len(plain)
-    assert all(index[key] == truth and key in index for key, truth in plain.items())
-    assert "missing" not in index or "missing" in plain

@@ -426,7 +426,7 @@ def score_file(
         raise ScoreInputError(
             f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}"
         )
-    truth: Mapping[str, Truth] | None = None
+    truth: dict[str, Truth] | None = None
     truth_problems: list[str] = []
     read_notes: list[str] = []
     if truth_path is not None:

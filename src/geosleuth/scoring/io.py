@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -98,51 +97,6 @@ class Truth:
     @property
     def has_coords(self) -> bool:
         return self.lat is not None and self.lon is not None
-
-
-class TruthIndex(Mapping[str, Truth]):
-    """A dataset's ground truth by `sample_key`, in file order, held compactly: a sample with
-    nothing but coordinates (what a truth file of millions of rows mostly holds) costs its key,
-    a position and two doubles; a `Truth` is built when it is looked up. Samples with labels,
-    fields, an answer or a problem are kept as their `Truth`. Holding a `Truth` with its two
-    dicts per sample cost 360 bytes a row: 3M rows took 1.62 GB where the same rows inline took
-    554 MB (issue 41)."""
-
-    def __init__(self) -> None:
-        self._positions: dict[str, int] = {}
-        self._coords = array("d")
-        self._written: dict[int, str] = {}  # the id as written, where it is not the key
-        self._whole: dict[int, Truth] = {}
-
-    def add(self, key: str, truth: Truth) -> None:
-        """Index ``truth`` under ``key`` (a key already present is the caller's to refuse)."""
-        position = len(self._positions)
-        self._positions[key] = position
-        plain = not (truth.labels or truth.fields or truth.problem or truth.answer)
-        if plain and truth.lat is not None and truth.lon is not None:
-            self._coords.extend((truth.lat, truth.lon))
-            if truth.id != key and truth.id is not None:
-                self._written[position] = truth.id
-        else:
-            self._coords.extend((math.nan, math.nan))
-            self._whole[position] = truth
-
-    def __getitem__(self, key: str) -> Truth:
-        position = self._positions[key]
-        whole = self._whole.get(position)
-        if whole is not None:
-            return whole
-        lat, lon = self._coords[2 * position], self._coords[2 * position + 1]
-        return Truth(lat, lon, {}, {}, id=self._written.get(position, key))
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._positions
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._positions)
-
-    def __len__(self) -> int:
-        return len(self._positions)
 
 
 MAX_LINE_CHARS = 32 * 1024 * 1024
@@ -578,7 +532,7 @@ def truth_index(
     keep_fields: bool = True,
     notes: list[str] | None = None,
     rows: Iterable[InputRow] | None = None,
-) -> tuple[TruthIndex, list[str]]:
+) -> tuple[dict[str, Truth], list[str]]:
     """A dataset file's ground truth by `sample_key`, plus problems found while reading it.
 
     ``rows``: the dataset's rows when another reader read them (a dataset folder in a layout
@@ -589,7 +543,7 @@ def truth_index(
     released IM2GPS / YFCC truth files (``IMG_ID, AUTHOR, LAT, LON, …``) are read as they are,
     GeoEstimation's 2018 header with its swapped LON / LAT names included (``notes`` says so).
     """
-    index = TruthIndex()
+    index: dict[str, Truth] = {}
     problems: list[str] = []
     empty = True
     swapped: bool | None = None
@@ -621,7 +575,7 @@ def truth_index(
         if key in index:
             problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
             continue
-        index.add(key, truth)
+        index[key] = truth
     if empty:
         raise ScoreInputError(f"{path}: ground-truth file is empty")
     if not index:
