@@ -302,7 +302,7 @@ def main() -> int:
     parser.add_argument("--only-flood", action="store_true", help="Only issue 41's tool-call flood figures.")
     parser.add_argument(
         "--src", type=Path, default=Path(__file__).resolve().parents[1] / "src",
-        help="The source folder the flood and score --truth figures run (main's for a before figure).",
+        help="The source folder the flood figures run (main's for a before figure).",
     )  # fmt: skip
     parser.add_argument("--scalar-mib", type=int, default=400, help="Size of the oversized JSON item.")
     parser.add_argument("--rows-mib", type=int, default=100, help="Size of the JSON arrays of rows.")
