@@ -209,3 +209,23 @@ def test_a_drawn_sign_with_a_zip_code_is_answered_at_the_zip_codes_centroid(tmp_
     assert after.radius_km == pytest.approx(3.995, abs=0.05) and after.radius_km < (before.radius_km or 0)
     said = "postcode 10001 → New York (source: countrystatecity-postal-codes, postcode centroid"
     assert any(e.startswith(said) for e in after.evidence)
+
+
+def test_a_postcode_beside_a_name_tells_which_town_of_that_name_and_the_conflict_is_told() -> None:
+    """ "15230 Frankfurt": the name alone matches Frankfurt am Main (the larger, ranked first); the
+    postcode is Frankfurt (Oder), about 450 km away, and wins."""
+    from geosleuth.agent.offline import Candidate, names_win
+
+    said = "place name 'frankfurt' in the text matches Frankfurt am Main"
+    main = Candidate(50.1155, 8.6842, "Frankfurt am Main, Hesse, Germany", 1.38, "DE", 10.0, [said],
+                     source="place_names")  # fmt: skip
+    oder = Candidate(52.3471, 14.5506, "Frankfurt (Oder), Brandenburg, Germany", 1.2, "DE", 10.0,
+                     ["postcode 15230 → Frankfurt (Oder)"], source="postcode", postcode="15230")  # fmt: skip
+    ranked, conflicts = names_win([main, oder])
+    assert ranked == [oder, main]
+    (told,) = conflicts
+    assert "Frankfurt am Main" in told and "postcode 15230" in told and told.endswith("the postcode wins")
+    # a postcode in the named town's own circle is no conflict
+    near = Candidate(50.12, 8.69, "Frankfurt am Main, Hesse, Germany", 1.2, "DE", 1.0, ["postcode 60311"],
+                     source="postcode", postcode="60311")  # fmt: skip
+    assert names_win([main, near]) == ([main, near], [])

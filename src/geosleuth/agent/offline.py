@@ -286,7 +286,9 @@ def postcode_candidates(
         )
         name = name or (near.label.split(",")[0] if near else None)
         country = country_name(read.country_code)
-        label = ", ".join(x for x in (name or f"postcode {read.code}", first.admin1 or first.state, country) if x)
+        label = ", ".join(
+            x for x in (name or f"postcode {read.code}", first.admin1 or first.state, country) if x
+        )
         how = (
             f"locality centroid: GeoNames {first.place}" if first.source == LOCALITY else "postcode centroid"
         )
@@ -433,8 +435,13 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     phone area more than `CONFLICT_KM` from the best place the text names, the name wins if the
     number's country was only a guess (national format) or is the named place's own country. An
     international number from another country keeps its rank; the conflict is told either way.
+
+    A postcode read beside its locality names its place most precisely: it is the named place
+    when there is one, and it also outranks a town that a name alone matched elsewhere ("15230
+    Frankfurt" is Frankfurt (Oder), not the larger Frankfurt am Main), which is told too.
     """
-    named = next((c for c in ranked if c.source in NAMED_SOURCES and c.level == "city"), None)
+    postcode = next((c for c in ranked if c.source == "postcode"), None)
+    named = postcode or next((c for c in ranked if c.source in NAMED_SOURCES and c.level == "city"), None)
     if named is None:
         return ranked, []
     conflicts = []
@@ -453,6 +460,15 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
         )
         if c is best and wins:
             best = named
+    if postcode is not None and best is not postcode and best.source == "place_names":
+        km = float(haversine_km(postcode.lat, postcode.lon, best.lat, best.lon))
+        if km > CONFLICT_KM:
+            conflicts.append(
+                f"{best.evidence[0] if best.evidence else best.label}: {best.label} is {km:.0f} km from "
+                f"{postcode.label}, where postcode {postcode.postcode} written beside the name is; "
+                "the postcode wins"
+            )
+            best = postcode
     if best is named and ranked[0] is not named:
         ranked = [named, *(c for c in ranked if c is not named)]
     return ranked, conflicts
