@@ -159,9 +159,7 @@ def main() -> None:
     if postcodes is None:
         print(f"no postcode index ({INSTALL_HINT}): the postcodes column repeats the names column")
     errors: dict[str, list[float]] = {"ranked": [], "names": [], "postcodes": []}
-    print(
-        f"{'sign':<22} {'ranked km':>10} {'names km':>9} {'postcode km':>12} {'radius':>7}  answer"
-    )
+    print(f"{'sign':<22} {'ranked km':>10} {'names km':>9} {'postcode km':>12} {'radius':>7}  answer")
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(args.signs.split(",")):
             lines, lat, lon = SIGNS[name]
