@@ -159,6 +159,9 @@ def main() -> None:
     if postcodes is None:
         print(f"no postcode index ({INSTALL_HINT}): the postcodes column repeats the names column")
     errors: dict[str, list[float]] = {"ranked": [], "names": [], "postcodes": []}
+    inside = dict.fromkeys(errors, 0)  # answers whose circle holds the address
+    radius_names: list[float] = []
+    radius_postcodes: list[float] = []
     print(f"{'sign':<22} {'ranked km':>10} {'names km':>9} {'postcode km':>12} {'radius':>7}  answer")
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(args.signs.split(",")):
@@ -180,6 +183,10 @@ def main() -> None:
             new = offline.locate_offline(image, str(photo), ocr=read, postcodes=postcodes)
             for key, result in (("ranked", ranked), ("names", named), ("postcodes", new)):
                 errors[key].append(_error_km(result, lat, lon))
+                radius = result.prediction.radius_km if result.prediction else None
+                inside[key] += radius is not None and errors[key][-1] <= radius
+            radius_names.append(named.prediction.radius_km or 0.0 if named.prediction else 0.0)
+            radius_postcodes.append(new.prediction.radius_km or 0.0 if new.prediction else 0.0)
             pred = new.prediction
             answer = pred.city or pred.country_code if pred else "none"
             radius = f"{pred.radius_km:.1f}" if pred and pred.radius_km else "–"
@@ -197,6 +204,9 @@ def main() -> None:
         + (f" (after / before {after / before:.2f})" if before > 0 else "")
     )
     print(" ".join(f"mean {k} {statistics.mean(v):.1f} km" for k, v in errors.items()))
+    print(" ".join(f"within its radius {k} {inside[k]}/{len(v)}" for k, v in errors.items()))
+    radii = [statistics.median(r) for r in (radius_names, radius_postcodes)]
+    print(f"median radius names {radii[0]:.1f} km, postcodes {radii[1]:.1f} km")
 
 
 if __name__ == "__main__":

@@ -827,6 +827,8 @@ async def run_offline(
     traj.status = TrajectoryStatus.OK if result.prediction is not None else TrajectoryStatus.NO_EVIDENCE
     traj.error = None if result.prediction is not None else "cannot locate: no usable clue"
     traj.metadata = {"candidates": candidate_records(result.candidates[:10]), "conflicts": result.conflicts}
+    if result.notes:
+        traj.metadata["notes"] = result.notes
     if street is not None:
         traj.metadata["street_geocode"] = street
     traj.finished_at = time.time()

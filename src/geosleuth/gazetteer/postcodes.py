@@ -45,15 +45,16 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "countrystatecity-postal-codes"
 MODULE = "countrystatecity_postal_codes"
-SCHEMA_VERSION = 1  # bump when the table layout or the matching rules change
+SCHEMA_VERSION = 2  # bump when the table layout or the matching rules change
 INSTALL_HINT = "pip install 'geosleuth[postcodes]'"
 
 CENTROID = "package centroid"
 LOCALITY = "locality match"
-MIN_CENTROID_KM = 1.0
+MIN_CENTROID_KM = 2.0
 MAX_CENTROID_KM = 25.0
 """A postcode centroid's circle: the distance to the nearest other postcode's centroid, in these
-bounds (a city-centre code a block wide still gets a kilometre; a rural one at most 25 km)."""
+bounds (a city-centre code a block wide still gets two kilometres: its centroid is often a kilometre
+or more from a building in it; a rural one at most 25 km)."""
 MAX_AREA_KM = 150.0
 """The same for a postcode area or a Canadian FSA (the package's "area"/"fsa" rows), which
 cover a whole district: the nearest other area is farther, up to this."""
