@@ -66,6 +66,7 @@ POSTCODES = {
     ],
     "DE": [_pc("DE", "67433", "Neustadt", "RP"), _pc("DE", "01844", "Neustadt", "SN")],
     "CA": [_pc("CA", "K1A", "Ottawa", "ON", 45.42, -75.70, kind="fsa")],
+    "JP": [_pc("JP", "600-8216", "京都市下京区西七条南中野町（１丁目）", "26")],
 }
 
 PLACES = [  # (name, lat, lon, cc, admin1, population, alternate names)
@@ -76,7 +77,8 @@ PLACES = [  # (name, lat, lon, cc, admin1, population, alternate names)
     ("Sankt Leonhard", 48.3, 14.9, "AT", "Upper Austria", 1_400, []),  # another one, 140 km away
     ("Neustadt an der Weinstraße", 49.35, 8.14, "DE", "Rheinland-Pfalz", 53_000, ["Neustadt"]),
     ("Neustadt in Sachsen", 51.03, 14.22, "DE", "Saxony", 12_000, ["Neustadt"]),
-    ("Saxony", 51.0, 13.3, "DE", "Saxony", 4_000_000, ["Sachsen"]),  # a region: ISO's "Sachsen" finds it
+    ("Saxony", 51.0, 13.3, "DE", "Saxony", 4_000_000, ["Sachsen"]),
+    ("Kyoto", 35.0211, 135.7538, "JP", "Kyoto", 1_463_723, ["京都市"]),  # a region: ISO's "Sachsen" finds it
 ]
 REGIONS = {"Saxony"}
 
@@ -158,6 +160,11 @@ def test_a_district_is_used_when_it_lies_in_its_locality_and_the_state_breaks_ti
     assert index.lookup("DE", "01844")[0].place == "Neustadt in Sachsen"
 
 
+def test_a_japanese_locality_is_cut_into_municipality_and_ward(index: PostcodeIndex) -> None:
+    (kyoto,) = index.lookup("JP", "600-8216")  # 京都市 | 下京区 | a neighbourhood; (１丁目) is a note
+    assert kyoto.place == "Kyoto" and kyoto.source == LOCALITY
+
+
 def test_a_format_that_does_not_compile_is_skipped(index: PostcodeIndex) -> None:
     assert index.read("1234 Broken", ["XX"]) == []
 
@@ -214,3 +221,12 @@ def test_the_build_is_reproducible(tmp_path: Path) -> None:
     build_index(data, tmp_path / "gaz" / "places.sqlite", tmp_path / "b.sqlite", "1")
     dump = [list(sqlite3.connect(tmp_path / n).iterdump()) for n in ("a.sqlite", "b.sqlite")]
     assert dump[0] == dump[1]
+
+
+def test_a_new_index_replaces_the_files_of_other_versions(tmp_path: Path) -> None:
+    _write_places(tmp_path / "gaz")
+    data = _write_layout(tmp_path)
+    old = ensure_built(tmp_path / "gaz", data_dir=data, package="1.0.0")
+    new = ensure_built(tmp_path / "gaz", data_dir=data, package="1.0.1")
+    assert old is not None and new is not None and new.exists() and not old.exists()
+    assert ensure_built(tmp_path / "gaz", data_dir=data, package="1.0.1") == new  # built once

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "countrystatecity-postal-codes"
 MODULE = "countrystatecity_postal_codes"
-SCHEMA_VERSION = 2  # bump when the table layout or the matching rules change
+SCHEMA_VERSION = 3  # bump when the table layout or the matching rules change
 INSTALL_HINT = "pip install 'geosleuth[postcodes]'"
 
 CENTROID = "package centroid"
@@ -63,6 +63,11 @@ DISTRICT_KM = 30.0
 place lies this close to the locality's own ("Graz"); else the locality's place stands."""
 MAX_TEXT_LINES = 200
 _COMPONENTS = re.compile(r"[,:;/()]+")
+_NOTES = re.compile(r"[（(][^（）()]*[）)]")
+_KANA_HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+_CJK_UNIT = re.compile(r"[^市区町村郡\s]+?[市区町村郡]")
+"""A Japanese municipality or ward as the package writes it, no prefecture first: "京都市下京区西七条"
+is 京都市, 下京区 (and a neighbourhood the gazetteer does not hold)."""
 _HAS_DIGIT = re.compile(r"\d")
 
 
@@ -157,6 +162,9 @@ def ensure_built(
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+    for stale in Path(gazetteer_dir).glob("postcodes-schema*.sqlite"):  # an older schema or package's
+        if stale != target:
+            stale.unlink(missing_ok=True)
     log.info("postcode index %s: %s", target, counts)
     return target
 
@@ -274,6 +282,15 @@ def _centroid_rows(cc: str, records: list[dict[str, Any]]) -> list[tuple[Any, ..
     return rows
 
 
+def _components(locality: str) -> list[str]:
+    """A locality's parts, the locality first: split on punctuation, parenthesised notes
+    dropped ("（１〜４丁目）"), a Japanese address cut into its municipality and ward."""
+    out: list[str] = []
+    for part in _COMPONENTS.split(_NOTES.sub(" ", locality)):
+        out += _CJK_UNIT.findall(part) if _KANA_HAN.search(part) else [part]
+    return out
+
+
 def _drop_numbers(name: str) -> str:
     return " ".join(w for w in name.split() if not _HAS_DIGIT.search(w))
 
@@ -302,7 +319,7 @@ class _LocalityMatcher:
         whole = self._place(cc, normalize(" ".join(words)), state)
         if whole is not None:
             return whole
-        parts = [normalize(_drop_numbers(p)) for p in _COMPONENTS.split(locality)]
+        parts = [normalize(_drop_numbers(p)) for p in _components(locality)]
         parts = [p for p in parts if p]
         if not parts:
             return None
