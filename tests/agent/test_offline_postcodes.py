@@ -129,6 +129,18 @@ def test_a_number_that_is_another_towns_postcode_is_not_read_as_one() -> None:
     assert "'1020' (CH: Renens) is not written beside a place the sign names: not used" in step.text
 
 
+def test_a_postcode_alone_on_its_line_counts_in_the_named_citys_circle_a_number_in_a_sentence_not() -> None:
+    index = FakePostcodes(_record("6004", "Luzern", 47.0540, 8.3150, CENTROID, 1.5))
+    alone = run(
+        "Hertensteinstrasse 12\nLuzern\n6004", index
+    ).prediction  # OCR read the town apart from its code
+    assert alone is not None and (alone.lat, alone.lon, alone.radius_km) == (47.0540, 8.3150, 1.5)
+    sentence = run("Hertensteinstrasse 12\nLuzern\nSeit 6004 Tagen offen", index)
+    assert sentence.prediction is not None and sentence.prediction.radius_km == 10.0
+    (step,) = [s for s in sentence.steps if s.name == "postcodes"]
+    assert "'6004' (CH: Luzern) is not written beside a place the sign names: not used" in step.text
+
+
 def test_the_postcode_wins_over_a_phone_prefix_of_another_city_and_the_conflict_is_told() -> None:
     """Geneva's 022 is 180 km from Luzern (haversine of 47.0540,8.3150 and 46.2022,6.1457 is
     about 185 km): the postcode (a named place) wins, the disagreement is reported."""

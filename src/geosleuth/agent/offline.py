@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -252,8 +253,9 @@ def postcode_candidates(
     point with their circle (`geosleuth.gazetteer.postcodes`), and what was read but not used.
 
     A postcode counts only where it belongs to a place the sign names: its own line names its
-    locality or state ("6004 Luzern", "NY 10118"), or it lies within the circle of a city the
-    text names elsewhere; a number that merely fits a country's format is not a postcode. One
+    locality or state ("6004 Luzern", "NY 10118"), or it stands alone on its line (OCR read the
+    town apart) and lies within the circle of a city the text names elsewhere; a number that
+    merely fits a country's format ("since 2001" on a Sydney sign) is not a postcode. One
     no finer than the named city it lies in adds its evidence there without moving the answer.
     """
     from geosleuth.core.countries import country_name
@@ -262,8 +264,9 @@ def postcode_candidates(
     out: list[Candidate] = []
     unused: list[str] = []
     for read in index.read(text, countries):
+        alone = re.fullmatch(rf"\W*(?:[A-Z]{{1,3}}-)?{re.escape(read.written)}\W*", read.line) is not None
         accepted = [r for r in read.records if r.named_in(read.line)] or [
-            r for r in read.records if any(_inside(r.lat, r.lon, c) for c in cities)
+            r for r in read.records if alone and any(_inside(r.lat, r.lon, c) for c in cities)
         ]
         if not accepted:
             where = ", ".join(dict.fromkeys(r.place or r.locality or r.state or "?" for r in read.records))
