@@ -141,6 +141,14 @@ def test_a_postcode_alone_on_its_line_counts_in_the_named_citys_circle_a_number_
     assert "'6004' (CH: Luzern) is not written beside a place the sign names: not used" in step.text
 
 
+def test_a_postcode_of_a_district_counts_beside_the_name_of_its_city() -> None:
+    """ "1020 Bruxelles": the package calls 1020 Laeken, a part of Brussels (here: Luzern's circle)."""
+    index = FakePostcodes(_record("6006", "Würzenbach", 47.0560, 8.3320, CENTROID, 2.0))
+    pred = run("Hertensteinstrasse 12\n6006 Luzern", index).prediction
+    assert pred is not None and (pred.lat, pred.lon, pred.radius_km) == (47.0560, 8.3320, 2.0)
+    assert pred.evidence[0].startswith("postcode 6006 → Würzenbach (source: countrystatecity-postal-codes")
+
+
 def test_the_postcode_wins_over_a_phone_prefix_of_another_city_and_the_conflict_is_told() -> None:
     """Geneva's 022 is 180 km from Luzern (haversine of 47.0540,8.3150 and 46.2022,6.1457 is
     about 185 km): the postcode (a named place) wins, the disagreement is reported."""

@@ -112,6 +112,7 @@ class Candidate:
     source: str = ""  # the step that found it: "phone_area", "place_names", "postcode", "country"
     national: bool = False  # a phone number read in national format (its country was a guess)
     postcode: str | None = None  # the postcode that placed it
+    written: str | None = None  # the text a place name matched, as read ("Bruxelles" for Brussels)
 
     @property
     def city(self) -> str | None:
@@ -240,6 +241,7 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
             [said],
             region=place.admin1,
             weights={said: weight},
+            written=m.text,
         )
         if place.id not in best or best[place.id].score < score:
             best[place.id] = cand
@@ -253,9 +255,10 @@ def postcode_candidates(
     point with their circle (`geosleuth.gazetteer.postcodes`), and what was read but not used.
 
     A postcode counts only where it belongs to a place the sign names: its own line names its
-    locality or state ("6004 Luzern", "NY 10118"), or it stands alone on its line (OCR read the
-    town apart) and lies within the circle of a city the text names elsewhere; a number that
-    merely fits a country's format ("since 2001" on a Sydney sign) is not a postcode. One
+    locality or state ("6004 Luzern", "NY 10118"), or it lies within the circle of a city named
+    on its line ("1020 Bruxelles": Laeken, in Brussels) or, standing alone on its line (OCR read
+    the town apart), of a city the text names elsewhere; a number that merely fits a country's
+    format ("since 2001" on a Sydney sign) is not a postcode. One
     no finer than the named city it lies in adds its evidence there without moving the answer.
     """
     from geosleuth.core.countries import country_name
@@ -265,8 +268,9 @@ def postcode_candidates(
     unused: list[str] = []
     for read in index.read(text, countries):
         alone = re.fullmatch(rf"\W*(?:[A-Z]{{1,3}}-)?{re.escape(read.written)}\W*", read.line) is not None
+        beside = [c for c in cities if alone or _written_on(c, read.line)]
         accepted = [r for r in read.records if r.named_in(read.line)] or [
-            r for r in read.records if alone and any(_inside(r.lat, r.lon, c) for c in cities)
+            r for r in read.records if any(_inside(r.lat, r.lon, c) for c in beside)
         ]
         if not accepted:
             where = ", ".join(dict.fromkeys(r.place or r.locality or r.state or "?" for r in read.records))
@@ -304,6 +308,12 @@ def postcode_candidates(
             )
         )  # fmt: skip
     return out, unused
+
+
+def _written_on(city: Candidate, line: str) -> bool:
+    """The text that named the city stands on this line."""
+    key = normalize(city.written or "")
+    return bool(key) and f" {key} " in f" {normalize(line)} "
 
 
 def _inside(lat: float, lon: float, city: Candidate) -> bool:
