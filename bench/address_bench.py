@@ -137,6 +137,15 @@ def _error_km(result: offline.OfflineResult, lat: float, lon: float) -> float:
     return float(haversine_km(pred.lat, pred.lon, lat, lon))
 
 
+def _postcode_source(result: offline.OfflineResult) -> str:
+    """Which kind of postcode point the answer used: a package centroid, a locality, or none."""
+    said = " ".join(result.prediction.evidence if result.prediction else [])
+    for kind in ("postcode centroid", "locality centroid"):
+        if kind in said:
+            return f"a {kind}"
+    return "no postcode"
+
+
 def _unranked(ranked: list[offline.Candidate]) -> tuple[list[offline.Candidate], list[str]]:
     return ranked, []
 
@@ -162,6 +171,7 @@ def main() -> None:
     inside = dict.fromkeys(errors, 0)  # answers whose circle holds the address
     radius_names: list[float] = []
     radius_postcodes: list[float] = []
+    groups: list[str] = []  # which kind of postcode point each answer used
     print(f"{'sign':<22} {'ranked km':>10} {'names km':>9} {'postcode km':>12} {'radius':>7}  answer")
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(args.signs.split(",")):
@@ -187,6 +197,7 @@ def main() -> None:
                 inside[key] += radius is not None and errors[key][-1] <= radius
             radius_names.append(named.prediction.radius_km or 0.0 if named.prediction else 0.0)
             radius_postcodes.append(new.prediction.radius_km or 0.0 if new.prediction else 0.0)
+            groups.append(_postcode_source(new))
             pred = new.prediction
             answer = pred.city or pred.country_code if pred else "none"
             radius = f"{pred.radius_km:.1f}" if pred and pred.radius_km else "–"
@@ -207,6 +218,14 @@ def main() -> None:
     print(" ".join(f"within its radius {k} {inside[k]}/{len(v)}" for k, v in errors.items()))
     radii = [statistics.median(r) for r in (radius_names, radius_postcodes)]
     print(f"median radius names {radii[0]:.1f} km, postcodes {radii[1]:.1f} km")
+    for group in dict.fromkeys(groups):
+        rows = [i for i, g in enumerate(groups) if g == group]
+        pick = lambda values, rows=rows: statistics.median([values[i] for i in rows])  # noqa: E731
+        print(
+            f"signs answered by {group} ({len(rows)}): median error names {pick(errors['names']):.1f} km, "
+            f"postcodes {pick(errors['postcodes']):.1f} km; median radius names {pick(radius_names):.1f} km, "
+            f"postcodes {pick(radius_postcodes):.1f} km"
+        )
 
 
 if __name__ == "__main__":
