@@ -47,6 +47,7 @@ from geosleuth.gazetteer.postcodes import (
     PostcodeRead,
     PostcodeRecord,
     package_version,
+    written_in,
 )
 
 MODEL_NAME = "offline-clues"
@@ -312,8 +313,7 @@ def postcode_candidates(
 
 def _written_on(city: Candidate, line: str) -> bool:
     """The text that named the city stands on this line."""
-    key = normalize(city.written or "")
-    return bool(key) and f" {key} " in f" {normalize(line)} "
+    return written_in(normalize(city.written or ""), line)
 
 
 def _inside(lat: float, lon: float, city: Candidate) -> bool:

@@ -90,17 +90,24 @@ class PostcodeRecord:
     def named_in(self, line: str) -> bool:
         """The line the postcode stands on also names its locality, its place or its state
         ("6004 Luzern", "New York, NY 10118"): the postcode is read beside the place it belongs to."""
-        key = f" {normalize(line)} "
-        names = [self.place, self.locality, *(_COMPONENTS.split(self.locality or "")[:1])]
-        for name in names:
-            name_key = normalize(_drop_numbers(name or ""))
-            if len(name_key) >= 3 and f" {name_key} " in key:
-                return True
+        names = [self.place, self.locality, *_components(self.locality or "")[:1]]
+        if any(written_in(normalize(_drop_numbers(name or "")), line) for name in names):
+            return True
         return (
             bool(self.state)
             and self.state.isalpha()
             and re.search(rf"\b{re.escape(self.state)}\b", line) is not None
         )
+
+
+def written_in(key: str, line: str) -> bool:
+    """A normalised name stands in a line: as whole words, or anywhere for Japanese and Chinese,
+    written without spaces ("京都市" in "〒600-8216 京都市下京区")."""
+    if len(key) < 2 or (len(key) < 3 and not _KANA_HAN.search(key)):
+        return False
+    if _KANA_HAN.search(key):
+        return key in normalize(line)
+    return f" {key} " in f" {normalize(line)} "
 
 
 @dataclass(frozen=True)
