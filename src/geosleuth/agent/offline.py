@@ -259,8 +259,8 @@ def postcode_candidates(
     locality or state ("6004 Luzern", "NY 10118"), or it lies within the circle of a city named
     on its line ("1020 Bruxelles": Laeken, in Brussels) or, standing alone on its line (OCR read
     the town apart), of a city the text names elsewhere; a number that merely fits a country's
-    format ("since 2001" on a Sydney sign) is not a postcode. One
-    no finer than the named city it lies in adds its evidence there without moving the answer.
+    format ("since 2001" on a Sydney sign) is not a postcode. A postcode coarser than the named
+    city it lies in (its rows spread wider than the city's circle) is told and not used.
     """
     from geosleuth.core.countries import country_name
 
