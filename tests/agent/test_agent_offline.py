@@ -171,14 +171,18 @@ def test_an_international_number_of_another_country_keeps_its_rank_but_is_told()
 
 @pytest.mark.slow
 def test_address_bench_on_a_photographed_sign_that_names_its_city() -> None:
-    """bench/address_bench.py as written, on one sign: Luzern named, a Geneva number in national
-    format that also fits Purkersdorf (AT), about 600 km away: the answer stays in Luzern."""
+    """bench/address_bench.py as written, on two signs: Luzern named, a Geneva number in national
+    format that also fits Purkersdorf (AT), about 600 km away: the answer stays in Luzern; a
+    Frankfurt (Oder) postcode beside the name "Frankfurt": with the postcode index (the
+    ``postcodes`` extra) the answer is Frankfurt (Oder), 0.0 km from its GeoNames centre, where
+    the name alone gives Frankfurt am Main, about 478 km away."""
+    import importlib.util
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        [sys.executable, "bench/address_bench.py", "--signs", "luzern_geneva_phone"],
+        [sys.executable, "bench/address_bench.py", "--signs", "luzern_geneva_phone,frankfurt_oder"],
         cwd=root,
         capture_output=True,
         text=True,
@@ -188,4 +192,9 @@ def test_address_bench_on_a_photographed_sign_that_names_its_city() -> None:
     row = next(line for line in out.splitlines() if line.startswith("luzern_geneva_phone"))
     before_km, after_km = (float(x) for x in row.split()[1:3])
     assert before_km > 500 and after_km < 10 and "Luzern" in row
-    assert "median error before" in out and "after / before" in out
+    assert "median error before" in out and "median error names (no postcode index)" in out
+    frankfurt = next(line for line in out.splitlines() if line.startswith("frankfurt_oder")).split()
+    assert float(frankfurt[2]) > 400  # the name alone: Frankfurt am Main
+    if importlib.util.find_spec("countrystatecity_postal_codes") is not None:
+        assert float(frankfurt[3]) < 1 and "Frankfurt (Oder)" in " ".join(frankfurt)
+        assert "after / before" in out

@@ -36,3 +36,24 @@ def test_reverse_takes_negative_coordinates_without_a_separator():
     assert out.exit_code == 0 and json.loads(out.stdout)["country_code"] == "US"
     south = runner.invoke(app, ["gazetteer", "reverse", "-33.92", "18.42"])
     assert south.exit_code == 0 and json.loads(south.stdout)["country_code"] == "ZA"
+
+
+def test_build_prints_the_index_and_says_what_became_of_the_postcode_index(monkeypatch):
+    """`geosleuth gazetteer build` (README, docs/architecture.md): the gazetteer's folder on stdout;
+    on stderr the postcode index beside it with its counts, or that the extra is not installed."""
+    import importlib.util
+    from pathlib import Path
+
+    from geosleuth.gazetteer import postcodes
+
+    out = runner.invoke(app, ["gazetteer", "build"])
+    assert out.exit_code == 0 and Path(out.stdout.strip()).is_dir()
+    if importlib.util.find_spec("countrystatecity_postal_codes") is not None:
+        built = next(line for line in out.stderr.splitlines() if line.startswith("postcode index: "))
+        path = built.removeprefix("postcode index: ").split(" (")[0]
+        assert Path(path).parent == Path(out.stdout.strip()) and "postcode centroids" in built
+    monkeypatch.setattr(postcodes, "package_version", lambda: None)
+    monkeypatch.setattr(postcodes, "_indexes", {})
+    absent = runner.invoke(app, ["gazetteer", "build"])
+    assert absent.exit_code == 0
+    assert "postcode index: not built (countrystatecity-postal-codes is not installed" in absent.stderr

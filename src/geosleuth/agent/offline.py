@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from PIL import Image
 
@@ -39,6 +40,15 @@ from geosleuth.core.records import (
 )
 from geosleuth.core.surrogates import clean_text
 from geosleuth.core.text import normalize
+from geosleuth.gazetteer.postcodes import (
+    INSTALL_HINT,
+    LOCALITY,
+    PACKAGE,
+    PostcodeRead,
+    PostcodeRecord,
+    package_version,
+    written_in,
+)
 
 MODEL_NAME = "offline-clues"
 OFFLINE_WORK_PIXELS = 8_000_000
@@ -53,6 +63,12 @@ MAX_CITY_RADIUS_KM = 40.0
 MIN_COUNTRY_VOTE = 0.5  # a country-only answer needs more than, say, "the text is English"
 BIG_PLACE = 100_000  # a name match with no country clue counts only for places this large
 REGION_RADIUS_KM = 150.0  # a phone area code that names a whole state or province
+POSTCODE_SCORE = 1.2
+"""A postcode read beside its locality outranks a name (at most 1.0) or an area code (1.0) at
+the same place: its point and circle are the finest the text gives."""
+FROM_GAZETTEER = object()
+"""`locate_offline`'s default ``postcodes``: the index built beside the gazetteer in use."""
+NAMED_SOURCES = ("place_names", "postcode")  # the steps whose candidates are places the text names
 
 # How far each kind of clue alone makes the answer right at its radius: independent clues
 # combine as a noisy OR (1 - prod(1 - w)), so one more agreeing clue never lowers confidence.
@@ -61,6 +77,7 @@ REGION_RADIUS_KM = 150.0  # a phone area code that names a whole state or provin
 PHONE_AREA_WEIGHT = 0.55  # an area code serving one town or city
 PHONE_REGION_WEIGHT = 0.35  # an area code serving a state or province
 NAME_WEIGHT = 0.45
+POSTCODE_WEIGHT = 0.45  # a postcode read beside its locality: as telling as the name itself
 COUNTRY_CLUE_WEIGHT = 0.15  # each country clue (domain, phone prefix, pattern) agreeing with the answer
 MAX_CONFIDENCE = 0.95  # what text clues alone can claim; EXIF GPS is 0.99
 CALIBRATION = (1.68, 0.75)  # (a, b) of `calibrated`: bench/calibration_bench.py --fit on the sign set
@@ -72,6 +89,11 @@ class Gazetteer(Protocol):
     def reverse(self, lat: float, lon: float) -> ReversePlace: ...
 
     def match_names(self, text: str, min_population: int = 0) -> list[Any]: ...
+
+
+@runtime_checkable
+class Postcodes(Protocol):
+    def read(self, text: str, countries: Iterable[str]) -> list[PostcodeRead]: ...
 
 
 @dataclass
@@ -88,8 +110,18 @@ class Candidate:
     level: str = "city"  # "admin1" for a region's area code, "country" when only country clues placed it
     region: str | None = None  # admin-1 name: a region's area code supports the towns in it
     weights: dict[str, float] = field(default_factory=dict)  # evidence text -> how telling it is alone
-    source: str = ""  # the step that found it: "phone_area", "place_names", "country"
+    source: str = ""  # the step that found it: "phone_area", "place_names", "postcode", "country"
     national: bool = False  # a phone number read in national format (its country was a guess)
+    postcode: str | None = None  # the postcode that placed it
+    written: str | None = None  # the text a place name matched, as read ("Bruxelles" for Brussels)
+
+    @property
+    def city(self) -> str | None:
+        """The town the candidate names; None for a region, a country, or a postcode whose
+        locality is unnamed (a US ZIP code's centroid)."""
+        if self.level != "city" or (self.postcode and self.label.startswith("postcode ")):
+            return None
+        return self.label.split(",")[0]
 
     @property
     def strength(self) -> float:
@@ -117,6 +149,7 @@ class OfflineResult:
     evidence_strength: float | None = None  # the confidence before calibration (see `calibrated`)
     conflicts: list[str] = field(default_factory=list)  # clues that disagree, and which one won
     text: str = ""  # what OCR read, line by line
+    notes: list[str] = field(default_factory=list)  # what the pipeline could not do (postcodes unavailable)
 
 
 def _timed(steps: list[Step], name: str, arguments: dict[str, Any], fn: Callable[[], Any]) -> Any:
@@ -209,10 +242,96 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
             [said],
             region=place.admin1,
             weights={said: weight},
+            written=m.text,
         )
         if place.id not in best or best[place.id].score < score:
             best[place.id] = cand
     return list(best.values())
+
+
+def postcode_candidates(
+    text: str, countries: list[str], named: list[Candidate], index: Postcodes
+) -> tuple[list[Candidate], list[str]]:
+    """Postcodes the text reads in the countries the evidence names, as candidates at their
+    point with their circle (`geosleuth.gazetteer.postcodes`), and what was read but not used.
+
+    A postcode counts only where it belongs to a place the sign names: its own line names its
+    locality or state ("6004 Luzern", "NY 10118"), or it lies within the circle of a city named
+    on its line ("1020 Bruxelles": Laeken, in Brussels) or, standing alone on its line (OCR read
+    the town apart), of a city the text names elsewhere; a number that merely fits a country's
+    format ("since 2001" on a Sydney sign) is not a postcode. A postcode coarser than the named
+    city it lies in (its rows spread wider than the city's circle) is told and not used.
+    """
+    from geosleuth.core.countries import country_name
+
+    cities = [c for c in named if c.source == "place_names" and c.level == "city"]
+    out: list[Candidate] = []
+    unused: list[str] = []
+    for read in index.read(text, countries):
+        alone = re.fullmatch(rf"\W*(?:[A-Z]{{1,3}}-)?{re.escape(read.written)}\W*", read.line) is not None
+        beside = [c for c in cities if alone or _written_on(c, read.line)]
+        accepted = [r for r in read.records if r.named_in(read.line)] or [
+            r for r in read.records if any(_inside(r.lat, r.lon, c) for c in beside)
+        ]
+        if not accepted:
+            where = ", ".join(dict.fromkeys(r.place or r.locality or r.state or "?" for r in read.records))
+            unused.append(
+                f"postcode {read.written!r} ({read.country_code}: {where}) is not written beside a place "
+                "the sign names: not used"
+            )
+            continue
+        lat, lon, radius = _postcode_circle(accepted)
+        near = next((c for c in cities if _inside(lat, lon, c)), None)
+        if near is not None and near.radius_km < radius:
+            unused.append(
+                f"postcode {read.written!r} → ±{radius:.0f} km, coarser than {near.label} "
+                f"(±{near.radius_km:.0f} km)"
+            )
+            continue
+        first = accepted[0]
+        name = first.place or (
+            first.locality.title() if first.locality and first.locality.isupper() else first.locality
+        )
+        name = name or (near.label.split(",")[0] if near else None)
+        country = country_name(read.country_code)
+        label = ", ".join(
+            x for x in (name or f"postcode {read.code}", first.admin1 or first.state, country) if x
+        )
+        how = (
+            f"locality centroid: GeoNames {first.place}" if first.source == LOCALITY else "postcode centroid"
+        )
+        said = f"postcode {read.written} → {name or read.code} (source: {PACKAGE}, {how}; ±{radius:.1f} km)"
+        out.append(
+            Candidate(
+                lat, lon, label, POSTCODE_SCORE, read.country_code, radius, [said],
+                region=first.admin1 or (near.region if near else None), weights={said: POSTCODE_WEIGHT},
+                postcode=read.code,
+            )
+        )  # fmt: skip
+    return out, unused
+
+
+def _written_on(city: Candidate, line: str) -> bool:
+    """The text that named the city stands on this line."""
+    return written_in(normalize(city.written or ""), line)
+
+
+def _inside(lat: float, lon: float, city: Candidate) -> bool:
+    """A point within a named city's circle (at least `AGREE_KM`: small towns' circles)."""
+    return float(haversine_km(lat, lon, city.lat, city.lon)) <= max(city.radius_km, AGREE_KM)
+
+
+def _postcode_circle(records: list[PostcodeRecord]) -> tuple[float, float, float]:
+    """The mean point of a postcode's rows and the circle that holds each row's own circle (a
+    centroid's radius, or the matched place's circle as a named city gets)."""
+    lat = sum(r.lat for r in records) / len(records)
+    lon = sum(r.lon for r in records) / len(records)
+    radius = max(
+        float(haversine_km(lat, lon, r.lat, r.lon))
+        + (r.radius_km if r.radius_km is not None else city_radius_km(r.population or 0))
+        for r in records
+    )
+    return lat, lon, round(radius, 2)
 
 
 def _unrelated_alias(text: str, name: str) -> bool:
@@ -329,8 +448,13 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     phone area more than `CONFLICT_KM` from the best place the text names, the name wins if the
     number's country was only a guess (national format) or is the named place's own country. An
     international number from another country keeps its rank; the conflict is told either way.
+
+    A postcode read beside its locality names its place most precisely: it is the named place
+    when there is one, and it also outranks a town that a name alone matched elsewhere ("15230
+    Frankfurt" is Frankfurt (Oder), not the larger Frankfurt am Main), which is told too.
     """
-    named = next((c for c in ranked if c.source == "place_names" and c.level == "city"), None)
+    postcode = next((c for c in ranked if c.source == "postcode"), None)
+    named = postcode or next((c for c in ranked if c.source in NAMED_SOURCES and c.level == "city"), None)
     if named is None:
         return ranked, []
     conflicts = []
@@ -349,6 +473,15 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
         )
         if c is best and wins:
             best = named
+    if postcode is not None and best is not postcode and best.source == "place_names":
+        km = float(haversine_km(postcode.lat, postcode.lon, best.lat, best.lon))
+        if km > CONFLICT_KM:
+            conflicts.append(
+                f"{best.evidence[0] if best.evidence else best.label}: {best.label} is {km:.0f} km from "
+                f"{postcode.label}, where postcode {postcode.postcode} written beside the name is; "
+                "the postcode wins"
+            )
+            best = postcode
     if best is named and ranked[0] is not named:
         ranked = [named, *(c for c in ranked if c is not named)]
     return ranked, conflicts
@@ -409,16 +542,20 @@ def locate_offline(
     ocr: Callable[[Image.Image], Any] | None = None,
     on_step: Callable[[list[Step]], None] | None = None,
     use_metadata: bool = True,
+    postcodes: Postcodes | None | object = FROM_GAZETTEER,
 ) -> OfflineResult:
     """The whole pipeline on one decoded image (blocking: OCR and gazetteer lookups).
 
     ``on_step(steps)`` sees the steps so far each time one finishes (the web app streams them);
     an exception it raises (a cancelled job) ends the pipeline there. Without ``use_metadata``
-    (benchmark runs) no EXIF step runs: the clues come from pixels only."""
+    (benchmark runs) no EXIF step runs: the clues come from pixels only. ``postcodes``: the
+    postcode index (by default the one beside the gazetteer, when the ``postcodes`` extra is
+    installed); None runs without one, and the answer says postcode narrowing was unavailable."""
     from geosleuth.tools.clues import country_votes, extract_clues
     from geosleuth.tools.exif import read_exif
 
     steps: list[Step] = []
+    notes: list[str] = []
     loaded: list[Gazetteer | None] = [gazetteer] if gazetteer is not None else []
 
     def done() -> None:
@@ -481,6 +618,8 @@ def locate_offline(
             )
             candidates += found
             done()
+        candidates += _postcode_step(text, votes, candidates, g, postcodes, steps, notes)
+        done()
         if not candidates and votes:
             top = {"country": next(iter(votes))}
             country = _timed(steps, "country", top, lambda: _country_candidate(votes, g))
@@ -514,16 +653,66 @@ def locate_offline(
     pred = Prediction(
         lat=best.lat,
         lon=best.lon,
-        city=best.label.split(",")[0] if best.level == "city" else None,
+        city=best.city,
         country_code=best.country_code,
         confidence=confidence,
         radius_km=best.radius_km,
         status=ParseStatus.OK,
         format="offline_clues",
         coords_source="geocoded",
-        evidence=best.evidence + clue_evidence,
+        evidence=best.evidence + clue_evidence + notes,
     )
-    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength, conflicts, text)
+    return OfflineResult(_with_address(pred, g, best.level), steps, ranked, strength, conflicts, text, notes)
+
+
+def _postcode_step(
+    text: str,
+    votes: dict[str, float],
+    candidates: list[Candidate],
+    gaz: Gazetteer,
+    postcodes: Postcodes | None | object,
+    steps: list[Step],
+    notes: list[str],
+) -> list[Candidate]:
+    """The postcodes step: candidates from the postcodes read in the countries the clues and the
+    named places point to; without an index, the step and ``notes`` say narrowing was unavailable."""
+    index = _postcode_index(gaz) if postcodes is FROM_GAZETTEER else postcodes
+    if not isinstance(index, Postcodes):
+        why = (
+            f"{PACKAGE} is not installed ({INSTALL_HINT})"
+            if package_version() is None or postcodes is None
+            else "this gazetteer has no postcode index"
+        )
+        notes.append(f"postcode narrowing unavailable: {why}")
+        steps.append(Step("postcodes", {}, notes[-1], 0.0))
+        return []
+    named = [c.country_code for c in candidates if c.source == "place_names" and c.country_code]
+    countries = list(dict.fromkeys([*list(votes)[:3], *named]))
+    found = _timed(
+        steps,
+        "postcodes",
+        {"countries": countries},
+        lambda: postcode_candidates(text, countries, candidates, index),
+    )
+    if found is None:
+        return []
+    used, unused = found
+    steps[-1].text = "\n".join(
+        [f"{c.label} ({c.lat:.4f}, {c.lon:.4f}) ±{c.radius_km:g} km: {'; '.join(c.evidence)}" for c in used]
+        + unused
+    )
+    return [replace(c, source="postcode") for c in used]
+
+
+def _postcode_index(gaz: Gazetteer) -> Postcodes | None:
+    """The postcode index beside the gazetteer's files, built on first use; None without the
+    ``postcodes`` extra or for a gazetteer with no files of its own."""
+    data_dir = getattr(gaz, "data_dir", None)
+    if data_dir is None or package_version() is None:
+        return None
+    from geosleuth.gazetteer.postcodes import get_postcode_index
+
+    return get_postcode_index(data_dir)
 
 
 def _verdict(candidate: Candidate, best: Candidate) -> str:
@@ -651,6 +840,8 @@ async def run_offline(
     traj.status = TrajectoryStatus.OK if result.prediction is not None else TrajectoryStatus.NO_EVIDENCE
     traj.error = None if result.prediction is not None else "cannot locate: no usable clue"
     traj.metadata = {"candidates": candidate_records(result.candidates[:10]), "conflicts": result.conflicts}
+    if result.notes:
+        traj.metadata["notes"] = result.notes
     if street is not None:
         traj.metadata["street_geocode"] = street
     traj.finished_at = time.time()

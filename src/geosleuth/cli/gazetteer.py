@@ -14,10 +14,24 @@ gazetteer_app = typer.Typer(help="Offline gazetteer: build, search, reverse.", n
 
 @gazetteer_app.command("build")
 def build() -> None:
-    """Build the index now (it is otherwise built on first use) and print where it lives."""
+    """Build the index now (it is otherwise built on first use) and print where it lives; with the
+    ``postcodes`` extra installed, the postcode index beside it too (its path on stderr)."""
     from geosleuth.gazetteer import get_gazetteer
+    from geosleuth.gazetteer.postcodes import INSTALL_HINT, PACKAGE, get_postcode_index, package_version
 
-    typer.echo(str(get_gazetteer(progress=True).data_dir))
+    data_dir = get_gazetteer(progress=True).data_dir
+    postcodes = get_postcode_index(data_dir)
+    if postcodes is None:
+        why = f"{PACKAGE} is not installed: {INSTALL_HINT}" if package_version() is None else "see the log"
+        typer.echo(f"postcode index: not built ({why})", err=True)
+    else:
+        meta = postcodes.meta
+        typer.echo(
+            f"postcode index: {postcodes.path} ({meta['package']}: {meta['package centroid']} postcode "
+            f"centroids, {meta['locality match']} by locality, {meta['unmatched']} without coordinates)",
+            err=True,
+        )
+    typer.echo(str(data_dir))
 
 
 @gazetteer_app.command("search")

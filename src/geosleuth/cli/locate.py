@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from geosleuth.core.records import Trajectory
 
 FAILED = ("input_error", "model_error", "timeout")
-FULL_STEPS = {"ocr": 20, "clues": 12, "phone_area": 6, "place_names": 8, "candidates": 10}
+FULL_STEPS = {"ocr": 20, "clues": 12, "phone_area": 6, "place_names": 8, "postcodes": 6, "candidates": 10}
 """Offline steps whose result the trace shows beyond its first line (OCR text, each candidate and
 what became of it), and how many lines at most."""
 MAX_RESULT_CHARS = 8000  # of one tool result in --json (the trajectory file keeps it whole)

@@ -204,3 +204,28 @@ def region_keys(name: str) -> tuple[str, str, str]:
     key = normalize(name)
     bare = designator_free(key)
     return key, bare, cyrillic_stem(bare or key)
+
+
+MAX_POSTCODE_CHARS = 12
+MAX_POSTCODE_TOKENS = 64
+_TOKEN_EDGES = " \t.,;:()[]{}\"'«»„“”"
+_COUNTRY_PREFIX = re.compile(r"^[A-Z]{1,3}-(?=\d)")
+
+
+def postcode_tokens(line: str) -> list[str]:
+    """What on one line could be a postcode: each word and each pair of adjacent words (for
+    "SW1A 1AA", "K1A 0B1", "1012 AB") with a digit in it and at most `MAX_POSTCODE_CHARS`
+    characters, punctuation at the edges and a "〒" mark dropped; a European country prefix
+    ("CH-6004", "D-10115") is also tried without it. Which of them is a postcode is for a
+    country's format and the index to say. At most `MAX_POSTCODE_TOKENS` tokens a line."""
+    words = [w.strip(_TOKEN_EDGES).lstrip("〒") for w in line[:MAX_ADDRESS_CHARS].split()]
+    words = [w for w in words if w]
+    out: list[str] = []
+    for i, word in enumerate(words):
+        for token in (f"{word} {words[i + 1]}" if i + 1 < len(words) else "", word):  # the longer first
+            if token and len(token) <= MAX_POSTCODE_CHARS and _HAS_DIGIT.search(token):
+                out.append(token)
+                bare = _COUNTRY_PREFIX.sub("", token)
+                if bare != token:
+                    out.append(bare)
+    return list(dict.fromkeys(out))[:MAX_POSTCODE_TOKENS]

@@ -490,7 +490,8 @@ function locatePage(main, jobId) {
 var NEXT_STEP = {
   exif_gps: "Reading the text in the image (OCR)…", ocr: "Weighing the clues in the text…",
   clues: "Looking place names and phone areas up in the gazetteer…", gazetteer: "Matching phone area codes…",
-  phone_area: "Matching place names…", place_names: "Ranking the candidates…", country: "Ranking the candidates…",
+  phone_area: "Matching place names…", place_names: "Reading postcodes…", postcodes: "Ranking the candidates…",
+  country: "Ranking the candidates…",
   candidates: "Writing the answer…"
 };
 
