@@ -19,12 +19,13 @@ from geosleuth.core.records import Place
 from geosleuth.core.text import normalize, script_of
 from geosleuth.gazetteer.address import (
     MAX_PARTS,
+    Qualified,
     cjk_substrings,
     cyrillic_stem,
     designator_free,
     name_variants,
     segment,
-    split_address,
+    split_qualified,
 )
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -42,6 +43,10 @@ SETTLEMENT_SHARE = 0.01
 MAX_CANDIDATES = 40
 """Candidates kept per address component (the most populous): "San José" has hundreds. With
 `split_address`'s cap on components this bounds the consistency check of one query."""
+
+QUALIFIED_SCAN = 20_000
+"""Names starting with a head word ("weil ...") read when looking for the one its qualifier
+picks ("Weil (Rhein)" -> "weil am rhein"): "san ..." has about 8,000, so this bounds the scan."""
 
 TOWN_DENSITY = 100.0
 """People per km² over a town's surroundings, for how far a named town reaches around it."""
@@ -94,12 +99,15 @@ class NameSearch:
         by how many other components contain them (a country, its territories, an admin-1
         region, a larger town around them) and how many contradict them; streets, postcodes and
         unknown names are skipped. ``country`` (anything `resolve_country` reads) filters.
+        A name with a parenthesis or slash that is a place name as written ("Frankfurt (Oder)",
+        "Neustadt (Hessen)") or that picks one of the head word's names ("Weil (Rhein)": Weil am
+        Rhein) is one component (see `_qualified_parts`).
         """
-        parts = self._segment(split_address(query))
-        if not parts:
-            return []
         country_code = resolve_country(country) if country else None
         family = country_family(country_code) if country_code else None  # China covers Hong Kong
+        parts = self._segment(self._qualified_parts(split_qualified(query), family))
+        if not parts:
+            return []
         rows: dict[int, tuple[Any, ...]] = {}
         groups = self._part_candidates(parts, family, rows)
         if not any(groups):
@@ -115,6 +123,50 @@ class NameSearch:
             if len(out) == limit:
                 break
         return out
+
+    def _qualified_parts(self, stretches: list[Qualified], family: frozenset[str] | None) -> list[str]:
+        """The query's components, a qualified name as one where the gazetteer knows it.
+
+        A stretch written with a parenthesis or slash is first read whole, as GeoNames spells
+        such towns (its name, ASCII and alternate names: "Frankfurt (Oder)", "Halle/Saale",
+        "Mülheim (Ruhr)"); then as the head word's name that carries the qualifier's words after
+        it ("Freiburg (Breisgau)": Freiburg im Breisgau); only then as separate components, where a
+        country or region in the parenthesis ("France (Réunion)", "Córdoba (Argentina)") still
+        decides by containment. A match must lie in ``family`` when one is given.
+        """
+        wanted = sorted({k for s in stretches for k in s.keys})
+        known = {r[0] for r in self._lookup_rows(wanted) if family is None or r[7] in family}
+        out: list[str] = []
+        for stretch in stretches:
+            key = next((k for k in stretch.keys if k in known), None)
+            if key is None and stretch.keys:
+                key = self._qualifier_pick(stretch, family)
+            out.extend([key] if key else stretch.parts)
+        return out[:MAX_PARTS]
+
+    def _qualifier_pick(self, stretch: Qualified, family: frozenset[str] | None) -> str | None:
+        """The name key that starts with the head word and has every qualifier word after it
+        ("weil am rhein" for "Weil (Rhein)"), of the most populous such place (own names first);
+        None when no name does. Reads at most `QUALIFIED_SCAN` names."""
+        head, words = normalize(stretch.head), stretch.qualifier_words
+        if not head or not words:
+            return None
+        tests = " AND ".join(["instr(' ' || substr(key, ?) || ' ', ?) > 0"] * len(words))
+        args: list[Any] = [head + " ", head + " \U0010ffff"]
+        for word in words:
+            args += [len(head) + 2, f" {word} "]
+        rows = self._db.execute(
+            "SELECT s.key, s.is_primary, p.population, p.cc FROM "
+            "(SELECT key, idx, is_primary FROM names WHERE key > ? AND key < ? "
+            f"LIMIT {QUALIFIED_SCAN}) s JOIN places p ON p.idx = s.idx WHERE {tests}",
+            args,
+        ).fetchall()
+        best = max(
+            (r for r in rows if family is None or r[3] in family),
+            key=lambda r: (r[1], r[2] or 0, r[0]),
+            default=None,
+        )
+        return best[0] if best else None
 
     def _segment(self, parts: list[str]) -> list[str]:
         """Chinese/Japanese components that are no name as a whole ("東京都渋谷区", "北京市朝阳区建国路")
