@@ -4,9 +4,9 @@ Pure text functions, no look-ups. An address is split on separators in either or
 ("Schöneberger Straße, 22149 Hamburg, Germany", "China; Hong Kong; Kowloon"); postcodes and
 house numbers leave each component; a parenthesis is a component of its own ("Saint-Philippe,
 France (Réunion)"), unless the name with its parenthesis or slash is a place name itself
-("Frankfurt (Oder)", "Biel/Bienne": see `Qualified`, the gazetteer decides). Administrative designators ("Province", "обл.", "省", "県") can be dropped
-from a key, and Russian/Ukrainian adjectival region names ("Токийская обл.") reduce to a stem
-that meets the noun ("Токио").
+("Frankfurt (Oder)", "Biel/Bienne": see `Qualified`, the gazetteer decides). Administrative
+designators ("Province", "обл.", "省", "県") can be dropped from a key, and Russian/Ukrainian
+adjectival region names ("Токийская обл.") reduce to a stem that meets the noun ("Токио").
 """
 
 from __future__ import annotations
