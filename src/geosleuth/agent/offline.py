@@ -362,7 +362,9 @@ def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Can
             found = [p for p in gaz.search(area, country=cc, limit=5) if p.kind != "country"]
             if not found:
                 continue
-            p = next((x for x in found if x.kind == "city"), found[0])  # the town, not its canton
+            # the search's own first: it ranks a namesake town over its canton ("St. Gallen"), but
+            # a state over a small town elsewhere that shares its name ("California": not California, MD)
+            p = found[0]
             said = f"phone number {match.raw_string!r} has the area code of {area} ({cc})"
             national = region is not None and not match.raw_string.lstrip().startswith(("+", "00"))
             region = p.kind == "admin1"  # the code serves a whole state: place it there, loosely

@@ -40,6 +40,11 @@ town against a namesake region abroad: "Bali" is the Indonesian province, not B�
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
 
+SETTLEMENT_NEAR_KM = 150.0
+"""A town outside its namesake province outranks it only this close to the province's centre (a
+capital district beside its province: Buenos Aires); farther it is a namesake elsewhere
+("Wyoming", Michigan for the state; "Delaware", Ohio)."""
+
 MAX_CANDIDATES = 40
 """Candidates kept per address component (the most populous): "San José" has hundreds. With
 `split_address`'s cap on components this bounds the consistency check of one query."""
@@ -249,7 +254,7 @@ class NameSearch:
         sql = f"SELECT idx, id, name, lat, lon, cc, admin1, population, kind FROM places WHERE {where}"
         return [tuple(r) for r in self._db.execute(sql, args).fetchall()]
 
-    def _rank_part(self, group: dict[int, bool]) -> list[tuple[float, int]]:
+    def _rank_part(self, group: dict[int, bool], rows: dict[int, tuple[Any, ...]]) -> list[tuple[float, int]]:
         """One component's candidates by name quality and population, towns before namesake regions."""
         scored = []
         for idx, is_primary in group.items():
@@ -257,7 +262,7 @@ class NameSearch:
             score += CITY_BONUS if self.kind[idx] == "city" else 0.0
             scored.append((float(score), idx))
         scored.sort(key=lambda s: (-s[0], s[1]))
-        return self._settlement_first(scored)
+        return self._settlement_first(scored, rows)
 
     def _part_priority(self, groups: list[dict[int, bool]]) -> list[int]:
         """Rank of each component by how fine it is likely to be, from the written order.
@@ -318,7 +323,7 @@ class NameSearch:
                     elif not is_around and coarsest[j] > _RANK[self.kind[p]]:
                         conflicts[p] += 1
                         abroad[p] += int(only_countries[j])
-            for pos, (score, idx) in enumerate(self._rank_part(groups[i])):
+            for pos, (score, idx) in enumerate(self._rank_part(groups[i], rows)):
                 key = (abroad[idx], -support[idx], priority[i], conflicts[idx], pos)
                 ranked.append((key, score, idx))
         return ranked
@@ -361,24 +366,32 @@ class NameSearch:
         np.fill_diagonal(out, False)
         return out
 
-    def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    def _settlement_first(
+        self, scored: list[tuple[float, int]], rows: dict[int, tuple[Any, ...]]
+    ) -> list[tuple[float, int]]:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
 
         Every candidate already carries the queried name, so the best city of the province's
-        country is the one to promote, provided it is the province's namesake city and not a
-        village that shares (or merely has an alternate spelling of) the name: "Illinois" or
-        "Florida" mean the state, not a town of 3,000.
+        country that lies in the province (or within `SETTLEMENT_NEAR_KM` of its centre) is the
+        one to promote, provided it is the province's namesake city and not a village that shares
+        (or merely has an alternate spelling of) the name: "Illinois" or "Florida" mean the state,
+        not a town of 3,000, and "Wyoming" not Wyoming, Michigan.
         """
         if not scored or self.kind[scored[0][1]] != "admin1":
             return scored
         province = scored[0][1]
-        country = self.cc[province]
+        country, region = self.cc[province], normalize(rows[province][6] or "")
         min_population = SETTLEMENT_SHARE * int(self.population[province])
         for pos, (_, idx) in enumerate(scored):
-            if self.kind[idx] == "city" and self.cc[idx] == country:
-                if self.population[idx] < min_population:
-                    return scored
-                return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
+            if self.kind[idx] != "city" or self.cc[idx] != country:
+                continue
+            inside = normalize(rows[idx][6] or "") == region
+            near = haversine_km(self.lat[idx], self.lon[idx], self.lat[province], self.lon[province])
+            if not inside and float(near) > SETTLEMENT_NEAR_KM:
+                continue
+            if self.population[idx] < min_population:
+                return scored
+            return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
         return scored
 
     def suggest(self, prefix: str, country: str | None = None, limit: int = 10) -> list[Place]:
