@@ -120,6 +120,15 @@ def split_qualified(text: str) -> list[Qualified]:
     return out
 
 
+def whole_keys(stretches: list[Qualified]) -> tuple[str, ...]:
+    """The key of an address of several stretches read as one name, which GeoNames may hold as an
+    alternate name ("Georgetown, IL" for the Georgetown in Vermilion County): else empty."""
+    if len(stretches) < 2:
+        return ()
+    key = normalize(" ".join(part for stretch in stretches for part in stretch.parts))
+    return (key,) if key else ()
+
+
 def split_address(text: str) -> list[str]:
     """Components of an address in their written order, postcodes and house numbers removed.
 

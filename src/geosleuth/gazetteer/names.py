@@ -26,6 +26,7 @@ from geosleuth.gazetteer.address import (
     name_variants,
     segment,
     split_qualified,
+    whole_keys,
 )
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -137,10 +138,14 @@ class NameSearch:
         "Mülheim (Ruhr)"); then as the head word's name that carries the qualifier's words after
         it ("Freiburg (Breisgau)": Freiburg im Breisgau); only then as separate components, where a
         country or region in the parenthesis ("France (Réunion)", "Córdoba (Argentina)") still
-        decides by containment. A match must lie in ``family`` when one is given.
+        decides by containment. A match must lie in ``family`` when one is given. Before all
+        that, an address of several stretches that is a name as a whole ("Georgetown, IL") is one.
         """
-        wanted = sorted({k for s in stretches for k in s.keys})
+        whole = whole_keys(stretches)
+        wanted = sorted({k for s in stretches for k in s.keys} | set(whole))
         known = {r[0] for r in self._lookup_rows(wanted) if family is None or r[7] in family}
+        if whole and whole[0] in known:
+            return [whole[0]]
         out: list[str] = []
         for stretch in stretches:
             key = next((k for k in stretch.keys if k in known), None)
