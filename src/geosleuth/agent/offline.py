@@ -345,6 +345,13 @@ def _unrelated_alias(text: str, name: str) -> bool:
     return SequenceMatcher(None, a, b).ratio() < 0.5
 
 
+def phone_area_place(area: str, cc: str, gaz: Gazetteer) -> Place | None:
+    """The place an area code's description names ("Frankfurt (Oder)", "California"), in the
+    number's country: the search's own first, which ranks a namesake town over its canton ("St.
+    Gallen") but a state over a small town elsewhere that shares its name (not California, MD)."""
+    return next((p for p in gaz.search(area, country=cc, limit=5) if p.kind != "country"), None)
+
+
 def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Candidate]:
     """Area codes name the town or region they serve (phonenumbers' offline geocoding data)."""
     import phonenumbers
@@ -359,12 +366,9 @@ def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Can
             area = phone_geocoder.description_for_number(match.number, "en", region=None)
             if not area or not cc or resolve_country(area) == cc:  # nationwide numbers name only the country
                 continue
-            found = [p for p in gaz.search(area, country=cc, limit=5) if p.kind != "country"]
-            if not found:
+            p = phone_area_place(area, cc, gaz)
+            if p is None:
                 continue
-            # the search's own first: it ranks a namesake town over its canton ("St. Gallen"), but
-            # a state over a small town elsewhere that shares its name ("California": not California, MD)
-            p = found[0]
             said = f"phone number {match.raw_string!r} has the area code of {area} ({cc})"
             national = region is not None and not match.raw_string.lstrip().startswith(("+", "00"))
             region = p.kind == "admin1"  # the code serves a whole state: place it there, loosely
