@@ -458,6 +458,10 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     A postcode read beside its locality names its place most precisely: it is the named place
     when there is one, and it also outranks a town that a name alone matched elsewhere ("15230
     Frankfurt" is Frankfurt (Oder), not the larger Frankfurt am Main), which is told too.
+
+    Without a postcode, a phone area in the named town's country whose town carries the written
+    name ("Frankfurt": the area code 0335 is Frankfurt (Oder)) agrees with the text and tells
+    which town of that name it is; that is told as well.
     """
     postcode = next((c for c in ranked if c.source == "postcode"), None)
     named = postcode or next((c for c in ranked if c.source in NAMED_SOURCES and c.level == "city"), None)
@@ -465,8 +469,17 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
         return ranked, []
     conflicts = []
     best = ranked[0]
+    namesake = None if postcode else next((c for c in ranked if _namesake_area(named, c)), None)
+    if namesake is not None:
+        clue = namesake.evidence[0] if namesake.evidence else "a phone area code"
+        conflicts.append(
+            f"{clue}: {namesake.label} is {_km_between(named, namesake):.0f} km from {named.label}, "
+            f"which the name {named.written!r} also fits; the phone area tells which town of that name"
+        )
+        if best is named or best is namesake:
+            best, named = namesake, namesake
     for c in ranked:
-        if c.source != "phone_area" or _same_region(named, c):
+        if c.source != "phone_area" or _same_region(named, c) or c is namesake:
             continue
         km = float(haversine_km(named.lat, named.lon, c.lat, c.lon))
         if km <= CONFLICT_KM:
@@ -491,6 +504,24 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     if best is named and ranked[0] is not named:
         ranked = [named, *(c for c in ranked if c is not named)]
     return ranked, conflicts
+
+
+def _namesake_area(named: Candidate, area: Candidate) -> bool:
+    """A phone area's town, elsewhere in the named town's country, whose name starts with the
+    words the text wrote ("Frankfurt (Oder)" for "Frankfurt"): another town of the written name."""
+    if area.source != "phone_area" or area.level != "city" or named.source not in NAMED_SOURCES:
+        return False
+    written, town = normalize(named.written or "").split(), normalize(area.city or "").split()
+    return (
+        bool(written)
+        and area.country_code == named.country_code
+        and town[: len(written)] == written
+        and _km_between(named, area) > CONFLICT_KM
+    )
+
+
+def _km_between(a: Candidate, b: Candidate) -> float:
+    return float(haversine_km(a.lat, a.lon, b.lat, b.lon))
 
 
 def _same_region(a: Candidate, b: Candidate) -> bool:
