@@ -215,8 +215,11 @@ def _population_weight(pop: int) -> float:
 
 
 def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list[Candidate]:
-    """Place names found in the text, weighted by population and agreement with country clues."""
-    best: dict[str, Candidate] = {}
+    """Place names found in the text, weighted by population and agreement with country clues.
+
+    A name read inside a longer one that is also a candidate is not read alone: "Kingston upon
+    Hull" is not Kingston, Jamaica, nor "Frankfurt (Oder)" Frankfurt am Main (see `_covered`)."""
+    found: list[tuple[Any, str, Candidate]] = []
     for m in gaz.match_names(text):
         place: Place = m.place
         if len(m.text.strip()) < MIN_NAME_CHARS:
@@ -244,9 +247,22 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
             weights={said: weight},
             written=m.text,
         )
-        if place.id not in best or best[place.id].score < score:
-            best[place.id] = cand
+        found.append((m, place.id, cand))
+    best: dict[str, Candidate] = {}
+    for m, place_id, cand in found:
+        if any(_covered(m, other) for other, _, _ in found):
+            continue
+        if place_id not in best or best[place_id].score < cand.score:
+            best[place_id] = cand
     return list(best.values())
+
+
+def _covered(inner: Any, outer: Any) -> bool:
+    """A word match lies inside a longer word match of the same text ("kingston" in "kingston upon
+    hull", both `NameMatch` token spans); character matches of unspaced scripts are left alone."""
+    longer = outer.end - outer.start > inner.end - inner.start
+    nested = outer.start <= inner.start and inner.end <= outer.end
+    return longer and nested and f" {inner.text} " in f" {outer.text} "
 
 
 def postcode_candidates(

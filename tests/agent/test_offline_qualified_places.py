@@ -1,6 +1,7 @@
-"""The offline agent's phone-area clue with the real gazetteer: the place an area code's
-description names (phonenumbers' offline geocoding data), checked on single numbers and, in a
-slow sweep, on every area description of the tables.
+"""The offline agent with the real gazetteer on places whose names carry a qualifier: a sign that
+writes one ("Frankfurt (Oder)", "Kingston upon Hull"), and the phone-area clue, the place an area
+code's description names (phonenumbers' offline geocoding data), checked on single numbers and,
+in a slow sweep, on every area description of the tables.
 
 Reference coordinates from Wikipedia infoboxes, converted by hand (52°21′N 14°33′E = 52.35,
 14.55); a state's point is the gazetteer's population-weighted centre, so a state is checked by
@@ -19,6 +20,9 @@ from geosleuth.gazetteer import get_gazetteer
 FRANKFURT_ODER = (52.35, 14.55)  # 52°21′N 14°33′E
 FRANKFURT_MAIN = (50.1167, 8.6833)  # 50°07′N 8°41′E
 HALLE_SAALE = (51.4833, 11.9667)  # 51°29′N 11°58′E
+HULL = (53.7333, -0.3333)  # 53°44′N 0°20′W
+NEWCASTLE = (54.9667, -1.6167)  # 54°58′N 1°37′W
+SALT_LAKE_CITY = (40.75, -111.8833)  # 40°45′N 111°53′W
 CALIFORNIA_MD = (38.3, -76.5167)  # California, Maryland: 38°18′N 76°31′W
 NORTH_FORK_CA = (37.2333, -119.5)  # the geographic centre of California, 37°14′N 119°30′W
 
@@ -43,6 +47,23 @@ def _locate(text: str):  # type: ignore[no-untyped-def]
 
 def _km(lat: float, lon: float, ref: tuple[float, float]) -> float:
     return float(haversine_km(lat, lon, *ref))
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("STADTWERKE\nFrankfurt (Oder)", FRANKFURT_ODER),  # was Frankfurt am Main, by "Frankfurt" alone
+        ("BÜRGERAMT\nFrankfurt/Oder", FRANKFURT_ODER),
+        ("HALLE (SAALE) HBF", HALLE_SAALE),
+        ("Kingston upon Hull", HULL),  # was Kingston, Jamaica
+        ("Newcastle upon Tyne", NEWCASTLE),  # was Newcastle, New South Wales
+        ("Salt Lake City", SALT_LAKE_CITY),  # was Sanaa's governorate, Yemen, by a name inside
+    ],
+)
+def test_a_sign_that_writes_a_qualified_name_is_answered_there(text: str, ref: tuple[float, float]) -> None:
+    result = _locate(text)
+    assert result.prediction is not None and _km(result.prediction.lat, result.prediction.lon, ref) < 5
+    assert all(_km(c.lat, c.lon, ref) < 5 for c in result.candidates if c.source == "place_names")
 
 
 @pytest.mark.parametrize(
