@@ -157,6 +157,30 @@ def test_a_postcode_city_beats_a_phone_prefix_of_another_city_in_the_same_countr
     assert ranked[0].label == "Bern" and len(conflicts) == 1 and "the name wins" in conflicts[0]
 
 
+def test_a_phone_area_in_a_town_of_the_written_name_tells_which_town_it_is() -> None:
+    from dataclasses import replace
+
+    from geosleuth.agent.offline import names_win
+
+    # "Frankfurt" on the sign matched Frankfurt am Main (the larger); "0335 …" is Frankfurt (Oder),
+    # also a "Frankfurt": the phone area says which one. Main (50.1155, 8.6842) to Oder (52.3471,
+    # 14.5506): dlat 2.2316 deg = 248.1 km, dlon 5.8664 deg * cos(51.23 deg) = 408.5 km,
+    # sqrt(248.1^2 + 408.5^2) = 477.9 km.
+    named = replace(_cand("Frankfurt am Main, Hesse, Germany", 50.1155, 8.6842, "DE", "place_names", 1.38),
+                    written="frankfurt")  # fmt: skip
+    phone = _cand("Frankfurt (Oder), Brandenburg, Germany", 52.3471, 14.5506, "DE", "phone_area", 1.0, True)
+    ranked, conflicts = names_win([named, phone])
+    assert ranked[0] is phone
+    (told,) = conflicts
+    assert "which the name 'frankfurt' also fits; the phone area tells which town" in told
+    assert 470 < float(told.split(" km from ")[0].rsplit(" ", 1)[-1]) < 485
+    # a town whose name merely starts with the same letters is another place: the name wins
+    bern = replace(_cand("Bern", 46.9480, 7.4474, "CH", "place_names", 0.7), written="bern")
+    berneck = _cand("Berneck, Saint Gallen, Switzerland", 47.4254, 9.6156, "CH", "phone_area", 1.0, True)
+    ranked, conflicts = names_win([berneck, bern])
+    assert ranked[0] is bern and "the name wins" in conflicts[0]
+
+
 def test_an_international_number_of_another_country_keeps_its_rank_but_is_told() -> None:
     from geosleuth.agent.offline import names_win
 
@@ -173,9 +197,10 @@ def test_an_international_number_of_another_country_keeps_its_rank_but_is_told()
 def test_address_bench_on_a_photographed_sign_that_names_its_city() -> None:
     """bench/address_bench.py as written, on two signs: Luzern named, a Geneva number in national
     format that also fits Purkersdorf (AT), about 600 km away: the answer stays in Luzern; a
-    Frankfurt (Oder) postcode beside the name "Frankfurt": with the postcode index (the
-    ``postcodes`` extra) the answer is Frankfurt (Oder), 0.0 km from its GeoNames centre, where
-    the name alone gives Frankfurt am Main, about 478 km away."""
+    Frankfurt (Oder) postcode and phone number (0335) beside the name "Frankfurt": the answer is
+    Frankfurt (Oder), 0.0 km from its GeoNames centre, with the postcode index (the ``postcodes``
+    extra) and without it (the phone area names a town of the written name); the name alone was
+    Frankfurt am Main, about 478 km away."""
     import importlib.util
     import subprocess
     import sys
@@ -194,7 +219,8 @@ def test_address_bench_on_a_photographed_sign_that_names_its_city() -> None:
     assert before_km > 500 and after_km < 10 and "Luzern" in row
     assert "median error before" in out and "median error names (no postcode index)" in out
     frankfurt = next(line for line in out.splitlines() if line.startswith("frankfurt_oder")).split()
-    assert float(frankfurt[2]) > 400  # the name alone: Frankfurt am Main
+    assert float(frankfurt[1]) < 1  # the area code 0335 is Frankfurt (Oder) (was Frankfurt am Main)
+    assert float(frankfurt[2]) < 1  # the name "Frankfurt" fits it too: the phone area tells which
     if importlib.util.find_spec("countrystatecity_postal_codes") is not None:
         assert float(frankfurt[3]) < 1 and "Frankfurt (Oder)" in " ".join(frankfurt)
         assert "after / before" in out

@@ -215,8 +215,11 @@ def _population_weight(pop: int) -> float:
 
 
 def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list[Candidate]:
-    """Place names found in the text, weighted by population and agreement with country clues."""
-    best: dict[str, Candidate] = {}
+    """Place names found in the text, weighted by population and agreement with country clues.
+
+    A name read inside a longer one that is also a candidate is not read alone: "Kingston upon
+    Hull" is not Kingston, Jamaica, nor "Frankfurt (Oder)" Frankfurt am Main (see `_covered`)."""
+    found: list[tuple[Any, str, Candidate]] = []
     for m in gaz.match_names(text):
         place: Place = m.place
         if len(m.text.strip()) < MIN_NAME_CHARS:
@@ -244,9 +247,22 @@ def _name_candidates(text: str, votes: dict[str, float], gaz: Gazetteer) -> list
             weights={said: weight},
             written=m.text,
         )
-        if place.id not in best or best[place.id].score < score:
-            best[place.id] = cand
+        found.append((m, place.id, cand))
+    best: dict[str, Candidate] = {}
+    for m, place_id, cand in found:
+        if any(_covered(m, other) for other, _, _ in found):
+            continue
+        if place_id not in best or best[place_id].score < cand.score:
+            best[place_id] = cand
     return list(best.values())
+
+
+def _covered(inner: Any, outer: Any) -> bool:
+    """A word match lies inside a longer word match of the same text ("kingston" in "kingston upon
+    hull", both `NameMatch` token spans); character matches of unspaced scripts are left alone."""
+    longer = outer.end - outer.start > inner.end - inner.start
+    nested = outer.start <= inner.start and inner.end <= outer.end
+    return longer and nested and f" {inner.text} " in f" {outer.text} "
 
 
 def postcode_candidates(
@@ -345,6 +361,13 @@ def _unrelated_alias(text: str, name: str) -> bool:
     return SequenceMatcher(None, a, b).ratio() < 0.5
 
 
+def phone_area_place(area: str, cc: str, gaz: Gazetteer) -> Place | None:
+    """The place an area code's description names ("Frankfurt (Oder)", "California"), in the
+    number's country: the search's own first, which ranks a namesake town over its canton ("St.
+    Gallen") but a state over a small town elsewhere that shares its name (not California, MD)."""
+    return next((p for p in gaz.search(area, country=cc, limit=5) if p.kind != "country"), None)
+
+
 def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Candidate]:
     """Area codes name the town or region they serve (phonenumbers' offline geocoding data)."""
     import phonenumbers
@@ -359,10 +382,9 @@ def _phone_candidates(text: str, regions: list[str], gaz: Gazetteer) -> list[Can
             area = phone_geocoder.description_for_number(match.number, "en", region=None)
             if not area or not cc or resolve_country(area) == cc:  # nationwide numbers name only the country
                 continue
-            found = [p for p in gaz.search(area, country=cc, limit=5) if p.kind != "country"]
-            if not found:
+            p = phone_area_place(area, cc, gaz)
+            if p is None:
                 continue
-            p = next((x for x in found if x.kind == "city"), found[0])  # the town, not its canton
             said = f"phone number {match.raw_string!r} has the area code of {area} ({cc})"
             national = region is not None and not match.raw_string.lstrip().startswith(("+", "00"))
             region = p.kind == "admin1"  # the code serves a whole state: place it there, loosely
@@ -452,6 +474,10 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     A postcode read beside its locality names its place most precisely: it is the named place
     when there is one, and it also outranks a town that a name alone matched elsewhere ("15230
     Frankfurt" is Frankfurt (Oder), not the larger Frankfurt am Main), which is told too.
+
+    Without a postcode, a phone area in the named town's country whose town carries the written
+    name ("Frankfurt": the area code 0335 is Frankfurt (Oder)) agrees with the text and tells
+    which town of that name it is; that is told as well.
     """
     postcode = next((c for c in ranked if c.source == "postcode"), None)
     named = postcode or next((c for c in ranked if c.source in NAMED_SOURCES and c.level == "city"), None)
@@ -459,8 +485,17 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
         return ranked, []
     conflicts = []
     best = ranked[0]
+    namesake = None if postcode else next((c for c in ranked if _namesake_area(named, c)), None)
+    if namesake is not None:
+        clue = namesake.evidence[0] if namesake.evidence else "a phone area code"
+        conflicts.append(
+            f"{clue}: {namesake.label} is {_km_between(named, namesake):.0f} km from {named.label}, "
+            f"which the name {named.written!r} also fits; the phone area tells which town of that name"
+        )
+        if best is named or best is namesake:
+            best, named = namesake, namesake
     for c in ranked:
-        if c.source != "phone_area" or _same_region(named, c):
+        if c.source != "phone_area" or _same_region(named, c) or c is namesake:
             continue
         km = float(haversine_km(named.lat, named.lon, c.lat, c.lon))
         if km <= CONFLICT_KM:
@@ -485,6 +520,24 @@ def names_win(ranked: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     if best is named and ranked[0] is not named:
         ranked = [named, *(c for c in ranked if c is not named)]
     return ranked, conflicts
+
+
+def _namesake_area(named: Candidate, area: Candidate) -> bool:
+    """A phone area's town, elsewhere in the named town's country, whose name starts with the
+    words the text wrote ("Frankfurt (Oder)" for "Frankfurt"): another town of the written name."""
+    if area.source != "phone_area" or area.level != "city" or named.source not in NAMED_SOURCES:
+        return False
+    written, town = normalize(named.written or "").split(), normalize(area.city or "").split()
+    return (
+        bool(written)
+        and area.country_code == named.country_code
+        and town[: len(written)] == written
+        and _km_between(named, area) > CONFLICT_KM
+    )
+
+
+def _km_between(a: Candidate, b: Candidate) -> float:
+    return float(haversine_km(a.lat, a.lon, b.lat, b.lon))
 
 
 def _same_region(a: Candidate, b: Candidate) -> bool:

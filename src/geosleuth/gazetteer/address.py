@@ -3,14 +3,16 @@
 Pure text functions, no look-ups. An address is split on separators in either order
 ("Schöneberger Straße, 22149 Hamburg, Germany", "China; Hong Kong; Kowloon"); postcodes and
 house numbers leave each component; a parenthesis is a component of its own ("Saint-Philippe,
-France (Réunion)"). Administrative designators ("Province", "обл.", "省", "県") can be dropped
-from a key, and Russian/Ukrainian adjectival region names ("Токийская обл.") reduce to a stem
-that meets the noun ("Токио").
+France (Réunion)"), unless the name with its parenthesis or slash is a place name itself
+("Frankfurt (Oder)", "Biel/Bienne": see `Qualified`, the gazetteer decides). Administrative
+designators ("Province", "обл.", "省", "県") can be dropped from a key, and Russian/Ukrainian
+adjectival region names ("Токийская обл.") reduce to a stem that meets the noun ("Токио").
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from geosleuth.core.text import normalize
 
@@ -18,6 +20,9 @@ MAX_ADDRESS_CHARS = 1000
 MAX_PARTS = 8
 
 _SEPARATORS = re.compile(r"[,;/|\n\r\t，；、·]+")
+_CHUNK_SEPARATORS = re.compile(r"[,;|\n\r\t，；、·]+")
+"""`_SEPARATORS` but the slash: "Frankfurt/Oder" and "Biel/Bienne" may be one name."""
+MAX_QUALIFIER_WORDS = 4
 _PARENS = re.compile(r"[(（\[]([^()（）\[\]]*)[)）\]]")
 _HAS_DIGIT = re.compile(r"\d")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -70,23 +75,81 @@ _CYRILLIC_VOWELS = "аеиоуыэюяьії"
 _CYRILLIC_WORD = re.compile(r"^[\u0400-\u04ff]+$")
 
 
+@dataclass(frozen=True)
+class Qualified:
+    """One separator-delimited stretch of an address: its components (head first, then what a
+    parenthesis or slash adds: "Frankfurt (Oder)" -> "Frankfurt", "Oder") and the keys of the
+    stretch read as one name ("frankfurt oder"), empty when it has a single component.
+
+    GeoNames spells many towns with their river or region ("Frankfurt (Oder)", "Halle (Saale)",
+    "Neustadt (Hessen)"): the gazetteer tries ``keys`` as a name before the components, so the
+    qualifier picks the town instead of being looked up as a place of its own."""
+
+    parts: tuple[str, ...]
+    keys: tuple[str, ...] = ()
+
+    @property
+    def head(self) -> str:
+        return self.parts[0]
+
+    @property
+    def qualifier_words(self) -> tuple[str, ...]:
+        """The normalised words of the components after the head, at most `MAX_QUALIFIER_WORDS`."""
+        words = normalize(" ".join(self.parts[1:])).split()
+        return tuple(dict.fromkeys(words))[:MAX_QUALIFIER_WORDS]
+
+
+def split_qualified(text: str) -> list[Qualified]:
+    """The address's stretches between separators (all but the slash), in written order, with
+    their components as `split_address` gives them; at most `MAX_PARTS` components in all.
+
+    One linear regex pass over at most `MAX_ADDRESS_CHARS` characters, as `split_address`.
+    """
+    text = (text or "")[:MAX_ADDRESS_CHARS]
+    out: list[Qualified] = []
+    room = MAX_PARTS
+    for chunk in _CHUNK_SEPARATORS.split(text):
+        parts = _chunk_parts(chunk)[:room]
+        if not parts:
+            continue
+        room -= len(parts)
+        keys = (normalize(chunk), normalize(_drop_numbers(chunk))) if len(parts) > 1 else ()
+        out.append(Qualified(tuple(parts), tuple(k for k in dict.fromkeys(keys) if k)))
+        if not room:
+            break
+    return out
+
+
+def whole_keys(stretches: list[Qualified]) -> tuple[str, ...]:
+    """The key of an address of several stretches read as one name, which GeoNames may hold as an
+    alternate name ("Georgetown, IL" for the Georgetown in Vermilion County): else empty."""
+    if len(stretches) < 2:
+        return ()
+    key = normalize(" ".join(part for stretch in stretches for part in stretch.parts))
+    return (key,) if key else ()
+
+
 def split_address(text: str) -> list[str]:
     """Components of an address in their written order, postcodes and house numbers removed.
 
     Input is capped at `MAX_ADDRESS_CHARS` characters and `MAX_PARTS` components: the split is
     one linear regex pass, so any string is handled in bounded time.
     """
-    text = (text or "")[:MAX_ADDRESS_CHARS]
+    return [part for stretch in split_qualified(text) for part in stretch.parts]
+
+
+def _chunk_parts(chunk: str) -> list[str]:
+    """One stretch's components: outside the parentheses first, then each parenthesis; each
+    split on the remaining separators (the slash)."""
     pieces: list[str] = []
-    for chunk in _SEPARATORS.split(text):
-        inner = _PARENS.findall(chunk)
-        outer = _PARENS.sub(" ", chunk)
-        for piece in (outer, *inner):
-            for sub in _SEPARATORS.split(piece):
-                cleaned = _drop_numbers(sub)
-                if cleaned:
-                    pieces.append(cleaned)
-    return pieces[:MAX_PARTS]
+    inner = _PARENS.findall(chunk)
+    outer = _PARENS.sub(" ", chunk)
+    for piece in (outer, *inner):
+        for sub in _SEPARATORS.split(piece):
+            cleaned = _drop_numbers(sub)
+            if cleaned:
+                pieces.append(cleaned)
+    return pieces
 
 
 def _drop_numbers(part: str) -> str:

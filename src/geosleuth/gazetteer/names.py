@@ -19,12 +19,14 @@ from geosleuth.core.records import Place
 from geosleuth.core.text import normalize, script_of
 from geosleuth.gazetteer.address import (
     MAX_PARTS,
+    Qualified,
     cjk_substrings,
     cyrillic_stem,
     designator_free,
     name_variants,
     segment,
-    split_address,
+    split_qualified,
+    whole_keys,
 )
 
 _NO_SPACE_SCRIPTS = {"Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar"}
@@ -39,9 +41,18 @@ town against a namesake region abroad: "Bali" is the Indonesian province, not B�
 SETTLEMENT_SHARE = 0.01
 """A town outranks its same-named province only with at least this share of its people."""
 
+SETTLEMENT_NEAR_KM = 150.0
+"""A town outside its namesake province outranks it only this close to the province's centre (a
+capital district beside its province: Buenos Aires); farther it is a namesake elsewhere
+("Wyoming", Michigan for the state; "Delaware", Ohio)."""
+
 MAX_CANDIDATES = 40
 """Candidates kept per address component (the most populous): "San José" has hundreds. With
 `split_address`'s cap on components this bounds the consistency check of one query."""
+
+QUALIFIED_SCAN = 20_000
+"""Names starting with a head word ("weil ...") read when looking for the one its qualifier
+picks ("Weil (Rhein)" -> "weil am rhein"): "san ..." has about 8,000, so this bounds the scan."""
 
 TOWN_DENSITY = 100.0
 """People per km² over a town's surroundings, for how far a named town reaches around it."""
@@ -94,12 +105,15 @@ class NameSearch:
         by how many other components contain them (a country, its territories, an admin-1
         region, a larger town around them) and how many contradict them; streets, postcodes and
         unknown names are skipped. ``country`` (anything `resolve_country` reads) filters.
+        A name with a parenthesis or slash that is a place name as written ("Frankfurt (Oder)",
+        "Neustadt (Hessen)") or that picks one of the head word's names ("Weil (Rhein)": Weil am
+        Rhein) is one component (see `_qualified_parts`).
         """
-        parts = self._segment(split_address(query))
-        if not parts:
-            return []
         country_code = resolve_country(country) if country else None
         family = country_family(country_code) if country_code else None  # China covers Hong Kong
+        parts = self._segment(self._qualified_parts(split_qualified(query), family))
+        if not parts:
+            return []
         rows: dict[int, tuple[Any, ...]] = {}
         groups = self._part_candidates(parts, family, rows)
         if not any(groups):
@@ -115,6 +129,54 @@ class NameSearch:
             if len(out) == limit:
                 break
         return out
+
+    def _qualified_parts(self, stretches: list[Qualified], family: frozenset[str] | None) -> list[str]:
+        """The query's components, a qualified name as one where the gazetteer knows it.
+
+        A stretch written with a parenthesis or slash is first read whole, as GeoNames spells
+        such towns (its name, ASCII and alternate names: "Frankfurt (Oder)", "Halle/Saale",
+        "Mülheim (Ruhr)"); then as the head word's name that carries the qualifier's words after
+        it ("Freiburg (Breisgau)": Freiburg im Breisgau); only then as separate components, where a
+        country or region in the parenthesis ("France (Réunion)", "Córdoba (Argentina)") still
+        decides by containment. A match must lie in ``family`` when one is given. Before all
+        that, an address of several stretches that is a name as a whole ("Georgetown, IL") is one.
+        """
+        whole = whole_keys(stretches)
+        wanted = sorted({k for s in stretches for k in s.keys} | set(whole))
+        known = {r[0] for r in self._lookup_rows(wanted) if family is None or r[7] in family}
+        if whole and whole[0] in known:
+            return [whole[0]]
+        out: list[str] = []
+        for stretch in stretches:
+            key = next((k for k in stretch.keys if k in known), None)
+            if key is None and stretch.keys:
+                key = self._qualifier_pick(stretch, family)
+            out.extend([key] if key else stretch.parts)
+        return out[:MAX_PARTS]
+
+    def _qualifier_pick(self, stretch: Qualified, family: frozenset[str] | None) -> str | None:
+        """The name key that starts with the head word and has every qualifier word after it
+        ("weil am rhein" for "Weil (Rhein)"), of the most populous such place (own names first);
+        None when no name does. Reads at most `QUALIFIED_SCAN` names."""
+        head, words = normalize(stretch.head), stretch.qualifier_words
+        if not head or not words:
+            return None
+        tests = " AND ".join(["instr(' ' || substr(key, ?) || ' ', ?) > 0"] * len(words))
+        args: list[Any] = [head + " ", head + " \U0010ffff"]
+        for word in words:
+            args += [len(head) + 2, f" {word} "]
+        rows = self._db.execute(
+            "SELECT s.key, s.is_primary, p.population, p.cc FROM "
+            "(SELECT key, idx, is_primary FROM names WHERE key > ? AND key < ? "
+            f"LIMIT {QUALIFIED_SCAN}) s JOIN places p ON p.idx = s.idx WHERE {tests}",
+            args,
+        ).fetchall()
+        best = max(
+            (r for r in rows if family is None or r[3] in family),
+            key=lambda r: (r[1], r[2] or 0, r[0]),
+            default=None,
+        )
+        return best[0] if best else None
 
     def _segment(self, parts: list[str]) -> list[str]:
         """Chinese/Japanese components that are no name as a whole ("東京都渋谷区", "北京市朝阳区建国路")
@@ -197,7 +259,7 @@ class NameSearch:
         sql = f"SELECT idx, id, name, lat, lon, cc, admin1, population, kind FROM places WHERE {where}"
         return [tuple(r) for r in self._db.execute(sql, args).fetchall()]
 
-    def _rank_part(self, group: dict[int, bool]) -> list[tuple[float, int]]:
+    def _rank_part(self, group: dict[int, bool], rows: dict[int, tuple[Any, ...]]) -> list[tuple[float, int]]:
         """One component's candidates by name quality and population, towns before namesake regions."""
         scored = []
         for idx, is_primary in group.items():
@@ -205,7 +267,7 @@ class NameSearch:
             score += CITY_BONUS if self.kind[idx] == "city" else 0.0
             scored.append((float(score), idx))
         scored.sort(key=lambda s: (-s[0], s[1]))
-        return self._settlement_first(scored)
+        return self._settlement_first(scored, rows)
 
     def _part_priority(self, groups: list[dict[int, bool]]) -> list[int]:
         """Rank of each component by how fine it is likely to be, from the written order.
@@ -266,7 +328,7 @@ class NameSearch:
                     elif not is_around and coarsest[j] > _RANK[self.kind[p]]:
                         conflicts[p] += 1
                         abroad[p] += int(only_countries[j])
-            for pos, (score, idx) in enumerate(self._rank_part(groups[i])):
+            for pos, (score, idx) in enumerate(self._rank_part(groups[i], rows)):
                 key = (abroad[idx], -support[idx], priority[i], conflicts[idx], pos)
                 ranked.append((key, score, idx))
         return ranked
@@ -309,24 +371,32 @@ class NameSearch:
         np.fill_diagonal(out, False)
         return out
 
-    def _settlement_first(self, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    def _settlement_first(
+        self, scored: list[tuple[float, int]], rows: dict[int, tuple[Any, ...]]
+    ) -> list[tuple[float, int]]:
         """A town outranks its same-named province ("São Paulo", "New York"): photos are taken in places.
 
         Every candidate already carries the queried name, so the best city of the province's
-        country is the one to promote, provided it is the province's namesake city and not a
-        village that shares (or merely has an alternate spelling of) the name: "Illinois" or
-        "Florida" mean the state, not a town of 3,000.
+        country that lies in the province (or within `SETTLEMENT_NEAR_KM` of its centre) is the
+        one to promote, provided it is the province's namesake city and not a village that shares
+        (or merely has an alternate spelling of) the name: "Illinois" or "Florida" mean the state,
+        not a town of 3,000, and "Wyoming" not Wyoming, Michigan.
         """
         if not scored or self.kind[scored[0][1]] != "admin1":
             return scored
         province = scored[0][1]
-        country = self.cc[province]
+        country, region = self.cc[province], normalize(rows[province][6] or "")
         min_population = SETTLEMENT_SHARE * int(self.population[province])
         for pos, (_, idx) in enumerate(scored):
-            if self.kind[idx] == "city" and self.cc[idx] == country:
-                if self.population[idx] < min_population:
-                    return scored
-                return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
+            if self.kind[idx] != "city" or self.cc[idx] != country:
+                continue
+            inside = normalize(rows[idx][6] or "") == region
+            near = haversine_km(self.lat[idx], self.lon[idx], self.lat[province], self.lon[province])
+            if not inside and float(near) > SETTLEMENT_NEAR_KM:
+                continue
+            if self.population[idx] < min_population:
+                return scored
+            return [scored[pos]] + scored[:pos] + scored[pos + 1 :]
         return scored
 
     def suggest(self, prefix: str, country: str | None = None, limit: int = 10) -> list[Place]:
