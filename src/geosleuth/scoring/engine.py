@@ -38,6 +38,7 @@ from geosleuth.scoring.columnstore import (
     Growing,
     Interned,
     Reservoir,
+    Texts,
     merged_problems,
 )
 from geosleuth.scoring.groupings import GROUPINGS, TruthGroups, group_disparity
@@ -140,9 +141,9 @@ class _Accumulator:
         self.no_verdict = Capped()
         self.groups = Interned() if by else None
         self.truth_groups = TruthGroups(by) if by in GROUPINGS else None  # income, m49_region, …
-        self.ids: list[str | None] = []
-        self.formats: list[str | None] = []
-        self.recovered: list[str] = []
+        self.ids = Texts()
+        self.formats = Texts()
+        self.recovered = Texts()
         self.problem_at: dict[int, str] = {}
         self.unparsed_lines = Capped()
         self.dropped_lines = Capped()

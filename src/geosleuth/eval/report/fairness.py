@@ -33,9 +33,8 @@ from geosleuth.core.fairness import (
     headline_threshold,
     prediction_entropy,
 )
-from geosleuth.core.records import Trajectory
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import RecordStats, ScoreRow
+from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.scoring.protocols import ScoringProtocol
 
 log = logging.getLogger(__name__)
@@ -177,9 +176,7 @@ def fairness_breakdowns(
     return out
 
 
-def predicted_cities(
-    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None
-) -> list[str | None]:
+def predicted_cities(rows: Sequence[ScoreRow]) -> list[str | None]:
     """The city each answer names: its coordinates' city by reverse geocoding ("Lyon, FR"), else
     the answer's own city text; None for no answer."""
     out: list[str | None] = [None] * len(rows)
@@ -198,10 +195,9 @@ def predicted_cities(
             for i, city, cc in zip(with_coords, found["city"], found["country_code"], strict=True):
                 out[i] = f"{city}, {cc}" if city else None
     for i, row in enumerate(rows):
-        if out[i] is None and records is not None and row.sample_id in records:
-            prediction = RecordStats.of(records[row.sample_id]).prediction
-            if prediction is not None and prediction.city and normalize(prediction.city):
-                out[i] = normalize(prediction.city)
+        city = row.pred_city if out[i] is None else None
+        if city and normalize(city):
+            out[i] = normalize(city)
     return out
 
 
@@ -214,7 +210,6 @@ def fairness_block(
     rows: Sequence[ScoreRow],
     labels: Mapping[str, Sequence[str | None]],
     protocol: ScoringProtocol,
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None = None,
     seed: int = 0,
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -249,7 +244,7 @@ def fairness_block(
         if row.country_code and hit is not None:
             by_country[row.country_code].append(hit)
     block["by_country"] = {cc: {"n": len(h), "value": _pct(h)} for cc, h in sorted(by_country.items())}
-    entropy = prediction_entropy([r.country_code for r in rows], predicted_cities(rows, records))
+    entropy = prediction_entropy([r.country_code for r in rows], predicted_cities(rows))
     block["over_prediction"] = {
         "min_n": MIN_ENTROPY_N,
         "n_countries": len(entropy),
@@ -272,13 +267,12 @@ def add_fairness(
     summary: dict[str, Any],
     rows: Sequence[ScoreRow],
     protocol: ScoringProtocol,
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None = None,
     seed: int = 0,
 ) -> None:
     """Add the grouping breakdowns and the ``fairness`` block to a (percent) summary."""
     labels, notes = group_labels(rows)
     summary.setdefault("breakdowns", {}).update(fairness_breakdowns(rows, labels, protocol, seed))
-    summary["fairness"] = fairness_block(rows, labels, protocol, records, seed, notes)
+    summary["fairness"] = fairness_block(rows, labels, protocol, seed, notes)
 
 
 __all__ = ["GROUPINGS", "add_fairness", "fairness_block", "fairness_breakdowns", "group_labels"]

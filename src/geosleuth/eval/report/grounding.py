@@ -30,7 +30,7 @@ from geosleuth.core.grounding import (
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import RecordStats, ScoreRow
+from geosleuth.eval.report.scores import ScoreRow
 
 log = logging.getLogger(__name__)
 
@@ -316,26 +316,20 @@ NONE = "none"
 """What GeoComp writes for a level the answer does not give (a class of its own)."""
 
 
-def level_labels(
-    rows: Sequence[ScoreRow],
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
-    truths: Mapping[str, Mapping[str, Any]],
-) -> dict[str, tuple[list[str], list[str]]]:
+def level_labels(rows: Sequence[ScoreRow]) -> dict[str, tuple[list[str], list[str]]]:
     """(truth, prediction) labels per GeoComp level over the rows whose truth has that level:
-    city names folded, countries as ISO codes, continents from the countries; "none" when missing."""
+    city names folded, countries as ISO codes, continents from the countries; "none" when missing
+    (a sample without a finished answer has none)."""
     out: dict[str, tuple[list[str], list[str]]] = {
         "city": ([], []),
         "country": ([], []),
         "continent": ([], []),
     }
     for row in rows:
-        record = records.get(row.sample_id)
-        stats = RecordStats.of(record) if record is not None else None
-        pred = stats.prediction if stats is not None and row.status == "ok" else None
-        pred_code = (pred.country_code or resolve_country(pred.country)) if pred else None
-        truth_city = normalize(str((truths.get(row.sample_id) or {}).get("city") or ""))
+        answered = row.status == "ok"
+        pred_code = row.pred_country_code if answered else None
         values = {
-            "city": (truth_city, normalize(pred.city or "") if pred else ""),
+            "city": (normalize(row.truth_city or ""), normalize(row.pred_city or "") if answered else ""),
             "country": (row.country_code or "", pred_code or ""),
             "continent": (row.continent or "", _continent(pred_code) or ""),
         }
@@ -346,14 +340,10 @@ def level_labels(
     return out
 
 
-def geocomp_levels(
-    rows: Sequence[ScoreRow],
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
-    truths: Mapping[str, Mapping[str, Any]],
-) -> dict[str, dict[str, Any]]:
+def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
     """GeoComp's accuracy, macro recall and macro F1 per level (percent), over rows with that truth."""
     out: dict[str, dict[str, Any]] = {}
-    for level, (truth, predicted) in level_labels(rows, records, truths).items():
+    for level, (truth, predicted) in level_labels(rows).items():
         if not truth:
             continue
         recall, f1, classes = metrics.macro_recall_f1(truth, predicted)
@@ -372,18 +362,17 @@ def add_grounding(
     summary: dict[str, Any],
     run_dir: Any,
     rows: Sequence[ScoreRow],
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
-    R_con when a consistency judge is given (``truths``: the ground truth of each sample id, its
-    labels read for GeoComp's city level)."""
+    R_con when a consistency judge is given (``truths``: the ground truth of each sample id, which
+    R_con compares with)."""
     from geosleuth.eval.run.store import TrajectoryStore
 
     try:
         block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
-    block["geocomp"] = geocomp_levels(rows, records, truths or {})
+    block["geocomp"] = geocomp_levels(rows)
     summary["grounding"] = block
