@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from geosleuth.eval.report.scores import ScoreRow
 CURVE_KM = np.logspace(-1, np.log10(20000), 200)
 
 
-def write_plots(folder: Path, rows: list[ScoreRow], summary: dict[str, Any]) -> list[str] | str:
+def write_plots(folder: Path, rows: Iterable[ScoreRow], summary: dict[str, Any]) -> list[str] | str:
     """PNG files under ``folder``; returns their names, or why none were drawn."""
     try:
         import matplotlib
@@ -22,7 +23,8 @@ def write_plots(folder: Path, rows: list[ScoreRow], summary: dict[str, Any]) -> 
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed: pip install matplotlib"
-    d = np.array([r.distance_km for r in rows if r.true_lat is not None and r.answer_type != "choice"])
+    located = (r.distance_km for r in rows if r.true_lat is not None and r.answer_type != "choice")
+    d = np.fromiter(located, dtype=np.float64)
     folder.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
     if d.size:
