@@ -87,6 +87,9 @@ class Texts(Sequence[str | None]):
         self.ends.append(len(self.blob))
         self.none.append(value is None)
         self.n += 1
+        if len(self.ends.buffer) >= CHUNK:
+            self.ends.flush()
+            self.none.flush()
 
     def __len__(self) -> int:
         return self.n

@@ -9,10 +9,11 @@ tool or OCR result mentions, and the unsupported claims of each sample (``summar
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,15 +23,16 @@ from geosleuth.core.countries import country_info, country_name, resolve_country
 from geosleuth.core.grounding import (
     Claim,
     Evidence,
+    GroundingTally,
     SampleGrounding,
     check_claims,
-    grounding_figures,
     mentions,
 )
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
 from geosleuth.eval.report.scores import ScoreRow
+from geosleuth.scoring.columnstore import Growing
 
 log = logging.getLogger(__name__)
 
@@ -231,19 +233,30 @@ def sample_grounding(trajectory: Trajectory, places: PlaceFinder) -> SampleGroun
 
 
 def grounding_block(groundings: Iterable[SampleGrounding]) -> dict[str, Any]:
-    """``summary["grounding"]``: the run's figures and the unsupported claims listed per sample."""
-    samples = sorted(groundings, key=lambda g: g.sample_id)
-    block: dict[str, Any] = dict(grounding_figures(samples))
-    listed = [s for s in samples if s.unsupported or s.answer_mentioned is False]
+    """``summary["grounding"]``: the run's figures and the unsupported claims listed per sample
+    (the first `MAX_LISTED_SAMPLES` by id), one sample at a time as they stream by."""
+    tally = GroundingTally()
+    listed = 0
+
+    def flagged() -> Iterator[SampleGrounding]:
+        nonlocal listed
+        for sample in groundings:
+            tally.add(sample)
+            if sample.unsupported or sample.answer_mentioned is False:
+                listed += 1
+                yield sample
+
+    shown = heapq.nsmallest(MAX_LISTED_SAMPLES, flagged(), key=lambda g: g.sample_id)
+    block: dict[str, Any] = dict(tally.figures())
     block["unsupported"] = {
         s.sample_id: {
             "claims": [{"kind": c.claim.kind, "text": c.claim.text, "cited": c.cited} for c in s.unsupported],
             "answer_place_unmentioned": s.answer_place if s.answer_mentioned is False else None,
         }
-        for s in listed[:MAX_LISTED_SAMPLES]
+        for s in shown
     }
-    if len(listed) > MAX_LISTED_SAMPLES:
-        block["unsupported_listed"] = f"the first {MAX_LISTED_SAMPLES} of {len(listed)} samples"
+    if listed > MAX_LISTED_SAMPLES:
+        block["unsupported_listed"] = f"the first {MAX_LISTED_SAMPLES} of {listed} samples"
     return block
 
 
@@ -268,33 +281,36 @@ def run_grounding(
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The grounding block of a run's trajectories (the last record of a sample wins), with the
-    mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they stream."""
+    """The grounding block of a run's trajectories (each sample's latest record, one each), with
+    the mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they
+    stream."""
     from geosleuth.gazetteer import get_gazetteer
 
     places = CachedFinder(get_gazetteer())
-    found: dict[str, SampleGrounding] = {}
-    r_con: dict[str, float] = {}
-    batch: list[tuple[str, str, Mapping[str, Any]]] = []
+    r_con = Growing(np.float64)
+    batch: list[tuple[str, Mapping[str, Any]]] = []
 
     def flush() -> None:
         if consistency is not None and batch:
-            scores = consistency[1]([b[1] for b in batch], [b[2] for b in batch])
-            r_con.update(zip([b[0] for b in batch], (float(x) for x in scores), strict=True))
+            scores = consistency[1]([b[0] for b in batch], [b[1] for b in batch])
+            for x in scores:
+                r_con.append(float(x))
             batch.clear()
 
-    for trajectory in trajectories:
-        found[trajectory.sample_id] = sample_grounding(trajectory, places)
-        truth = (truths or {}).get(trajectory.sample_id) or {}
-        has_point = truth.get("lat") is not None and truth.get("lon") is not None
-        if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
-            batch.append((trajectory.sample_id, rollout_text(trajectory), truth))
-            if len(batch) >= CONSISTENCY_BATCH:
-                flush()
-    flush()
-    block = grounding_block(found.values())
+    def groundings() -> Iterator[SampleGrounding]:
+        for trajectory in trajectories:
+            yield sample_grounding(trajectory, places)
+            truth = (truths or {}).get(trajectory.sample_id) or {}
+            has_point = truth.get("lat") is not None and truth.get("lon") is not None
+            if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
+                batch.append((rollout_text(trajectory), truth))
+                if len(batch) >= CONSISTENCY_BATCH:
+                    flush()
+        flush()
+
+    block = grounding_block(groundings())
     if consistency is not None:
-        values = np.array(list(r_con.values()), dtype=np.float64)
+        values = r_con.array()
         lo, hi = metrics.bootstrap_ci_mean(values) if values.size else (math.nan, math.nan)
         block["consistency"] = {
             "judge": consistency[0],
@@ -360,18 +376,17 @@ def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
 
 def add_grounding(
     summary: dict[str, Any],
-    run_dir: Any,
+    trajectories: Iterable[Trajectory],
     rows: Sequence[ScoreRow],
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
+    """Add ``summary["grounding"]``: the grounding figures of ``trajectories`` (one per sample),
+    GeoComp's per-level figures, and
     R_con when a consistency judge is given (``truths``: the ground truth of each sample id, which
     R_con compares with)."""
-    from geosleuth.eval.run.store import TrajectoryStore
-
     try:
-        block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
+        block = run_grounding(trajectories, consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
     block["geocomp"] = geocomp_levels(rows)

@@ -92,7 +92,7 @@ def _compute(
     truths = (
         {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.iter_samples()} if consistency else None
     )
-    add_grounding(summary, run.run_dir, rows, consistency, truths)
+    add_grounding(summary, run.trajectories.latest(), rows, consistency, truths)
     summary.update(leak_summary(run.manifest, scored.columns.search_results_blocked))
     summary["notes"] = [*(summary.get("notes") or []), *leak_notes(summary, run.manifest)]
     judges = judge_summary(run.run_dir)
