@@ -135,6 +135,10 @@ async def _within(run_fn: RunFn, task: Task, clock: SampleClock, timeout_s: floa
             running.cancel()
 
 
+PENDING_WRITES = 256
+"""Finished trajectories that may wait for the writer (memory stays flat however fast agents answer)."""
+
+
 def pending_samples(samples: Sequence[Sample], finished: set[str]) -> list[Sample]:
     return [s for s in samples if s.id not in finished]
 
@@ -142,7 +146,11 @@ def pending_samples(samples: Sequence[Sample], finished: set[str]) -> list[Sampl
 async def _writer(
     store: TrajectoryStore, queue: asyncio.Queue[Trajectory | None], on_written: ProgressFn, stats: RunStats
 ) -> None:
-    """Group commit: write everything that is ready, fsync once, then report it done."""
+    """Group commit: write everything that is ready, fsync once, then report it done.
+
+    After a failed write the queue is still drained (the workers' puts never block on a bounded
+    queue nobody reads) and the error is raised once the run's last result has come in."""
+    failure: BaseException | None = None
     while True:
         item = await queue.get()
         batch: list[Trajectory] = []
@@ -155,16 +163,27 @@ async def _writer(
                 stop = True
             else:
                 batch.append(more)
-        if batch:
-            await asyncio.to_thread(store.append, batch)
-            for trajectory in batch:
-                stats.done += 1
-                stats.statuses[trajectory.status.value] = stats.statuses.get(trajectory.status.value, 0) + 1
-                if trajectory.status != TrajectoryStatus.OK:
-                    stats.failed += 1
-                on_written(trajectory, stats)
+        if batch and failure is None:
+            try:
+                await _commit(store, batch, on_written, stats)
+            except Exception as exc:  # noqa: BLE001 - raised below, once the workers have stopped
+                failure = exc
         if stop:
+            if failure is not None:
+                raise failure
             return
+
+
+async def _commit(
+    store: TrajectoryStore, batch: list[Trajectory], on_written: ProgressFn, stats: RunStats
+) -> None:
+    await asyncio.to_thread(store.append, batch)
+    for trajectory in batch:
+        stats.done += 1
+        stats.statuses[trajectory.status.value] = stats.statuses.get(trajectory.status.value, 0) + 1
+        if trajectory.status != TrajectoryStatus.OK:
+            stats.failed += 1
+        on_written(trajectory, stats)
 
 
 async def run_samples(
@@ -196,7 +215,8 @@ async def run_samples(
         jobs: asyncio.Queue[Sample] = asyncio.Queue()
         for sample in todo:
             jobs.put_nowait(sample)
-        results: asyncio.Queue[Trajectory | None] = asyncio.Queue()
+        # bounded: when the writer falls behind, workers wait instead of piling up finished records
+        results: asyncio.Queue[Trajectory | None] = asyncio.Queue(maxsize=max(PENDING_WRITES, concurrency))
 
         aborted: list[RunAborted] = []
 
