@@ -11,6 +11,7 @@ choropleth), and the countries whose predicted cities have the lowest entropy. A
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,21 +50,20 @@ def group_labels(rows: Sequence[ScoreRow]) -> tuple[dict[str, list[str | None]],
         g: [country_group(g, r.country_code) for r in rows] for g in COUNTRY_GROUPINGS
     }
     notes: list[str] = []
-    located = [i for i, r in enumerate(rows) if r.true_lat is not None and r.true_lon is not None]
+    lat = np.fromiter((math.nan if r.true_lat is None else r.true_lat for r in rows), np.float64, len(rows))
+    lon = np.fromiter((math.nan if r.true_lon is None else r.true_lon for r in rows), np.float64, len(rows))
+    located = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon))
     settlement: list[str | None] = [None] * len(rows)
-    if located:
+    if located.size:
         try:
             from geosleuth.gazetteer import get_gazetteer
 
-            population, dist = get_gazetteer().place_population_batch(
-                np.array([rows[i].true_lat for i in located], dtype=np.float64),
-                np.array([rows[i].true_lon for i in located], dtype=np.float64),
-            )
+            population, dist = get_gazetteer().place_population_batch(lat[located], lon[located])
         except _GAZETTEER_ERRORS as exc:
             notes.append(f"settlement: no gazetteer to find the truth's place ({type(exc).__name__}: {exc})")
         else:
             for i, label in zip(located, settlement_classes(population, dist), strict=True):
-                settlement[i] = label
+                settlement[int(i)] = label
     labels["settlement"] = settlement
     return labels, notes
 
