@@ -15,9 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+from numpy.typing import NDArray
+
 from geosleuth.bounds.deadline import STARTUP_TIMEOUT_S, SampleClock, reset_clock, set_clock
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
-from geosleuth.eval.run.store import TrajectoryStore
+from geosleuth.eval.run.store import TrajectoryStore, is_finished
 from geosleuth.tools.leakguard import GuardSpec, guarding
 
 RunFn = Callable[[Task], Awaitable[Trajectory]]
@@ -139,8 +142,10 @@ PENDING_WRITES = 256
 """Finished trajectories that may wait for the writer (memory stays flat however fast agents answer)."""
 
 
-def pending_samples(samples: Sequence[Sample], finished: set[str]) -> list[Sample]:
-    return [s for s in samples if s.id not in finished]
+def pending_samples(samples: Sequence[Sample], finished: NDArray[np.int64]) -> list[Sample]:
+    """The samples without a finished record (``finished``: `TrajectoryStore.finished_keys`)."""
+    done = is_finished([s.id for s in samples], finished)
+    return [s for s, was_done in zip(samples, done.tolist(), strict=True) if not was_done]
 
 
 async def _writer(
@@ -209,8 +214,7 @@ async def run_samples(
             store.close()
             stats.retried = len(store.drop_failed())
             store.open()
-        finished = set(store.statuses())
-        todo = pending_samples(samples, finished)
+        todo = pending_samples(samples, store.finished_keys())
         stats.skipped = len(samples) - len(todo)
         jobs: asyncio.Queue[Sample] = asyncio.Queue()
         for sample in todo:
