@@ -180,20 +180,20 @@ def predicted_cities(rows: Sequence[ScoreRow]) -> list[str | None]:
     """The city each answer names: its coordinates' city by reverse geocoding ("Lyon, FR"), else
     the answer's own city text; None for no answer."""
     out: list[str | None] = [None] * len(rows)
-    with_coords = [i for i, r in enumerate(rows) if r.pred_lat is not None and r.pred_lon is not None]
-    if with_coords:
+    lat = np.fromiter((math.nan if r.pred_lat is None else r.pred_lat for r in rows), np.float64, len(rows))
+    lon = np.fromiter((math.nan if r.pred_lon is None else r.pred_lon for r in rows), np.float64, len(rows))
+    with_coords = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon))
+    if with_coords.size:
         try:
             from geosleuth.gazetteer import get_gazetteer
 
-            found = get_gazetteer().reverse_batch(
-                np.array([rows[i].pred_lat for i in with_coords], dtype=np.float64),
-                np.array([rows[i].pred_lon for i in with_coords], dtype=np.float64),
-            )
+            found = get_gazetteer().reverse_batch(lat[with_coords], lon[with_coords])
         except _GAZETTEER_ERRORS as exc:
             log.info("over-prediction: no gazetteer (%s); answers' city texts only", exc)
         else:
+            names: dict[tuple[str, str], str] = {}  # one string per place, not one per row
             for i, city, cc in zip(with_coords, found["city"], found["country_code"], strict=True):
-                out[i] = f"{city}, {cc}" if city else None
+                out[int(i)] = names.setdefault((city, cc), f"{city}, {cc}") if city else None
     for i, row in enumerate(rows):
         city = row.pred_city if out[i] is None else None
         if city and normalize(city):

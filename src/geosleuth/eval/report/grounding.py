@@ -14,6 +14,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -341,11 +342,12 @@ def level_labels(rows: Sequence[ScoreRow]) -> dict[str, tuple[list[str], list[st
         "country": ([], []),
         "continent": ([], []),
     }
+    folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)  # one string per name, not one per row
     for row in rows:
         answered = row.status == "ok"
         pred_code = row.pred_country_code if answered else None
         values = {
-            "city": (normalize(row.truth_city or ""), normalize(row.pred_city or "") if answered else ""),
+            "city": (folded(row.truth_city or ""), folded(row.pred_city or "") if answered else ""),
             "country": (row.country_code or "", pred_code or ""),
             "continent": (row.continent or "", _continent(pred_code) or ""),
         }
