@@ -1,13 +1,27 @@
-"""Peak memory of `geosleuth report` over a run, against `geosleuth score` on the same rows.
+"""Peak memory of `geosleuth report`, `score --truth` and `eval` + report, against the same rows
+inline, so that each stays flat in the number of samples.
 
 A synthetic run of N samples (two turns, a tool call and ~1.5 KB of text per trajectory, the
 answer as JSON) is written once per size; then, each in a fresh process, the peak resident
-memory of: ``report`` (summary, Markdown, CSV, plots and HTML: `write_report`) and, as the
-reference measured in the same run, ``score RUN/trajectories.jsonl --truth RUN/samples.jsonl``
-(`score_file`, the streaming engine). Printed: MiB each and report / score. ``--src`` runs the
-children against another source tree (e.g. an older checkout) for a before / after figure.
+memory of:
 
-Usage: python bench/report_memory_bench.py [--sizes 10000,100000] [--protocol default] [--src PATH]
+- ``report``: summary, Markdown, CSV, plots and HTML (`write_report`);
+- ``score --truth``: ``score RUN/trajectories.jsonl --truth RUN/samples.jsonl`` (`score_file`,
+  predictions joined to the truth file by id);
+- ``eval+report``: ``geosleuth eval DATA --agent-fn report_memory_bench:replay`` (the runner and
+  the report it writes; the replay agent answers at once, as the run above does) over a CSV of
+  the same N samples, all pointing at one small image. ``--eval-sizes`` (default 10k and 100k):
+  at 1M the dataset loading and image hashing of `eval` take tens of minutes on 2 shared cores;
+- the reference beside each, measured in the same run: ``score`` of the same predictions with
+  the truth inline in each row (``inline.jsonl``: the streaming engine with no join).
+
+Printed: MiB each, each / reference, and the growth between the smallest and largest size in
+bytes per sample. ``--truth-rows N`` adds `score --truth` against inline on N rows of a two-column
+CSV (issue 41: 3M rows). ``--src`` runs the children against another source tree (e.g. the main
+checkout's ``src``) for a before / after figure.
+
+Usage: python bench/report_memory_bench.py [--sizes 10000,100000,1000000] [--eval-sizes 10000,100000]
+    [--truth-rows 3000000] [--protocol default] [--src PATH]
 """
 
 from __future__ import annotations
@@ -15,19 +29,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from geosleuth.core.records import Prediction, Sample, ToolCallRecord, Trajectory, Turn, Usage
+from PIL import Image
+
+from geosleuth.core.records import Prediction, Sample, Task, ToolCallRecord, Trajectory, Turn, Usage
 from geosleuth.eval.run.config import EvalConfig, build_manifest, write_manifest
 
 PROSE = "The signage is in German and the plates are Swiss; the lake suggests Lucerne. " * 10
 RESULT = "Luzern, Lucerne, Switzerland (47.0505, 8.3064) population 82000; " * 8
 
+BENCH = Path(__file__).resolve().parent
 CHILD = {
     "report": "from geosleuth.eval.report.write import write_report; write_report(RUN, protocol=PROTOCOL)",
     "score": (
@@ -35,7 +52,83 @@ CHILD = {
         "score_file(RUN / 'trajectories.jsonl', get_protocol(PROTOCOL), truth_path=RUN / 'samples.jsonl', "
         "keep_rows=False)"
     ),
+    "inline": (
+        "from geosleuth.scoring import get_protocol, score_file; "
+        "score_file(RUN / 'inline.jsonl', get_protocol(PROTOCOL), keep_rows=False)"
+    ),
+    "eval": (
+        f"import sys; sys.path.insert(0, {str(BENCH)!r}); from geosleuth.cli.app import app; "
+        "app(['eval', str(RUN / 'data'), '--out', str(RUN / 'eval'), '--agent-fn', "
+        "'report_memory_bench:replay', '--protocol', PROTOCOL, '--concurrency', '64'], standalone_mode=False)"
+    ),
+    "truth-csv": (
+        "from geosleuth.scoring import get_protocol, score_file; "
+        "score_file(RUN / 'pred.csv', get_protocol(PROTOCOL), truth_path=RUN / 'truth.csv', keep_rows=False)"
+    ),
+    "inline-csv": (
+        "from geosleuth.scoring import get_protocol, score_file; "
+        "score_file(RUN / 'inline.csv', get_protocol(PROTOCOL), keep_rows=False)"
+    ),
 }
+
+
+def point(i: int) -> tuple[float, float, float, float]:
+    """Sample i's truth and the replayed answer near it (lat, lon, pred lat, pred lon)."""
+    lat, lon = -60 + (i * 0.011) % 120, -170 + (i * 0.037) % 340
+    return lat, lon, lat + (i % 7) * 0.3, lon - (i % 5) * 0.2
+
+
+async def replay(task: Task) -> Trajectory:
+    """The eval agent: answers sample ``s<i>`` at once, where `make_run`'s trajectory answers."""
+    _, _, plat, plon = point(int(task.id[1:]))
+    answer = {"lat": round(plat, 5), "lon": round(plon, 5), "city": "Lucerne", "country": "Switzerland"}
+    text = json.dumps(answer)
+    return Trajectory(
+        sample_id=task.id,
+        model="bench",
+        turns=[
+            Turn(
+                index=0,
+                text=PROSE,
+                tool_calls=[ToolCallRecord(name="geocode", arguments={"q": "Luzern"}, result_text=RESULT)],
+                usage=Usage(prompt_tokens=900, completion_tokens=120),
+            ),
+            Turn(index=1, text=text, usage=Usage(prompt_tokens=1200, completion_tokens=40)),
+        ],
+        prediction=Prediction(**answer, raw=text, status="ok"),
+        started_at=1000.0,
+        finished_at=1003.0,
+    )
+
+
+def make_dataset(folder: Path, n: int) -> None:
+    """data.csv of n samples (the run's ids and truth) beside one small image they all show."""
+    folder.mkdir(parents=True)
+    Image.new("RGB", (32, 32), (90, 120, 150)).save(folder / "one.jpg")
+    with (folder / "data.csv").open("w") as handle:
+        handle.write("id,image,lat,lon,country,city\n")
+        for i in range(n):
+            lat, lon, _, _ = point(i)
+            handle.write(f"s{i:07d},one.jpg,{lat:.5f},{lon:.5f},Switzerland,Lucerne\n")
+
+
+def make_truth_tables(folder: Path, n: int) -> None:
+    """pred.csv (id, predicted point), truth.csv (id, true point) and inline.csv (both) of n rows."""
+    folder.mkdir(parents=True)
+    with (
+        (folder / "pred.csv").open("w") as pred,
+        (folder / "truth.csv").open("w") as truth,
+        (folder / "inline.csv").open("w") as inline,
+    ):
+        pred.write("id,pred_lat,pred_lon\n")
+        truth.write("id,lat,lon\n")
+        inline.write("id,pred_lat,pred_lon,true_lat,true_lon\n")
+        for i in range(n):
+            lat, lon, plat, plon = point(i)
+            p, t = f"{plat:.5f},{plon:.5f}", f"{lat:.5f},{lon:.5f}"
+            pred.write(f"s{i:07d},{p}\n")
+            truth.write(f"s{i:07d}.jpg,{t}\n")  # the truth table names the file, as IM2GPS3K's does
+            inline.write(f"s{i:07d},{p},{t}\n")
 
 
 def make_run(run_dir: Path, n: int) -> None:
@@ -62,15 +155,22 @@ def make_run(run_dir: Path, n: int) -> None:
         finished_at=1003.0,
     )
     s_template, t_template = sample.model_dump_json(), trajectory.model_dump_json()
-    with (run_dir / "samples.jsonl").open("w") as samples, (run_dir / "trajectories.jsonl").open("w") as log:
+    truth = '"ground_truth":' + s_template + ","
+    with (
+        (run_dir / "samples.jsonl").open("w") as samples,
+        (run_dir / "trajectories.jsonl").open("w") as log,
+        (run_dir / "inline.jsonl").open("w") as inline,
+    ):
         for i in range(n):
-            lat, lon = -60 + (i * 0.011) % 120, -170 + (i * 0.037) % 340
+            lat, lon, plat, plon = point(i)
             sid = f"s{i:07d}"
             one = s_template.replace('"ID"', f'"{sid}"')
-            samples.write(one.replace("33.3333", f"{lat:.5f}").replace("44.4444", f"{lon:.5f}") + "\n")
-            plat, plon = lat + (i % 7) * 0.3, lon - (i % 5) * 0.2
-            one = t_template.replace('"ID"', f'"{sid}"')
-            log.write(one.replace("11.1111", f"{plat:.5f}").replace("22.2222", f"{plon:.5f}") + "\n")
+            one = one.replace("33.3333", f"{lat:.5f}").replace("44.4444", f"{lon:.5f}")
+            samples.write(one + "\n")
+            record = t_template.replace('"ID"', f'"{sid}"')
+            record = record.replace("11.1111", f"{plat:.5f}").replace("22.2222", f"{plon:.5f}")
+            log.write(record + "\n")
+            inline.write("{" + truth.replace(s_template, one) + record[1:] + "\n")
 
 
 def peak_mib(kind: str, run_dir: Path, protocol: str, src: str | None) -> tuple[float, float]:
@@ -90,25 +190,68 @@ def peak_mib(kind: str, run_dir: Path, protocol: str, src: str | None) -> tuple[
     return int(out.stdout.split()[-1]) / 1024, time.perf_counter() - start
 
 
+def growth(figures: dict[int, float]) -> str:
+    """Bytes per sample between the smallest and largest size measured."""
+    if len(figures) < 2:
+        return "–"
+    low, high = min(figures), max(figures)
+    return f"{(figures[high] - figures[low]) * 2**20 / (high - low):.0f} B/sample"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--eval-sizes", default="10000,100000", help="sizes that also run eval + report")
+    parser.add_argument("--truth-rows", type=int, default=0, help="also score --truth vs inline on N rows")
     parser.add_argument("--protocol", default="default")
     parser.add_argument("--src", default=None, help="run the children against this source tree")
     args = parser.parse_args()
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >= 0
+    eval_sizes = {int(x) for x in args.eval_sizes.split(",") if x}
+    kinds: dict[str, dict[int, float]] = {"report": {}, "score --truth": {}, "eval+report": {}, "inline": {}}
     with tempfile.TemporaryDirectory(prefix="geosleuth-report-mem-") as tmp:
-        print(f"protocol {args.protocol}; peak resident memory of one process each")
-        header = ("samples", "report MiB", "score MiB", "report/score", "report s", "score s")
-        print(" ".join(f"{h:>{w}}" for h, w in zip(header, (9, 11, 10, 13, 9, 8), strict=True)))
+        src = args.src or "this checkout"
+        print(f"protocol {args.protocol}; src {src}; peak resident MiB of one process each")
+        header = (
+            "samples",
+            "inline",
+            "report",
+            "/inline",
+            "score --truth",
+            "/inline",
+            "eval+report",
+            "/inline",
+        )
+        widths = (9, 8, 8, 8, 13, 8, 12, 8)
+        print(" ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)), "  seconds", flush=True)
         for n in (int(x) for x in args.sizes.split(",")):
             run_dir = Path(tmp) / f"run{n}"
             make_run(run_dir, n)
-            score_mib, score_s = peak_mib("score", run_dir, args.protocol, args.src)
-            report_mib, report_s = peak_mib("report", run_dir, args.protocol, args.src)
+            times = []
+            for kind, child in (("inline", "inline"), ("score --truth", "score"), ("report", "report")):
+                kinds[kind][n], seconds = peak_mib(child, run_dir, args.protocol, args.src)
+                times.append(f"{kind} {seconds:.0f}")
+            if n in eval_sizes:
+                make_dataset(run_dir / "data", n)
+                kinds["eval+report"][n], seconds = peak_mib("eval", run_dir, args.protocol, args.src)
+                times.append(f"eval+report {seconds:.0f}")
+            ref = kinds["inline"][n]
+            cells = [f"{n:>9,}", f"{ref:>8.0f}"]
+            for kind, width in (("report", 8), ("score --truth", 13), ("eval+report", 12)):
+                mib = kinds[kind].get(n)
+                cells += (
+                    [f"{mib:>{width}.0f}", f"{mib / ref:>8.2f}"] if mib else [f"{'–':>{width}}", f"{'–':>8}"]
+                )
+            print(" ".join(cells), "  " + ", ".join(times), flush=True)
+            shutil.rmtree(run_dir)
+        print("growth: " + "; ".join(f"{kind} {growth(f)}" for kind, f in kinds.items()))
+        if args.truth_rows:
+            folder = Path(tmp) / "tables"
+            make_truth_tables(folder, args.truth_rows)
+            joined, joined_s = peak_mib("truth-csv", folder, args.protocol, args.src)
+            inline, inline_s = peak_mib("inline-csv", folder, args.protocol, args.src)
             print(
-                f"{n:>9,} {report_mib:>11.0f} {score_mib:>10.0f} {report_mib / score_mib:>13.2f} "
-                f"{report_s:>9.1f} {score_s:>8.1f}",
+                f"score --truth on {args.truth_rows:,} CSV rows: {joined:.0f} MiB ({joined_s:.0f} s) against "
+                f"{inline:.0f} MiB inline ({inline_s:.0f} s): {joined / inline:.2f}",
                 flush=True,
             )
 

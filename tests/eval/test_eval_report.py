@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -312,3 +313,80 @@ def test_a_level_no_sample_is_labelled_with_is_a_note_not_a_zero(planned_run: tu
     (note,) = [n for n in summary["notes"] if "released evaluation drops rows" in n]
     assert f"Note: {note}." in (run_dir / "summary.md").read_text()
     assert f"note: {note}" in result.output
+
+
+def test_streamed_report_equals_figures_from_every_record(
+    planned_run: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report streams (columns, on-disk lookups, top-k pages); the same figures computed the
+    way it did before, from every sample and record in memory, agree one by one. A later record of
+    a sample supersedes the earlier one everywhere."""
+    from geosleuth.core import metrics
+    from geosleuth.core.countries import country_info, resolve_country
+    from geosleuth.core.records import Prediction
+    from geosleuth.core.text import normalize
+    from geosleuth.eval.report import html
+    from geosleuth.eval.report.grounding import CachedFinder, sample_grounding
+    from geosleuth.eval.report.write import compute, load_run, write_report
+    from geosleuth.eval.run.pipeline import read_samples
+    from geosleuth.eval.run.store import TrajectoryStore
+    from geosleuth.gazetteer import get_gazetteer
+
+    run_dir, _ = planned_run
+    store = TrajectoryStore(run_dir)
+    first = store.load()["paris"]
+    later = first.model_copy(
+        update={"prediction": Prediction(lat=45.764, lon=4.8357, city="Lyon", country="France", raw="{}")}
+    )
+    store.open()
+    store.append([later])
+    store.close()
+    monkeypatch.setattr(html, "MAX_SAMPLE_PAGES", 3)
+    shutil.rmtree(run_dir / "html")  # the pages eval's own report wrote
+    summary = write_report(run_dir, plots=False)
+    samples, records = read_samples(run_dir), TrajectoryStore(run_dir).load()  # the last record wins
+    assert records["paris"].prediction.city == "Lyon"
+    rows = {r.sample_id: r for r in compute(load_run(run_dir))[1]}
+
+    # GeoComp from every record in memory
+    truth: dict[str, list[str]] = {"city": [], "country": [], "continent": []}
+    predicted: dict[str, list[str]] = {"city": [], "country": [], "continent": []}
+    for sample in samples:
+        record = records.get(sample.id)
+        pred = record.prediction if record is not None and record.status == "ok" else None
+        code = (pred.country_code or resolve_country(pred.country)) if pred else None
+        info = country_info(code) if code else None
+        row = rows[sample.id]
+        values = {
+            "city": (normalize(sample.labels.get("city") or ""), normalize(pred.city or "") if pred else ""),
+            "country": (row.country_code or "", code or ""),
+            "continent": (row.continent or "", (info.continent if info else "") or ""),
+        }
+        for level, (t, p) in values.items():
+            if t:
+                truth[level].append(t)
+                predicted[level].append(p or "none")
+    for level, figures in summary["grounding"]["geocomp"].items():
+        recall, f1, classes = metrics.macro_recall_f1(truth[level], predicted[level])
+        hits = sum(t == p for t, p in zip(truth[level], predicted[level], strict=True))
+        assert figures["n"] == len(truth[level]) and figures["classes"] == classes
+        assert figures["accuracy"] == pytest.approx(100 * hits / len(truth[level]), abs=1e-3)
+        assert figures["macro_recall"] == pytest.approx(100 * recall, abs=1e-3)
+        assert figures["macro_f1"] == pytest.approx(100 * f1, abs=1e-3)
+    assert summary["grounding"]["geocomp"]["city"]["n"] > 0
+
+    # grounding over one (the latest) record per sample
+    places = CachedFinder(get_gazetteer())
+    every = [sample_grounding(t, places) for t in records.values()]
+    block = summary["grounding"]
+    assert block["n_trajectories"] == len(records) == len(samples)
+    assert block["n_claims"] == sum(len(g.checked) for g in every)
+    assert block["samples_with_unsupported"] == sum(bool(g.unsupported) for g in every)
+
+    # the pages: the worst three of a sort of every row
+    ranked = sorted(
+        rows.values(),
+        key=lambda r: (r.status == "ok", -(r.distance_km if np.isfinite(r.distance_km) else 1e9)),
+    )
+    pages = {p.name for p in (run_dir / "html" / "samples").iterdir()}
+    assert pages == {html._page_name(r.sample_id) for r in ranked[:3]}

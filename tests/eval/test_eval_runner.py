@@ -211,3 +211,26 @@ async def test_the_built_in_agent_is_not_charged_for_a_slow_image_decode(
             threads.close()
     record = TrajectoryStore(tmp_path / "run").load()["a"]
     assert record.status == TrajectoryStatus.OK, record.error
+
+
+async def test_bounded_results_queue_writes_everything_and_surfaces_a_failed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents faster than the writer wait for it (a queue of 1 here): every record is still written
+    once; a write that fails is raised once the workers stop, never a hang on a full queue."""
+    import geosleuth.eval.run.runner as runner
+
+    monkeypatch.setattr(runner, "PENDING_WRITES", 1)
+
+    async def agent(task: Task) -> Trajectory:
+        return Trajectory(sample_id=task.id, model="m")
+
+    stats = await run_samples(_samples(40), agent, tmp_path / "ok", concurrency=1)
+    assert stats.done == 40 and len(_lines(tmp_path / "ok")) == 40
+
+    def broken(self: TrajectoryStore, batch: list[Trajectory]) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(TrajectoryStore, "append", broken)
+    with pytest.raises(OSError, match="No space left"):
+        await asyncio.wait_for(run_samples(_samples(40), agent, tmp_path / "full", concurrency=1), timeout=30)

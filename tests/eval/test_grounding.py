@@ -165,17 +165,19 @@ class _Row:
     sample_id: str
     country_code: str
     continent: str
+    truth_city: str
+    pred_city: str | None = None
+    pred_country_code: str | None = None
     status: str = "ok"
 
 
 def test_geocomp_levels() -> None:
-    rows = [_Row("1", "FR", "Europe"), _Row("2", "DE", "Europe"), _Row("3", "JP", "Asia")]
-    truths = {"1": {"city": "Paris"}, "2": {"city": "Berlin"}, "3": {"city": "Osaka"}}
-    records = {
-        "1": Trajectory(sample_id="1", model="m", prediction=Prediction(city="paris", country="France")),
-        "2": Trajectory(sample_id="2", model="m", prediction=Prediction(city="Munich", country="Germany")),
-    }  # sample 3 has no record: every level is "none"
-    levels = geocomp_levels(rows, records, truths)  # type: ignore[arg-type]
+    rows = [
+        _Row("1", "FR", "Europe", "Paris", "paris", "FR"),
+        _Row("2", "DE", "Europe", "Berlin", "Munich", "DE"),
+        _Row("3", "JP", "Asia", "Osaka", "Kyoto", "JP", status="missing"),  # no record: no answer is read
+    ]
+    levels = geocomp_levels(rows)  # type: ignore[arg-type]
     # country: FR, DE right, JP -> none: classes DE, FR, JP, none; recall (1 + 1 + 0 + 0) / 4 = 50 %,
     # F1 (1 + 1 + 0 + 0) / 4 = 50 %; accuracy 2 / 3
     assert levels["country"]["macro_recall"] == 50.0 and levels["country"]["macro_f1"] == 50.0

@@ -225,16 +225,7 @@ def eval_command(
         _fail(str(exc))
     except OSError as exc:  # e.g. --out names a file, or the disk is read-only
         _fail(_os_error(exc))
-    if prepared.dataset.problems:
-        typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
-    selected = {sample.id for sample in prepared.samples}
-    missing = [m for m in prepared.dataset.missing_images if m.sample_id in selected]
-    if missing:
-        typer.echo(
-            f"warning: {len(missing)} of {len(selected)} image(s) not found (first: {missing[0]}); "
-            "those samples are recorded as failed (input_error)",
-            err=True,
-        )
+    _warn_unusable(prepared)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -247,17 +238,17 @@ def eval_command(
     def progress(trajectory: Any, stats: Any) -> None:
         bar.update(job, total=stats.total, completed=stats.done + stats.skipped, failed=stats.failed)
 
+    run_dir = prepared.run_dir
     try:
         with bar:
             import asyncio
 
             stats = asyncio.run(execute(prepared, retry_failed=retry_failed, on_result=progress))
     except RunAborted as exc:
-        run = prepared.run_dir
         kept = (
-            f"finished samples are saved in {run}; fix this and re-run the same command to resume"
-            if (run / MANIFEST).exists()
-            else f"no sample was recorded and {run} was not left a run; fix this and run it again"
+            f"finished samples are saved in {run_dir}; fix this and re-run the same command to resume"
+            if (run_dir / MANIFEST).exists()
+            else f"no sample was recorded and {run_dir} was not left a run; fix this and run it again"
         )
         _fail(f"stopped: {exc}\n{kept}", code=1)
     except (ValueError, RunDirError) as exc:
@@ -267,6 +258,7 @@ def eval_command(
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are saved; re-run the same command to resume", err=True)
         raise typer.Exit(130) from None
+    del prepared  # the dataset in memory: the report streams the run back from disk
     retried = (
         f", {stats.batches_retried} batch(es) run again after losing their worker"
         if stats.batches_retried
@@ -279,15 +271,15 @@ def eval_command(
     )
     try:
         if cfg.judge is not None:
-            _run_judges(prepared.run_dir, cfg.judge)
+            _run_judges(run_dir, cfg.judge)
         if cfg.report:
             from geosleuth.eval.report.write import write_report
 
-            _print_summary(write_report(prepared.run_dir), prepared.run_dir, as_json)
+            _print_summary(write_report(run_dir), run_dir, as_json)
         elif as_json:  # no report: what this invocation ran
             from dataclasses import asdict
 
-            _print_json({"run_dir": str(prepared.run_dir), **asdict(stats)})
+            _print_json({"run_dir": str(run_dir), **asdict(stats)})
     except (RunDirError, ValueError) as exc:  # the samples are saved: `geosleuth report` can redo this
         _fail(str(exc))
     except OSError as exc:
@@ -300,8 +292,22 @@ def eval_command(
     if stats.done and stats.statuses.get("model_error", 0) == stats.done:
         _fail(
             f"all {stats.done} sample(s) run now failed with model errors (is the endpoint up?); "
-            f"see the error field in {prepared.run_dir / 'trajectories.jsonl'}",
+            f"see the error field in {run_dir / 'trajectories.jsonl'}",
             code=1,
+        )
+
+
+def _warn_unusable(prepared: Any) -> None:
+    """Bad rows and missing images, said before the run (the samples stay recorded as failed)."""
+    if prepared.dataset.problems:
+        typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
+    selected = {sample.id for sample in prepared.samples}
+    missing = [m for m in prepared.dataset.missing_images if m.sample_id in selected]
+    if missing:
+        typer.echo(
+            f"warning: {len(missing)} of {len(selected)} image(s) not found (first: {missing[0]}); "
+            "those samples are recorded as failed (input_error)",
+            err=True,
         )
 
 

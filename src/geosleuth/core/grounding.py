@@ -132,32 +132,56 @@ def check_claims(
     return out
 
 
-def grounding_figures(samples: Sequence[SampleGrounding]) -> dict[str, object]:
-    """Per run: the claim-support rate (all claims and per kind), cited claims and how many their
-    cited tool backs, and the share of answers whose place no tool or OCR result mentions."""
-    checked = [c for s in samples for c in s.checked]
-    answers = [s for s in samples if s.answer_mentioned is not None]
+@dataclass
+class GroundingTally:
+    """The run's grounding figures summed as samples stream by (no sample is kept)."""
 
-    def rate(items: Sequence[Checked]) -> float | None:
-        return round(sum(c.supported for c in items) / len(items), 6) if items else None
+    n_trajectories: int = 0
+    n_reasonings: int = 0
+    claims: list[int] = field(default_factory=lambda: [0, 0])  # checked claims, supported
+    cited: list[int] = field(default_factory=lambda: [0, 0])  # claims citing a tool, supported
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+    n_answers: int = 0
+    unmentioned: int = 0
+    with_unsupported: int = 0
 
-    by_kind = {
-        kind: {"n": len(items), "support_rate": rate(items)}
-        for kind in ("place", "country", "coordinates")
-        if (items := [c for c in checked if c.claim.kind == kind])
-    }
-    cited = [c for c in checked if c.cited]
-    return {
-        "n_trajectories": len(samples),
-        "n_reasonings": sum(s.reasoned for s in samples),
-        "n_claims": len(checked),
-        "claim_support_rate": rate(checked),
-        "by_kind": by_kind,
-        "n_cited": len(cited),
-        "cited_support_rate": rate(cited),
-        "n_answers_with_place": len(answers),
-        "unmentioned_answer_rate": round(sum(not s.answer_mentioned for s in answers) / len(answers), 6)
-        if answers
-        else None,
-        "samples_with_unsupported": sum(bool(s.unsupported) for s in samples),
-    }
+    def add(self, sample: SampleGrounding) -> None:
+        self.n_trajectories += 1
+        self.n_reasonings += sample.reasoned
+        for c in sample.checked:
+            for tally in (self.claims, self.by_kind.setdefault(c.claim.kind, [0, 0])):
+                tally[0] += 1
+                tally[1] += c.supported
+            if c.cited:
+                self.cited[0] += 1
+                self.cited[1] += c.supported
+        if sample.answer_mentioned is not None:
+            self.n_answers += 1
+            self.unmentioned += not sample.answer_mentioned
+        self.with_unsupported += bool(sample.unsupported)
+
+    def figures(self) -> dict[str, object]:
+        """Per run: the claim-support rate (all claims and per kind), cited claims and how many their
+        cited tool backs, and the share of answers whose place no tool or OCR result mentions."""
+
+        def rate(tally: Sequence[int]) -> float | None:
+            return round(tally[1] / tally[0], 6) if tally[0] else None
+
+        return {
+            "n_trajectories": self.n_trajectories,
+            "n_reasonings": self.n_reasonings,
+            "n_claims": self.claims[0],
+            "claim_support_rate": rate(self.claims),
+            "by_kind": {
+                kind: {"n": self.by_kind[kind][0], "support_rate": rate(self.by_kind[kind])}
+                for kind in ("place", "country", "coordinates")
+                if kind in self.by_kind
+            },
+            "n_cited": self.cited[0],
+            "cited_support_rate": rate(self.cited),
+            "n_answers_with_place": self.n_answers,
+            "unmentioned_answer_rate": round(self.unmentioned / self.n_answers, 6)
+            if self.n_answers
+            else None,
+            "samples_with_unsupported": self.with_unsupported,
+        }

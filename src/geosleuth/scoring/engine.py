@@ -38,6 +38,7 @@ from geosleuth.scoring.columnstore import (
     Growing,
     Interned,
     Reservoir,
+    Texts,
     merged_problems,
 )
 from geosleuth.scoring.groupings import GROUPINGS, TruthGroups, group_disparity
@@ -51,11 +52,11 @@ from geosleuth.scoring.io import (
     prediction_from_row,
     row_id,
     truth_from_row,
-    truth_index,
 )
 from geosleuth.scoring.peers import at_released_point
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import STATUSES, FileScore, RowColumns, Score, ScoreArrays
+from geosleuth.scoring.truthindex import TruthIndex, truth_index
 from geosleuth.scoring.vectorised import (
     CoordChunk,
     ReverseFn,
@@ -140,9 +141,9 @@ class _Accumulator:
         self.no_verdict = Capped()
         self.groups = Interned() if by else None
         self.truth_groups = TruthGroups(by) if by in GROUPINGS else None  # income, m49_region, …
-        self.ids: list[str | None] = []
-        self.formats: list[str | None] = []
-        self.recovered: list[str] = []
+        self.ids = Texts()
+        self.formats = Texts()
+        self.recovered = Texts()
         self.problem_at: dict[int, str] = {}
         self.unparsed_lines = Capped()
         self.dropped_lines = Capped()
@@ -344,20 +345,27 @@ class _Accumulator:
         return verdict
 
     def finish_missing(self, index: Mapping[str, Truth], truth_path: Path) -> list[str]:
-        """Dataset samples without a prediction: one EMPTY row each; returns the summary problem."""
-        ids = list(index)
-        seen = self.ids_seen.contains_all(ids)
-        missing = [key for key, was_seen in zip(ids, seen.tolist(), strict=True) if not was_seen]
+        """Dataset samples without a prediction: one EMPTY row each, in the truth's order (read a
+        chunk at a time, so an on-disk index stays on disk); returns the summary problem."""
         unanswered = Prediction(status=ParseStatus.EMPTY)
         if self.protocol.unparsed_point is not None:  # no answer sits where an unparsed one does (G3)
             unanswered = at_released_point(unanswered, self.protocol.unparsed_point)
-        for key in missing:
-            self.add(0, index[key].id or key, unanswered, index[key], None, "no prediction")
-        if not missing:
+        count, first = 0, []
+        items = iter(index.items())
+        while chunk := list(islice(items, CHUNK)):
+            seen = self.ids_seen.contains_all([key for key, _ in chunk])
+            for (key, truth), was_seen in zip(chunk, seen.tolist(), strict=True):
+                if was_seen:
+                    continue
+                count += 1
+                if len(first) < 5:
+                    first.append(repr(truth.id or key))
+                self.add(0, truth.id or key, unanswered, truth, None, "no prediction")
+        if not count:
             return []
         return [
-            f"{len(missing)} sample(s) of {truth_path} have no prediction in {self.name} and count as wrong "
-            f"(first: {', '.join(repr(index[key].id or key) for key in missing[:5])})"
+            f"{count} sample(s) of {truth_path} have no prediction in {self.name} and count as wrong "
+            f"(first: {', '.join(first)})"
         ]
 
 
@@ -426,29 +434,33 @@ def score_file(
         raise ScoreInputError(
             f"--judge applies to protocols with their own judge (wherebench), not {protocol.name}"
         )
-    truth: dict[str, Truth] | None = None
+    truth: TruthIndex | None = None
     truth_problems: list[str] = []
     read_notes: list[str] = []
     if truth_path is not None:
         truth, truth_problems = truth_index(truth_path, by is not None, read_notes, truth_rows)
-    rows = iter_rows(path, read_notes)
-    if columns:
-        rows = _mapped(rows, columns, str(path))
-    return score_stream(
-        rows,
-        protocol,
-        name=str(path),
-        truth=truth,
-        truth_path=truth_path,
-        by=by,
-        geocoder=geocoder,
-        reverse=reverse,
-        aliases=aliases,
-        verifier=verifier,
-        keep_rows=keep_rows,
-        notes=read_notes,
-        problems=truth_problems,
-    )
+    try:
+        rows = iter_rows(path, read_notes)
+        if columns:
+            rows = _mapped(rows, columns, str(path))
+        return score_stream(
+            rows,
+            protocol,
+            name=str(path),
+            truth=truth,
+            truth_path=truth_path,
+            by=by,
+            geocoder=geocoder,
+            reverse=reverse,
+            aliases=aliases,
+            verifier=verifier,
+            keep_rows=keep_rows,
+            notes=read_notes,
+            problems=truth_problems,
+        )
+    finally:
+        if truth is not None:
+            truth.close()
 
 
 def score_stream(

@@ -33,10 +33,10 @@ from geosleuth.scoring.io import (
     prediction_from_row,
     row_id,
     truth_from_row,
-    truth_index,
 )
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import FileScore, Score
+from geosleuth.scoring.truthindex import truth_index
 
 MAX_METADATA_BYTES = 256 * 1024 * 1024
 DETAILED_COLUMNS = ("location_id", "country_true", "lat_true", "lng_true", "refused")
@@ -175,11 +175,12 @@ def prediction_rows(
     elif truth_path is not None:
         index, truth_problems = truth_index(truth_path, keep_fields=False)
         problems.extend(truth_problems)
-        truth = {
-            k: MapRow(k, t.labels.get("country"), t.lat, t.lon)
-            for k, t in index.items()
-            if t.lat is not None and t.lon is not None
-        }
+        with index:
+            truth = {
+                k: MapRow(k, t.labels.get("country"), t.lat, t.lon)
+                for k, t in index.items()
+                if t.lat is not None and t.lon is not None
+            }
     rows = []
     for raw in iter_rows(path):
         if raw.data is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -18,13 +18,12 @@ import orjson
 
 import geosleuth.scoring.jsonstream as jsonstream
 from geosleuth.core.geo import valid_coordinates
-from geosleuth.core.ids import image_sample_id, sample_key, written_id
+from geosleuth.core.ids import image_sample_id, written_id
 from geosleuth.core.parsing import Geocoder, parse_answer
 from geosleuth.core.records import LEVELS, ParseStatus, Prediction, Sample
 from geosleuth.core.surrogates import clean_json
 from geosleuth.plugins import load_callable
 from geosleuth.scoring.columns import (
-    PLACES365_2018_HEADER,
     PRED_PREFIXES,
     TRUTH_PREFIXES,
     merged_pairs,
@@ -525,64 +524,6 @@ def truth_from_row(data: dict[str, Any], plain_coords: bool, with_labels: bool =
     lat, lon, problem = found
     labels = _labels(data) if with_labels or problem is not None else {}
     return Truth(lat, lon, labels, {}, problem, _choice_answer(data))
-
-
-def truth_index(
-    path: Path,
-    keep_fields: bool = True,
-    notes: list[str] | None = None,
-    rows: Iterable[InputRow] | None = None,
-) -> tuple[dict[str, Truth], list[str]]:
-    """A dataset file's ground truth by `sample_key`, plus problems found while reading it.
-
-    ``rows``: the dataset's rows when another reader read them (a dataset folder in a layout
-    `eval` reads), named ``path`` in messages.
-
-    The file is streamed; ``keep_fields=False`` keeps only coordinates, labels and answers per
-    sample (the dataset's other columns are needed only to group rows with ``--by``). The
-    released IM2GPS / YFCC truth files (``IMG_ID, AUTHOR, LAT, LON, …``) are read as they are,
-    GeoEstimation's 2018 header with its swapped LON / LAT names included (``notes`` says so).
-    """
-    index: dict[str, Truth] = {}
-    problems: list[str] = []
-    empty = True
-    swapped: bool | None = None
-    for row in iter_rows(path, notes) if rows is None else rows:
-        empty = False
-        if row.data is None:
-            problems.append(row.error or f"{path}:{row.line}: unreadable")
-            continue
-        if swapped is None:
-            swapped = tuple(row.data)[: len(PLACES365_2018_HEADER)] == PLACES365_2018_HEADER
-            if swapped and notes is not None:
-                notes.append(
-                    f"{path}: GeoEstimation's 2018 header names the columns LON, LAT where the values are "
-                    "latitude, longitude; read by position"
-                )
-        data = {**row.data, "LAT": row.data["LON"], "LON": row.data["LAT"]} if swapped else row.data
-        sid = row_id(data)
-        if sid is None:
-            problems.append(f"{path}:{row.line}: ground-truth row has no id")
-            continue
-        truth = truth_from_row(data, plain_coords=True)
-        if truth is None:
-            truth = Truth(problem="ground-truth row has no coordinates")
-        if truth.problem:
-            truth.problem = f"{path}:{row.line}: {truth.problem}"
-        truth.fields = {**data, **truth.fields} if keep_fields else {}
-        truth.id = sid
-        key = sample_key(sid)
-        if key in index:
-            problems.append(f"{path}:{row.line}: duplicate id {sid!r} (first one kept)")
-            continue
-        index[key] = truth
-    if empty:
-        raise ScoreInputError(f"{path}: ground-truth file is empty")
-    if not index:
-        raise ScoreInputError(
-            f"{path}: no usable ground-truth rows ({problems[0] if problems else 'no ids'})"
-        )
-    return index, problems
 
 
 def _message_text(data: dict[str, Any]) -> str | None:

@@ -4,7 +4,7 @@ per-row records ``--rows`` prints (built from compact columns, one at a time).""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,9 +73,9 @@ class RowColumns:
     line: NDArray[np.int32]
     status: NDArray[np.int8]
     coords: tuple[NDArray[np.float64], ...]  # pred lat, pred lon, true lat, true lon
-    ids: list[str | None]
-    formats: list[str | None]
-    recovered: list[str]
+    ids: Sequence[str | None]
+    formats: Sequence[str | None]
+    recovered: Sequence[str | None]
     problems: dict[int, str]
 
 

@@ -11,6 +11,7 @@ choropleth), and the countries whose predicted cities have the lowest entropy. A
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,9 +34,8 @@ from geosleuth.core.fairness import (
     headline_threshold,
     prediction_entropy,
 )
-from geosleuth.core.records import Trajectory
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import RecordStats, ScoreRow
+from geosleuth.eval.report.scores import ScoreRow
 from geosleuth.scoring.protocols import ScoringProtocol
 
 log = logging.getLogger(__name__)
@@ -50,21 +50,20 @@ def group_labels(rows: Sequence[ScoreRow]) -> tuple[dict[str, list[str | None]],
         g: [country_group(g, r.country_code) for r in rows] for g in COUNTRY_GROUPINGS
     }
     notes: list[str] = []
-    located = [i for i, r in enumerate(rows) if r.true_lat is not None and r.true_lon is not None]
+    lat = np.fromiter((math.nan if r.true_lat is None else r.true_lat for r in rows), np.float64, len(rows))
+    lon = np.fromiter((math.nan if r.true_lon is None else r.true_lon for r in rows), np.float64, len(rows))
+    located = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon))
     settlement: list[str | None] = [None] * len(rows)
-    if located:
+    if located.size:
         try:
             from geosleuth.gazetteer import get_gazetteer
 
-            population, dist = get_gazetteer().place_population_batch(
-                np.array([rows[i].true_lat for i in located], dtype=np.float64),
-                np.array([rows[i].true_lon for i in located], dtype=np.float64),
-            )
+            population, dist = get_gazetteer().place_population_batch(lat[located], lon[located])
         except _GAZETTEER_ERRORS as exc:
             notes.append(f"settlement: no gazetteer to find the truth's place ({type(exc).__name__}: {exc})")
         else:
             for i, label in zip(located, settlement_classes(population, dist), strict=True):
-                settlement[i] = label
+                settlement[int(i)] = label
     labels["settlement"] = settlement
     return labels, notes
 
@@ -177,31 +176,28 @@ def fairness_breakdowns(
     return out
 
 
-def predicted_cities(
-    rows: Sequence[ScoreRow], records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None
-) -> list[str | None]:
+def predicted_cities(rows: Sequence[ScoreRow]) -> list[str | None]:
     """The city each answer names: its coordinates' city by reverse geocoding ("Lyon, FR"), else
     the answer's own city text; None for no answer."""
     out: list[str | None] = [None] * len(rows)
-    with_coords = [i for i, r in enumerate(rows) if r.pred_lat is not None and r.pred_lon is not None]
-    if with_coords:
+    lat = np.fromiter((math.nan if r.pred_lat is None else r.pred_lat for r in rows), np.float64, len(rows))
+    lon = np.fromiter((math.nan if r.pred_lon is None else r.pred_lon for r in rows), np.float64, len(rows))
+    with_coords = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon))
+    if with_coords.size:
         try:
             from geosleuth.gazetteer import get_gazetteer
 
-            found = get_gazetteer().reverse_batch(
-                np.array([rows[i].pred_lat for i in with_coords], dtype=np.float64),
-                np.array([rows[i].pred_lon for i in with_coords], dtype=np.float64),
-            )
+            found = get_gazetteer().reverse_batch(lat[with_coords], lon[with_coords])
         except _GAZETTEER_ERRORS as exc:
             log.info("over-prediction: no gazetteer (%s); answers' city texts only", exc)
         else:
+            names: dict[tuple[str, str], str] = {}  # one string per place, not one per row
             for i, city, cc in zip(with_coords, found["city"], found["country_code"], strict=True):
-                out[i] = f"{city}, {cc}" if city else None
+                out[int(i)] = names.setdefault((city, cc), f"{city}, {cc}") if city else None
     for i, row in enumerate(rows):
-        if out[i] is None and records is not None and row.sample_id in records:
-            prediction = RecordStats.of(records[row.sample_id]).prediction
-            if prediction is not None and prediction.city and normalize(prediction.city):
-                out[i] = normalize(prediction.city)
+        city = row.pred_city if out[i] is None else None
+        if city and normalize(city):
+            out[i] = normalize(city)
     return out
 
 
@@ -214,7 +210,6 @@ def fairness_block(
     rows: Sequence[ScoreRow],
     labels: Mapping[str, Sequence[str | None]],
     protocol: ScoringProtocol,
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None = None,
     seed: int = 0,
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -249,7 +244,7 @@ def fairness_block(
         if row.country_code and hit is not None:
             by_country[row.country_code].append(hit)
     block["by_country"] = {cc: {"n": len(h), "value": _pct(h)} for cc, h in sorted(by_country.items())}
-    entropy = prediction_entropy([r.country_code for r in rows], predicted_cities(rows, records))
+    entropy = prediction_entropy([r.country_code for r in rows], predicted_cities(rows))
     block["over_prediction"] = {
         "min_n": MIN_ENTROPY_N,
         "n_countries": len(entropy),
@@ -272,13 +267,12 @@ def add_fairness(
     summary: dict[str, Any],
     rows: Sequence[ScoreRow],
     protocol: ScoringProtocol,
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats] | None = None,
     seed: int = 0,
 ) -> None:
     """Add the grouping breakdowns and the ``fairness`` block to a (percent) summary."""
     labels, notes = group_labels(rows)
     summary.setdefault("breakdowns", {}).update(fairness_breakdowns(rows, labels, protocol, seed))
-    summary["fairness"] = fairness_block(rows, labels, protocol, records, seed, notes)
+    summary["fairness"] = fairness_block(rows, labels, protocol, seed, notes)
 
 
 __all__ = ["GROUPINGS", "add_fairness", "fairness_block", "fairness_breakdowns", "group_labels"]

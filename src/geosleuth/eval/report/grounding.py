@@ -9,10 +9,12 @@ tool or OCR result mentions, and the unsupported claims of each sample (``summar
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,15 +24,16 @@ from geosleuth.core.countries import country_info, country_name, resolve_country
 from geosleuth.core.grounding import (
     Claim,
     Evidence,
+    GroundingTally,
     SampleGrounding,
     check_claims,
-    grounding_figures,
     mentions,
 )
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import RecordStats, ScoreRow
+from geosleuth.eval.report.scores import ScoreRow
+from geosleuth.scoring.columnstore import Growing
 
 log = logging.getLogger(__name__)
 
@@ -231,19 +234,30 @@ def sample_grounding(trajectory: Trajectory, places: PlaceFinder) -> SampleGroun
 
 
 def grounding_block(groundings: Iterable[SampleGrounding]) -> dict[str, Any]:
-    """``summary["grounding"]``: the run's figures and the unsupported claims listed per sample."""
-    samples = sorted(groundings, key=lambda g: g.sample_id)
-    block: dict[str, Any] = dict(grounding_figures(samples))
-    listed = [s for s in samples if s.unsupported or s.answer_mentioned is False]
+    """``summary["grounding"]``: the run's figures and the unsupported claims listed per sample
+    (the first `MAX_LISTED_SAMPLES` by id), one sample at a time as they stream by."""
+    tally = GroundingTally()
+    listed = 0
+
+    def flagged() -> Iterator[SampleGrounding]:
+        nonlocal listed
+        for sample in groundings:
+            tally.add(sample)
+            if sample.unsupported or sample.answer_mentioned is False:
+                listed += 1
+                yield sample
+
+    shown = heapq.nsmallest(MAX_LISTED_SAMPLES, flagged(), key=lambda g: g.sample_id)
+    block: dict[str, Any] = dict(tally.figures())
     block["unsupported"] = {
         s.sample_id: {
             "claims": [{"kind": c.claim.kind, "text": c.claim.text, "cited": c.cited} for c in s.unsupported],
             "answer_place_unmentioned": s.answer_place if s.answer_mentioned is False else None,
         }
-        for s in listed[:MAX_LISTED_SAMPLES]
+        for s in shown
     }
-    if len(listed) > MAX_LISTED_SAMPLES:
-        block["unsupported_listed"] = f"the first {MAX_LISTED_SAMPLES} of {len(listed)} samples"
+    if listed > MAX_LISTED_SAMPLES:
+        block["unsupported_listed"] = f"the first {MAX_LISTED_SAMPLES} of {listed} samples"
     return block
 
 
@@ -268,33 +282,36 @@ def run_grounding(
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The grounding block of a run's trajectories (the last record of a sample wins), with the
-    mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they stream."""
+    """The grounding block of a run's trajectories (each sample's latest record, one each), with
+    the mean R_con when ``consistency`` (judge name, scorer) is given, scored in batches as they
+    stream."""
     from geosleuth.gazetteer import get_gazetteer
 
     places = CachedFinder(get_gazetteer())
-    found: dict[str, SampleGrounding] = {}
-    r_con: dict[str, float] = {}
-    batch: list[tuple[str, str, Mapping[str, Any]]] = []
+    r_con = Growing(np.float64)
+    batch: list[tuple[str, Mapping[str, Any]]] = []
 
     def flush() -> None:
         if consistency is not None and batch:
-            scores = consistency[1]([b[1] for b in batch], [b[2] for b in batch])
-            r_con.update(zip([b[0] for b in batch], (float(x) for x in scores), strict=True))
+            scores = consistency[1]([b[0] for b in batch], [b[1] for b in batch])
+            for x in scores:
+                r_con.append(float(x))
             batch.clear()
 
-    for trajectory in trajectories:
-        found[trajectory.sample_id] = sample_grounding(trajectory, places)
-        truth = (truths or {}).get(trajectory.sample_id) or {}
-        has_point = truth.get("lat") is not None and truth.get("lon") is not None
-        if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
-            batch.append((trajectory.sample_id, rollout_text(trajectory), truth))
-            if len(batch) >= CONSISTENCY_BATCH:
-                flush()
-    flush()
-    block = grounding_block(found.values())
+    def groundings() -> Iterator[SampleGrounding]:
+        for trajectory in trajectories:
+            yield sample_grounding(trajectory, places)
+            truth = (truths or {}).get(trajectory.sample_id) or {}
+            has_point = truth.get("lat") is not None and truth.get("lon") is not None
+            if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
+                batch.append((rollout_text(trajectory), truth))
+                if len(batch) >= CONSISTENCY_BATCH:
+                    flush()
+        flush()
+
+    block = grounding_block(groundings())
     if consistency is not None:
-        values = np.array(list(r_con.values()), dtype=np.float64)
+        values = r_con.array()
         lo, hi = metrics.bootstrap_ci_mean(values) if values.size else (math.nan, math.nan)
         block["consistency"] = {
             "judge": consistency[0],
@@ -316,26 +333,21 @@ NONE = "none"
 """What GeoComp writes for a level the answer does not give (a class of its own)."""
 
 
-def level_labels(
-    rows: Sequence[ScoreRow],
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
-    truths: Mapping[str, Mapping[str, Any]],
-) -> dict[str, tuple[list[str], list[str]]]:
+def level_labels(rows: Sequence[ScoreRow]) -> dict[str, tuple[list[str], list[str]]]:
     """(truth, prediction) labels per GeoComp level over the rows whose truth has that level:
-    city names folded, countries as ISO codes, continents from the countries; "none" when missing."""
+    city names folded, countries as ISO codes, continents from the countries; "none" when missing
+    (a sample without a finished answer has none)."""
     out: dict[str, tuple[list[str], list[str]]] = {
         "city": ([], []),
         "country": ([], []),
         "continent": ([], []),
     }
+    folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)  # one string per name, not one per row
     for row in rows:
-        record = records.get(row.sample_id)
-        stats = RecordStats.of(record) if record is not None else None
-        pred = stats.prediction if stats is not None and row.status == "ok" else None
-        pred_code = (pred.country_code or resolve_country(pred.country)) if pred else None
-        truth_city = normalize(str((truths.get(row.sample_id) or {}).get("city") or ""))
+        answered = row.status == "ok"
+        pred_code = row.pred_country_code if answered else None
         values = {
-            "city": (truth_city, normalize(pred.city or "") if pred else ""),
+            "city": (folded(row.truth_city or ""), folded(row.pred_city or "") if answered else ""),
             "country": (row.country_code or "", pred_code or ""),
             "continent": (row.continent or "", _continent(pred_code) or ""),
         }
@@ -346,14 +358,10 @@ def level_labels(
     return out
 
 
-def geocomp_levels(
-    rows: Sequence[ScoreRow],
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
-    truths: Mapping[str, Mapping[str, Any]],
-) -> dict[str, dict[str, Any]]:
+def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
     """GeoComp's accuracy, macro recall and macro F1 per level (percent), over rows with that truth."""
     out: dict[str, dict[str, Any]] = {}
-    for level, (truth, predicted) in level_labels(rows, records, truths).items():
+    for level, (truth, predicted) in level_labels(rows).items():
         if not truth:
             continue
         recall, f1, classes = metrics.macro_recall_f1(truth, predicted)
@@ -370,20 +378,18 @@ def geocomp_levels(
 
 def add_grounding(
     summary: dict[str, Any],
-    run_dir: Any,
+    trajectories: Iterable[Trajectory],
     rows: Sequence[ScoreRow],
-    records: Mapping[str, Trajectory] | Mapping[str, RecordStats],
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    """Add ``summary["grounding"]``: the run's grounding figures, GeoComp's per-level figures, and
-    R_con when a consistency judge is given (``truths``: the ground truth of each sample id, its
-    labels read for GeoComp's city level)."""
-    from geosleuth.eval.run.store import TrajectoryStore
-
+    """Add ``summary["grounding"]``: the grounding figures of ``trajectories`` (one per sample),
+    GeoComp's per-level figures, and
+    R_con when a consistency judge is given (``truths``: the ground truth of each sample id, which
+    R_con compares with)."""
     try:
-        block = run_grounding(TrajectoryStore(run_dir).records(), consistency, truths)
+        block = run_grounding(trajectories, consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
-    block["geocomp"] = geocomp_levels(rows, records, truths or {})
+    block["geocomp"] = geocomp_levels(rows)
     summary["grounding"] = block

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
 import io
 import json
 import logging
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -123,21 +125,26 @@ REPORT_CSP = PAGE_CSP + "; frame-ancestors 'none'"
 """The same as a header, as the web app serves the report (frame-ancestors works only there)."""
 
 
-def map_extent(rows: list[ScoreRow], min_width: float = 60.0, pad: float = 0.1) -> tuple[float, ...]:
+def map_extent(rows: Sequence[ScoreRow], min_width: float = 60.0, pad: float = 0.1) -> tuple[float, ...]:
     """SVG viewBox (x, y, w, h) framing every truth and prediction, 2:1 like the world map.
 
-    Without it a benchmark confined to one region is a cluster of dots on a world map.
+    Without it a benchmark confined to one region is a cluster of dots on a world map. The bounds
+    are kept as the rows stream by (no list of points).
     """
-    points = [_xy(r.true_lat, r.true_lon) for r in rows if r.true_lat is not None and r.true_lon is not None]
-    points += [_xy(r.pred_lat, r.pred_lon) for r in rows if r.pred_lat is not None and r.pred_lon is not None]
-    if not points:
+    x_lo = y_lo = math.inf
+    x_hi = y_hi = -math.inf
+    for r in rows:
+        for lat, lon in ((r.true_lat, r.true_lon), (r.pred_lat, r.pred_lon)):
+            if lat is not None and lon is not None:
+                px, py = _xy(lat, lon)
+                x_lo, x_hi, y_lo, y_hi = min(x_lo, px), max(x_hi, px), min(y_lo, py), max(y_hi, py)
+    if x_lo == math.inf:
         return 0.0, 0.0, float(MAP_W), float(MAP_H)
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    width = max(max(xs) - min(xs), 2 * (max(ys) - min(ys))) * (1 + 2 * pad)
+    width = max(x_hi - x_lo, 2 * (y_hi - y_lo)) * (1 + 2 * pad)
     width = min(max(width, min_width), float(MAP_W))
     height = width * MAP_H / MAP_W
-    x = min(max((max(xs) + min(xs) - width) / 2, 0.0), MAP_W - width)
-    y = min(max((max(ys) + min(ys) - height) / 2, 0.0), MAP_H - height)
+    x = min(max((x_hi + x_lo - width) / 2, 0.0), MAP_W - width)
+    y = min(max((y_hi + y_lo - height) / 2, 0.0), MAP_H - height)
     return x, y, width, height
 
 
@@ -416,10 +423,11 @@ def write_html(
     """Write index.html (with ``plots`` embedded) and per-sample pages (worst first when there are
     more than the cap)."""
     (folder / "samples").mkdir(parents=True, exist_ok=True)
-    ranked = sorted(
-        rows, key=lambda r: (r.status == "ok", -(r.distance_km if math.isfinite(r.distance_km) else 1e9))
+    chosen = heapq.nsmallest(  # the worst first, as a sort of every row would rank them, in O(pages)
+        MAX_SAMPLE_PAGES,
+        rows,
+        key=lambda r: (r.status == "ok", -(r.distance_km if math.isfinite(r.distance_km) else 1e9)),
     )
-    chosen = ranked[:MAX_SAMPLE_PAGES]
     pages = {r.sample_id for r in chosen}
     by_id = run.samples_by_id(pages)
     judged: dict[str, list[dict[str, Any]]] = {}

@@ -11,24 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from geosleuth.core.records import Trajectory
-from geosleuth.eval.report.scores import RecordStats
 
-
-def leak_summary(
-    manifest: Mapping[str, Any], records: Mapping[str, RecordStats | Trajectory]
-) -> dict[str, Any]:
-    """The two summary keys, from ``run.json`` and the records."""
+def leak_summary(manifest: Mapping[str, Any], blocked: int) -> dict[str, Any]:
+    """The two summary keys, from ``run.json`` and the results the records say were blocked."""
     dataset = manifest.get("dataset", {})
     if "pixels_only" not in dataset:
         return {}
     carried = len(dataset.get("image_metadata") or {})
-    counts = (RecordStats.of(r).search_results_blocked for r in records.values())
-    blocked = [n for n in counts if n is not None]
     off = dataset.get("leak_guard") == "off"
     return {
         "metadata_withheld": carried if dataset["pixels_only"] else 0,
-        "search_results_blocked": None if off else sum(blocked),
+        "search_results_blocked": None if off else blocked,
     }
 
 

@@ -60,6 +60,23 @@ class TrajectoryIndex:
     def __len__(self) -> int:
         return int(self.keys.size)
 
+    def latest(self) -> Iterator[Trajectory]:
+        """Each sample's latest record, in file order, streaming (superseded records are skipped)."""
+        for start, line in self.store.located_lines():
+            sample_id = _sample_id(line)
+            key = hash(sample_id)
+            at = int(np.searchsorted(self.keys, key))
+            if at < self.keys.size and self.keys[at] == key and self.starts[at] == start:
+                yield self._parsed(line, sample_id)
+
+    def _parsed(self, line: bytes, sample_id: str) -> Trajectory:
+        try:
+            return trajectory_from_json(line)
+        except (ValidationError, ValueError) as exc:
+            raise RunDirError(
+                f"{self.store.path}: a record of {sample_id!r} is not a trajectory: {exc}"
+            ) from exc
+
     def get(self, sample_id: str) -> Trajectory | None:
         """The sample's latest record, or None when it has none."""
         if not self.keys.size:
@@ -71,12 +88,7 @@ class TrajectoryIndex:
         with self.store.path.open("rb") as handle:
             handle.seek(int(self.starts[at]))
             line = handle.readline()
-        try:
-            record = trajectory_from_json(line)
-        except (ValidationError, ValueError) as exc:
-            raise RunDirError(
-                f"{self.store.path}: a record of {sample_id!r} is not a trajectory: {exc}"
-            ) from exc
+        record = self._parsed(line, sample_id)
         return record if record.sample_id == sample_id else None
 
 

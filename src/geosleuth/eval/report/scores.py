@@ -22,9 +22,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geosleuth.core import metrics
+from geosleuth.core.countries import resolve_country
 from geosleuth.core.geo import distance_km
 from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
-from geosleuth.scoring.columnstore import Growing, Interned
+from geosleuth.scoring.columnstore import Growing, Interned, Texts
 from geosleuth.scoring.engine import score_stream
 from geosleuth.scoring.io import InputRow, truth_record
 from geosleuth.scoring.protocols import ScoringProtocol, get_protocol
@@ -234,7 +235,12 @@ class RunColumns:
 
     def __init__(self, protocol: ScoringProtocol, fields: Sequence[str]) -> None:
         self.protocol = protocol
-        self.ids: list[str] = []
+        self.ids = Texts()
+        # what GeoComp's levels and the over-prediction figure read of each answer and truth
+        self.pred_city = Texts()
+        self.pred_country = Interned()  # ISO code of the answer's country, resolved
+        self.truth_city = Texts()
+        self.search_results_blocked = 0  # by the leak guard, over records that count them
         self.status = Interned()
         self.answer_type = Interned()
         self.country = Interned()
@@ -268,6 +274,13 @@ class RunColumns:
         stats = RecordStats.of(record) if record is not None else None
         status = stats.status.value if stats else MISSING
         self.ids.append(sample.id)
+        answer = stats.prediction if stats else None
+        self.pred_city.append(answer.city if answer else None)
+        code = (answer.country_code or resolve_country(answer.country)) if answer else None
+        self.pred_country.append(code)
+        self.truth_city.append(sample.labels.get("city"))
+        if stats is not None and stats.search_results_blocked is not None:
+            self.search_results_blocked += stats.search_results_blocked
         self.status.append(status)
         self.answer_type.append(sample.answer_type)
         self.country.append(self._country(index, sample))
@@ -335,7 +348,13 @@ class RunColumns:
 
     def flush(self) -> None:
         """Freeze the buffered values into NumPy chunks (a Python value costs more than its number)."""
-        columns = [self.status, self.answer_type, self.country, *self.fields.columns.values()]
+        columns = [
+            self.status,
+            self.answer_type,
+            self.country,
+            self.pred_country,
+            *self.fields.columns.values(),
+        ]
         for growing in (*self.numbers.values(), *self.tokens.values(), *self.sample_distances):
             growing.flush()
         for interned in columns:
@@ -433,9 +452,31 @@ class RunScore:
         assert self.file.arrays is not None
         return self.file.arrays.distances
 
-    def rows(self) -> list[ScoreRow]:
-        """One view per sample, for the pages and plots (a few dozen bytes each)."""
-        return [ScoreRow(self, i) for i in range(self.n)]
+    def rows(self) -> ScoreRows:
+        """A view per sample, for the pages and plots, made as each is read (none is kept)."""
+        return ScoreRows(self)
+
+
+class ScoreRows(Sequence["ScoreRow"]):
+    """The rows of a `RunScore`, each view made when it is read: a million-sample run costs nothing
+    per row until a page asks for one."""
+
+    def __init__(self, run: RunScore) -> None:
+        self.run = run
+
+    def __len__(self) -> int:
+        return self.run.n
+
+    def __getitem__(self, i: int | slice) -> Any:
+        n = self.run.n
+        if isinstance(i, slice):
+            return [ScoreRow(self.run, j) for j in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError(i)
+        return ScoreRow(self.run, i % n)
+
+    def __iter__(self) -> Iterator[ScoreRow]:
+        return (ScoreRow(self.run, i) for i in range(self.run.n))
 
 
 class ScoreRow:
@@ -448,7 +489,22 @@ class ScoreRow:
 
     @property
     def sample_id(self) -> str:
-        return self.run.columns.ids[self.i]
+        return str(self.run.columns.ids[self.i])
+
+    @property
+    def pred_city(self) -> str | None:
+        """The city the answer names in text (any status), as the agent wrote it."""
+        return self.run.columns.pred_city[self.i]
+
+    @property
+    def pred_country_code(self) -> str | None:
+        """The answer's country as an ISO code (its code, else its country name resolved)."""
+        column = self.run.columns.pred_country
+        return column.table[int(column.column.array()[self.i])] or None
+
+    @property
+    def truth_city(self) -> str | None:
+        return self.run.columns.truth_city[self.i]
 
     @property
     def status(self) -> str:

@@ -88,10 +88,12 @@ def _compute(
         )
     }
     rows, seed = scored.rows(), int(config.get("seed") or 0)
-    add_fairness(summary, rows, scored.protocol, run.records, seed=seed)
-    truths = {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.samples}
-    add_grounding(summary, run.run_dir, rows, run.records, consistency, truths)
-    summary.update(leak_summary(run.manifest, run.records))
+    add_fairness(summary, rows, scored.protocol, seed=seed)
+    truths = (
+        {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.iter_samples()} if consistency else None
+    )
+    add_grounding(summary, run.trajectories.latest(), rows, consistency, truths)
+    summary.update(leak_summary(run.manifest, scored.columns.search_results_blocked))
     summary["notes"] = [*(summary.get("notes") or []), *leak_notes(summary, run.manifest)]
     judges = judge_summary(run.run_dir)
     if judges:

@@ -240,7 +240,7 @@ async def run_sharded(
             store.close()
             stats.retried = len(store.drop_failed())
             store.open()
-        todo = pending_samples(samples, set(store.statuses()))
+        todo = pending_samples(samples, store.finished_keys())
         stats.skipped = len(samples) - len(todo)
         plan = plan_batches(todo, n_shards, batch_size)
         dispatch = _Dispatch(executor, n_shards, stats)

@@ -15,9 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+from numpy.typing import NDArray
+
 from geosleuth.bounds.deadline import STARTUP_TIMEOUT_S, SampleClock, reset_clock, set_clock
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
-from geosleuth.eval.run.store import TrajectoryStore
+from geosleuth.eval.run.store import TrajectoryStore, is_finished
 from geosleuth.tools.leakguard import GuardSpec, guarding
 
 RunFn = Callable[[Task], Awaitable[Trajectory]]
@@ -135,14 +138,24 @@ async def _within(run_fn: RunFn, task: Task, clock: SampleClock, timeout_s: floa
             running.cancel()
 
 
-def pending_samples(samples: Sequence[Sample], finished: set[str]) -> list[Sample]:
-    return [s for s in samples if s.id not in finished]
+PENDING_WRITES = 256
+"""Finished trajectories that may wait for the writer (memory stays flat however fast agents answer)."""
+
+
+def pending_samples(samples: Sequence[Sample], finished: NDArray[np.int64]) -> list[Sample]:
+    """The samples without a finished record (``finished``: `TrajectoryStore.finished_keys`)."""
+    done = is_finished([s.id for s in samples], finished)
+    return [s for s, was_done in zip(samples, done.tolist(), strict=True) if not was_done]
 
 
 async def _writer(
     store: TrajectoryStore, queue: asyncio.Queue[Trajectory | None], on_written: ProgressFn, stats: RunStats
 ) -> None:
-    """Group commit: write everything that is ready, fsync once, then report it done."""
+    """Group commit: write everything that is ready, fsync once, then report it done.
+
+    After a failed write the queue is still drained (the workers' puts never block on a bounded
+    queue nobody reads) and the error is raised once the run's last result has come in."""
+    failure: BaseException | None = None
     while True:
         item = await queue.get()
         batch: list[Trajectory] = []
@@ -155,16 +168,27 @@ async def _writer(
                 stop = True
             else:
                 batch.append(more)
-        if batch:
-            await asyncio.to_thread(store.append, batch)
-            for trajectory in batch:
-                stats.done += 1
-                stats.statuses[trajectory.status.value] = stats.statuses.get(trajectory.status.value, 0) + 1
-                if trajectory.status != TrajectoryStatus.OK:
-                    stats.failed += 1
-                on_written(trajectory, stats)
+        if batch and failure is None:
+            try:
+                await _commit(store, batch, on_written, stats)
+            except Exception as exc:  # noqa: BLE001 - raised below, once the workers have stopped
+                failure = exc
         if stop:
+            if failure is not None:
+                raise failure
             return
+
+
+async def _commit(
+    store: TrajectoryStore, batch: list[Trajectory], on_written: ProgressFn, stats: RunStats
+) -> None:
+    await asyncio.to_thread(store.append, batch)
+    for trajectory in batch:
+        stats.done += 1
+        stats.statuses[trajectory.status.value] = stats.statuses.get(trajectory.status.value, 0) + 1
+        if trajectory.status != TrajectoryStatus.OK:
+            stats.failed += 1
+        on_written(trajectory, stats)
 
 
 async def run_samples(
@@ -190,13 +214,13 @@ async def run_samples(
             store.close()
             stats.retried = len(store.drop_failed())
             store.open()
-        finished = set(store.statuses())
-        todo = pending_samples(samples, finished)
+        todo = pending_samples(samples, store.finished_keys())
         stats.skipped = len(samples) - len(todo)
         jobs: asyncio.Queue[Sample] = asyncio.Queue()
         for sample in todo:
             jobs.put_nowait(sample)
-        results: asyncio.Queue[Trajectory | None] = asyncio.Queue()
+        # bounded: when the writer falls behind, workers wait instead of piling up finished records
+        results: asyncio.Queue[Trajectory | None] = asyncio.Queue(maxsize=max(PENDING_WRITES, concurrency))
 
         aborted: list[RunAborted] = []
 
