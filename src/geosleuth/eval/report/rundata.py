@@ -39,8 +39,13 @@ def iter_samples(run_dir: Path) -> Iterator[Sample]:
 
 
 class TrajectoryIndex:
-    """Where each sample's latest trajectory record starts in ``trajectories.jsonl``: 64-bit id
-    hashes and byte offsets in two sorted arrays (16 bytes a sample), read back one at a time."""
+    """Where each sample's trajectory records start in ``trajectories.jsonl``: 64-bit id hashes
+    and byte offsets in two sorted arrays (16 bytes a record), read back one at a time.
+
+    Records whose hashes are equal (a sample's retries, or two ids that collide) keep file order;
+    which of them is a sample's latest is decided by reading their ids back, so a collision never
+    hides a sample.
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.store = TrajectoryStore(run_dir)
@@ -49,25 +54,53 @@ class TrajectoryIndex:
             keys.append(hash(_sample_id(line)))
             starts.append(start)
         key_array = np.frombuffer(keys, dtype=np.int64)
-        start_array = np.frombuffer(starts, dtype=np.int64)
-        order = np.argsort(key_array, kind="stable")  # equal ids keep file order: the last one wins
-        ordered = key_array[order]
-        last = np.ones(ordered.size, dtype=bool)
-        last[:-1] = ordered[1:] != ordered[:-1]
-        self.keys = ordered[last]
-        self.starts = start_array[order][last]
+        order = np.argsort(key_array, kind="stable")  # equal hashes keep file order
+        self.keys = key_array[order]
+        self.starts = np.frombuffer(starts, dtype=np.int64)[order]
 
     def __len__(self) -> int:
-        return int(self.keys.size)
+        """The number of samples with a record."""
+        if not self.keys.size:
+            return 0
+        bounds = np.flatnonzero(np.diff(self.keys)) + 1
+        runs = np.split(np.arange(self.keys.size), bounds)
+        return sum(1 if run.size == 1 else len({self._id_at(int(i)) for i in run}) for run in runs)
 
     def latest(self) -> Iterator[Trajectory]:
         """Each sample's latest record, in file order, streaming (superseded records are skipped)."""
         for start, line in self.store.located_lines():
             sample_id = _sample_id(line)
-            key = hash(sample_id)
-            at = int(np.searchsorted(self.keys, key))
-            if at < self.keys.size and self.keys[at] == key and self.starts[at] == start:
+            if self._latest_start(sample_id) == start:
                 yield self._parsed(line, sample_id)
+
+    def get(self, sample_id: str) -> Trajectory | None:
+        """The sample's latest record, or None when it has none."""
+        start = self._latest_start(sample_id)
+        if start is None:
+            return None
+        record = self._parsed(self._line_at(start), sample_id)
+        return record if record.sample_id == sample_id else None
+
+    def _latest_start(self, sample_id: str) -> int | None:
+        """Where the sample's last record starts. A hash with one entry is taken unread (`get`
+        checks the id it parses); among equal hashes, the last entry whose id is the sample's."""
+        key = hash(sample_id)
+        low = int(np.searchsorted(self.keys, key, side="left"))
+        high = int(np.searchsorted(self.keys, key, side="right"))
+        if high - low == 1:
+            return int(self.starts[low])
+        return next(
+            (int(self.starts[at]) for at in range(high - 1, low - 1, -1) if self._id_at(at) == sample_id),
+            None,
+        )
+
+    def _id_at(self, at: int) -> str:
+        return _sample_id(self._line_at(int(self.starts[at])))
+
+    def _line_at(self, start: int) -> bytes:
+        with self.store.path.open("rb") as handle:
+            handle.seek(start)
+            return handle.readline()
 
     def _parsed(self, line: bytes, sample_id: str) -> Trajectory:
         try:
@@ -76,20 +109,6 @@ class TrajectoryIndex:
             raise RunDirError(
                 f"{self.store.path}: a record of {sample_id!r} is not a trajectory: {exc}"
             ) from exc
-
-    def get(self, sample_id: str) -> Trajectory | None:
-        """The sample's latest record, or None when it has none."""
-        if not self.keys.size:
-            return None
-        key = hash(sample_id)
-        at = int(np.searchsorted(self.keys, key))
-        if at >= self.keys.size or self.keys[at] != key:
-            return None
-        with self.store.path.open("rb") as handle:
-            handle.seek(int(self.starts[at]))
-            line = handle.readline()
-        record = self._parsed(line, sample_id)
-        return record if record.sample_id == sample_id else None
 
 
 def _sample_id(line: bytes) -> str:

@@ -105,17 +105,6 @@ def _compute(
     return summary, scored
 
 
-def _missing_breakdowns(requested: list[str], summary: dict[str, Any], rows: list[ScoreRow]) -> list[str]:
-    """A note per ``--breakdown`` field no sample carries: named, never dropped in silence."""
-    known = sorted({name for row in rows for name, value in row.fields.items() if value is not None})
-    return [
-        f"--breakdown {name}: no sample has a value for {name!r}, so there is no breakdown by it "
-        f"(fields the samples carry: {', '.join(known) or 'none'})"
-        for name in dict.fromkeys(requested)
-        if name not in summary.get("breakdowns", {})
-    ]
-
-
 def _missing_breakdowns(requested: list[str], summary: dict[str, Any]) -> list[str]:
     """A note per ``--breakdown`` field no sample carries: named, never dropped in silence."""
     present = sorted(summary.get("breakdowns", {}))
