@@ -16,6 +16,7 @@ from geosleuth.agent.offline import run_offline
 from geosleuth.agent.street import STREET_RADIUS_KM, street_query
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import Task
+from geosleuth.gazetteer.libpostal import parser_name
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "luzern_sign.png"
 
@@ -59,6 +60,7 @@ def test_the_street_address_on_the_sign_is_geocoded_by_the_provider(server: Fake
     assert any("street-level geocode" in e and "nominatim" in e for e in pred.evidence)
     assert traj.metadata["street_geocode"] == {  # type: ignore[attr-defined]
         "address": "Hertensteinstrasse 12, 6004 Luzern, Switzerland",
+        "parser": parser_name(),
         "provider": "nominatim",
         "used": True,
     }

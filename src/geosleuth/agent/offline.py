@@ -914,11 +914,23 @@ async def _with_street(
     if fix is None:
         return None
     result.steps.append(
-        Step("street_geocode", {"address": fix.query}, fix.text, fix.latency_s, fix.ok, fix.error)
+        Step(
+            "street_geocode",
+            {"address": fix.query, "parser": fix.parser},
+            fix.text,
+            fix.latency_s,
+            fix.ok,
+            fix.error,
+        )
     )
     on_step(result.steps)
     if fix.conflict:
         result.conflicts.append(fix.conflict)
     if fix.prediction is not None:
         result.prediction = fix.prediction
-    return {"address": fix.query, "provider": fix.provider, "used": fix.prediction is not None}
+    return {
+        "address": fix.query,
+        "parser": fix.parser,
+        "provider": fix.provider,
+        "used": fix.prediction is not None,
+    }
