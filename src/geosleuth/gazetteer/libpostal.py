@@ -19,6 +19,8 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -187,14 +189,21 @@ def _assemble(chunks: list[_Part], out: Path) -> None:
         raise AddressDataError(f"{out.name}: {size} bytes assembled, {chunks[0].size} expected")
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Callable[[str], list[tuple[str, str]]] | None:
-    """libpostal's parser, loaded once per process; None without the ``address`` extra."""
+    """libpostal's parser, loaded once per process (the web app's worker threads share it);
+    None without the ``address`` extra."""
     if not installed():
         return None
-    os.environ["LIBPOSTAL_DATA_DIR"] = str(ensure_data())
-    from postal.parser import parse_address
+    with _LOAD_LOCK:
+        start = time.perf_counter()
+        os.environ["LIBPOSTAL_DATA_DIR"] = str(ensure_data())
+        from postal.parser import parse_address
 
+        logger.info("libpostal's parser loaded in %.1f s", time.perf_counter() - start)
     return parse_address  # type: ignore[no-any-return]
 
 
