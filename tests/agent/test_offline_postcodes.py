@@ -249,3 +249,40 @@ def test_a_postcode_beside_a_name_tells_which_town_of_that_name_and_the_conflict
     near = Candidate(50.12, 8.69, "Frankfurt am Main, Hesse, Germany", 1.2, "DE", 1.0, ["postcode 60311"],
                      source="postcode", postcode="60311")  # fmt: skip
     assert names_win([main, near]) == ([main, near], [])
+
+
+SPLIT_SIGN = "Hertensteinstrasse 12 · 6004\nLuzern"
+"""The code ends the street's line, the town stands below it: the lines alone do not pair them."""
+
+
+@pytest.mark.slow
+def test_libpostal_pairs_a_postcode_with_its_town_across_lines() -> None:
+    pytest.importorskip("postal")
+    from geosleuth.gazetteer import libpostal
+
+    if not libpostal.installed():
+        pytest.skip("the address extra's data wheels are absent")
+    index = FakePostcodes(_record("6004", "Luzern", 47.0540, 8.3150, CENTROID, 1.5))
+    result = run(SPLIT_SIGN, index)
+    pred = result.prediction
+    assert pred is not None and (pred.lat, pred.lon, pred.radius_km) == (47.0540, 8.3150, 1.5)
+    (step,) = [s for s in result.steps if s.name == "postcodes"]
+    assert step.arguments["parser"].startswith("libpostal")
+    # "Seit 6004 Tagen offen" is a sentence, not an address: libpostal labels no postcode there
+    sentence = run("Hertensteinstrasse 12\nLuzern\nSeit 6004 Tagen offen", index)
+    assert sentence.prediction is not None and sentence.prediction.radius_km == 10.0
+
+
+def test_without_the_address_extra_a_postcode_apart_from_its_town_is_not_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from geosleuth.gazetteer import libpostal
+
+    monkeypatch.setattr(libpostal, "_parser", lambda: None)
+    monkeypatch.setattr(libpostal, "installed", lambda: False)
+    index = FakePostcodes(_record("6004", "Luzern", 47.0540, 8.3150, CENTROID, 1.5))
+    result = run(SPLIT_SIGN, index)
+    assert result.prediction is not None and result.prediction.radius_km == 10.0
+    (step,) = [s for s in result.steps if s.name == "postcodes"]
+    assert step.arguments["parser"] == "geosleuth's line reading"
+    assert "'6004' (CH: Luzern) is not written beside a place the sign names: not used" in step.text

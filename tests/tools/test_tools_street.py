@@ -16,6 +16,7 @@ from geosleuth.agent.offline import run_offline
 from geosleuth.agent.street import STREET_RADIUS_KM, street_query
 from geosleuth.core.geo import haversine_km
 from geosleuth.core.records import Task
+from geosleuth.gazetteer.libpostal import parser_name
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "luzern_sign.png"
 
@@ -59,6 +60,7 @@ def test_the_street_address_on_the_sign_is_geocoded_by_the_provider(server: Fake
     assert any("street-level geocode" in e and "nominatim" in e for e in pred.evidence)
     assert traj.metadata["street_geocode"] == {  # type: ignore[attr-defined]
         "address": "Hertensteinstrasse 12, 6004 Luzern, Switzerland",
+        "parser": parser_name(),
         "provider": "nominatim",
         "used": True,
     }
@@ -86,3 +88,17 @@ def test_street_query_pairs_the_house_number_line_with_the_named_town() -> None:
     assert street_query("Konditorei Frey\n6004 Luzern", "Luzern") is None  # no street line
     assert street_query("Marktgasse  5\n3011   Bern", "Bern") == "Marktgasse 5, 3011 Bern"
     assert street_query(text, "") is None
+
+
+def test_without_the_address_extra_the_line_reading_finds_the_same_address(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geosleuth.gazetteer import libpostal
+
+    monkeypatch.setattr(libpostal, "_parser", lambda: None)
+    monkeypatch.setattr(libpostal, "installed", lambda: False)
+    server.route("/search", Reply(json=_nominatim(47.0536, 8.3071, "Hertensteinstrasse 12, 6004 Luzern")))
+    traj = _locate(server)
+    assert server.requests[-1].query["q"] == ["Hertensteinstrasse 12, 6004 Luzern, Switzerland"]
+    assert traj.metadata["street_geocode"]["parser"] == "geosleuth's line reading"  # type: ignore[attr-defined]
+    assert any("address read by geosleuth's line reading" in e for e in traj.prediction.evidence)  # type: ignore[attr-defined]

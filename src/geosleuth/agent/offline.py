@@ -40,12 +40,14 @@ from geosleuth.core.records import (
 )
 from geosleuth.core.surrogates import clean_text
 from geosleuth.core.text import normalize
+from geosleuth.gazetteer.libpostal import AddressParts, parse_address, parser_name
 from geosleuth.gazetteer.postcodes import (
     INSTALL_HINT,
     LOCALITY,
     PACKAGE,
     PostcodeRead,
     PostcodeRecord,
+    code_key,
     package_version,
     written_in,
 )
@@ -283,9 +285,11 @@ def postcode_candidates(
     cities = [c for c in named if c.source == "place_names" and c.level == "city"]
     out: list[Candidate] = []
     unused: list[str] = []
-    for read in index.read(text, countries):
+    reads = index.read(text, countries)
+    parsed = parse_address(text) if reads else None
+    for read in reads:
         alone = re.fullmatch(rf"\W*(?:[A-Z]{{1,3}}-)?{re.escape(read.written)}\W*", read.line) is not None
-        beside = [c for c in cities if alone or _written_on(c, read.line)]
+        beside = [c for c in cities if alone or _written_on(c, read.line) or _parsed_beside(parsed, read, c)]
         accepted = [r for r in read.records if r.named_in(read.line)] or [
             r for r in read.records if any(_inside(r.lat, r.lon, c) for c in beside)
         ]
@@ -325,6 +329,16 @@ def postcode_candidates(
             )
         )  # fmt: skip
     return out, unused
+
+
+def _parsed_beside(parsed: AddressParts | None, read: PostcodeRead, city: Candidate) -> bool:
+    """libpostal labelled this code the sign's postcode and the city's written name its town
+    ("Hertensteinstrasse 12 · 6004" above "Luzern"), where the lines alone do not pair them."""
+    if parsed is None or not parsed.postcode or not parsed.city:
+        return False
+    return code_key(parsed.postcode) == code_key(read.written) and written_in(
+        normalize(city.written or ""), parsed.city
+    )
 
 
 def _written_on(city: Candidate, line: str) -> bool:
@@ -744,7 +758,7 @@ def _postcode_step(
     found = _timed(
         steps,
         "postcodes",
-        {"countries": countries},
+        {"countries": countries, "parser": parser_name()},
         lambda: postcode_candidates(text, countries, candidates, index),
     )
     if found is None:
@@ -914,11 +928,23 @@ async def _with_street(
     if fix is None:
         return None
     result.steps.append(
-        Step("street_geocode", {"address": fix.query}, fix.text, fix.latency_s, fix.ok, fix.error)
+        Step(
+            "street_geocode",
+            {"address": fix.query, "parser": fix.parser},
+            fix.text,
+            fix.latency_s,
+            fix.ok,
+            fix.error,
+        )
     )
     on_step(result.steps)
     if fix.conflict:
         result.conflicts.append(fix.conflict)
     if fix.prediction is not None:
         result.prediction = fix.prediction
-    return {"address": fix.query, "provider": fix.provider, "used": fix.prediction is not None}
+    return {
+        "address": fix.query,
+        "parser": fix.parser,
+        "provider": fix.provider,
+        "used": fix.prediction is not None,
+    }
