@@ -10,7 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from eval_data import make_csv_dataset, write_plan
+from hypothesis import given
+from hypothesis import strategies as st
+
+from geosleuth.eval.run.store import DIGEST, id_digest, is_finished
 
 HERE = Path(__file__).resolve().parent
 N = 60
@@ -96,3 +101,14 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     subprocess.run(_command(data, clean), env=_env(plan), capture_output=True, timeout=120, check=True)
     assert _summary(killed, plan) == _summary(clean, plan)
+
+
+@given(
+    finished=st.lists(st.text(max_size=12), max_size=30),
+    asked=st.lists(st.text(max_size=12), max_size=30),
+)
+def test_finished_ids_are_told_apart_exactly(finished: list[str], asked: list[str]) -> None:
+    """A resume skips exactly the ids with a record: digests of any ids (empty, unicode, lone
+    surrogates) answer as a set of the ids would."""
+    keys = np.unique(np.frombuffer(b"".join(map(id_digest, finished)), dtype=DIGEST))
+    assert is_finished(asked + finished, keys).tolist() == [sid in set(finished) for sid in asked + finished]

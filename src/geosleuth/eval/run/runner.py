@@ -142,7 +142,7 @@ PENDING_WRITES = 256
 """Finished trajectories that may wait for the writer (memory stays flat however fast agents answer)."""
 
 
-def pending_samples(samples: Sequence[Sample], finished: NDArray[np.int64]) -> list[Sample]:
+def pending_samples(samples: Sequence[Sample], finished: NDArray[np.bytes_]) -> list[Sample]:
     """The samples without a finished record (``finished``: `TrajectoryStore.finished_keys`)."""
     done = is_finished([s.id for s in samples], finished)
     return [s for s, was_done in zip(samples, done.tolist(), strict=True) if not was_done]

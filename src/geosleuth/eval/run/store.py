@@ -7,9 +7,9 @@ the next open; nothing else is ever rewritten except by ``retry-failed`` (atomic
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from array import array
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -110,11 +110,14 @@ class TrajectoryStore:
             for _, _, r in self._records()
         }
 
-    def finished_keys(self) -> NDArray[np.int64]:
-        """Sorted 64-bit hashes of the finished samples' ids: what a resume skips, in 8 bytes a
-        sample rather than a set of ids (`is_finished` tests ids against it)."""
-        keys = array("q", (hash(str(r["sample_id"])) for _, _, r in self._records()))
-        return np.unique(np.frombuffer(keys, dtype=np.int64))
+    def finished_keys(self) -> NDArray[np.bytes_]:
+        """Sorted 128-bit digests of the finished samples' ids: what a resume skips, in 16 bytes a
+        sample rather than a set of ids (`is_finished` tests ids against it). 128 bits, not a
+        64-bit hash: a resume cannot read ids back, and a collision would skip a sample unrun."""
+        keys = bytearray()
+        for _, _, record in self._records():
+            keys += id_digest(str(record["sample_id"]))
+        return np.unique(np.frombuffer(bytes(keys), dtype=DIGEST))
 
     def records(self, ids: Collection[str] | None = None) -> Iterator[Trajectory]:
         """Finished trajectories in file order, streaming; ``ids`` skips other samples unvalidated."""
@@ -219,7 +222,15 @@ def load_run_trajectories(run_dir: Path, ids: Collection[str] | None = None) -> 
     return TrajectoryStore(run_dir).load(ids)
 
 
-def is_finished(sample_ids: Sequence[str], finished: NDArray[np.int64]) -> NDArray[np.bool_]:
+DIGEST = np.dtype("S16")
+
+
+def id_digest(sample_id: str) -> bytes:
+    """A sample id's 128-bit BLAKE2b digest (ids that differ collide with odds of 2^-128)."""
+    return hashlib.blake2b(sample_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def is_finished(sample_ids: Sequence[str], finished: NDArray[np.bytes_]) -> NDArray[np.bool_]:
     """Which of ``sample_ids`` have a finished record (``finished``: `TrajectoryStore.finished_keys`)."""
-    keys = np.fromiter(map(hash, sample_ids), dtype=np.int64, count=len(sample_ids))
-    return np.isin(keys, finished, assume_unique=False)
+    keys = np.frombuffer(b"".join(map(id_digest, sample_ids)), dtype=DIGEST)
+    return np.isin(keys, finished)
