@@ -190,6 +190,19 @@ def test_a_missing_optional_package_names_its_extra(tmp_path: Path, monkeypatch:
     assert "pip install -e '.[hf]'" in result.output  # a checkout's form too (issue 41)
 
 
+def test_every_extras_hint_is_said_one_way() -> None:
+    """An extra's install hint comes from `bounds.extras.install_line` (both forms), never a literal
+    that a checkout user cannot run: the postcode hint was written by hand once."""
+    src = Path(__file__).resolve().parents[2] / "src" / "geosleuth"
+    literal = "pip install 'geosleuth["
+    by_hand = [
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if path.name != "extras.py" and literal in path.read_text(encoding="utf-8")
+    ]
+    assert by_hand == []
+
+
 def test_build_mcq_labels_countries_from_coordinates(tmp_path: Path) -> None:
     folder = tmp_path / "bench"
     make_csv_dataset(folder)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from geosleuth.bounds.extras import install_line
 from geosleuth.core.geo import haversine_km, to_unit_vectors
 from geosleuth.core.text import normalize
 from geosleuth.gazetteer.address import MAX_ADDRESS_CHARS, name_variants, postcode_tokens
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 PACKAGE = "countrystatecity-postal-codes"
 MODULE = "countrystatecity_postal_codes"
 SCHEMA_VERSION = 3  # bump when the table layout or the matching rules change
-INSTALL_HINT = "pip install 'geosleuth[postcodes]'"
+INSTALL_HINT = install_line("postcodes")
 
 CENTROID = "package centroid"
 LOCALITY = "locality match"
