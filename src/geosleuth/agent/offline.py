@@ -746,7 +746,7 @@ def _postcode_step(
     index = _postcode_index(gaz) if postcodes is FROM_GAZETTEER else postcodes
     if not isinstance(index, Postcodes):
         why = (
-            f"{PACKAGE} is not installed ({INSTALL_HINT})"
+            f"{PACKAGE} is not installed; {INSTALL_HINT}"
             if package_version() is None or postcodes is None
             else "this gazetteer has no postcode index"
         )
