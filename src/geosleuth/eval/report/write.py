@@ -88,7 +88,7 @@ def _compute(
         )
     }
     rows, seed = scored.rows(), int(config.get("seed") or 0)
-    add_fairness(summary, rows, scored.protocol, seed=seed)
+    add_fairness(summary, scored, seed=seed)
     truths = (
         {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.iter_samples()} if consistency else None
     )
