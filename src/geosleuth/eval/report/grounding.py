@@ -9,6 +9,7 @@ tool or OCR result mentions, and the unsupported claims of each sample (``summar
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import logging
 import math
@@ -215,12 +216,44 @@ def answer_names(prediction: Prediction | None) -> list[str]:
     return []
 
 
-def sample_grounding(trajectory: Trajectory, places: PlaceFinder) -> SampleGrounding:
+Points = tuple[tuple[float, float], ...]
+MAX_CACHED_TEXTS = 4096
+
+
+def text_points(text: str) -> Points:
+    """The coordinates a tool result states."""
+    return tuple((lat, lon) for _, lat, lon in coordinate_pairs(text))
+
+
+class CachedPoints:
+    """`text_points` read once per distinct tool result in a run: results repeat across
+    trajectories (the tools' own cache answers a repeated query alike). Remembered by 128-bit
+    digest in a bounded table, emptied when full, so a long result is never held."""
+
+    def __init__(self) -> None:
+        self.cache: dict[bytes, Points] = {}
+
+    def __call__(self, text: str) -> Points:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = self.cache.get(key)
+        if found is None:
+            if len(self.cache) >= MAX_CACHED_TEXTS:
+                self.cache.clear()
+            found = self.cache[key] = text_points(text)
+        return found
+
+
+def sample_grounding(
+    trajectory: Trajectory, places: PlaceFinder, points_of: Callable[[str], Points] = text_points
+) -> SampleGrounding:
     """The checked claims of one trajectory and whether its answer's place was ever mentioned."""
     reasoning = final_reasoning(trajectory)
     evidence = evidence_of(trajectory)
-    points = [[(lat, lon) for _, lat, lon in coordinate_pairs(e.text)] for e in evidence]
     claims = sorted([*place_claims(reasoning, places), *coordinate_claims(reasoning)], key=lambda c: c.start)
+    if any(c.point is not None for c in claims):  # only a coordinate claim reads the evidence's points
+        points = [points_of(e.text) for e in evidence]
+    else:
+        points = [() for _ in evidence]
     out = SampleGrounding(
         trajectory.sample_id,
         check_claims(reasoning, claims, evidence, points),
@@ -288,6 +321,7 @@ def run_grounding(
     from geosleuth.gazetteer import get_gazetteer
 
     places = CachedFinder(get_gazetteer())
+    points_of = CachedPoints()
     r_con = Growing(np.float64)
     batch: list[tuple[str, Mapping[str, Any]]] = []
 
@@ -300,7 +334,7 @@ def run_grounding(
 
     def groundings() -> Iterator[SampleGrounding]:
         for trajectory in trajectories:
-            yield sample_grounding(trajectory, places)
+            yield sample_grounding(trajectory, places, points_of)
             truth = (truths or {}).get(trajectory.sample_id) or {}
             has_point = truth.get("lat") is not None and truth.get("lon") is not None
             if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
