@@ -523,19 +523,41 @@ def bootstrap_ci(
     return percentile_interval(means, confidence)
 
 
+BOOTSTRAP_BLOCK = 1 << 21
+"""Resample indices drawn at a time by `bootstrap_ci_mean` (16 MiB of int64, whatever the n)."""
+
+
 def bootstrap_ci_mean(
-    values: ArrayLike, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0, chunk: int = 50
+    values: ArrayLike,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    block: int = BOOTSTRAP_BLOCK,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of a mean of real values (e.g. GeoGuessr points), chunked in memory."""
+    """Percentile bootstrap CI of a mean of real values (e.g. GeoGuessr points).
+
+    The resample indices are one seeded stream drawn ``block`` at a time: whole resamples
+    together while they fit, else each resample in pieces (its mean then sums the pieces). The
+    generator yields the same indices however the stream is cut, so the draws do not depend on
+    ``block``; only a resample cut in pieces sums in another order (the last bits of its mean).
+    """
     x = _f64(values)
     if x.size == 0:
         return (math.nan, math.nan)
     rng = np.random.default_rng(seed)
     means = np.empty(n_boot)
-    for start in range(0, n_boot, chunk):
-        stop = min(start + chunk, n_boot)
-        idx = rng.integers(0, x.size, size=(stop - start, x.size))
-        means[start:stop] = x[idx].mean(axis=1)
+    per_block = block // x.size
+    if per_block >= 1:
+        for start in range(0, n_boot, per_block):
+            stop = min(start + per_block, n_boot)
+            idx = rng.integers(0, x.size, size=(stop - start, x.size))
+            means[start:stop] = x[idx].mean(axis=1)
+        return percentile_interval(means, confidence)
+    for b in range(n_boot):
+        total = 0.0
+        for start in range(0, x.size, block):
+            total += float(x[rng.integers(0, x.size, size=min(block, x.size - start))].sum())
+        means[b] = total / x.size
     return percentile_interval(means, confidence)
 
 
