@@ -598,7 +598,16 @@ def macro_recall_f1(truth: Sequence[str], predicted: Sequence[str]) -> tuple[flo
     index = {label: i for i, label in enumerate(labels)}
     t = np.array([index[x] for x in truth], dtype=np.int64)
     p = np.array([index[x] for x in predicted], dtype=np.int64)
-    k = len(labels)
+    return macro_recall_f1_codes(t, p, len(labels))
+
+
+def macro_recall_f1_codes(t: ArrayLike, p: ArrayLike, k: int) -> tuple[float, float, int]:
+    """`macro_recall_f1` of class codes 0..k-1, each a class that occurs in truth or prediction
+    (numbered in sorted label order, as `macro_recall_f1` numbers them): a report codes a
+    million labels without a string per row."""
+    t, p = np.asarray(t, dtype=np.int64), np.asarray(p, dtype=np.int64)
+    if not k:
+        return math.nan, math.nan, 0
     tp = np.bincount(t[t == p], minlength=k).astype(np.float64)
     true_count = np.bincount(t, minlength=k).astype(np.float64)
     pred_count = np.bincount(p, minlength=k).astype(np.float64)

@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from geosleuth.core import metrics
 from geosleuth.core.countries import country_info, country_name, resolve_country
@@ -33,7 +34,7 @@ from geosleuth.core.grounding import (
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import ScoreRow
+from geosleuth.eval.report.scores import RunScore
 from geosleuth.scoring.columnstore import Growing
 
 log = logging.getLogger(__name__)
@@ -367,41 +368,69 @@ NONE = "none"
 """What GeoComp writes for a level the answer does not give (a class of its own)."""
 
 
-def level_labels(rows: Sequence[ScoreRow]) -> dict[str, tuple[list[str], list[str]]]:
-    """(truth, prediction) labels per GeoComp level over the rows whose truth has that level:
-    city names folded, countries as ISO codes, continents from the countries; "none" when missing
-    (a sample without a finished answer has none)."""
-    out: dict[str, tuple[list[str], list[str]]] = {
-        "city": ([], []),
-        "country": ([], []),
-        "continent": ([], []),
-    }
+def level_codes(scored: RunScore) -> tuple[dict[str, tuple[NDArray[np.int32], NDArray[np.int32]]], list[str]]:
+    """(truth, prediction) label codes per GeoComp level, every sample, and the label table
+    (code 0 is "" : the truth lacks that level, or there is no answer): city names folded,
+    countries as ISO codes, continents from the countries. A sample without a finished answer
+    predicts nothing."""
+    columns = scored.columns
+    answered = (columns.status.column.array() == columns.status.codes.get("ok", -1)).tolist()
+    table: dict[str, int] = {"": 0}
+
+    def coded(values: Iterable[str]) -> NDArray[np.int32]:
+        return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int32)
+
     folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)  # one string per name, not one per row
-    for row in rows:
-        answered = row.status == "ok"
-        pred_code = row.pred_country_code if answered else None
-        values = {
-            "city": (folded(row.truth_city or ""), folded(row.pred_city or "") if answered else ""),
-            "country": (row.country_code or "", pred_code or ""),
-            "continent": (row.continent or "", _continent(pred_code) or ""),
-        }
-        for level, (truth, predicted) in values.items():
-            if truth:
-                out[level][0].append(truth)
-                out[level][1].append(predicted or NONE)
-    return out
+    n = scored.n
+    truth_city = np.fromiter(
+        (table.setdefault(folded(columns.truth_city[i] or ""), len(table)) for i in range(n)), np.int32, n
+    )
+    pred_city = np.fromiter(
+        (
+            table.setdefault(folded(columns.pred_city[i] or ""), len(table)) if ok else 0
+            for i, ok in enumerate(answered)
+        ),
+        np.int32,
+        n,
+    )
+    pred_country = columns.pred_country
+    pred_codes = np.where(answered, pred_country.column.array(), 0)
+    continents, continent_table = columns.continents()
+    levels = {
+        "city": (truth_city, pred_city),
+        "country": (
+            coded(columns.country.table)[columns.country.column.array()],
+            coded(pred_country.table)[pred_codes],
+        ),
+        "continent": (
+            coded(continent_table)[continents],
+            coded(_continent(code or None) or "" for code in pred_country.table)[pred_codes],
+        ),
+    }
+    return levels, list(table)
 
 
-def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
-    """GeoComp's accuracy, macro recall and macro F1 per level (percent), over rows with that truth."""
+def geocomp_levels(scored: RunScore) -> dict[str, dict[str, Any]]:
+    """GeoComp's accuracy, macro recall and macro F1 per level (percent), over samples with that
+    truth; a missing prediction is the class "none"."""
+    levels, labels = level_codes(scored)
+    if NONE not in labels:
+        labels.append(NONE)
+    none = labels.index(NONE)  # a folded city named "none" is that class too, as in GeoComp's lists
     out: dict[str, dict[str, Any]] = {}
-    for level, (truth, predicted) in level_labels(rows).items():
-        if not truth:
+    for level, (truth, predicted) in levels.items():
+        has = truth != 0
+        if not has.any():
             continue
-        recall, f1, classes = metrics.macro_recall_f1(truth, predicted)
-        accuracy = sum(t == p for t, p in zip(truth, predicted, strict=True)) / len(truth)
+        t, p = truth[has], predicted[has]
+        p = np.where(p == 0, none, p)
+        used = np.unique(np.concatenate([t, p]))
+        rank = np.zeros(len(labels), dtype=np.int64)
+        rank[sorted(used.tolist(), key=labels.__getitem__)] = np.arange(used.size)
+        recall, f1, classes = metrics.macro_recall_f1_codes(rank[t], rank[p], int(used.size))
+        accuracy = int((t == p).sum()) / int(t.size)
         out[level] = {
-            "n": len(truth),
+            "n": int(t.size),
             "classes": classes,
             "accuracy": round(100 * accuracy, 4),
             "macro_recall": round(100 * recall, 4),
@@ -413,7 +442,7 @@ def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
 def add_grounding(
     summary: dict[str, Any],
     trajectories: Iterable[Trajectory],
-    rows: Sequence[ScoreRow],
+    scored: RunScore,
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
@@ -425,5 +454,5 @@ def add_grounding(
         block = run_grounding(trajectories, consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
-    block["geocomp"] = geocomp_levels(rows)
+    block["geocomp"] = geocomp_levels(scored)
     summary["grounding"] = block
