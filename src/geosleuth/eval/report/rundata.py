@@ -23,6 +23,7 @@ from geosleuth.core.records import Sample, Trajectory, trajectory_from_json
 from geosleuth.eval.report.scores import RecordStats
 from geosleuth.eval.run.config import SAMPLES, read_manifest
 from geosleuth.eval.run.store import RunDirError, TrajectoryStore
+from geosleuth.scoring.hashindex import HashIndex
 
 
 def iter_samples(run_dir: Path) -> Iterator[Sample]:
@@ -42,7 +43,7 @@ def iter_samples(run_dir: Path) -> Iterator[Sample]:
 
 class TrajectoryIndex:
     """Where each sample's trajectory records start in ``trajectories.jsonl``: 64-bit id hashes
-    and byte offsets in two sorted arrays (16 bytes a record), read back one at a time.
+    and byte offsets in a `HashIndex` (16 bytes a record), read back one at a time.
 
     Records whose hashes are equal (a sample's retries, or two ids that collide) keep file order;
     which of them is a sample's latest is decided by reading their ids back, so a collision never
@@ -56,36 +57,33 @@ class TrajectoryIndex:
         for start, line in self.store.located_lines():
             keys.append(hash(self._id_of(line)))
             starts.append(start)
-        key_array = np.frombuffer(keys, dtype=np.int64)
-        order = np.argsort(key_array, kind="stable")  # equal hashes keep file order
-        self.keys = key_array[order]
-        self.starts = np.frombuffer(starts, dtype=np.int64)[order]
+        self.index = HashIndex(np.frombuffer(keys, dtype=np.int64), np.frombuffer(starts, dtype=np.int64))
         self._handle: BinaryIO | None = None
 
     def __len__(self) -> int:
         """The number of samples with a record."""
-        return int(self._latest_at().size)
+        return int(self._latest_starts().size)
 
     def latest(self) -> Iterator[Trajectory]:
         """Each sample's latest record, in file order, streaming (superseded records are skipped)."""
-        for start in np.sort(self.starts[self._latest_at()]).tolist():
+        for start in self._latest_starts().tolist():
             yield self._parsed(self._line_at(start))
 
-    def _latest_at(self) -> NDArray[np.intp]:
-        """Index entries that are their sample's latest record: the last of a run of equal hashes,
-        and within a longer run, the last entry of each id read back."""
-        if not self.keys.size:
-            return np.zeros(0, dtype=np.intp)
-        last = np.ones(self.keys.size, dtype=bool)
-        last[:-1] = self.keys[1:] != self.keys[:-1]
-        repeated = np.flatnonzero(~last)  # entries followed by one of the same hash
-        for at in repeated.tolist():
-            stop = at + 1
-            while stop < self.keys.size and self.keys[stop] == self.keys[at]:
-                stop += 1
-            own = self._id_at(at)
-            last[at] = all(self._id_at(later) != own for later in range(at + 1, stop))
-        return np.flatnonzero(last)
+    def _latest_starts(self) -> NDArray[np.int64]:
+        """Where each sample's latest record starts, ascending: among records that share a hash,
+        the last one of each id read back."""
+        starts = self.index.payloads
+        superseded: list[int] = []
+        for shared in self.index.shared():
+            last: dict[str, int] = {}
+            for start in shared.tolist():
+                sample_id = self._id_at(start)
+                if sample_id in last:
+                    superseded.append(last[sample_id])
+                last[sample_id] = start
+        if superseded:
+            starts = starts[~np.isin(starts, np.array(superseded, dtype=np.int64))]
+        return np.sort(starts)
 
     def get(self, sample_id: str) -> Trajectory | None:
         """The sample's latest record, or None when it has none."""
@@ -98,18 +96,13 @@ class TrajectoryIndex:
     def _latest_start(self, sample_id: str) -> int | None:
         """Where the sample's last record starts. A hash with one entry is taken unread (`get`
         checks the id it parses); among equal hashes, the last entry whose id is the sample's."""
-        key = hash(sample_id)
-        low = int(np.searchsorted(self.keys, key, side="left"))
-        high = int(np.searchsorted(self.keys, key, side="right"))
-        if high - low == 1:
-            return int(self.starts[low])
-        return next(
-            (int(self.starts[at]) for at in range(high - 1, low - 1, -1) if self._id_at(at) == sample_id),
-            None,
-        )
+        entries = self.index.entries(hash(sample_id)).tolist()
+        if len(entries) == 1:
+            return int(entries[0])
+        return next((start for start in reversed(entries) if self._id_at(start) == sample_id), None)
 
-    def _id_at(self, at: int) -> str:
-        return self._id_of(self._line_at(int(self.starts[at])))
+    def _id_at(self, start: int) -> str:
+        return self._id_of(self._line_at(start))
 
     def _line_at(self, start: int) -> bytes:
         if self._handle is None:
