@@ -15,6 +15,7 @@ million-sample run costs a few bytes a sample here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -67,15 +68,12 @@ class Grouping:
         remap = np.array([*(at.get(label, -1) if label else -1 for label in labels), -1], dtype=np.int16)
         return cls(remap[raw], names)  # code -1 reads remap's last entry: still -1
 
-    def members(self, mask: NDArray[np.bool_] | None = None) -> list[NDArray[np.intp]]:
-        """The samples of each group (ascending), among ``mask`` when given."""
-        if not self.names:
-            return []
-        rows = np.flatnonzero(self.codes >= 0 if mask is None else mask & (self.codes >= 0))
-        codes = self.codes[rows]
-        order = np.argsort(codes, kind="stable")
-        counts = np.bincount(codes, minlength=len(self.names))
-        return np.split(rows[order], np.cumsum(counts)[:-1])
+    def members(self, mask: NDArray[np.bool_] | None = None) -> Iterator[tuple[str, NDArray[np.intp]]]:
+        """Each group's name and samples (ascending), among ``mask`` when given, one group at a
+        time (a comparison per group: index arrays never outnumber one group's samples)."""
+        for k, name in enumerate(self.names):
+            here = self.codes == k
+            yield name, np.flatnonzero(here if mask is None else here & mask)
 
 
 def group_codes(scored: RunScore) -> tuple[dict[str, Grouping], list[str]]:
@@ -99,17 +97,15 @@ def group_codes(scored: RunScore) -> tuple[dict[str, Grouping], list[str]]:
 def _settlement(scored: RunScore) -> tuple[Grouping, str | None]:
     """Each truth point's settlement class (unassigned without a point or a gazetteer)."""
     lat, lon = scored.columns.column("true_lat"), scored.columns.column("true_lon")
-    located = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon))
     raw = np.full(lat.size, -1, dtype=np.int16)
     labels: list[str | None] = []
     at: dict[str, int] = {}
-    if located.size:
+    if (np.isfinite(lat) & np.isfinite(lon)).any():
         try:
             from geosleuth.gazetteer import get_gazetteer
 
             gazetteer = get_gazetteer()
-            for start in range(0, located.size, CHUNK_ROWS):
-                rows = located[start : start + CHUNK_ROWS]
+            for rows in _chunks(np.isfinite(lat) & np.isfinite(lon)):
                 population, dist = gazetteer.place_population_batch(lat[rows], lon[rows])
                 classes = settlement_classes(population, dist)
                 for label in {c for c in classes if c is not None}:
@@ -121,6 +117,15 @@ def _settlement(scored: RunScore) -> tuple[Grouping, str | None]:
             note = f"settlement: no gazetteer to find the truth's place ({type(exc).__name__}: {exc})"
             return Grouping.of(np.full(lat.size, -1, dtype=np.int16), []), note
     return Grouping.of(raw, labels), None
+
+
+def _chunks(mask: NDArray[np.bool_]) -> Iterator[NDArray[np.intp]]:
+    """The samples where ``mask`` is set, `CHUNK_ROWS` samples at a time (an index array per
+    chunk, never one over the run)."""
+    for start in range(0, mask.size, CHUNK_ROWS):
+        rows = start + np.flatnonzero(mask[start : start + CHUNK_ROWS])
+        if rows.size:
+            yield rows
 
 
 @dataclass(frozen=True)
@@ -187,8 +192,7 @@ def headline_metric(arrays: RowArrays, protocol: ScoringProtocol) -> Headline | 
     country accuracy, else multiple-choice accuracy; None when the samples have none of these."""
     if arrays.on_distance.any():
         km = headline_threshold(metrics.resolve_thresholds(protocol.thresholds))
-        d = np.where(arrays.on_distance, arrays.distance, np.nan)
-        hits = metrics.hits_at(d, km, protocol.strict_threshold) & arrays.on_distance
+        hits = metrics.hits_at(arrays.distance, km, protocol.strict_threshold) & arrays.on_distance
         return Headline(metrics.threshold_name(km), hits, arrays.on_distance)
     if "country" in arrays.level_has:
         return Headline("country_acc", arrays.level_hit["country"], arrays.level_has["country"])
@@ -243,8 +247,7 @@ def fairness_breakdowns(
     for name, grouping in groupings.items():
         if grouping.names:
             out[name] = {
-                group: group_entry(arrays, rows, protocol, seed)
-                for group, rows in zip(grouping.names, grouping.members(), strict=True)
+                group: group_entry(arrays, rows, protocol, seed) for group, rows in grouping.members()
             }
     return out
 
@@ -256,28 +259,26 @@ def predicted_cities(scored: RunScore) -> tuple[NDArray[np.int32], list[str]]:
     codes = np.full(scored.n, -1, dtype=np.int32)
     coords = scored.file.columns
     if coords is not None:
-        lat, lon = coords.coords[0], coords.coords[1]
-        located = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon))
         try:
-            _reverse_cities(lat, lon, located, codes, table)
+            _reverse_cities(coords.coords[0], coords.coords[1], codes, table)
         except _GAZETTEER_ERRORS as exc:
             log.info("over-prediction: no gazetteer (%s); answers' city texts only", exc)
             codes[:] = -1
             table.clear()
     texts = scored.columns.pred_city
     folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)
-    for i in np.flatnonzero(codes < 0).tolist():
-        city = texts[i]
-        key = folded(city) if city else ""
-        if key:
-            codes[i] = table.setdefault(key, len(table))
+    for rows in _chunks(codes < 0):
+        for i in rows.tolist():
+            city = texts[i]
+            key = folded(city) if city else ""
+            if key:
+                codes[i] = table.setdefault(key, len(table))
     return codes, list(table)
 
 
 def _reverse_cities(
     lat: NDArray[np.float64],
     lon: NDArray[np.float64],
-    located: NDArray[np.intp],
     codes: NDArray[np.int32],
     table: dict[str, int],
 ) -> None:
@@ -286,8 +287,7 @@ def _reverse_cities(
 
     gazetteer = get_gazetteer()
     pairs: dict[tuple[str, str], int] = {}  # one lookup per place, not one string per sample
-    for start in range(0, located.size, CHUNK_ROWS):
-        rows = located[start : start + CHUNK_ROWS]
+    for rows in _chunks(np.isfinite(lat) & np.isfinite(lon)):
         found = gazetteer.reverse_batch(lat[rows], lon[rows])
         for i, city, cc in zip(rows.tolist(), found["city"], found["country_code"], strict=True):
             if city:
@@ -334,11 +334,7 @@ def fairness_block(
     block["min_group_n"] = MIN_GROUP_N
     overall = _pct(int(hit[has].sum()), int(has.sum()))
     for grouping, groups in groupings.items():
-        scored_groups = {
-            group: hit[rows]
-            for group, rows in zip(groups.names, groups.members(has), strict=True)
-            if rows.size
-        }
+        scored_groups = {group: hit[rows] for group, rows in groups.members(has) if rows.size}
         result = disparity(scored_groups, name, overall, seed=seed)
         assigned = int((groups.codes >= 0).sum())
         block["groupings"][grouping] = {
