@@ -605,7 +605,7 @@ def macro_recall_f1_codes(t: ArrayLike, p: ArrayLike, k: int) -> tuple[float, fl
     """`macro_recall_f1` of class codes 0..k-1, each a class that occurs in truth or prediction
     (numbered in sorted label order, as `macro_recall_f1` numbers them): a report codes a
     million labels without a string per row."""
-    t, p = np.asarray(t, dtype=np.int64), np.asarray(p, dtype=np.int64)
+    t, p = np.asarray(t), np.asarray(p)  # bincount reads any integer codes, int32 included
     if not k:
         return math.nan, math.nan, 0
     tp = np.bincount(t[t == p], minlength=k).astype(np.float64)

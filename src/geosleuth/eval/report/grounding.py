@@ -34,8 +34,8 @@ from geosleuth.core.grounding import (
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import RunScore
-from geosleuth.scoring.columnstore import Growing
+from geosleuth.eval.report.scores import CHUNK_ROWS, RunScore
+from geosleuth.scoring.columnstore import Growing, Texts
 
 log = logging.getLogger(__name__)
 
@@ -368,64 +368,53 @@ NONE = "none"
 """What GeoComp writes for a level the answer does not give (a class of its own)."""
 
 
-def level_codes(scored: RunScore) -> tuple[dict[str, tuple[NDArray[np.int32], NDArray[np.int32]]], list[str]]:
-    """(truth, prediction) label codes per GeoComp level, every sample, and the label table
-    (code 0 is "" : the truth lacks that level, or there is no answer): city names folded,
-    countries as ISO codes, continents from the countries. A sample without a finished answer
-    predicts nothing."""
+def level_codes(
+    scored: RunScore, table: dict[str, int]
+) -> Iterator[tuple[str, NDArray[np.int32], NDArray[np.int32]]]:
+    """(level, truth codes, prediction codes) of each GeoComp level over every sample, one level
+    at a time, the labels coded in ``table`` (code 0 is "": the truth lacks that level, or there
+    is no answer): city names folded, countries as ISO codes, continents from the countries. A
+    sample without a finished answer predicts nothing."""
     columns = scored.columns
-    answered = (columns.status.column.array() == columns.status.codes.get("ok", -1)).tolist()
-    table: dict[str, int] = {"": 0}
+    answered = columns.status.column.array() == columns.status.codes.get("ok", -1)
+    everyone = np.ones(scored.n, dtype=bool)
+    folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)  # one string per name, not one per row
+
+    def texts(values: Texts, rows: NDArray[np.bool_]) -> NDArray[np.int32]:
+        out = np.zeros(scored.n, dtype=np.int32)
+        for start in range(0, scored.n, CHUNK_ROWS):
+            for i in (start + np.flatnonzero(rows[start : start + CHUNK_ROWS])).tolist():
+                out[i] = table.setdefault(folded(values[i] or ""), len(table))
+        return out
 
     def coded(values: Iterable[str]) -> NDArray[np.int32]:
         return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int32)
 
-    folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)  # one string per name, not one per row
-    n = scored.n
-    truth_city = np.fromiter(
-        (table.setdefault(folded(columns.truth_city[i] or ""), len(table)) for i in range(n)), np.int32, n
-    )
-    pred_city = np.fromiter(
-        (
-            table.setdefault(folded(columns.pred_city[i] or ""), len(table)) if ok else 0
-            for i, ok in enumerate(answered)
-        ),
-        np.int32,
-        n,
-    )
+    yield "city", texts(columns.truth_city, everyone), texts(columns.pred_city, answered)
     pred_country = columns.pred_country
     pred_codes = np.where(answered, pred_country.column.array(), 0)
+    truth = coded(columns.country.table)[columns.country.column.array()]
+    yield "country", truth, coded(pred_country.table)[pred_codes]
     continents, continent_table = columns.continents()
-    levels = {
-        "city": (truth_city, pred_city),
-        "country": (
-            coded(columns.country.table)[columns.country.column.array()],
-            coded(pred_country.table)[pred_codes],
-        ),
-        "continent": (
-            coded(continent_table)[continents],
-            coded(_continent(code or None) or "" for code in pred_country.table)[pred_codes],
-        ),
-    }
-    return levels, list(table)
+    predicted = coded(_continent(code or None) or "" for code in pred_country.table)[pred_codes]
+    yield "continent", coded(continent_table)[continents], predicted
 
 
 def geocomp_levels(scored: RunScore) -> dict[str, dict[str, Any]]:
     """GeoComp's accuracy, macro recall and macro F1 per level (percent), over samples with that
-    truth; a missing prediction is the class "none"."""
-    levels, labels = level_codes(scored)
-    if NONE not in labels:
-        labels.append(NONE)
-    none = labels.index(NONE)  # a folded city named "none" is that class too, as in GeoComp's lists
+    truth; a missing prediction is the class "none" (as is a city whose folded name is "none")."""
+    table: dict[str, int] = {"": 0}
     out: dict[str, dict[str, Any]] = {}
-    for level, (truth, predicted) in levels.items():
+    for level, truth, predicted in level_codes(scored, table):
         has = truth != 0
         if not has.any():
             continue
+        none = table.setdefault(NONE, len(table))
         t, p = truth[has], predicted[has]
-        p = np.where(p == 0, none, p)
+        p[p == 0] = none
         used = np.unique(np.concatenate([t, p]))
-        rank = np.zeros(len(labels), dtype=np.int64)
+        labels = list(table)
+        rank = np.zeros(len(labels), dtype=np.int32)
         rank[sorted(used.tolist(), key=labels.__getitem__)] = np.arange(used.size)
         recall, f1, classes = metrics.macro_recall_f1_codes(rank[t], rank[p], int(used.size))
         accuracy = int((t == p).sum()) / int(t.size)
