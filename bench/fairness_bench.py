@@ -7,7 +7,7 @@ reference, measured in the same run on the same rows, as a ratio:
 
 - reference: ``summarize`` (the headline summary.json body: every threshold with its bootstrap
   interval, calibration, default breakdowns);
-- ``group_labels``: every grouping of every row (the settlement class reverse-geocodes all truths);
+- ``group_codes``: every grouping of every row (the settlement class reverse-geocodes all truths);
 - ``fairness_breakdowns``: per group of the five groupings, every accuracy with its interval and the
   median km;
 - ``fairness_block``: the disparity of each grouping with its bootstrap gap interval, accuracy per
@@ -35,42 +35,42 @@ import numpy as np
 from score_bench import perturb  # the same log-normal answers as the scoring bench
 
 from geosleuth.core.countries import country_name
-from geosleuth.core.geo import haversine_km
-from geosleuth.core.records import Prediction, ToolCallRecord, Trajectory, Turn
-from geosleuth.eval.report.fairness import fairness_block, fairness_breakdowns, group_labels
+from geosleuth.core.records import Prediction, Sample, ToolCallRecord, Trajectory, TrajectoryStatus, Turn
+from geosleuth.eval.report.fairness import RowArrays, fairness_block, fairness_breakdowns, group_codes
 from geosleuth.eval.report.grounding import run_grounding
-from geosleuth.eval.report.scores import ScoreRow
+from geosleuth.eval.report.scores import RunScore, score_run
 from geosleuth.eval.report.summary import summarize
 from geosleuth.gazetteer import get_gazetteer
 from geosleuth.scoring import get_protocol, score_file
 
 
-def make_rows(n: int, seed: int = 0) -> list[ScoreRow]:
-    """``n`` score rows with real truth places and log-normal errors (3 % failed)."""
+def make_run(n: int, seed: int = 0) -> RunScore:
+    """A scored run of ``n`` samples with real truth places and log-normal errors (3 % failed)."""
     rng = np.random.default_rng(seed)
     places = get_gazetteer().all_places("city")
     weight = np.log1p(places["population"].astype(np.float64))
     pick = rng.choice(weight.size, size=n, p=weight / weight.sum())
     tlat, tlon, cc = places["lat"][pick], places["lon"][pick], places["country_code"][pick]
     plat, plon = perturb(tlat, tlon, rng)
-    km = haversine_km(tlat, tlon, plat, plon)
     failed = rng.random(n) < 0.03
-    return [
-        ScoreRow(
-            sample_id=f"s{i}",
-            status="model_error" if failed[i] else "ok",
-            answer_type="coordinates",
-            true_lat=float(tlat[i]),
-            true_lon=float(tlon[i]),
-            pred_lat=None if failed[i] else float(plat[i]),
-            pred_lon=None if failed[i] else float(plon[i]),
-            distance_km=float("nan") if failed[i] else float(km[i]),
-            country_code=str(cc[i]) or None,
-            continent=None,
-            choice_correct=None,
+    samples = [
+        Sample(
+            id=f"s{i}",
+            lat=float(tlat[i]),
+            lon=float(tlon[i]),
+            labels={"country": str(cc[i])} if cc[i] else {},
         )
         for i in range(n)
     ]
+    records = {
+        f"s{i}": Trajectory(sample_id=f"s{i}", model="bench", status=TrajectoryStatus.MODEL_ERROR)
+        if failed[i]
+        else Trajectory(
+            sample_id=f"s{i}", model="bench", prediction=Prediction(lat=float(plat[i]), lon=float(plon[i]))
+        )
+        for i in range(n)
+    }
+    return score_run(samples, records, get_protocol("default"))
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
@@ -109,21 +109,15 @@ def make_trajectories(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def write_jsonl(rows: list[ScoreRow], path: Path) -> None:
+def write_jsonl(run: RunScore, path: Path) -> None:
+    """The run's predictions and truths as the JSONL rows ``score`` reads."""
+    assert run.file.columns is not None
+    plat, plon = run.file.columns.coords[0], run.file.columns.coords[1]
+    tlat, tlon = run.columns.column("true_lat"), run.columns.column("true_lon")
     with path.open("w") as fh:
-        for r in rows:
-            fh.write(
-                json.dumps(
-                    {
-                        "id": r.sample_id,
-                        "pred_lat": r.pred_lat,
-                        "pred_lon": r.pred_lon,
-                        "true_lat": r.true_lat,
-                        "true_lon": r.true_lon,
-                    }  # fmt: skip
-                )
-                + "\n"
-            )
+        for i in range(run.n):
+            pred = {} if np.isnan(plat[i]) else {"pred_lat": float(plat[i]), "pred_lon": float(plon[i])}
+            fh.write(json.dumps({"id": f"s{i}", **pred, "true_lat": tlat[i], "true_lon": tlon[i]}) + "\n")
 
 
 def main() -> None:
@@ -133,15 +127,16 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     protocol = get_protocol("default")
-    rows = make_rows(args.n)
+    run = make_run(args.n)
     get_gazetteer().reverse_batch([0.0, 1.0], [0.0, 1.0])  # load the gazetteer outside the timings
-    ref, _ = timed(lambda: summarize(rows, {}, protocol))
-    t_labels, (labels, _) = timed(lambda: group_labels(rows))
-    t_groups, breakdowns = timed(lambda: fairness_breakdowns(rows, labels, protocol))
-    t_block, block = timed(lambda: fairness_block(rows, labels, protocol))
+    ref, _ = timed(lambda: summarize(run))
+    t_labels, (groupings, notes) = timed(lambda: group_codes(run))
+    arrays = RowArrays.of(run)
+    t_groups, breakdowns = timed(lambda: fairness_breakdowns(arrays, groupings, protocol))
+    t_block, block = timed(lambda: fairness_block(run, arrays, groupings, notes=notes))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rows.jsonl"
-        write_jsonl(rows, path)
+        write_jsonl(run, path)
         score_protocol = get_protocol("geoclip")
         t_plain, _ = timed(lambda: score_file(path, score_protocol, keep_rows=False), repeat=2)
         t_by, by = timed(lambda: score_file(path, score_protocol, by="income", keep_rows=False), repeat=2)
@@ -151,7 +146,7 @@ def main() -> None:
     figures = {
         "n": args.n,
         "reference_summarize_s": round(ref, 3),
-        "group_labels_s": round(t_labels, 3),
+        "group_codes_s": round(t_labels, 3),
         "fairness_breakdowns_s": round(t_groups, 3),
         "fairness_block_s": round(t_block, 3),
         "fairness_total_s": round(t_labels + t_groups + t_block, 3),
@@ -174,7 +169,7 @@ def main() -> None:
     print(f"{args.n:,} samples, one process; reference = the plain headline summary of the same rows")
     print(f"  summarize (reference)      {ref:8.2f} s")
     for name, t in (
-        ("group_labels", t_labels),
+        ("group_codes", t_labels),
         ("fairness_breakdowns", t_groups),
         ("fairness_block", t_block),
     ):

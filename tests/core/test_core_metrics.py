@@ -259,3 +259,18 @@ def test_median_finite_is_numpy_median_bit_for_bit(values: list[float]) -> None:
     got = M.median_finite(x)
     assert got == expected or (math.isnan(got) and math.isnan(expected))
     assert list(x) == values  # not in place: the caller's array is untouched
+
+
+def test_bootstrap_mean_blocks_draw_the_same_resamples() -> None:
+    """The resample indices are one seeded stream, so cutting it into smaller blocks (whole
+    resamples, or each resample in pieces) gives the same interval; the definition by hand: the
+    b-th resample is the b-th run of n draws of ``integers(0, n)`` and its mean is the statistic."""
+    x = np.random.default_rng(1).normal(10, 2, 101)
+    rng = np.random.default_rng(4)
+    means = np.array([x[rng.integers(0, x.size, size=x.size)].mean() for _ in range(40)])
+    expected = M.percentile_interval(means, 0.95)
+    assert M.bootstrap_ci_mean(x, n_boot=40, seed=4) == pytest.approx(expected, rel=1e-12)  # one block
+    three = M.bootstrap_ci_mean(x, n_boot=40, seed=4, block=303)  # 3 resamples a block
+    assert three == pytest.approx(expected, rel=1e-12)
+    pieces = M.bootstrap_ci_mean(x, n_boot=40, seed=4, block=10)  # each resample in 11 pieces
+    assert pieces == pytest.approx(expected, rel=1e-12)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +16,10 @@ from typer.testing import CliRunner
 from geosleuth.cli.app import app
 from geosleuth.core.country_groups import REMOTE, country_group, settlement_classes
 from geosleuth.core.fairness import disparity, headline_threshold, prediction_entropy
-from geosleuth.eval.report.fairness import fairness_block, fairness_breakdowns, group_labels
+from geosleuth.core.records import Prediction, Sample, Trajectory, TrajectoryStatus
+from geosleuth.eval.report.fairness import RowArrays, fairness_block, fairness_breakdowns, group_codes
 from geosleuth.eval.report.fairness_markup import accuracy_colour, choropleth, fairness_markdown
+from geosleuth.eval.report.scores import RunScore, score_run
 from geosleuth.scoring.protocols import get_protocol
 
 
@@ -90,73 +92,104 @@ def test_settlement_bins() -> None:
     ]
 
 
-@dataclass
-class _Row:
-    """The fields of a scored row (`eval.report.scores.ScoreRow`) the fairness figures read."""
-
-    sample_id: str
-    status: str
-    answer_type: str
-    true_lat: float | None
-    true_lon: float | None
-    pred_lat: float | None
-    pred_lon: float | None
-    distance_km: float
-    country_code: str | None
-    continent: str | None
-    choice_correct: bool | None
-    level_hits: dict[str, bool] = field(default_factory=dict)
+DEGREES_NORTH = 1.0  # a missed answer lies one degree of latitude north of its truth
+ONE_DEGREE_KM = 6371.0088 * math.pi / 180  # 111.195 km along a meridian (the default radius)
 
 
-def _row(sid: str, cc: str, lat: float, lon: float, km: float) -> _Row:
-    return _Row(
-        sample_id=sid,
-        status="ok",
-        answer_type="coordinates",
-        true_lat=lat,
-        true_lon=lon,
-        pred_lat=lat,
-        pred_lon=lon,
-        distance_km=km,
-        country_code=cc,
-        continent=None,
-        choice_correct=None,
-    )
+def _small_run(thresholds: tuple[float, ...] = (1.0, 25.0, 750.0)) -> RunScore:
+    """10 truths in New York (US, High income), 8 answered exactly; 10 in Addis Ababa (ET, Low
+    income), 3 answered exactly; the other answers one degree north. One more sample has neither
+    a country nor coordinates, and its agent failed."""
+    samples, records = [], {}
+    for i in range(20):
+        cc, lat, lon = ("US", 40.7128, -74.006) if i < 10 else ("ET", 9.03, 38.74)
+        right = i < 8 or 10 <= i < 13
+        samples.append(Sample(id=f"s{i}", lat=lat, lon=lon, labels={"country": cc}))
+        pred = Prediction(lat=lat if right else lat + DEGREES_NORTH, lon=lon, status="ok")
+        records[f"s{i}"] = Trajectory(sample_id=f"s{i}", model="m", prediction=pred)
+    samples.append(Sample(id="nowhere", labels={"city": "Atlantis"}))
+    records["nowhere"] = Trajectory(sample_id="nowhere", model="m", status=TrajectoryStatus.MODEL_ERROR)
+    protocol = replace(get_protocol("default"), thresholds=thresholds)
+    return score_run(samples, records, protocol)
 
 
-def _rows() -> list[_Row]:
-    # 10 in New York (US, High income): 8 within 25 km; 10 in Addis Ababa (ET, Low income): 3 within
-    us = [_row(f"us{i}", "US", 40.7128, -74.006, 0.5 if i < 8 else 5000.0) for i in range(10)]
-    et = [_row(f"et{i}", "ET", 9.03, 38.74, 0.5 if i < 3 else 5000.0) for i in range(10)]
-    return us + et
-
-
-def test_breakdowns_and_disparity_on_rows() -> None:
-    protocol = replace(get_protocol("default"), thresholds=(1.0, 25.0, 750.0))
-    rows = _rows()
-    labels, notes = group_labels(rows)
+def test_breakdowns_and_disparity_on_a_small_run() -> None:
+    run = _small_run()
+    groupings, notes = group_codes(run)
     assert notes == []
-    income = fairness_breakdowns(rows, labels, protocol)["income"]
-    assert list(income) == ["High income", "Low income"]
+    arrays = RowArrays.of(run)
+    breakdowns = fairness_breakdowns(arrays, groupings, run.protocol)
+    income = breakdowns["income"]
+    assert list(income) == ["High income", "Low income"]  # the last sample has no country
     high, low = income["High income"], income["Low income"]
     assert high["n"] == 10 and high["acc@25km"] == pytest.approx(80.0)  # 8 / 10
-    assert low["acc@25km"] == pytest.approx(30.0)  # 3 / 10
+    assert high["acc@1km"] == pytest.approx(80.0) and high["acc@750km"] == pytest.approx(100.0)  # 111 < 750
+    assert low["n"] == 10 and low["acc@25km"] == pytest.approx(30.0)  # 3 / 10
     assert high["ci95"]["acc@25km"][0] < 80.0 < high["ci95"]["acc@25km"][1]
-    assert high["median_km"] == pytest.approx(0.5)  # 8 of 10 at 0.5 km: the middle two are 0.5
-    assert low["median_km"] == pytest.approx(5000.0)  # 7 of 10 at 5000 km
-    block = fairness_block(rows, labels, protocol)
-    d = block["groupings"]["income"]["disparity"]
-    assert block["metric"] == "acc@25km" and d["headline"] == pytest.approx(55.0)  # 11 / 20
+    assert high["median_km"] == pytest.approx(0.0, abs=1e-6)  # 8 of 10 at 0 km: the middle two are 0
+    assert low["median_km"] == pytest.approx(ONE_DEGREE_KM, rel=1e-4)  # 7 of 10 one degree away
+    assert high["mean_km"] == pytest.approx(2 * ONE_DEGREE_KM / 10, rel=1e-4)  # 22.24 km
+    assert high["answered"] == 10
+    assert set(breakdowns["m49_region"]) == {"Americas", "Africa"}
+    # both cities have over a million people; the last sample has no point to place
+    assert {g: v["n"] for g, v in breakdowns["settlement"].items()} == {"metropolis (1M+)": 20}
+    block = fairness_block(run, arrays, groupings, notes=notes)
+    assert block["metric"] == "acc@25km"
+    income_block = block["groupings"]["income"]
+    assert (income_block["n_assigned"], income_block["n_unassigned"]) == (20, 1)
+    d = income_block["disparity"]
+    assert d["headline"] == pytest.approx(55.0)  # 8 + 3 of the 20 samples with a truth point
     assert d["gap"] == pytest.approx(50.0) and d["ratio"] == pytest.approx(0.375)  # 80 - 30; 30 / 80
     assert d["macro_mean"] == pytest.approx(55.0)  # (80 + 30) / 2
-    # both cities have over a million people: one settlement group, so no disparity, and a note says so
+    assert (d["best"]["group"], d["worst"]["group"]) == ("High income", "Low income")
+    # settlement: one group, so no disparity
     assert block["groupings"]["settlement"]["disparity"] is None
+    assert block["groupings"]["settlement"]["n_unassigned"] == 1
     assert any(n.startswith("settlement:") for n in block["notes"])
     assert block["by_country"] == {"ET": {"n": 10, "value": 30.0}, "US": {"n": 10, "value": 80.0}}
     lowest = block["over_prediction"]["lowest_entropy"]
-    assert [e["entropy"] for e in lowest] == [0.0, 0.0]  # each country's answers name one city
+    # US: 8 answers in one city and 2 in another: H = -(0.8 ln 0.8 + 0.2 ln 0.2) = 0.5004
+    # ET: 3 and 7: H = -(0.3 ln 0.3 + 0.7 ln 0.7) = 0.6109
+    assert [(e["country"], e["n"], e["distinct_cities"]) for e in lowest] == [("US", 10, 2), ("ET", 10, 2)]
+    assert lowest[0]["entropy"] == pytest.approx(0.5004, abs=1e-4) and lowest[0]["top_share"] == 0.8
+    assert lowest[1]["entropy"] == pytest.approx(0.6109, abs=1e-4) and lowest[1]["top_share"] == 0.7
     lines = "\n".join(fairness_markdown(block))
     assert "| income | 2 | High income 80.00 | Low income 30.00 | 50.00 [" in lines
+
+
+def test_over_prediction_from_city_texts_without_coordinates() -> None:
+    """Answers with a city and no coordinates count by their folded city text."""
+    samples = [Sample(id=f"s{i}", lat=48.8566, lon=2.3522, labels={"country": "FR"}) for i in range(6)]
+    cities = ["Paris", "PARIS", "Lyon", "Paris", " paris ", "Nice"]
+    records = {
+        s.id: Trajectory(sample_id=s.id, model="m", prediction=Prediction(city=c, status="ok"))
+        for s, c in zip(samples, cities, strict=True)
+    }
+    run = score_run(samples, records, get_protocol("default"))
+    groupings, notes = group_codes(run)
+    block = fairness_block(run, RowArrays.of(run), groupings, notes=notes)
+    (fr,) = block["over_prediction"]["lowest_entropy"]
+    # paris 4, lyon 1, nice 1 of 6: H = -(4/6 ln 4/6 + 2 * 1/6 ln 1/6) = 0.8676
+    assert (fr["country"], fr["n"], fr["distinct_cities"], fr["top_city"]) == ("FR", 6, 3, "paris")
+    assert fr["entropy"] == pytest.approx(0.8676, abs=1e-4) and fr["top_share"] == pytest.approx(0.6667)
+
+
+def test_country_accuracy_is_the_headline_without_truth_points() -> None:
+    """Samples with a country label and no coordinates: the disparity compares country accuracy."""
+    samples, records = [], {}
+    for i in range(24):
+        cc = ("US", "ET")[i % 2]
+        samples.append(Sample(id=f"s{i}", labels={"country": cc}))
+        said = cc if i < 16 else "FR"  # 8 of 12 US right, 8 of 12 ET right
+        records[f"s{i}"] = Trajectory(sample_id=f"s{i}", model="m", prediction=Prediction(country=said))
+    run = score_run(samples, records, get_protocol("default"))
+    groupings, notes = group_codes(run)
+    arrays = RowArrays.of(run)
+    block = fairness_block(run, arrays, groupings, notes=notes)
+    assert block["metric"] == "country_acc"
+    assert block["by_country"] == {"ET": {"n": 12, "value": 66.6667}, "US": {"n": 12, "value": 66.6667}}
+    d = block["groupings"]["income"]["disparity"]
+    assert d["gap"] == pytest.approx(0.0) and d["headline"] == pytest.approx(66.6667)  # 16 / 24
 
 
 def test_choropleth_colours() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from geosleuth.cli.app import app
 from geosleuth.core.grounding import Claim, Evidence, check_claims, sentence_citations
 from geosleuth.core.metrics import macro_recall_f1
 from geosleuth.core.parsing.coordinates import MAX_TEXT_PAIRS, coordinate_pairs
-from geosleuth.core.records import Prediction, ToolCallRecord, Trajectory, Turn
+from geosleuth.core.records import Prediction, Sample, ToolCallRecord, Trajectory, Turn
 from geosleuth.eval.report.grounding import (
     MAX_CLAIMS,
     geocomp_levels,
@@ -27,6 +26,8 @@ from geosleuth.eval.report.grounding import (
 )
 from geosleuth.eval.report.grounding_markup import grounding_context, grounding_markdown
 from geosleuth.eval.report.markup import render
+from geosleuth.eval.report.scores import score_run
+from geosleuth.scoring.protocols import get_protocol
 from geosleuth.testing.fake_openai import FakeOpenAIServer, reply
 
 
@@ -158,26 +159,17 @@ def test_macro_recall_f1_by_hand() -> None:
     assert math.isnan(recall) and classes == 0
 
 
-@dataclass
-class _Row:
-    """What GeoComp's levels read of a scored row (`eval.report.scores.ScoreRow`)."""
-
-    sample_id: str
-    country_code: str
-    continent: str
-    truth_city: str
-    pred_city: str | None = None
-    pred_country_code: str | None = None
-    status: str = "ok"
-
-
 def test_geocomp_levels() -> None:
-    rows = [
-        _Row("1", "FR", "Europe", "Paris", "paris", "FR"),
-        _Row("2", "DE", "Europe", "Berlin", "Munich", "DE"),
-        _Row("3", "JP", "Asia", "Osaka", "Kyoto", "JP", status="missing"),  # no record: no answer is read
+    samples = [
+        Sample(id="1", labels={"country": "FR", "city": "Paris"}),
+        Sample(id="2", labels={"country": "DE", "city": "Berlin"}),
+        Sample(id="3", labels={"country": "JP", "city": "Osaka"}),  # no record: no answer is read
     ]
-    levels = geocomp_levels(rows)  # type: ignore[arg-type]
+    records = {
+        "1": Trajectory(sample_id="1", model="m", prediction=Prediction(city="paris", country_code="FR")),
+        "2": Trajectory(sample_id="2", model="m", prediction=Prediction(city="Munich", country_code="DE")),
+    }
+    levels = geocomp_levels(score_run(samples, records, get_protocol("default")))
     # country: FR, DE right, JP -> none: classes DE, FR, JP, none; recall (1 + 1 + 0 + 0) / 4 = 50 %,
     # F1 (1 + 1 + 0 + 0) / 4 = 50 %; accuracy 2 / 3
     assert levels["country"]["macro_recall"] == 50.0 and levels["country"]["macro_f1"] == 50.0

@@ -46,3 +46,11 @@ def test_an_empty_run_has_no_records(tmp_path: Path) -> None:
     TrajectoryStore(tmp_path).path.touch()
     index = TrajectoryIndex(tmp_path)
     assert len(index) == 0 and list(index.latest()) == [] and index.get("a") is None
+
+
+def test_a_record_without_an_id_is_named(tmp_path: Path) -> None:
+    """Only the id of each line is decoded while indexing; a line without one is an error that
+    names the log, not a KeyError."""
+    TrajectoryStore(tmp_path).path.write_text('{"model": "m", "turns": []}\n')
+    with pytest.raises(rundata.RunDirError, match="trajectories.jsonl: a record has no sample id"):
+        TrajectoryIndex(tmp_path)

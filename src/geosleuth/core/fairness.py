@@ -137,12 +137,22 @@ def prediction_entropy(
     for country, city in zip(truth_countries, predicted_cities, strict=True):
         if country and city:
             by_country.setdefault(country, Counter())[city] += 1
+    return entropy_ranking(by_country, min_n)
+
+
+def entropy_ranking(
+    city_counts: Mapping[str, Mapping[str, int]], min_n: int = MIN_ENTROPY_N
+) -> list[CountryEntropy]:
+    """`prediction_entropy` from counts already made: per truth country, how many answers named
+    each city (a report counts integer codes of the pairs, not a string per row). Countries with
+    fewer than ``min_n`` answers are left out; lowest H first, then more answers, then the code;
+    the top city's ties go to the lowest name."""
     out = []
-    for country, counts in by_country.items():
+    for country, counts in city_counts.items():
         total = sum(counts.values())
         if total < min_n:
             continue
-        p = np.array(list(counts.values()), dtype=np.float64) / total
+        p = np.sort(np.fromiter(counts.values(), dtype=np.float64, count=len(counts))) / total
         top, top_count = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         out.append(
             CountryEntropy(

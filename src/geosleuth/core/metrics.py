@@ -523,19 +523,41 @@ def bootstrap_ci(
     return percentile_interval(means, confidence)
 
 
+BOOTSTRAP_BLOCK = 1 << 21
+"""Resample indices drawn at a time by `bootstrap_ci_mean` (16 MiB of int64, whatever the n)."""
+
+
 def bootstrap_ci_mean(
-    values: ArrayLike, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0, chunk: int = 50
+    values: ArrayLike,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    block: int = BOOTSTRAP_BLOCK,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of a mean of real values (e.g. GeoGuessr points), chunked in memory."""
+    """Percentile bootstrap CI of a mean of real values (e.g. GeoGuessr points).
+
+    The resample indices are one seeded stream drawn ``block`` at a time: whole resamples
+    together while they fit, else each resample in pieces (its mean then sums the pieces). The
+    generator yields the same indices however the stream is cut, so the draws do not depend on
+    ``block``; only a resample cut in pieces sums in another order (the last bits of its mean).
+    """
     x = _f64(values)
     if x.size == 0:
         return (math.nan, math.nan)
     rng = np.random.default_rng(seed)
     means = np.empty(n_boot)
-    for start in range(0, n_boot, chunk):
-        stop = min(start + chunk, n_boot)
-        idx = rng.integers(0, x.size, size=(stop - start, x.size))
-        means[start:stop] = x[idx].mean(axis=1)
+    per_block = block // x.size
+    if per_block >= 1:
+        for start in range(0, n_boot, per_block):
+            stop = min(start + per_block, n_boot)
+            idx = rng.integers(0, x.size, size=(stop - start, x.size))
+            means[start:stop] = x[idx].mean(axis=1)
+        return percentile_interval(means, confidence)
+    for b in range(n_boot):
+        total = 0.0
+        for start in range(0, x.size, block):
+            total += float(x[rng.integers(0, x.size, size=min(block, x.size - start))].sum())
+        means[b] = total / x.size
     return percentile_interval(means, confidence)
 
 
@@ -576,7 +598,16 @@ def macro_recall_f1(truth: Sequence[str], predicted: Sequence[str]) -> tuple[flo
     index = {label: i for i, label in enumerate(labels)}
     t = np.array([index[x] for x in truth], dtype=np.int64)
     p = np.array([index[x] for x in predicted], dtype=np.int64)
-    k = len(labels)
+    return macro_recall_f1_codes(t, p, len(labels))
+
+
+def macro_recall_f1_codes(t: ArrayLike, p: ArrayLike, k: int) -> tuple[float, float, int]:
+    """`macro_recall_f1` of class codes 0..k-1, each a class that occurs in truth or prediction
+    (numbered in sorted label order, as `macro_recall_f1` numbers them): a report codes a
+    million labels without a string per row."""
+    t, p = np.asarray(t), np.asarray(p)  # bincount reads any integer codes, int32 included
+    if not k:
+        return math.nan, math.nan, 0
     tp = np.bincount(t[t == p], minlength=k).astype(np.float64)
     true_count = np.bincount(t, minlength=k).astype(np.float64)
     pred_count = np.bincount(p, minlength=k).astype(np.float64)

@@ -2,9 +2,9 @@
 costs tens of bytes a row in memory, not a Python object per row.
 
 Each truth row is pickled once into a spool file in a temp folder this index creates (and removes
-on `close`, or when the index is collected); memory keeps two sorted NumPy arrays: the 64-bit hash
-of each row's `sample_key` and the row's place in the spool. A lookup is a binary search, then the
-row is read back and its key compared, so two ids whose hashes collide still join right. Rows read
+on `close`, or when the index is collected); memory keeps a `HashIndex`: the 64-bit hash of each
+row's `sample_key` and the row's place in the spool. A lookup is a binary search, then the row is
+read back and its key compared, so two ids whose hashes collide still join right. Rows read
 by another reader (a dataset folder) are spooled the same way.
 """
 
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
-from numpy.typing import NDArray
 
 from geosleuth.core.ids import sample_key
 from geosleuth.scoring.columns import PLACES365_2018_HEADER
 from geosleuth.scoring.columnstore import Growing
+from geosleuth.scoring.hashindex import HashIndex
 from geosleuth.scoring.io import Truth, iter_rows, row_id, truth_from_row
 from geosleuth.scoring.rows import InputRow, ScoreInputError
 
@@ -58,8 +58,7 @@ class TruthIndex(Mapping[str, Truth]):
         self._starts = Growing(np.int64)
         self._end = 0
         self._fd = -1
-        self.keys = np.zeros(0, dtype=np.int64)
-        self.places = np.zeros(0, dtype=np.int64)
+        self.index = HashIndex([], [])
         self.offsets = np.zeros(1, dtype=np.int64)
         self.dropped = np.zeros(0, dtype=bool)
         self.first_key: str | None = None
@@ -83,21 +82,18 @@ class TruthIndex(Mapping[str, Truth]):
         hashes = self._hashes.array()
         self.offsets = np.append(self._starts.array(), self._end)
         self._hashes = self._starts = Growing(np.int64)
-        order = np.argsort(hashes, kind="stable")  # equal hashes keep file order: the first one wins
-        ordered = hashes[order]
-        self.dropped = np.zeros(ordered.size, dtype=bool)
+        index = HashIndex(hashes, np.arange(hashes.size))  # equal hashes keep file order: the first wins
+        self.dropped = np.zeros(hashes.size, dtype=bool)
         repeats: list[Record] = []
-        same = np.flatnonzero(ordered[1:] == ordered[:-1])
-        for start, stop in _runs(same):  # ids whose hashes are equal: the same id, or a collision
+        for places in index.shared():  # ids whose hashes are equal: the same id, or a collision
             seen: set[str] = set()
-            for place in order[start:stop].tolist():
+            for place in places.tolist():
                 record = self._record(place)
                 if record[0] in seen:
                     self.dropped[place] = True
                     repeats.append(record)
                 seen.add(record[0])
-        kept = ~self.dropped[order]
-        self.keys, self.places = ordered[kept], order[kept]
+        self.index = index.without(self.dropped)
         repeats.sort(key=lambda r: r[2])
         return repeats
 
@@ -119,17 +115,14 @@ class TruthIndex(Mapping[str, Truth]):
     def __getitem__(self, key: str) -> Truth:
         if not isinstance(key, str):
             raise KeyError(key)
-        h = hash(key)
-        at = int(np.searchsorted(self.keys, h))
-        while at < self.keys.size and self.keys[at] == h:
-            record = self._record(int(self.places[at]))
+        for place in self.index.entries(hash(key)).tolist():
+            record = self._record(place)
             if record[0] == key:
                 return Truth(*record[3])
-            at += 1
         raise KeyError(key)
 
     def __len__(self) -> int:
-        return int(self.keys.size)
+        return len(self.index)
 
     def __iter__(self) -> Iterator[str]:
         return (key for key, _ in self.items())
@@ -141,16 +134,6 @@ class TruthIndex(Mapping[str, Truth]):
                 key, _, _, fields = pickle.load(handle)  # noqa: S301 - our own spool
                 if not self.dropped[place]:
                     yield key, Truth(*fields)
-
-
-def _runs(same: NDArray[np.int64]) -> Iterator[tuple[int, int]]:
-    """(start, stop) of each run of equal neighbours, from the indices ``i`` where ``a[i] == a[i+1]``."""
-    if not same.size:
-        return
-    breaks = np.flatnonzero(np.diff(same) != 1)
-    starts = np.concatenate([[same[0]], same[breaks + 1]])
-    stops = np.concatenate([same[breaks], [same[-1]]]) + 2
-    yield from zip(starts.tolist(), stops.tolist(), strict=True)
 
 
 def truth_index(

@@ -9,6 +9,7 @@ tool or OCR result mentions, and the unsupported claims of each sample (``summar
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import logging
 import math
@@ -18,6 +19,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from geosleuth.core import metrics
 from geosleuth.core.countries import country_info, country_name, resolve_country
@@ -32,8 +34,8 @@ from geosleuth.core.grounding import (
 from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
-from geosleuth.eval.report.scores import ScoreRow
-from geosleuth.scoring.columnstore import Growing
+from geosleuth.eval.report.scores import CHUNK_ROWS, RunScore
+from geosleuth.scoring.columnstore import Growing, Texts
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +217,44 @@ def answer_names(prediction: Prediction | None) -> list[str]:
     return []
 
 
-def sample_grounding(trajectory: Trajectory, places: PlaceFinder) -> SampleGrounding:
+Points = tuple[tuple[float, float], ...]
+MAX_CACHED_TEXTS = 4096
+
+
+def text_points(text: str) -> Points:
+    """The coordinates a tool result states."""
+    return tuple((lat, lon) for _, lat, lon in coordinate_pairs(text))
+
+
+class CachedPoints:
+    """`text_points` read once per distinct tool result in a run: results repeat across
+    trajectories (the tools' own cache answers a repeated query alike). Remembered by 128-bit
+    digest in a bounded table, emptied when full, so a long result is never held."""
+
+    def __init__(self) -> None:
+        self.cache: dict[bytes, Points] = {}
+
+    def __call__(self, text: str) -> Points:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = self.cache.get(key)
+        if found is None:
+            if len(self.cache) >= MAX_CACHED_TEXTS:
+                self.cache.clear()
+            found = self.cache[key] = text_points(text)
+        return found
+
+
+def sample_grounding(
+    trajectory: Trajectory, places: PlaceFinder, points_of: Callable[[str], Points] = text_points
+) -> SampleGrounding:
     """The checked claims of one trajectory and whether its answer's place was ever mentioned."""
     reasoning = final_reasoning(trajectory)
     evidence = evidence_of(trajectory)
-    points = [[(lat, lon) for _, lat, lon in coordinate_pairs(e.text)] for e in evidence]
     claims = sorted([*place_claims(reasoning, places), *coordinate_claims(reasoning)], key=lambda c: c.start)
+    if any(c.point is not None for c in claims):  # only a coordinate claim reads the evidence's points
+        points = [points_of(e.text) for e in evidence]
+    else:
+        points = [() for _ in evidence]
     out = SampleGrounding(
         trajectory.sample_id,
         check_claims(reasoning, claims, evidence, points),
@@ -288,6 +322,7 @@ def run_grounding(
     from geosleuth.gazetteer import get_gazetteer
 
     places = CachedFinder(get_gazetteer())
+    points_of = CachedPoints()
     r_con = Growing(np.float64)
     batch: list[tuple[str, Mapping[str, Any]]] = []
 
@@ -300,7 +335,7 @@ def run_grounding(
 
     def groundings() -> Iterator[SampleGrounding]:
         for trajectory in trajectories:
-            yield sample_grounding(trajectory, places)
+            yield sample_grounding(trajectory, places, points_of)
             truth = (truths or {}).get(trajectory.sample_id) or {}
             has_point = truth.get("lat") is not None and truth.get("lon") is not None
             if consistency is not None and trajectory.status == "ok" and has_point:  # R_con needs the truth
@@ -333,41 +368,58 @@ NONE = "none"
 """What GeoComp writes for a level the answer does not give (a class of its own)."""
 
 
-def level_labels(rows: Sequence[ScoreRow]) -> dict[str, tuple[list[str], list[str]]]:
-    """(truth, prediction) labels per GeoComp level over the rows whose truth has that level:
-    city names folded, countries as ISO codes, continents from the countries; "none" when missing
-    (a sample without a finished answer has none)."""
-    out: dict[str, tuple[list[str], list[str]]] = {
-        "city": ([], []),
-        "country": ([], []),
-        "continent": ([], []),
-    }
+def level_codes(
+    scored: RunScore, table: dict[str, int]
+) -> Iterator[tuple[str, NDArray[np.int32], NDArray[np.int32]]]:
+    """(level, truth codes, prediction codes) of each GeoComp level over every sample, one level
+    at a time, the labels coded in ``table`` (code 0 is "": the truth lacks that level, or there
+    is no answer): city names folded, countries as ISO codes, continents from the countries. A
+    sample without a finished answer predicts nothing."""
+    columns = scored.columns
+    answered = columns.status.column.array() == columns.status.codes.get("ok", -1)
+    everyone = np.ones(scored.n, dtype=bool)
     folded = lru_cache(maxsize=MAX_CACHED_NAMES)(normalize)  # one string per name, not one per row
-    for row in rows:
-        answered = row.status == "ok"
-        pred_code = row.pred_country_code if answered else None
-        values = {
-            "city": (folded(row.truth_city or ""), folded(row.pred_city or "") if answered else ""),
-            "country": (row.country_code or "", pred_code or ""),
-            "continent": (row.continent or "", _continent(pred_code) or ""),
-        }
-        for level, (truth, predicted) in values.items():
-            if truth:
-                out[level][0].append(truth)
-                out[level][1].append(predicted or NONE)
-    return out
+
+    def texts(values: Texts, rows: NDArray[np.bool_]) -> NDArray[np.int32]:
+        out = np.zeros(scored.n, dtype=np.int32)
+        for start in range(0, scored.n, CHUNK_ROWS):
+            for i in (start + np.flatnonzero(rows[start : start + CHUNK_ROWS])).tolist():
+                out[i] = table.setdefault(folded(values[i] or ""), len(table))
+        return out
+
+    def coded(values: Iterable[str]) -> NDArray[np.int32]:
+        return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int32)
+
+    yield "city", texts(columns.truth_city, everyone), texts(columns.pred_city, answered)
+    pred_country = columns.pred_country
+    pred_codes = np.where(answered, pred_country.column.array(), 0)
+    truth = coded(columns.country.table)[columns.country.column.array()]
+    yield "country", truth, coded(pred_country.table)[pred_codes]
+    continents, continent_table = columns.continents()
+    predicted = coded(_continent(code or None) or "" for code in pred_country.table)[pred_codes]
+    yield "continent", coded(continent_table)[continents], predicted
 
 
-def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
-    """GeoComp's accuracy, macro recall and macro F1 per level (percent), over rows with that truth."""
+def geocomp_levels(scored: RunScore) -> dict[str, dict[str, Any]]:
+    """GeoComp's accuracy, macro recall and macro F1 per level (percent), over samples with that
+    truth; a missing prediction is the class "none" (as is a city whose folded name is "none")."""
+    table: dict[str, int] = {"": 0}
     out: dict[str, dict[str, Any]] = {}
-    for level, (truth, predicted) in level_labels(rows).items():
-        if not truth:
+    for level, truth, predicted in level_codes(scored, table):
+        has = truth != 0
+        if not has.any():
             continue
-        recall, f1, classes = metrics.macro_recall_f1(truth, predicted)
-        accuracy = sum(t == p for t, p in zip(truth, predicted, strict=True)) / len(truth)
+        none = table.setdefault(NONE, len(table))
+        t, p = truth[has], predicted[has]
+        p[p == 0] = none
+        used = np.unique(np.concatenate([t, p]))
+        labels = list(table)
+        rank = np.zeros(len(labels), dtype=np.int32)
+        rank[sorted(used.tolist(), key=labels.__getitem__)] = np.arange(used.size)
+        recall, f1, classes = metrics.macro_recall_f1_codes(rank[t], rank[p], int(used.size))
+        accuracy = int((t == p).sum()) / int(t.size)
         out[level] = {
-            "n": len(truth),
+            "n": int(t.size),
             "classes": classes,
             "accuracy": round(100 * accuracy, 4),
             "macro_recall": round(100 * recall, 4),
@@ -379,7 +431,7 @@ def geocomp_levels(rows: Sequence[ScoreRow]) -> dict[str, dict[str, Any]]:
 def add_grounding(
     summary: dict[str, Any],
     trajectories: Iterable[Trajectory],
-    rows: Sequence[ScoreRow],
+    scored: RunScore,
     consistency: tuple[str, ConsistencyFn] | None = None,
     truths: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
@@ -391,5 +443,5 @@ def add_grounding(
         block = run_grounding(trajectories, consistency, truths)
     except (ImportError, OSError, RuntimeError) as exc:
         block = {"note": f"no grounding figures: the gazetteer is needed to find places ({exc})"}
-    block["geocomp"] = geocomp_levels(rows)
+    block["geocomp"] = geocomp_levels(scored)
     summary["grounding"] = block

@@ -6,21 +6,24 @@ Its own module so that ``report`` and ``html`` both import it and not each other
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import msgspec
 import numpy as np
-import orjson
+from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from geosleuth.core.records import Sample, Trajectory, trajectory_from_json
 from geosleuth.eval.report.scores import RecordStats
 from geosleuth.eval.run.config import SAMPLES, read_manifest
 from geosleuth.eval.run.store import RunDirError, TrajectoryStore
+from geosleuth.scoring.hashindex import HashIndex
 
 
 def iter_samples(run_dir: Path) -> Iterator[Sample]:
@@ -40,79 +43,103 @@ def iter_samples(run_dir: Path) -> Iterator[Sample]:
 
 class TrajectoryIndex:
     """Where each sample's trajectory records start in ``trajectories.jsonl``: 64-bit id hashes
-    and byte offsets in two sorted arrays (16 bytes a record), read back one at a time.
+    and byte offsets in a `HashIndex` (16 bytes a record), read back one at a time.
 
     Records whose hashes are equal (a sample's retries, or two ids that collide) keep file order;
     which of them is a sample's latest is decided by reading their ids back, so a collision never
-    hides a sample.
+    hides a sample. The log is read through once to build the index (only each line's id is
+    decoded); records are then read at their offsets through one open handle.
     """
 
     def __init__(self, run_dir: Path) -> None:
         self.store = TrajectoryStore(run_dir)
         keys, starts = array("q"), array("q")  # 8 bytes an entry while the log streams by
         for start, line in self.store.located_lines():
-            keys.append(hash(_sample_id(line)))
+            keys.append(hash(self._id_of(line)))
             starts.append(start)
-        key_array = np.frombuffer(keys, dtype=np.int64)
-        order = np.argsort(key_array, kind="stable")  # equal hashes keep file order
-        self.keys = key_array[order]
-        self.starts = np.frombuffer(starts, dtype=np.int64)[order]
+        self.index = HashIndex(np.frombuffer(keys, dtype=np.int64), np.frombuffer(starts, dtype=np.int64))
+        self._handle: BinaryIO | None = None
 
     def __len__(self) -> int:
         """The number of samples with a record."""
-        if not self.keys.size:
-            return 0
-        bounds = np.flatnonzero(np.diff(self.keys)) + 1
-        runs = np.split(np.arange(self.keys.size), bounds)
-        return sum(1 if run.size == 1 else len({self._id_at(int(i)) for i in run}) for run in runs)
+        return int(self._latest_starts().size)
 
     def latest(self) -> Iterator[Trajectory]:
         """Each sample's latest record, in file order, streaming (superseded records are skipped)."""
-        for start, line in self.store.located_lines():
-            sample_id = _sample_id(line)
-            if self._latest_start(sample_id) == start:
-                yield self._parsed(line, sample_id)
+        for start in self._latest_starts().tolist():
+            yield self._parsed(self._line_at(start))
+
+    def _latest_starts(self) -> NDArray[np.int64]:
+        """Where each sample's latest record starts, ascending: among records that share a hash,
+        the last one of each id read back."""
+        starts = self.index.payloads
+        superseded: list[int] = []
+        for shared in self.index.shared():
+            last: dict[str, int] = {}
+            for start in shared.tolist():
+                sample_id = self._id_at(start)
+                if sample_id in last:
+                    superseded.append(last[sample_id])
+                last[sample_id] = start
+        if superseded:
+            starts = starts[~np.isin(starts, np.array(superseded, dtype=np.int64))]
+        return np.sort(starts)
 
     def get(self, sample_id: str) -> Trajectory | None:
         """The sample's latest record, or None when it has none."""
         start = self._latest_start(sample_id)
         if start is None:
             return None
-        record = self._parsed(self._line_at(start), sample_id)
+        record = self._parsed(self._line_at(start))
         return record if record.sample_id == sample_id else None
 
     def _latest_start(self, sample_id: str) -> int | None:
         """Where the sample's last record starts. A hash with one entry is taken unread (`get`
         checks the id it parses); among equal hashes, the last entry whose id is the sample's."""
-        key = hash(sample_id)
-        low = int(np.searchsorted(self.keys, key, side="left"))
-        high = int(np.searchsorted(self.keys, key, side="right"))
-        if high - low == 1:
-            return int(self.starts[low])
-        return next(
-            (int(self.starts[at]) for at in range(high - 1, low - 1, -1) if self._id_at(at) == sample_id),
-            None,
-        )
+        entries = self.index.entries(hash(sample_id)).tolist()
+        if len(entries) == 1:
+            return int(entries[0])
+        return next((start for start in reversed(entries) if self._id_at(start) == sample_id), None)
 
-    def _id_at(self, at: int) -> str:
-        return _sample_id(self._line_at(int(self.starts[at])))
+    def _id_at(self, start: int) -> str:
+        return self._id_of(self._line_at(start))
 
     def _line_at(self, start: int) -> bytes:
-        with self.store.path.open("rb") as handle:
-            handle.seek(start)
-            return handle.readline()
+        if self._handle is None:
+            self._handle = handle = self.store.path.open("rb")
+            weakref.finalize(self, handle.close)
+        self._handle.seek(start)
+        return self._handle.readline()
 
-    def _parsed(self, line: bytes, sample_id: str) -> Trajectory:
+    def _id_of(self, line: bytes) -> str:
+        try:
+            return _sample_id(line)
+        except (msgspec.DecodeError, TypeError) as exc:
+            raise RunDirError(f"{self.store.path}: a record has no sample id: {exc}") from exc
+
+    def _parsed(self, line: bytes) -> Trajectory:
         try:
             return trajectory_from_json(line)
         except (ValidationError, ValueError) as exc:
             raise RunDirError(
-                f"{self.store.path}: a record of {sample_id!r} is not a trajectory: {exc}"
+                f"{self.store.path}: a record of {self._id_of(line)!r} is not a trajectory: {exc}"
             ) from exc
 
 
+class _Identified(msgspec.Struct):
+    """The one field of a trajectory line an index reads (the rest is skipped, not built)."""
+
+    sample_id: Any
+
+
+_ID_DECODER = msgspec.json.Decoder(_Identified)
+
+
 def _sample_id(line: bytes) -> str:
-    return str(orjson.loads(line)["sample_id"])
+    sample_id = _ID_DECODER.decode(line).sample_id
+    if isinstance(sample_id, dict | list) or sample_id is None:
+        raise TypeError(f"sample_id is {sample_id!r}")
+    return str(sample_id)
 
 
 @dataclass

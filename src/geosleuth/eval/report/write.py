@@ -87,12 +87,12 @@ def _compute(
             "dataset",
         )
     }
-    rows, seed = scored.rows(), int(config.get("seed") or 0)
-    add_fairness(summary, rows, scored.protocol, seed=seed)
+    seed = int(config.get("seed") or 0)
+    add_fairness(summary, scored, seed=seed)
     truths = (
         {s.id: {"lat": s.lat, "lon": s.lon, **s.labels} for s in run.iter_samples()} if consistency else None
     )
-    add_grounding(summary, run.trajectories.latest(), rows, consistency, truths)
+    add_grounding(summary, run.trajectories.latest(), scored, consistency, truths)
     summary.update(leak_summary(run.manifest, scored.columns.search_results_blocked))
     summary["notes"] = [*(summary.get("notes") or []), *leak_notes(summary, run.manifest)]
     judges = judge_summary(run.run_dir)
