@@ -594,3 +594,41 @@ def test_default_protocol_geoscore_measures_on_6371_km(tmp_path: Path) -> None:
         geocoder=no_geocoder,
     )
     assert result.score.metrics["geoscore"] == pytest.approx(5000 * math.exp(-10 * 1000.0 / 18050), rel=1e-9)
+
+
+@pytest.mark.parametrize("protocol", ["twm", "osv5m"])
+def test_keep_points_keeps_the_predicted_coordinates_only(protocol: str) -> None:
+    """A run report asks for arrays and predicted points, not --rows' per-row records: the points
+    are the protocol's reading of each answer (NaN where it read none), in row order, streamed or not
+    (OSV-5M holds every row's coordinates until its labels are seen)."""
+    from geosleuth.scoring.engine import score_stream
+    from geosleuth.scoring.io import InputRow
+
+    rows = [
+        twm_row(0, (48.85, 2.35), (48.8566, 2.3522)),
+        twm_row(1, None, (45.76, 4.84)),
+        twm_row(2, (-33.9, 151.2), (-33.87, 151.21)),
+    ]
+    stream = (InputRow(i + 1, dict(r)) for i, r in enumerate(rows))
+    scored = score_stream(
+        stream,
+        get_protocol(protocol),
+        name="run",
+        reverse=fake_reverse,
+        keep_rows=False,
+        keep_arrays=True,
+        keep_points=True,
+    )
+    assert scored.columns is None and scored.arrays is not None and scored.arrays.predicted is not None
+    lat, lon = scored.arrays.predicted
+    assert lat[0] == 48.85 and lon[0] == 2.35 and lat[2] == -33.9 and lon[2] == 151.2
+    assert math.isnan(lat[1]) and math.isnan(lon[1])
+    plain = score_stream(
+        (InputRow(i + 1, dict(r)) for i, r in enumerate(rows)),
+        get_protocol(protocol),
+        name="run",
+        reverse=fake_reverse,
+        keep_rows=False,
+        keep_arrays=True,
+    )
+    assert plain.arrays is not None and plain.arrays.predicted is None

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 import random
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,6 +19,8 @@ FILTER_BITS = 1 << 25
 """Slots of the duplicate-id filter (4 MiB): at a million ids about 3 % of lookups search the chunks."""
 SHOWN = 10
 """Problems and line numbers listed in warnings before a count of the rest."""
+SPOOL_BYTES = 1 << 20
+"""Text bytes a `Texts` column keeps in memory before moving them to its temporary file."""
 LANGUAGE_SAMPLE = 2_000
 """Name pairs per level kept (reservoir sample) for the script-mismatch warning."""
 
@@ -72,11 +75,14 @@ class Interned:
 
 
 class Texts(Sequence[str | None]):
-    """A string (or None) per row in one UTF-8 buffer with end offsets: the text's bytes and 9 more
-    a row, not a Python object each (ids of a million-row run)."""
+    """A string (or None) per row: end offsets in memory, the UTF-8 bytes in a temporary file past
+    the first `SPOOL_BYTES` (a million-row run's ids and city names cost 9 bytes a row, not a Python
+    object nor their text each)."""
 
     def __init__(self) -> None:
-        self.blob = bytearray()
+        self.blob = bytearray()  # the bytes not yet spooled; they follow the file's
+        self.spooled = 0
+        self.file: BinaryIO | None = None
         self.ends = Growing(np.int64)
         self.none = Growing(bool)
         self.n = 0
@@ -84,12 +90,30 @@ class Texts(Sequence[str | None]):
     def append(self, value: str | None) -> None:
         if value is not None:
             self.blob += value.encode("utf-8", "surrogatepass")
-        self.ends.append(len(self.blob))
+        self.ends.append(self.spooled + len(self.blob))
         self.none.append(value is None)
         self.n += 1
         if len(self.ends.buffer) >= CHUNK:
             self.ends.flush()
             self.none.flush()
+        if len(self.blob) >= SPOOL_BYTES:
+            self._spool()
+
+    def _spool(self) -> None:
+        if self.file is None:  # unlinked at once on POSIX, removed on close elsewhere
+            self.file = tempfile.TemporaryFile(prefix="geosleuth-texts-", buffering=0)  # noqa: SIM115 - lives as long as the column
+        self.file.seek(self.spooled)
+        self.file.write(self.blob)
+        self.spooled += len(self.blob)
+        self.blob = bytearray()
+
+    def _bytes(self, start: int, end: int) -> bytes:
+        if start >= self.spooled:
+            return bytes(self.blob[start - self.spooled : end - self.spooled])
+        assert self.file is not None
+        self.file.seek(start)
+        head = self.file.read(min(end, self.spooled) - start)
+        return head + bytes(self.blob[: max(end - self.spooled, 0)])
 
     def __len__(self) -> int:
         return self.n
@@ -102,7 +126,7 @@ class Texts(Sequence[str | None]):
             return None
         ends = self.ends.array()
         start = int(ends[i - 1]) if i else 0
-        return self.blob[start : int(ends[i])].decode("utf-8", "surrogatepass")
+        return self._bytes(start, int(ends[i])).decode("utf-8", "surrogatepass")
 
 
 class Capped:

@@ -115,6 +115,7 @@ class _Accumulator:
         self.by = by
         self.keep_rows = keep_rows
         self.keep_pred_levels = keep_rows  # the reverse-geocoded places of predictions, for --rows
+        self.keep_points = keep_rows  # the predicted coordinates (a run report's map and CSV)
         self.prefixes = (name,) if truth_prefix is None else (name, truth_prefix)
         self.n = 0
         self.any_truth = False
@@ -246,9 +247,9 @@ class _Accumulator:
         """Freeze the buffered rows into columns; score their coordinates when streaming."""
         if self.stream_coords and self.coords[0].buffer:
             arrays = [np.array(c.buffer, dtype=np.float64) for c in self.coords]
-            for column, values in zip(self.coords, arrays, strict=True):
+            for k, (column, values) in enumerate(zip(self.coords, arrays, strict=True)):
                 column.buffer.clear()
-                if self.keep_rows:
+                if self.keep_rows or (self.keep_points and k < 2):
                     column.chunks.append(values)
             self._score_coordinates(*arrays)
         for column in self._columns():
@@ -478,6 +479,7 @@ def score_stream(
     keep_rows: bool = True,
     keep_arrays: bool = False,
     keep_pred_levels: bool | None = None,
+    keep_points: bool = False,
     notes: list[str] | None = None,
     problems: list[str] | None = None,
 ) -> FileScore:
@@ -488,7 +490,9 @@ def score_stream(
     ``eval`` / ``report`` / ``compare``, the harness tasks), so their figures agree by construction.
     ``notes`` (filled while ``rows`` is read) and ``problems`` join the warnings; ``keep_arrays``
     keeps the per-row arrays (distances, hits) without the per-row records of ``keep_rows``;
-    ``keep_pred_levels=False`` leaves the predictions' reverse-geocoded places out of the records.
+    ``keep_pred_levels=False`` leaves the predictions' reverse-geocoded places out of the records;
+    ``keep_points`` keeps the predicted coordinates in ``arrays.predicted`` (with ``keep_arrays``, the
+    run report: its map and CSV, without the ids, formats and truth points ``keep_rows`` keeps).
     Row ``i`` of the arrays is the ``i``-th row of ``rows``; samples of ``truth`` without a
     prediction follow, in ``truth``'s order.
     """
@@ -507,6 +511,7 @@ def score_stream(
     acc = _Accumulator(name, protocol, aliases, verifier, by, keep_rows, truth_name, reverse)
     if keep_pred_levels is not None:
         acc.keep_pred_levels = keep_pred_levels
+    acc.keep_points = keep_rows or keep_points
     # labels are read by level protocols only; the others need them where truth has no coordinates
     with_labels = bool(protocol.text_levels or protocol.truth_levels_from_labels)
     join = IdJoin()
@@ -558,6 +563,8 @@ def score_stream(
             acc.recovered,
             acc.problem_at,
         )
+    if acc.keep_points:
+        arrays.predicted = (acc.coords[0].array(), acc.coords[1].array())
     kept = arrays if keep_rows or keep_arrays else None
     return FileScore(name, protocol.name, score, kept, row_columns)
 

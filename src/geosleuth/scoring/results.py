@@ -64,6 +64,7 @@ class ScoreArrays:
     pred_levels: dict[str, NDArray[np.object_]]
     distance_metrics: bool = True  # False when no row has true coordinates (e.g. multiple choice)
     published: NDArray[np.bool_] | None = None  # rows a protocol's released code keeps for distances
+    predicted: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None  # (lat, lon), NaN: none
 
 
 @dataclass

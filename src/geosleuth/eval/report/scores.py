@@ -246,17 +246,9 @@ class RunColumns:
         self.country = Interned()
         self.fields = FieldColumns(fields)
         self.numbers = {
-            name: Growing(np.float64)
-            for name in (
-                "confidence",
-                "latency_s",
-                "true_lat",
-                "true_lon",
-                "turns",
-                "tool_calls",
-                "tool_errors",
-            )
+            name: Growing(np.float64) for name in ("confidence", "latency_s", "true_lat", "true_lon")
         }
+        self.counts = {name: Growing(np.int32) for name in ("turns", "tool_calls", "tool_errors")}
         self.tokens = {name: Growing(np.int64) for name in ("prompt_tokens", "completion_tokens")}
         self.sample_distances: list[Growing] = []
         self.aggregators: set[str] = set()
@@ -300,13 +292,13 @@ class RunColumns:
             "latency_s": stats.latency_s if stats else None,
             "true_lat": sample.lat,
             "true_lon": sample.lon,
-            "turns": stats.turns if stats else 0,
-            "tool_calls": len(calls),
-            "tool_errors": sum(not c.ok for c in calls),
         }
         for name, column in self.numbers.items():
             value = number[name]
             column.append(math.nan if value is None else float(value))
+        self.counts["turns"].append(stats.turns if stats else 0)
+        self.counts["tool_calls"].append(len(calls))
+        self.counts["tool_errors"].append(sum(not c.ok for c in calls))
         usage = stats.usage if stats else ()
         self.tokens["prompt_tokens"].append(sum(u[1] for u in usage))
         self.tokens["completion_tokens"].append(sum(u[2] for u in usage))
@@ -355,7 +347,12 @@ class RunColumns:
             self.pred_country,
             *self.fields.columns.values(),
         ]
-        for growing in (*self.numbers.values(), *self.tokens.values(), *self.sample_distances):
+        for growing in (
+            *self.numbers.values(),
+            *self.counts.values(),
+            *self.tokens.values(),
+            *self.sample_distances,
+        ):
             growing.flush()
         for interned in columns:
             interned.column.flush()
@@ -384,9 +381,10 @@ class RunColumns:
         self.unlocated = []
 
     def column(self, name: str) -> NDArray[Any]:
-        if name in self.tokens:
-            return self.tokens[name].array()
-        return self.numbers[name].array()
+        for kind in (self.numbers, self.counts, self.tokens):
+            if name in kind:
+                return kind[name].array()
+        raise KeyError(name)
 
     def continents(self) -> tuple[NDArray[np.int32], list[str]]:
         """(per-row code, table) of the truth's continent (computed once the stream has ended)."""
@@ -533,10 +531,10 @@ class ScoreRow:
         return self._number("true_lon")
 
     def _predicted(self, k: int) -> float | None:
-        rows = self.run.file.columns
-        if rows is None:
+        arrays = self.run.file.arrays
+        if arrays is None or arrays.predicted is None:
             return None
-        value = float(rows.coords[k][self.i])
+        value = float(arrays.predicted[k][self.i])
         return value if math.isfinite(value) else None
 
     @property
@@ -648,7 +646,7 @@ def score_samples(
 
         scoring = replace(protocol, file_scorer=None)
     rows = run_rows(samples, lookup, columns)
-    scored = score_stream(rows, scoring, name=name, keep_rows=True, keep_pred_levels=False)
+    scored = score_stream(rows, scoring, name=name, keep_rows=False, keep_arrays=True, keep_points=True)
     columns.finish()
     return RunScore(protocol, scored, columns)
 
