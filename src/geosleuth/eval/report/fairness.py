@@ -257,10 +257,10 @@ def predicted_cities(scored: RunScore) -> tuple[NDArray[np.int32], list[str]]:
     city by reverse geocoding ("Lyon, FR"), else the answer's own city text, folded."""
     table: dict[str, int] = {}
     codes = np.full(scored.n, -1, dtype=np.int32)
-    coords = scored.file.columns
-    if coords is not None:
+    points = scored.predicted
+    if points is not None:
         try:
-            _reverse_cities(coords.coords[0], coords.coords[1], codes, table)
+            _reverse_cities(points[0], points[1], codes, table)
         except _GAZETTEER_ERRORS as exc:
             log.info("over-prediction: no gazetteer (%s); answers' city texts only", exc)
             codes[:] = -1

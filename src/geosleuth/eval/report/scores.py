@@ -450,6 +450,11 @@ class RunScore:
         assert self.file.arrays is not None
         return self.file.arrays.distances
 
+    @property
+    def predicted(self) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+        """The protocol's reading of each answer's point (lat, lon; NaN where it read none)."""
+        return self.file.arrays.predicted if self.file.arrays is not None else None
+
     def rows(self) -> ScoreRows:
         """A view per sample, for the pages and plots, made as each is read (none is kept)."""
         return ScoreRows(self)
