@@ -25,6 +25,9 @@ from geosleuth.eval.run.config import SAMPLES, read_manifest
 from geosleuth.eval.run.store import RunDirError, TrajectoryStore
 from geosleuth.scoring.hashindex import HashIndex
 
+LATEST_BLOCK = 65_536
+"""Record offsets turned into Python ints at a time while the latest records stream by."""
+
 
 def iter_samples(run_dir: Path) -> Iterator[Sample]:
     """The run's samples in dataset order, one at a time."""
@@ -66,8 +69,10 @@ class TrajectoryIndex:
 
     def latest(self) -> Iterator[Trajectory]:
         """Each sample's latest record, in file order, streaming (superseded records are skipped)."""
-        for start in self._latest_starts().tolist():
-            yield self._parsed(self._line_at(start))
+        starts = self._latest_starts()
+        for block in range(0, starts.size, LATEST_BLOCK):  # Python ints a block at a time, not a list of all
+            for start in starts[block : block + LATEST_BLOCK].tolist():
+                yield self._parsed(self._line_at(start))
 
     def _latest_starts(self) -> NDArray[np.int64]:
         """Where each sample's latest record starts, ascending: among records that share a hash,
