@@ -37,12 +37,22 @@ class FrozenMismatch(ValueError):
 
 def image_sha256(samples: Iterable[Sample]) -> dict[str, str]:
     """Sample id -> SHA-256 of its image file; samples without a readable file are left out."""
-    return {i: h for i, h in per_image_file(samples, _sha256_or_none) if h is not None}
+    return dict(image_sha256_entries(samples))
+
+
+def image_sha256_entries(samples: Iterable[Sample]) -> Iterator[tuple[str, str]]:
+    """`image_sha256`'s entries in sample order, streamed."""
+    return ((i, h) for i, h in per_image_file(samples, _sha256_or_none) if h is not None)
 
 
 def image_metadata(samples: Iterable[Sample]) -> dict[str, list[str]]:
     """Sample id -> the answer-bearing metadata kinds its file carries (only files with some)."""
-    return {i: kinds for i, kinds in per_image_file(samples, _kinds_or_none) if kinds}
+    return dict(image_metadata_entries(samples))
+
+
+def image_metadata_entries(samples: Iterable[Sample]) -> Iterator[tuple[str, list[str]]]:
+    """`image_metadata`'s entries in sample order, streamed."""
+    return ((i, kinds) for i, kinds in per_image_file(samples, _kinds_or_none) if kinds)
 
 
 def _sha256_or_none(path: str) -> str | None:

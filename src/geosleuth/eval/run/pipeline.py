@@ -19,8 +19,9 @@ from geosleuth.eval.datasets.frozen import (
     FrozenMismatch,
     check_frozen,
     image_conflicts,
-    image_metadata,
+    image_metadata_entries,
     image_sha256,
+    image_sha256_entries,
     read_frozen,
     run_image_hashes,
 )
@@ -34,6 +35,7 @@ from geosleuth.eval.run.config import (
     SAMPLES,
     SHARD_POSITIONS,
     EvalConfig,
+    StreamedDict,
     build_manifest,
     shard_dir,
     write_manifest,
@@ -231,15 +233,7 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
             samples.select(positions) if isinstance(samples, SampleSpool) else [samples[i] for i in positions]
         )
         run_dir = shard_dir(run_dir, index, count)
-    hashes = image_sha256(dataset.samples if config.manifest else samples)
-    if config.manifest:
-        try:
-            check_frozen(read_frozen(Path(config.manifest).expanduser()), dataset.samples, hashes)
-        except FrozenMismatch as exc:
-            raise DatasetError(str(exc)) from None
-    if config.manifest:  # the whole dataset was hashed: keep the selected samples'
-        hashes = {i: hashes[i] for i in ids_of(samples) if i in hashes}
-    check_same_images_as_before(run_dir, hashes)
+    hashes = image_hashes(config, dataset, samples, run_dir)
     info = {
         "source": dataset.source,
         "format": dataset.format,
@@ -249,7 +243,8 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         "n_invalid_rows": len(dataset.problems),
         "invalid_rows": [str(p) for p in dataset.problems[:100]],
         "image_sha256": hashes,
-        "image_metadata": image_metadata(samples),  # what the agent was kept from (see allow_metadata)
+        # what the agent was kept from (see allow_metadata)
+        "image_metadata": StreamedDict(lambda: image_metadata_entries(samples)),
         "pixels_only": not config.allow_metadata,
         "leak_guard": config.leak_guard,
         "source_hosts": source_hosts(config, dataset),
@@ -308,6 +303,24 @@ def sample_guard(mode: GuardMode, hosts: Sequence[str], sample: Sample) -> Guard
     strict = mode == "strict" and sample.lat is not None and sample.lon is not None
     truth = (sample.lat, sample.lon) if strict else None
     return GuardSpec(mode, tuple(hosts), sample_needles(sample.id, sample.image), truth)  # type: ignore[arg-type]
+
+
+def image_hashes(
+    config: EvalConfig, dataset: Dataset, samples: Sequence[Sample], run_dir: Path
+) -> dict[str, str] | StreamedDict:
+    """The selected samples' image hashes for ``run.json``, checked against ``--manifest`` and,
+    on resume, against the run's first start; a new run's are hashed as ``run.json`` is written."""
+    if not config.manifest and not (run_dir / MANIFEST).is_file():
+        return StreamedDict(lambda: image_sha256_entries(samples))
+    hashes = image_sha256(dataset.samples if config.manifest else samples)
+    if config.manifest:
+        try:
+            check_frozen(read_frozen(Path(config.manifest).expanduser()), dataset.samples, hashes)
+        except FrozenMismatch as exc:
+            raise DatasetError(str(exc)) from None
+        hashes = {i: hashes[i] for i in ids_of(samples) if i in hashes}  # the selected samples'
+    check_same_images_as_before(run_dir, hashes)
+    return hashes
 
 
 def check_same_images_as_before(run_dir: Path, hashes: dict[str, str]) -> None:
