@@ -132,6 +132,9 @@ class SampleSpool(Sequence[Sample]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple[type[SampleSpool], tuple[list[Sample]]]:
+        return SampleSpool, (list(self),)  # a process that receives it gets a spool of its own
+
     def __repr__(self) -> str:
         return f"SampleSpool({len(self)} samples)"
 
