@@ -142,7 +142,7 @@ async def _within(run_fn: RunFn, task: Task, clock: SampleClock, timeout_s: floa
             running.cancel()
 
 
-ID_BATCH = 65536  # ids digested and tested against the finished keys at a time
+ID_BATCH = 8192  # ids digested and tested against the finished keys at a time
 PENDING_WRITES = 256
 """Finished trajectories that may wait for the writer (memory stays flat however fast agents answer)."""
 
