@@ -163,8 +163,8 @@ def build_samples(
     samples = SampleSpool()
     problems: list[DatasetProblem] = []
     digests = bytearray()  # every adapted row's id digest, in row order
-    rows_of = array("q")  # the row of each digest
-    kept_as = array("q")  # its place in `samples`, -1 when the row was rejected
+    rows_of = array("i")  # the row of each digest
+    kept_as = array("i")  # its place in `samples`, -1 when the row was rejected
     rejected_ids: dict[int, str] = {}  # digest number -> id, for rejected rows only
     for index, row in enumerate(rows):
         if "__error__" in row:
@@ -204,9 +204,10 @@ def _drop_duplicates(
     rejected_ids: dict[int, str],
 ) -> tuple[SampleSpool, list[DatasetProblem]]:
     """Every repeat of an id seen on an earlier row is a problem ("duplicate id") and not a sample."""
-    keys = np.frombuffer(bytes(digests), dtype=DIGEST)
-    _, first = np.unique(keys, return_index=True)
-    repeats = np.setdiff1d(np.arange(len(keys)), first)
+    keys = np.frombuffer(digests, dtype=DIGEST)
+    order = np.argsort(keys, kind="stable")  # equal ids: the earlier row first
+    ordered = keys[order]
+    repeats = np.sort(order[1:][ordered[1:] == ordered[:-1]])
     if not len(repeats):
         return samples, problems
     dropped = set()
