@@ -8,10 +8,12 @@ memory of:
 - ``report``: summary, Markdown, CSV, plots and HTML (`write_report`);
 - ``score --truth``: ``score RUN/trajectories.jsonl --truth RUN/samples.jsonl`` (`score_file`,
   predictions joined to the truth file by id);
-- ``eval+report``: ``geosleuth eval DATA --agent-fn report_memory_bench:replay`` (the runner and
-  the report it writes; the replay agent answers at once, as the run above does) over a CSV of
-  the same N samples, all pointing at one small image. ``--eval-sizes`` (default 10k and 100k):
-  at 1M the dataset loading and image hashing of `eval` take tens of minutes on 2 shared cores;
+- ``eval`` and ``eval+report``: ``geosleuth eval DATA --agent-fn report_memory_bench:replay
+  --no-report`` (dataset loading, the run directory, the runner), then the report of that run in
+  the same process (`write_report`, as `eval` writes it): the peak after each phase. The replay
+  agent answers at once, as the run above does, over a CSV of the same N samples, all pointing
+  at one small image (`eval` reads each distinct image file once). ``--eval-sizes`` (default
+  10k, 100k and 1M; the eval phase at 1M takes ~8 minutes on 2 shared cores, its report longer);
 - the reference beside each, measured in the same run: ``score`` of the same predictions with
   the truth inline in each row (``inline.jsonl``: the streaming engine with no join).
 
@@ -20,7 +22,7 @@ bytes per sample. ``--truth-rows N`` adds `score --truth` against inline on N ro
 CSV (issue 41: 3M rows). ``--src`` runs the children against another source tree (e.g. the main
 checkout's ``src``) for a before / after figure.
 
-Usage: python bench/report_memory_bench.py [--sizes 10000,100000,1000000] [--eval-sizes 10000,100000]
+Usage: python bench/report_memory_bench.py [--sizes 10000,100000,1000000] [--eval-sizes 10000,100000,1000000]
     [--truth-rows 3000000] [--protocol default] [--src PATH]
 """
 
@@ -59,7 +61,10 @@ CHILD = {
     "eval": (
         f"import sys; sys.path.insert(0, {str(BENCH)!r}); from geosleuth.cli.app import app; "
         "app(['eval', str(RUN / 'data'), '--out', str(RUN / 'eval'), '--agent-fn', "
-        "'report_memory_bench:replay', '--protocol', PROTOCOL, '--concurrency', '64'], standalone_mode=False)"
+        "'report_memory_bench:replay', '--protocol', PROTOCOL, '--concurrency', '64', '--no-report'], "
+        "standalone_mode=False); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); "  # the eval phase's peak
+        "from geosleuth.eval.report.write import write_report; write_report(RUN / 'eval')"
     ),
     "truth-csv": (
         "from geosleuth.scoring import get_protocol, score_file; "
@@ -175,6 +180,12 @@ def make_run(run_dir: Path, n: int) -> None:
 
 def peak_mib(kind: str, run_dir: Path, protocol: str, src: str | None) -> tuple[float, float]:
     """(peak resident MiB, seconds) of one child process doing ``kind``."""
+    peaks, seconds = peaks_mib(kind, run_dir, protocol, src)
+    return peaks[-1], seconds
+
+
+def peaks_mib(kind: str, run_dir: Path, protocol: str, src: str | None) -> tuple[list[float], float]:
+    """(peak resident MiB after each phase the child prints, seconds) of one child doing ``kind``."""
     code = (
         "import resource, sys; from pathlib import Path; "
         f"RUN = Path({str(run_dir)!r}); PROTOCOL = {protocol!r}; {CHILD[kind]}; "
@@ -187,7 +198,7 @@ def peak_mib(kind: str, run_dir: Path, protocol: str, src: str | None) -> tuple[
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"{kind} failed: {out.stderr[-2000:]}")
-    return int(out.stdout.split()[-1]) / 1024, time.perf_counter() - start
+    return [int(x) / 1024 for x in out.stdout.split() if x.isdigit()], time.perf_counter() - start
 
 
 def growth(figures: dict[int, float]) -> str:
@@ -201,13 +212,21 @@ def growth(figures: dict[int, float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--eval-sizes", default="10000,100000", help="sizes that also run eval + report")
+    parser.add_argument(
+        "--eval-sizes", default="10000,100000,1000000", help="sizes that also run eval + report"
+    )
     parser.add_argument("--truth-rows", type=int, default=0, help="also score --truth vs inline on N rows")
     parser.add_argument("--protocol", default="default")
     parser.add_argument("--src", default=None, help="run the children against this source tree")
     args = parser.parse_args()
     eval_sizes = {int(x) for x in args.eval_sizes.split(",") if x}
-    kinds: dict[str, dict[int, float]] = {"report": {}, "score --truth": {}, "eval+report": {}, "inline": {}}
+    kinds: dict[str, dict[int, float]] = {
+        "report": {},
+        "score --truth": {},
+        "eval": {},
+        "eval+report": {},
+        "inline": {},
+    }
     with tempfile.TemporaryDirectory(prefix="geosleuth-report-mem-") as tmp:
         src = args.src or "this checkout"
         print(f"protocol {args.protocol}; src {src}; peak resident MiB of one process each")
@@ -218,10 +237,11 @@ def main() -> None:
             "/inline",
             "score --truth",
             "/inline",
+            "eval",
             "eval+report",
             "/inline",
         )
-        widths = (9, 8, 8, 8, 13, 8, 12, 8)
+        widths = (9, 8, 8, 8, 13, 8, 8, 12, 8)
         print(" ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)), "  seconds", flush=True)
         for n in (int(x) for x in args.sizes.split(",")):
             run_dir = Path(tmp) / f"run{n}"
@@ -232,15 +252,18 @@ def main() -> None:
                 times.append(f"{kind} {seconds:.0f}")
             if n in eval_sizes:
                 make_dataset(run_dir / "data", n)
-                kinds["eval+report"][n], seconds = peak_mib("eval", run_dir, args.protocol, args.src)
+                (kinds["eval"][n], kinds["eval+report"][n]), seconds = peaks_mib(
+                    "eval", run_dir, args.protocol, args.src
+                )
                 times.append(f"eval+report {seconds:.0f}")
             ref = kinds["inline"][n]
             cells = [f"{n:>9,}", f"{ref:>8.0f}"]
-            for kind, width in (("report", 8), ("score --truth", 13), ("eval+report", 12)):
+            for kind, width in (("report", 8), ("score --truth", 13), ("eval", 8), ("eval+report", 12)):
                 mib = kinds[kind].get(n)
-                cells += (
-                    [f"{mib:>{width}.0f}", f"{mib / ref:>8.2f}"] if mib else [f"{'–':>{width}}", f"{'–':>8}"]
-                )
+                shown = [f"{mib:>{width}.0f}"] if mib else [f"{'–':>{width}}"]
+                if kind != "eval":  # the eval phase alone: read beside eval+report, no ratio
+                    shown.append(f"{mib / ref:>8.2f}" if mib else f"{'–':>8}")
+                cells += shown
             print(" ".join(cells), "  " + ", ".join(times), flush=True)
             shutil.rmtree(run_dir)
         print("growth: " + "; ".join(f"{kind} {growth(f)}" for kind, f in kinds.items()))

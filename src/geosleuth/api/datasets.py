@@ -34,4 +34,4 @@ def load_dataset(
         log.warning("%s: skipped %s", path, problem)
     for missing in dataset.missing_images:
         log.warning("%s: %s", path, missing)
-    return dataset.samples
+    return list(dataset.samples)

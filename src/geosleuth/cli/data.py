@@ -54,7 +54,7 @@ def _load_samples(dataset: Path, fmt: str, images: Path | None) -> list[Any]:
         typer.echo(f"skipped {len(ds.problems) - 5} more bad row(s)", err=True)
     if not ds.samples:
         raise ValueError(f"{dataset}: no usable samples")
-    return ds.samples
+    return list(ds.samples)
 
 
 def _write_samples(path: Path, samples: list[Any]) -> None:

@@ -301,6 +301,8 @@ def _warn_unusable(prepared: Any) -> None:
     """Bad rows and missing images, said before the run (the samples stay recorded as failed)."""
     if prepared.dataset.problems:
         typer.echo(f"warning: skipped {len(prepared.dataset.problems)} bad row(s); see run.json", err=True)
+    if not prepared.dataset.missing_images:  # no set of every selected id to build
+        return
     selected = {sample.id for sample in prepared.samples}
     missing = [m for m in prepared.dataset.missing_images if m.sample_id in selected]
     if missing:

@@ -96,9 +96,8 @@ class LeakGuard:
     ) -> None:
         self.mode = mode
         self.hosts = tuple(sorted({host_of(h) for h in hosts if host_of(h)}))
-        self._needles = [
-            re.compile(rf"(?<![A-Za-z0-9]){re.escape(n.lower())}(?![A-Za-z0-9])") for n in needles
-        ]
+        self._needle_names = tuple(needles)
+        self._needles: re.Pattern[str] | None = None  # compiled on the first result screened
         self._near = near
         self.blocked = 0
 
@@ -113,11 +112,19 @@ class LeakGuard:
         if host and any(host == h or host.endswith("." + h) for h in self.hosts):
             return True
         haystack = f"{url or ''}\n{text}".lower()
-        if any(n.search(haystack) for n in self._needles):
+        if self._needle_names and self._needle_pattern().search(haystack):
             return True
         if self._near is not None:
             return any(self._near(lat, lon) for lat, lon in _positions(haystack))
         return False
+
+    def _needle_pattern(self) -> re.Pattern[str]:
+        """Any needle as a whole word: one pattern, built when a sample first sees a result (a
+        run of a million samples whose agents search little compiles few)."""
+        if self._needles is None:
+            names = "|".join(re.escape(n.lower()) for n in self._needle_names)
+            self._needles = re.compile(rf"(?<![A-Za-z0-9])(?:{names})(?![A-Za-z0-9])")
+        return self._needles
 
     def keep(self, items: Sequence[T], view: Callable[[T], tuple[str | None, str]]) -> list[T]:
         """The items that do not leak; the others are counted in ``blocked``."""

@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from geosleuth.bounds.imageio import ImageInputError
 from geosleuth.bounds.imagemeta import file_sha256, metadata_kinds
 from geosleuth.core.records import Sample
+from geosleuth.eval.datasets.spool import in_id_order
 
 MANIFEST_KIND = "geosleuth-frozen-benchmark"
 MANIFEST_VERSION = 1
 SHOWN = 10
 """Ids named in an error; the rest are counted."""
 HASH_THREADS = 4  # hashlib releases the GIL on large reads: a few threads keep a disk busy
+T = TypeVar("T")
 
 
 class FrozenMismatch(ValueError):
@@ -33,39 +37,89 @@ class FrozenMismatch(ValueError):
 
 def image_sha256(samples: Iterable[Sample]) -> dict[str, str]:
     """Sample id -> SHA-256 of its image file; samples without a readable file are left out."""
+    return dict(image_sha256_entries(samples))
 
-    def one(sample: Sample) -> tuple[str, str | None]:
-        if not sample.image or not Path(sample.image).is_file():
-            return sample.id, None
-        try:
-            return sample.id, file_sha256(sample.image)
-        except OSError:
-            return sample.id, None
 
-    with ThreadPoolExecutor(HASH_THREADS) as pool:
-        return {i: h for i, h in pool.map(one, list(samples)) if h is not None}
+def image_sha256_entries(samples: Iterable[Sample]) -> Iterator[tuple[str, str]]:
+    """`image_sha256`'s entries in sample order, streamed."""
+    return ((i, h) for i, h in per_image_file(samples, _sha256_or_none) if h is not None)
 
 
 def image_metadata(samples: Iterable[Sample]) -> dict[str, list[str]]:
     """Sample id -> the answer-bearing metadata kinds its file carries (only files with some)."""
+    return dict(image_metadata_entries(samples))
 
-    def one(sample: Sample) -> tuple[str, list[str]]:
-        if not sample.image or not Path(sample.image).is_file():
-            return sample.id, []
-        try:
-            return sample.id, metadata_kinds(sample.image)
-        except (ImageInputError, OSError):
-            return sample.id, []
 
+def image_metadata_entries(samples: Iterable[Sample]) -> Iterator[tuple[str, list[str]]]:
+    """`image_metadata`'s entries in sample order, streamed."""
+    return ((i, kinds) for i, kinds in per_image_file(samples, _kinds_or_none) if kinds)
+
+
+def _sha256_or_none(path: str) -> str | None:
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
+def _kinds_or_none(path: str) -> list[str] | None:
+    try:
+        return metadata_kinds(path)
+    except (ImageInputError, OSError):
+        return None
+
+
+FileKey = tuple[int, int, int, int]
+"""A file as the run sees it: device, inode, size and modification time (ns)."""
+CHUNK = 1024  # samples whose files are read at a time: a few pool tasks in flight, never one per sample
+REMEMBERED = 1 << 16  # files whose result is kept: several questions on one image are read once
+
+
+def per_image_file(
+    samples: Iterable[Sample], read: Callable[[str], T | None]
+) -> Iterator[tuple[str, T | None]]:
+    """(id, ``read(image)``) for each sample with a regular image file, in order, reading each
+    distinct file (same device, inode, size and mtime) once; HASH_THREADS read at a time."""
+    known: dict[FileKey, T | None] = {}
     with ThreadPoolExecutor(HASH_THREADS) as pool:
-        return {i: kinds for i, kinds in pool.map(one, list(samples)) if kinds}
+        for chunk in _chunks(_with_files(samples)):
+            todo = {key: path for _, path, key in chunk if key not in known}
+            for key, result in zip(todo, pool.map(read, todo.values()), strict=True):
+                if len(known) >= REMEMBERED:
+                    del known[next(iter(known))]
+                known[key] = result
+            for sample_id, _, key in chunk:
+                yield sample_id, known[key]
+
+
+def _with_files(samples: Iterable[Sample]) -> Iterator[tuple[str, str, FileKey]]:
+    for sample in samples:
+        if not sample.image:
+            continue
+        try:
+            info = os.stat(sample.image)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(info.st_mode):
+            yield sample.id, sample.image, (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _chunks(items: Iterable[tuple[str, str, FileKey]]) -> Iterator[list[tuple[str, str, FileKey]]]:
+    chunk: list[tuple[str, str, FileKey]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def truth_sha256(samples: Iterable[Sample]) -> str:
     """One hash of every sample's ground truth (ids sorted; image paths and free metadata left
     out), so a manifest proves the answers without containing them."""
     digest = hashlib.sha256()
-    for sample in sorted(samples, key=lambda s: s.id):
+    for sample in in_id_order(samples):
         digest.update(sample.model_dump_json(exclude={"image", "metadata"}).encode() + b"\n")
     return digest.hexdigest()
 

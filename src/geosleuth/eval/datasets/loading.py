@@ -12,11 +12,13 @@ import csv
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from geosleuth.core.records import Sample
@@ -44,7 +46,9 @@ from geosleuth.eval.datasets.layouts import (
     hub_layout,
     table_layout,
 )
+from geosleuth.eval.datasets.spool import SampleSpool, in_id_order
 from geosleuth.eval.datasets.table_rows import DatasetError, read_rows
+from geosleuth.eval.run.store import DIGEST, id_digest
 from geosleuth.registry import RegistryError
 
 log = logging.getLogger(__name__)
@@ -70,7 +74,7 @@ class Dataset:
     name: str
     source: str
     format: str
-    samples: list[Sample]
+    samples: Sequence[Sample]  # a `SampleSpool` when loaded from files: on disk, not in memory
     problems: list[DatasetProblem] = field(default_factory=list)
     missing_images: list[DatasetProblem] = field(
         default_factory=list
@@ -88,7 +92,7 @@ def fingerprint_samples(samples: Iterable[Sample]) -> str:
     Images count by file name and size, not folder, so a moved dataset still resumes its runs.
     """
     digest = hashlib.sha256()
-    for sample in sorted(samples, key=lambda s: s.id):
+    for sample in in_id_order(samples):
         name = Path(sample.image).name if sample.image else None
         digest.update(sample.model_copy(update={"image": name}).model_dump_json().encode())
         if sample.image:
@@ -149,15 +153,19 @@ def build_samples(
     images: ImageResolver,
     check_images: bool = True,
     missing_images: list[DatasetProblem] | None = None,
-) -> tuple[list[Sample], list[DatasetProblem]]:
+) -> tuple[SampleSpool, list[DatasetProblem]]:
     """Apply a row adapter, collecting bad rows and duplicate ids as problems.
 
     A sample whose image is missing stays in the samples (a run records it as failed);
-    with ``check_images`` it is listed in ``missing_images``.
+    with ``check_images`` it is listed in ``missing_images``. The samples are spooled to disk
+    and duplicates found afterwards from 16-byte id digests, so memory stays flat in the rows.
     """
-    samples: list[Sample] = []
+    samples = SampleSpool()
     problems: list[DatasetProblem] = []
-    seen: set[str] = set()
+    digests = bytearray()  # every adapted row's id digest, in row order
+    rows_of = array("i")  # the row of each digest
+    kept_as = array("i")  # its place in `samples`, -1 when the row was rejected
+    rejected_ids: dict[int, str] = {}  # digest number -> id, for rejected rows only
     for index, row in enumerate(rows):
         if "__error__" in row:
             problems.append(DatasetProblem(index, None, str(row["__error__"])))
@@ -175,14 +183,43 @@ def build_samples(
         issues = validate_sample(sample)
         if check_images and missing_images is not None and (missing := image_problem(sample)):
             missing_images.append(DatasetProblem(index, sample.id, missing))
-        if sample.id in seen:
-            issues.append("duplicate id")
-        seen.add(sample.id)
+        digests += id_digest(sample.id)
+        rows_of.append(index)
         if issues:
+            rejected_ids[len(kept_as)] = sample.id
+            kept_as.append(-1)
             problems.extend(DatasetProblem(index, sample.id, issue) for issue in issues)
             continue
+        kept_as.append(len(samples))
         samples.append(sample)
-    return samples, problems
+    return _drop_duplicates(samples, problems, digests, rows_of, kept_as, rejected_ids)
+
+
+def _drop_duplicates(
+    samples: SampleSpool,
+    problems: list[DatasetProblem],
+    digests: bytearray,
+    rows_of: array[int],
+    kept_as: array[int],
+    rejected_ids: dict[int, str],
+) -> tuple[SampleSpool, list[DatasetProblem]]:
+    """Every repeat of an id seen on an earlier row is a problem ("duplicate id") and not a sample."""
+    keys = np.frombuffer(digests, dtype=DIGEST)
+    order = np.argsort(keys, kind="stable")  # equal ids: the earlier row first
+    ordered = keys[order]
+    repeats = np.sort(order[1:][ordered[1:] == ordered[:-1]])
+    if not len(repeats):
+        return samples, problems
+    dropped = set()
+    for number in repeats.tolist():
+        place = kept_as[number]
+        sample_id = rejected_ids[number] if place < 0 else samples[place].id
+        problems.append(DatasetProblem(rows_of[number], sample_id, "duplicate id"))
+        if place >= 0:
+            dropped.add(place)
+    problems.sort(key=lambda p: p.row)  # stable: a row's own issues stay before its duplicate id
+    kept = samples.select(i for i in range(len(samples)) if i not in dropped) if dropped else samples
+    return kept, problems
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -296,9 +333,10 @@ def load_dataset(
     except LayoutError as exc:
         raise DatasetError(str(exc)) from exc
     if split is not None:
-        samples = [s for s in samples if s.split in (None, split)]
-        kept = {s.id for s in samples}
-        missing = [m for m in missing if m.sample_id in kept]
+        samples = samples.where(lambda s: s.split in (None, split))
+        if missing:
+            kept = {s.id for s in samples}
+            missing = [m for m in missing if m.sample_id in kept]
     return Dataset(
         name=source.stem,
         source=str(source.resolve()),
@@ -389,7 +427,7 @@ def _no_samples(
 
 def _load_parts(source: Path, layout: Layout, *, seed: int, split: str | None, check_images: bool) -> Dataset:
     """A release of several tables (EarthWhere's WhereCountry and WhereStreet) as one dataset."""
-    samples: list[Sample] = []
+    samples = SampleSpool()
     problems: list[DatasetProblem] = []
     missing: list[DatasetProblem] = []
     for part in layout.parts:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import platform
 import re
+import secrets
 import time
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import geosleuth
 from geosleuth.eval.judges.catalog import JUDGES
-from geosleuth.eval.run.store import TRAJECTORIES, RunDirError, write_atomic
+from geosleuth.eval.run.store import TRAJECTORIES, RunDirError, write_atomic_lines
 from geosleuth.secrets import redact_text
 from geosleuth.tools.leakguard import GuardMode
 
@@ -369,7 +371,48 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
         manifest = {**manifest, "created_at": previous.get("created_at", manifest["created_at"])}
         manifest["resumed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, redact_text(json.dumps(manifest, indent=2, ensure_ascii=False)) + "\n")
+    write_atomic_lines(path, manifest_chunks(manifest))
+
+
+@dataclass(frozen=True)
+class StreamedDict:
+    """A manifest value written entry by entry as ``run.json`` is saved, never held as one dict
+    (the image hashes of a million samples); ``entries`` is called once, at the write."""
+
+    entries: Callable[[], Iterable[tuple[str, Any]]]
+
+
+def manifest_chunks(manifest: Mapping[str, Any]) -> Iterator[bytes]:
+    """``run.json``'s text (indented JSON, secrets redacted) in pieces: each `StreamedDict` is
+    spliced in entry by entry, laid out exactly as ``json.dumps(..., indent=2)`` lays out a dict."""
+    streamed: list[StreamedDict] = []
+    nonce = secrets.token_hex(8)  # no value of the manifest can pass for a placeholder
+
+    def placeholder(value: Any) -> str:
+        if not isinstance(value, StreamedDict):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        streamed.append(value)
+        return f"\0{nonce} {len(streamed) - 1}\0"
+
+    text = redact_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=placeholder)) + "\n"
+    done = 0
+    for found in re.finditer(rf'"\\u0000{nonce} (\d+)\\u0000"', text):
+        yield text[done : found.start()].encode()
+        line = text[text.rfind("\n", 0, found.start()) + 1 : found.start()]
+        depth = len(line) - len(line.lstrip(" "))
+        yield from _dict_chunks(streamed[int(found.group(1))].entries(), depth)
+        done = found.end()
+    yield text[done:].encode()
+
+
+def _dict_chunks(entries: Iterable[tuple[str, Any]], depth: int) -> Iterator[bytes]:
+    inner = "\n" + " " * (depth + 2)
+    opened = False
+    for key, value in entries:
+        item = json.dumps(key, ensure_ascii=False) + ": " + json.dumps(value, indent=2, ensure_ascii=False)
+        yield (("," if opened else "{") + inner + redact_text(item).replace("\n", inner)).encode()
+        opened = True
+    yield ("\n" + " " * depth + "}" if opened else "{}").encode()
 
 
 def _has_records(run_dir: Path) -> bool:

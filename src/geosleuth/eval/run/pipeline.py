@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,15 @@ from geosleuth.eval.datasets.frozen import (
     FrozenMismatch,
     check_frozen,
     image_conflicts,
-    image_metadata,
+    image_metadata_entries,
     image_sha256,
+    image_sha256_entries,
     read_frozen,
     run_image_hashes,
 )
 from geosleuth.eval.datasets.layouts import SOURCE_HOSTS
 from geosleuth.eval.datasets.loading import Dataset, DatasetError, detect_format, load_dataset
+from geosleuth.eval.datasets.spool import SampleSpool
 from geosleuth.eval.report.scores import protocol_for
 from geosleuth.eval.run.backends import shard_of
 from geosleuth.eval.run.config import (
@@ -32,6 +35,7 @@ from geosleuth.eval.run.config import (
     SAMPLES,
     SHARD_POSITIONS,
     EvalConfig,
+    StreamedDict,
     build_manifest,
     shard_dir,
     write_manifest,
@@ -39,7 +43,7 @@ from geosleuth.eval.run.config import (
 from geosleuth.eval.run.endpoints import LaneRouter, Lanes, plan_lanes
 from geosleuth.eval.run.runlock import LOCK_FILE, run_lock
 from geosleuth.eval.run.runner import Guards, ProgressFn, RunAborted, RunFn, RunStats, run_samples
-from geosleuth.eval.run.store import TRAJECTORIES, RunDirError, write_atomic
+from geosleuth.eval.run.store import TRAJECTORIES, RunDirError, write_atomic, write_atomic_lines
 from geosleuth.eval.run.styles import choose_style
 from geosleuth.plugins import load_callable
 from geosleuth.tools.leakguard import GuardMode, GuardSpec, sample_needles
@@ -50,9 +54,9 @@ class PreparedRun:
     config: EvalConfig
     run_dir: Path
     dataset: Dataset
-    samples: list[Sample]
+    samples: Sequence[Sample]
     lanes: Lanes
-    guards: Guards | None = None  # per sample: how its search / POI results are screened
+    guards: SampleGuards | None = None  # how each sample's search / POI results are screened
     created: bool = False  # this invocation made the run directory's files (none were there)
 
 
@@ -177,7 +181,13 @@ def checked_agent_settings(config: EvalConfig, base_url: str | None = None) -> d
 
 
 def write_samples(run_dir: Path, samples: Sequence[Sample]) -> None:
-    write_atomic(run_dir / SAMPLES, "".join(s.model_dump_json() + "\n" for s in samples))
+    """samples.jsonl, streamed (a spool's lines are copied as they are, never re-encoded)."""
+    lines = (
+        samples.lines()
+        if isinstance(samples, SampleSpool)
+        else (s.model_dump_json().encode() + b"\n" for s in samples)
+    )
+    write_atomic_lines(run_dir / SAMPLES, lines)
 
 
 def read_samples(run_dir: Path) -> list[Sample]:
@@ -212,21 +222,18 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     preflight(config, dataset, samples)
     config = with_style(config, samples)
     run_dir = Path(config.out).expanduser()
-    positions: list[int] | None = None
+    positions: array[int] | None = None
     if config.shard_spec is not None:
         index, count = config.shard_spec
-        positions = [i for i, s in enumerate(samples) if shard_of(s.id, count) == index]
+        positions = array(
+            "q", (i for i, sample_id in enumerate(ids_of(samples)) if shard_of(sample_id, count) == index)
+        )
         n_selected = len(samples)
-        samples = [samples[i] for i in positions]
+        samples = (
+            samples.select(positions) if isinstance(samples, SampleSpool) else [samples[i] for i in positions]
+        )
         run_dir = shard_dir(run_dir, index, count)
-    hashes = image_sha256(dataset.samples if config.manifest else samples)
-    if config.manifest:
-        try:
-            check_frozen(read_frozen(Path(config.manifest).expanduser()), dataset.samples, hashes)
-        except FrozenMismatch as exc:
-            raise DatasetError(str(exc)) from None
-    hashes = {s.id: hashes[s.id] for s in samples if s.id in hashes}
-    check_same_images_as_before(run_dir, hashes)
+    hashes = image_hashes(config, dataset, samples, run_dir)
     info = {
         "source": dataset.source,
         "format": dataset.format,
@@ -236,7 +243,8 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
         "n_invalid_rows": len(dataset.problems),
         "invalid_rows": [str(p) for p in dataset.problems[:100]],
         "image_sha256": hashes,
-        "image_metadata": image_metadata(samples),  # what the agent was kept from (see allow_metadata)
+        # what the agent was kept from (see allow_metadata)
+        "image_metadata": StreamedDict(lambda: image_metadata_entries(samples)),
         "pixels_only": not config.allow_metadata,
         "leak_guard": config.leak_guard,
         "source_hosts": source_hosts(config, dataset),
@@ -252,9 +260,14 @@ def prepare_run(config: EvalConfig) -> PreparedRun:
     write_manifest(run_dir, build_manifest(config, info, lanes.endpoints))
     write_samples(run_dir, samples)
     if positions is not None:  # where this shard's samples stand in the whole run, for the merge
-        write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions) + "\n")
-    guards = leak_guards(config, dataset, samples)
+        write_atomic(run_dir / SHARD_POSITIONS, json.dumps(positions.tolist()) + "\n")
+    guards = leak_guards(config, dataset)
     return PreparedRun(config, run_dir, dataset, samples, lanes, guards, created)
+
+
+def ids_of(samples: Sequence[Sample]) -> Iterator[str]:
+    """The samples' ids in order (a spool reads them without validating whole records)."""
+    return samples.ids() if isinstance(samples, SampleSpool) else (s.id for s in samples)
 
 
 def source_hosts(config: EvalConfig, dataset: Dataset) -> list[str]:
@@ -262,12 +275,27 @@ def source_hosts(config: EvalConfig, dataset: Dataset) -> list[str]:
     return sorted({*SOURCE_HOSTS.get(dataset.format, ()), *config.leak_hosts})
 
 
-def leak_guards(config: EvalConfig, dataset: Dataset, samples: Sequence[Sample]) -> Guards | None:
-    """Each sample's screen (None with ``leak_guard: off``); only a strict one holds the truth."""
+@dataclass(frozen=True)
+class SampleGuards:
+    """How a run screens each sample's search and POI results: a sample's `GuardSpec` is built
+    when it runs, not held for every sample."""
+
+    mode: GuardMode
+    hosts: tuple[str, ...]
+
+    def __call__(self, sample: Sample) -> GuardSpec:
+        return sample_guard(self.mode, self.hosts, sample)
+
+    def table(self, samples: Iterable[Sample]) -> Guards:
+        """Sample id -> screen, for executors that receive tasks without their truth (Ray)."""
+        return {s.id: self(s) for s in samples}
+
+
+def leak_guards(config: EvalConfig, dataset: Dataset) -> SampleGuards | None:
+    """The run's screens (None with ``leak_guard: off``); only a strict one holds the truth."""
     if config.leak_guard == "off":
         return None
-    hosts = tuple(source_hosts(config, dataset))
-    return {s.id: sample_guard(config.leak_guard, hosts, s) for s in samples}
+    return SampleGuards(config.leak_guard, tuple(source_hosts(config, dataset)))
 
 
 def sample_guard(mode: GuardMode, hosts: Sequence[str], sample: Sample) -> GuardSpec:
@@ -275,6 +303,24 @@ def sample_guard(mode: GuardMode, hosts: Sequence[str], sample: Sample) -> Guard
     strict = mode == "strict" and sample.lat is not None and sample.lon is not None
     truth = (sample.lat, sample.lon) if strict else None
     return GuardSpec(mode, tuple(hosts), sample_needles(sample.id, sample.image), truth)  # type: ignore[arg-type]
+
+
+def image_hashes(
+    config: EvalConfig, dataset: Dataset, samples: Sequence[Sample], run_dir: Path
+) -> dict[str, str] | StreamedDict:
+    """The selected samples' image hashes for ``run.json``, checked against ``--manifest`` and,
+    on resume, against the run's first start; a new run's are hashed as ``run.json`` is written."""
+    if not config.manifest and not (run_dir / MANIFEST).is_file():
+        return StreamedDict(lambda: image_sha256_entries(samples))
+    hashes = image_sha256(dataset.samples if config.manifest else samples)
+    if config.manifest:
+        try:
+            check_frozen(read_frozen(Path(config.manifest).expanduser()), dataset.samples, hashes)
+        except FrozenMismatch as exc:
+            raise DatasetError(str(exc)) from None
+        hashes = {i: hashes[i] for i in ids_of(samples) if i in hashes}  # the selected samples'
+    check_same_images_as_before(run_dir, hashes)
+    return hashes
 
 
 def check_same_images_as_before(run_dir: Path, hashes: dict[str, str]) -> None:
@@ -354,6 +400,8 @@ def with_style(config: EvalConfig, samples: Sequence[Sample]) -> EvalConfig:
 def check_images(dataset: Dataset, samples: Sequence[Sample], option: str = "--images FOLDER") -> None:
     """Refuse a run none of whose images exists: a wrong image folder, not a benchmark of failures
     (``option`` is how the caller's user points at the folder). Some missing: those samples fail."""
+    if len(dataset.missing_images) < len(samples):  # some image exists: no id set needed
+        return
     selected = {s.id for s in samples}
     missing = [m for m in dataset.missing_images if m.sample_id in selected]
     if missing and len(missing) == len(selected):
@@ -403,7 +451,7 @@ async def _execute(prepared: PreparedRun, retry_failed: bool, on_result: Progres
             timeout_s=config.timeout_s,
             retry_failed=retry_failed,
             on_result=on_result,
-            guards=prepared.guards,
+            guards=prepared.guards.table(prepared.samples) if prepared.guards else None,
         )
     run_fn = run_fns[0] if len(run_fns) == 1 else LaneRouter(lanes, run_fns, config.concurrency)
     return await run_samples(

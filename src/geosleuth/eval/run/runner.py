@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from numpy.typing import NDArray
 
 from geosleuth.bounds.deadline import STARTUP_TIMEOUT_S, SampleClock, reset_clock, set_clock
 from geosleuth.core.records import Sample, Task, Trajectory, TrajectoryStatus
+from geosleuth.eval.datasets.spool import SampleSpool
 from geosleuth.eval.run.store import TrajectoryStore, is_finished
 from geosleuth.tools.leakguard import GuardSpec, guarding
 
@@ -27,6 +29,8 @@ RunFn = Callable[[Task], Awaitable[Trajectory]]
 ProgressFn = Callable[[Trajectory, "RunStats"], None]
 Guards = Mapping[str, GuardSpec]
 """Sample id -> how its search and POI results are screened (`geosleuth.tools.leakguard`)."""
+GuardFn = Callable[[Sample], GuardSpec]
+"""A sample's screen, built when the sample runs (`geosleuth.eval.run.pipeline.SampleGuards`)."""
 BLOCKED = "search_results_blocked"  # trajectory metadata: results the sample's leak guard dropped
 
 
@@ -138,14 +142,25 @@ async def _within(run_fn: RunFn, task: Task, clock: SampleClock, timeout_s: floa
             running.cancel()
 
 
+ID_BATCH = 8192  # ids digested and tested against the finished keys at a time
 PENDING_WRITES = 256
 """Finished trajectories that may wait for the writer (memory stays flat however fast agents answer)."""
 
 
+def pending_positions(samples: Sequence[Sample], finished: NDArray[np.bytes_]) -> NDArray[np.intp]:
+    """Positions of the samples without a finished record (``finished``:
+    `TrajectoryStore.finished_keys`), tested in batches so no list of every id is built."""
+    ids = samples.ids() if isinstance(samples, SampleSpool) else (s.id for s in samples)
+    done = np.zeros(len(samples), dtype=bool)
+    for start in range(0, len(samples), ID_BATCH):
+        batch = list(itertools.islice(ids, ID_BATCH))
+        done[start : start + len(batch)] = is_finished(batch, finished)
+    return np.flatnonzero(~done)
+
+
 def pending_samples(samples: Sequence[Sample], finished: NDArray[np.bytes_]) -> list[Sample]:
     """The samples without a finished record (``finished``: `TrajectoryStore.finished_keys`)."""
-    done = is_finished([s.id for s in samples], finished)
-    return [s for s, was_done in zip(samples, done.tolist(), strict=True) if not was_done]
+    return [samples[int(i)] for i in pending_positions(samples, finished)]
 
 
 async def _writer(
@@ -200,9 +215,12 @@ async def run_samples(
     timeout_s: float | None = None,
     retry_failed: bool = False,
     on_result: ProgressFn | None = None,
-    guards: Guards | None = None,
+    guards: GuardFn | None = None,
 ) -> RunStats:
-    """Run every sample not yet finished in ``run_dir``; append one durable record per sample."""
+    """Run every sample not yet finished in ``run_dir``; append one durable record per sample.
+
+    Pending samples are held as positions and read from ``samples`` when a worker takes one, so a
+    spooled dataset (`geosleuth.eval.datasets.spool`) is never loaded whole."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     store = TrajectoryStore(run_dir)
@@ -214,21 +232,19 @@ async def run_samples(
             store.close()
             stats.retried = len(store.drop_failed())
             store.open()
-        todo = pending_samples(samples, store.finished_keys())
+        todo = pending_positions(samples, store.finished_keys())
         stats.skipped = len(samples) - len(todo)
-        jobs: asyncio.Queue[Sample] = asyncio.Queue()
-        for sample in todo:
-            jobs.put_nowait(sample)
+        cursor = iter(todo)  # one event loop: workers take the next position in turn
         # bounded: when the writer falls behind, workers wait instead of piling up finished records
         results: asyncio.Queue[Trajectory | None] = asyncio.Queue(maxsize=max(PENDING_WRITES, concurrency))
 
         aborted: list[RunAborted] = []
 
         async def worker() -> None:
-            while not jobs.empty() and not aborted:
-                sample = jobs.get_nowait()
+            while not aborted and (position := next(cursor, None)) is not None:
+                sample = samples[int(position)]
                 try:
-                    guard = guards.get(sample.id) if guards else None
+                    guard = guards(sample) if guards else None
                     trajectory = await run_one(run_fn, Task.from_sample(sample), timeout_s, guard)
                 except RunAborted as exc:
                     aborted.append(exc)

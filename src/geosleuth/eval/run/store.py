@@ -52,6 +52,17 @@ def write_atomic(path: Path, text: str) -> None:
     fsync_dir(path.parent)
 
 
+def write_atomic_lines(path: Path, lines: Iterable[bytes]) -> None:
+    """`write_atomic` of a file written line by line (never held whole in memory)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as handle:
+        handle.writelines(lines)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
 class TrajectoryStore:
     """Append-only JSONL of records keyed by ``sample_id`` (trajectories by default), with
     torn-tail repair; other logs of the same shape (synthesis rejections) name their file."""
