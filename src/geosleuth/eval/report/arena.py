@@ -162,7 +162,9 @@ def fights_from_runs(
     common = set.intersection(*({s.id for s in r.samples} for r in runs))
     if not common:
         raise core.ArenaError("the runs share no sample ids")
-    require_same_images([(str(r.run_dir), r.manifest) for r in runs], common)  # same pixels or no battle
+    require_same_images(
+        [(str(r.run_dir), r.full_manifest()) for r in runs], common
+    )  # same pixels or no battle
     chosen = protocol_for(protocol or runs[0].config.get("protocol"), runs[0].samples)
     errors = []
     for run in runs:

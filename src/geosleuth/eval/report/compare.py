@@ -53,7 +53,7 @@ def compare_runs(run_dirs: Sequence[Path], protocol: str | None = None) -> dict[
     common = set.intersection(*({s.id for s in r.iter_samples()} for r in runs))
     if not common:
         raise ValueError("the runs share no sample ids")
-    require_same_images([(str(r.run_dir), r.manifest) for r in runs], common)
+    require_same_images([(str(r.run_dir), r.full_manifest()) for r in runs], common)
     proto = protocol_for(protocol or runs[0].config.get("protocol"), runs[0].iter_samples())
     vectors, medians = [], []
     for run in runs:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from geosleuth.core.records import Sample, Trajectory, trajectory_from_json
 from geosleuth.eval.report.scores import RecordStats
-from geosleuth.eval.run.config import SAMPLES, read_manifest
+from geosleuth.eval.run.config import MANIFEST, SAMPLES, read_manifest
 from geosleuth.eval.run.store import RunDirError, TrajectoryStore
 from geosleuth.scoring.hashindex import HashIndex
 
@@ -159,6 +159,13 @@ class RunData:
     manifest: dict[str, Any]
     preloaded: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def full_manifest(self) -> dict[str, Any]:
+        """run.json with its per-sample image hashes (which `load_run` leaves unread), for the
+        commands that pair runs image by image."""
+        if (self.run_dir / MANIFEST).exists():
+            return read_manifest(self.run_dir)
+        return self.manifest
+
     @property
     def config(self) -> dict[str, Any]:
         return dict(self.manifest.get("config", {}))
@@ -194,7 +201,8 @@ class RunData:
 
 
 def load_run(run_dir: Path) -> RunData:
-    return RunData(run_dir, read_manifest(run_dir))
+    """A run directory, its manifest read without the per-sample image hashes (see `full_manifest`)."""
+    return RunData(run_dir, read_manifest(run_dir, image_hashes=False))
 
 
 def load_records(run_dir: Path) -> dict[str, RecordStats]:

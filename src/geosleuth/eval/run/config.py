@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -420,10 +421,34 @@ def _has_records(run_dir: Path) -> bool:
     return path.exists() and path.stat().st_size > 0
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
+PER_SAMPLE_HASHES = "image_sha256"
+"""The ``dataset`` table of run.json with an entry per sample (about 90 bytes each)."""
+
+
+def read_manifest(run_dir: Path, *, image_hashes: bool = True) -> dict[str, Any]:
+    """run.json. Without ``image_hashes`` its per-sample hash table is left undecoded: a report of
+    a million-sample run reads none of it (``compare``, ``arena``, ``merge`` and resume ask for it)."""
     path = run_dir / MANIFEST
     if not path.exists() and (run_dir / SHARDS).is_dir():
         raise RunDirError(f"{run_dir} holds shards of a run: `geosleuth merge {run_dir}` makes it one")
     if not path.exists():
         raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
-    return json.loads(path.read_text(encoding="utf-8"))
+    data = path.read_bytes()
+    if not image_hashes:
+        try:
+            return _without_hashes(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass  # not strict JSON (a NaN json.dumps wrote) or not an object: read as before
+    return json.loads(data)
+
+
+def _without_hashes(data: bytes) -> dict[str, Any]:
+    """The manifest with ``dataset.image_sha256`` skipped as raw bytes, never made into objects."""
+    out: dict[str, Any] = {}
+    for key, raw in msgspec.json.decode(data, type=dict[str, msgspec.Raw]).items():
+        if key == "dataset":
+            fields = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+            out[key] = {k: msgspec.json.decode(v) for k, v in fields.items() if k != PER_SAMPLE_HASHES}
+        else:
+            out[key] = msgspec.json.decode(raw)
+    return out
