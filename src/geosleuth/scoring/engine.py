@@ -250,7 +250,7 @@ class _Accumulator:
             for k, (column, values) in enumerate(zip(self.coords, arrays, strict=True)):
                 column.buffer.clear()
                 if self.keep_rows or (self.keep_points and k < 2):
-                    column.chunks.append(values)
+                    column.extend(values)
             self._score_coordinates(*arrays)
         for column in self._columns():
             column.flush()
