@@ -4,6 +4,7 @@ message lists, a duplicate-id finder and a reservoir sample, each in bounded mem
 from __future__ import annotations
 
 import math
+import mmap
 import random
 import sys
 import tempfile
@@ -26,28 +27,63 @@ LANGUAGE_SAMPLE = 2_000
 
 
 class Growing:
-    """A column appended in Python lists and frozen into NumPy chunks (compact, amortised)."""
+    """A column appended in Python lists and frozen, a chunk at a time, into one NumPy array in an
+    anonymous memory map of its own.
+
+    The map grows by doubling and is unmapped once no array views the old one, so a million-row
+    column returns its memory to the system when replaced (chunks concatenated on the heap left
+    holes the allocator kept: about the columns' size again in resident memory), and capacity the
+    column never fills is never touched, so it costs no resident memory.
+    """
 
     def __init__(self, dtype: Any) -> None:
-        self.dtype = dtype
+        self.dtype = np.dtype(dtype)
         self.buffer: list[Any] = []  # one list for the column's life: callers may bind its append
-        self.chunks: list[NDArray[Any]] = []
+        self.n = 0
+        self._data: NDArray[Any] = np.zeros(0, dtype=self.dtype)
 
     def append(self, value: Any) -> None:
         self.buffer.append(value)
 
     def flush(self) -> None:
         if self.buffer:
-            self.chunks.append(np.array(self.buffer, dtype=self.dtype))
+            values = np.array(self.buffer, dtype=self.dtype)
             self.buffer.clear()
+            self.extend(values)
+
+    def extend(self, values: NDArray[Any]) -> None:
+        """Append a frozen chunk (after the buffered values, which are flushed first)."""
+        if self.buffer:
+            self.flush()
+        end = self.n + values.size
+        if end > self._data.size:
+            self._data = _mapped_copy(self._data[: self.n], max(end, 2 * self._data.size, MIN_CAPACITY))
+        self._data[self.n : end] = values
+        self.n = end
+
+    def replace(self, values: NDArray[Any]) -> None:
+        """The whole column set to ``values`` (as many rows as it has)."""
+        self.flush()
+        if values.size != self.n:
+            raise ValueError(f"{values.size} values for a column of {self.n} rows")
+        self._data[: self.n] = values
 
     def array(self) -> NDArray[Any]:
         self.flush()
-        if not self.chunks:
-            return np.zeros(0, dtype=self.dtype)
-        if len(self.chunks) > 1:
-            self.chunks = [np.concatenate(self.chunks)]
-        return self.chunks[0]
+        return self._data[: self.n]
+
+
+MIN_CAPACITY = 4_096
+"""Rows a column's first map holds (a page or a few: small columns stay small)."""
+
+
+def _mapped_copy(values: NDArray[Any], capacity: int) -> NDArray[Any]:
+    """``values`` copied to the head of a new anonymous map of ``capacity`` rows (the map lives
+    as long as an array views it)."""
+    mapping = mmap.mmap(-1, max(capacity * values.dtype.itemsize, 1))
+    data = np.frombuffer(mapping, dtype=values.dtype, count=capacity)
+    data[: values.size] = values
+    return data
 
 
 class Interned:

@@ -58,7 +58,7 @@ from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import STATUSES, FileScore, RowColumns, Score, ScoreArrays
 from geosleuth.scoring.truthindex import TruthIndex, truth_index
 from geosleuth.scoring.vectorised import (
-    CoordChunk,
+    CoordColumns,
     ReverseFn,
     arrays_from_coordinates,
     assemble,
@@ -105,7 +105,7 @@ class _Accumulator:
         # coordinates are scored chunk by chunk and dropped, unless --rows prints them or the
         # protocol (OSV-5M) needs to see every row's labels before it can score any level
         self.stream_coords = not protocol.truth_levels_from_labels
-        self.coord_chunks: list[CoordChunk] = []
+        self.coord_columns = CoordColumns()
         self.window: list[list[NDArray[np.float64]]] = [[], [], [], []]
         self.window_rows = 0
         self.any_truth_coords = False
@@ -250,7 +250,7 @@ class _Accumulator:
             for k, (column, values) in enumerate(zip(self.coords, arrays, strict=True)):
                 column.buffer.clear()
                 if self.keep_rows or (self.keep_points and k < 2):
-                    column.chunks.append(values)
+                    column.extend(values)
             self._score_coordinates(*arrays)
         for column in self._columns():
             column.flush()
@@ -269,7 +269,7 @@ class _Accumulator:
         chunk = coordinate_chunk(
             plat, plon, tlat, tlon, self.protocol, self.reverse, keep_pred_levels=self.keep_pred_levels
         )
-        self.coord_chunks.append(chunk)
+        self.coord_columns.add(chunk)
 
     def window_coords(self) -> tuple[NDArray[np.float64], ...]:
         """The first rows' coordinates, for the misalignment check."""
@@ -617,7 +617,7 @@ def _arrays(acc: _Accumulator, protocol: ScoringProtocol, keep_rows: bool) -> tu
     parsed = np.isin(status, [_STATUS_CODE[ParseStatus.OK], _STATUS_CODE[ParseStatus.PARTIAL]])
     truth_levels = None
     if acc.stream_coords:
-        arrays = assemble(acc.coord_chunks, protocol, parsed)
+        arrays = assemble(acc.coord_columns, protocol, parsed)
         any_truth_coords = acc.any_truth_coords
     else:
         plat, plon, tlat, tlon = (c.array() for c in acc.coords)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -16,6 +15,7 @@ import geosleuth.scoring.geovista as geovista
 from geosleuth.core import metrics as core_metrics
 from geosleuth.core.geo import distance_km
 from geosleuth.core.released import GEOAGENT_RADIUS_KM
+from geosleuth.scoring.columnstore import Growing
 from geosleuth.scoring.peers import polygon_country_hits, released_points
 from geosleuth.scoring.protocols import ScoringProtocol
 from geosleuth.scoring.results import Score, ScoreArrays
@@ -109,27 +109,47 @@ def coordinate_chunk(
     return CoordChunk(d, level_hits, pred_levels, points)
 
 
-def assemble(chunks: list[CoordChunk], protocol: ScoringProtocol, parsed: NDArray[np.bool_]) -> ScoreArrays:
-    """Chunks -> one ScoreArrays with threshold hits and points; empties ``chunks`` as it goes."""
+class CoordColumns:
+    """Coordinate chunks appended, as they are scored, to growing columns (memory maps of their
+    own): nothing is joined at the end, so no chunk's memory is left behind as a hole in the heap.
+    Every chunk carries the first one's level hits and points."""
 
-    def take(get: Callable[[CoordChunk], NDArray[Any]]) -> NDArray[Any]:
-        return np.concatenate([get(c) for c in chunks])
+    def __init__(self) -> None:
+        self.n_chunks = 0
+        self.d = Growing(np.float64)
+        self.level_hits: dict[str, Growing] = {}
+        self.points: dict[str, Growing] = {}
+        self.pred_levels: dict[str, list[NDArray[np.object_]]] = {}
 
-    if not chunks:  # an empty file: every metric is defined on nothing, by the same chunk step
+    def add(self, chunk: CoordChunk) -> None:
+        if not self.n_chunks:
+            self.level_hits = {name: Growing(bool) for name in chunk.level_hits}
+            self.points = {name: Growing(np.float64) for name in chunk.points}
+            self.pred_levels = {key: [] for key in chunk.pred_levels}
+        self.d.extend(chunk.d)
+        for name, column in self.level_hits.items():
+            column.extend(chunk.level_hits[name])
+        for name, column in self.points.items():
+            column.extend(chunk.points[name])
+        for key, parts in self.pred_levels.items():
+            parts.append(chunk.pred_levels[key])
+        self.n_chunks += 1
+
+
+def assemble(columns: CoordColumns, protocol: ScoringProtocol, parsed: NDArray[np.bool_]) -> ScoreArrays:
+    """The scored chunks -> one ScoreArrays with threshold hits and points."""
+    if not columns.n_chunks:  # an empty file: every metric is defined on nothing, by the same chunk step
         empty = np.zeros(0)
-        chunks.append(coordinate_chunk(empty, empty, empty, empty, protocol, None))
-    d = take(lambda c: c.d)
-    for c in chunks:
-        c.d = np.zeros(0)
+        columns.add(coordinate_chunk(empty, empty, empty, empty, protocol, None))
+    d = columns.d.array()
     hits: dict[str, NDArray[np.bool_]] = {}
     for t in protocol.thresholds:
         hits[core_metrics.threshold_name(t)] = core_metrics.hits_at(d, t, protocol.strict_threshold)
-    first = chunks[0]
-    points = {name: take(lambda c, n=name: c.points[n]) for name in first.points}
-    for metric, _ in protocol.coord_levels if first.level_hits else ():
-        hits[metric] = take(lambda c, m=metric: c.level_hits[m])
-    pred_levels = {key: take(lambda c, k=key: c.pred_levels[k]) for key in first.pred_levels}
-    chunks.clear()
+    points = {name: column.array() for name, column in columns.points.items()}
+    for metric, _ in protocol.coord_levels if columns.level_hits else ():
+        hits[metric] = columns.level_hits[metric].array()
+    pred_levels = {key: np.concatenate(parts) for key, parts in columns.pred_levels.items()}
+    columns.pred_levels = {}
     return ScoreArrays(d, parsed, hits, {}, points, pred_levels)
 
 
@@ -151,10 +171,10 @@ def arrays_from_coordinates(
     plat, plon = released_points(protocol, plat, plon)  # G3: out of range -> 0, no answer -> (0, 0)
     if protocol.coord_levels and plat.size:
         reverse = reverse or default_reverse(protocol)
-    chunks = []
+    chunks = CoordColumns()
     for start in range(0, plat.size, VECTOR_CHUNK):
         s = slice(start, start + VECTOR_CHUNK)
-        chunks.append(
+        chunks.add(
             coordinate_chunk(
                 plat[s],
                 plon[s],

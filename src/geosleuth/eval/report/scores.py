@@ -377,7 +377,7 @@ class RunColumns:
                         codes[row] = self.country.code(str(code))
         except (ImportError, OSError, RuntimeError):
             return
-        self.country.column.chunks = [codes]
+        self.country.column.replace(codes)
         self.unlocated = []
 
     def column(self, name: str) -> NDArray[Any]:
