@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -59,3 +61,19 @@ def test_growing_kinds_and_replace(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="3 values for a column of 5 rows"):
         numbers.replace(np.zeros(3))
     assert Growing(np.int32).array().size == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_childs_writes_stay_in_the_child() -> None:
+    """The map is private (copy-on-write), as heap memory is: a worker forked while a column
+    exists cannot change the parent's figures."""
+    column = Growing(np.int64)
+    for i in range(10):
+        column.append(i)
+    values = column.array()
+    pid = os.fork()
+    if pid == 0:
+        values[0] = 999
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert values[0] == 0 and column.array().tolist() == list(range(10))

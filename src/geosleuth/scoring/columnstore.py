@@ -80,7 +80,9 @@ MIN_CAPACITY = 4_096
 def _mapped_copy(values: NDArray[Any], capacity: int) -> NDArray[Any]:
     """``values`` copied to the head of a new anonymous map of ``capacity`` rows (the map lives
     as long as an array views it)."""
-    mapping = mmap.mmap(-1, max(capacity * values.dtype.itemsize, 1))
+    size = max(capacity * values.dtype.itemsize, 1)
+    private = getattr(mmap, "MAP_PRIVATE", None)  # copy-on-write in a forked child, as heap memory is
+    mapping = mmap.mmap(-1, size) if private is None else mmap.mmap(-1, size, flags=private)
     data = np.frombuffer(mapping, dtype=values.dtype, count=capacity)
     data[: values.size] = values
     return data
