@@ -20,7 +20,7 @@ from geosleuth.eval.datasets.loading import fingerprint_samples, load_dataset
 from geosleuth.eval.datasets.spool import SampleSpool, in_id_order
 from geosleuth.eval.run.config import StreamedDict, manifest_chunks
 from geosleuth.eval.run.runner import pending_positions
-from geosleuth.eval.run.store import DIGEST, id_digest
+from geosleuth.eval.run.store import DIGEST, text_digest
 
 IDS = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
 
@@ -120,7 +120,7 @@ def test_a_streamed_manifest_is_the_text_json_dumps_writes(first: dict, second: 
 
 def test_pending_positions_are_the_samples_without_a_finished_record() -> None:
     spool = SampleSpool(Sample(id=f"s{i}") for i in range(10))
-    finished = np.unique(np.frombuffer(b"".join(map(id_digest, ["s3", "s0", "s9", "other"])), dtype=DIGEST))
+    finished = np.unique(np.frombuffer(b"".join(map(text_digest, ["s3", "s0", "s9", "other"])), dtype=DIGEST))
     assert pending_positions(spool, finished).tolist() == [1, 2, 4, 5, 6, 7, 8]
 
 

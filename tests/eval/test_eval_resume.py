@@ -15,7 +15,7 @@ from eval_data import make_csv_dataset, write_plan
 from hypothesis import given
 from hypothesis import strategies as st
 
-from geosleuth.eval.run.store import DIGEST, id_digest, is_finished
+from geosleuth.eval.run.store import DIGEST, is_finished, text_digest
 
 HERE = Path(__file__).resolve().parent
 N = 60
@@ -110,5 +110,5 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
 def test_finished_ids_are_told_apart_exactly(finished: list[str], asked: list[str]) -> None:
     """A resume skips exactly the ids with a record: digests of any ids (empty, unicode, lone
     surrogates) answer as a set of the ids would."""
-    keys = np.unique(np.frombuffer(b"".join(map(id_digest, finished)), dtype=DIGEST))
+    keys = np.unique(np.frombuffer(b"".join(map(text_digest, finished)), dtype=DIGEST))
     assert is_finished(asked + finished, keys).tolist() == [sid in set(finished) for sid in asked + finished]

@@ -48,7 +48,7 @@ from geosleuth.eval.datasets.layouts import (
 )
 from geosleuth.eval.datasets.spool import SampleSpool, in_id_order
 from geosleuth.eval.datasets.table_rows import DatasetError, read_rows
-from geosleuth.eval.run.store import DIGEST, id_digest
+from geosleuth.eval.run.store import DIGEST, text_digest
 from geosleuth.registry import RegistryError
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def build_samples(
         issues = validate_sample(sample)
         if check_images and missing_images is not None and (missing := image_problem(sample)):
             missing_images.append(DatasetProblem(index, sample.id, missing))
-        digests += id_digest(sample.id)
+        digests += text_digest(sample.id)
         rows_of.append(index)
         if issues:
             rejected_ids[len(kept_as)] = sample.id

@@ -8,20 +8,26 @@ offsets, so selecting never copies a sample.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, overload
 
+import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
 from geosleuth.core.records import Sample
 
-_ID_PREFIX = b'{"id":'  # `Sample.model_dump_json` writes the id first
-_STRING = json.JSONDecoder()
+
+class _Identified(msgspec.Struct):
+    """A sample line's id alone: msgspec skips the other fields without building them."""
+
+    id: str
+
+
+_ID_DECODER = msgspec.json.Decoder(_Identified)
 
 
 class _SpoolFile:
@@ -98,9 +104,9 @@ class SampleSpool(Sequence[Sample]):
     def ids(self) -> Iterator[str]:
         """Each sample's id, read from the head of its line without validating the rest."""
         for line in self.lines():
-            if line.startswith(_ID_PREFIX):
-                yield _STRING.raw_decode(line.decode(), len(_ID_PREFIX))[0]
-            else:
+            try:
+                yield _ID_DECODER.decode(line).id
+            except (msgspec.DecodeError, msgspec.ValidationError):  # e.g. an escaped lone surrogate
                 yield Sample.model_validate_json(line).id
 
     def select(self, positions: Iterable[int]) -> SampleSpool:

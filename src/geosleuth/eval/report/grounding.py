@@ -9,7 +9,6 @@ tool or OCR result mentions, and the unsupported claims of each sample (``summar
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import logging
 import math
@@ -35,6 +34,7 @@ from geosleuth.core.parsing.coordinates import coordinate_pairs
 from geosleuth.core.records import Prediction, Trajectory, cap_text
 from geosleuth.core.text import normalize
 from geosleuth.eval.report.scores import CHUNK_ROWS, RunScore
+from geosleuth.eval.run.store import text_digest
 from geosleuth.scoring.columnstore import Growing, Texts
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class CachedPoints:
         self.cache: dict[bytes, Points] = {}
 
     def __call__(self, text: str) -> Points:
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = text_digest(text)
         found = self.cache.get(key)
         if found is None:
             if len(self.cache) >= MAX_CACHED_TEXTS:

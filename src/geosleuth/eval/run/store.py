@@ -127,7 +127,7 @@ class TrajectoryStore:
         64-bit hash: a resume cannot read ids back, and a collision would skip a sample unrun."""
         keys = bytearray()
         for _, _, record in self._records():
-            keys += id_digest(str(record["sample_id"]))
+            keys += text_digest(str(record["sample_id"]))
         return np.unique(np.frombuffer(bytes(keys), dtype=DIGEST))
 
     def records(self, ids: Collection[str] | None = None) -> Iterator[Trajectory]:
@@ -236,12 +236,13 @@ def load_run_trajectories(run_dir: Path, ids: Collection[str] | None = None) -> 
 DIGEST = np.dtype("S16")
 
 
-def id_digest(sample_id: str) -> bytes:
-    """A sample id's 128-bit BLAKE2b digest (ids that differ collide with odds of 2^-128)."""
+def text_digest(sample_id: str) -> bytes:
+    """A string's 128-bit BLAKE2b digest (sample ids, tool results: texts that differ collide with
+    odds of 2^-128)."""
     return hashlib.blake2b(sample_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def is_finished(sample_ids: Sequence[str], finished: NDArray[np.bytes_]) -> NDArray[np.bool_]:
     """Which of ``sample_ids`` have a finished record (``finished``: `TrajectoryStore.finished_keys`)."""
-    keys = np.frombuffer(b"".join(map(id_digest, sample_ids)), dtype=DIGEST)
+    keys = np.frombuffer(b"".join(map(text_digest, sample_ids)), dtype=DIGEST)
     return np.isin(keys, finished)
